@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The CPU backend: host memory, OpenMP threads over rollouts, Eigen for the products.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "datamask/backend/concept.hpp"
+#include "datamask/concepts.hpp"
+#include "datamask/detail/parallel.hpp"
+#include "datamask/rng/philox.hpp"
+#include "datamask/types.hpp"
+
+namespace datamask {
+
+/// @brief The CPU backend. Rollouts run concurrently on `threads` OpenMP threads (0: all);
+/// every reduction has a fixed order, so results do not depend on the thread count.
+struct eigen_backend {
+  template <class T>
+  using vector = std::vector<T>;
+  static constexpr std::string_view name = "eigen";
+
+  int threads = 0;
+
+  /// @brief The block as the backend stores it: the embeddings stay where the caller has them.
+  template <class T>
+  struct dataset {
+    matrix_view<const T> embeddings;
+    vector<double> inv_norms;
+    vector<double> sq_norms;
+    vector<id_t> ids;
+  };
+
+  template <class T>
+  [[nodiscard]] vector<T> to_device(std::span<const T> host) const {
+    return vector<T>(host.begin(), host.end());
+  }
+  template <class T>
+  [[nodiscard]] std::vector<T> to_host(const vector<T>& dev) const {
+    return dev;
+  }
+
+  template <class T>
+  [[nodiscard]] dataset<T> make_dataset(matrix_view<const T> x, std::span<const double> inv_norms,
+                                        std::span<const double> sq_norms,
+                                        std::span<const id_t> ids) const {
+    return dataset<T>{x, to_device(inv_norms), to_device(sq_norms), to_device(ids)};
+  }
+
+  /// @brief The m candidates with the smallest uniform draw for (step, active-batch stream),
+  /// ties to the smaller id, returned in increasing row order.
+  template <class T>
+  void active_batch(const dataset<T>& ds, const vector<index_t>& candidates, rng::philox_key key,
+                    std::uint32_t step, index_t m, vector<index_t>& out) const {
+    const auto c = static_cast<index_t>(candidates.size());
+    if (m >= c) {
+      out = candidates;
+      return;
+    }
+    std::vector<std::pair<double, index_t>> u(static_cast<std::size_t>(c));
+    detail::parallel_for(ceil_div(c, chunk), threads, [&](index_t b) {
+      for (index_t i = b * chunk; i < std::min(c, (b + 1) * chunk); ++i) {
+        const index_t r = candidates[i];
+        u[i] = {rng::uniform01(key, ds.ids[r], step, rng::stream_active_batch), r};
+      }
+    });
+    auto less = [&](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : ds.ids[a.second] < ds.ids[b.second];
+    };
+    std::nth_element(u.begin(), u.begin() + (m - 1), u.end(), less);
+    out.resize(static_cast<std::size_t>(m));
+    for (index_t i = 0; i < m; ++i) out[i] = u[i].second;
+    std::sort(out.begin(), out.end());
+  }
+
+  /// @brief G rollouts of k items drawn without replacement from softmax(logits) over `active`
+  /// by Gumbel-top-k. Rollout g uses stream `first_stream + g`; `out` is G x k rows, each row
+  /// in draw order (largest key first; ties to the smaller id).
+  template <class T>
+  void gumbel_top_k(const vector<double>& logits, const dataset<T>& ds,
+                    const vector<index_t>& active, rng::philox_key key, std::uint32_t step,
+                    std::uint32_t first_stream, index_t g_count, index_t k,
+                    vector<index_t>& out) const {
+    const auto m = static_cast<index_t>(active.size());
+    out.resize(static_cast<std::size_t>(g_count * k));
+    detail::parallel_for(g_count, threads, [&](index_t g) {
+      std::vector<std::pair<double, index_t>> keys(static_cast<std::size_t>(m));
+      const auto stream = static_cast<std::uint32_t>(first_stream + g);
+      for (index_t a = 0; a < m; ++a) {
+        const index_t r = active[a];
+        keys[a] = {logits[r] + rng::gumbel(key, ds.ids[r], step, stream), r};
+      }
+      auto greater = [&](const auto& x, const auto& y) {
+        return x.first != y.first ? x.first > y.first : ds.ids[x.second] < ds.ids[y.second];
+      };
+      if (k < m) std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), greater);
+      std::sort(keys.begin(), keys.begin() + k, greater);
+      for (index_t t = 0; t < k; ++t) out[g * k + t] = keys[t].second;
+    });
+  }
+
+  /// @brief Scores G subsets of k rows with a diversity objective: the batched form when the
+  /// objective has one, else one call per subset, rollouts spread over the threads.
+  template <class T, class D>
+  void evaluate(const D& objective, const dataset<T>& ds, const vector<index_t>& subsets,
+                index_t g_count, index_t k, const vector<index_t>& reference,
+                std::span<double> out) const {
+    const batch_view<T> b{ds.embeddings, ds.inv_norms.data(), ds.sq_norms.data(),
+                          matrix_view<const index_t>(subsets.data(), g_count, k),
+                          index_view(reference.data(), static_cast<index_t>(reference.size()))};
+    if constexpr (batched_diversity_objective<D, T>) {
+      objective.evaluate_batch(b, out);
+    } else {
+      detail::parallel_for(g_count, threads, [&](index_t g) { out[g] = objective(b[g]); });
+    }
+  }
+
+  /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
+  void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
+                  index_t k, std::span<double> out) const {
+    for (index_t g = 0; g < g_count; ++g) {
+      double s = 0.0;
+      for (index_t t = 0; t < k; ++t) s += values[subsets[g * k + t]];
+      out[g] = s;
+    }
+  }
+
+  /// @brief The relaxed update: L_j += sum_g coef_g 1[j in M_g], the sum over g in order.
+  void add_rollouts(vector<double>& logits, const vector<index_t>& active,
+                    const vector<index_t>& subsets, index_t g_count, index_t k,
+                    std::span<const double> coef, vector<double>& scratch) const {
+    scratch.resize(logits.size());
+    for (index_t r : active) scratch[r] = 0.0;
+    for (index_t g = 0; g < g_count; ++g) {
+      for (index_t t = 0; t < k; ++t) scratch[subsets[g * k + t]] += coef[g];
+    }
+    for (index_t r : active) logits[r] += scratch[r];
+  }
+
+  /// @brief The exact Plackett-Luce update: L_j += sum_g coef_g d ln P(order_g) / d L_j with
+  /// d ln P / d L_j = 1[j in M] - exp(L_j) sum_{t <= min(k, pos_j)} 1 / Z_t.
+  ///
+  /// Each Z_t is a sum of positive terms (the items not yet drawn), never a difference, so no
+  /// cancellation when k is close to m.
+  void plackett_luce_update(vector<double>& logits, const vector<index_t>& active,
+                            const vector<index_t>& subsets, index_t g_count, index_t k,
+                            std::span<const double> coef, vector<double>& scratch) const {
+    const auto m = static_cast<index_t>(active.size());
+    double mx = -std::numeric_limits<double>::infinity();
+    for (index_t r : active) mx = std::max(mx, logits[r]);
+    scratch.resize(logits.size());
+    std::vector<double> w(static_cast<std::size_t>(m));
+    for (index_t a = 0; a < m; ++a) w[a] = std::exp(logits[active[a]] - mx);
+    // Per rollout: cum[t] = sum_{s <= t} 1/Z_s (k values) stored row-wise.
+    std::vector<double> cum(static_cast<std::size_t>(g_count * k));
+    std::vector<double> wsel(static_cast<std::size_t>(g_count * k));
+    detail::parallel_for(g_count, threads, [&](index_t g) {
+      const index_t* sel = subsets.data() + g * k;
+      std::vector<index_t> pos_rows(sel, sel + k);
+      std::sort(pos_rows.begin(), pos_rows.end());
+      double rest = 0.0;  // the active items this rollout did not draw
+      for (index_t a = 0; a < m; ++a) {
+        if (!std::binary_search(pos_rows.begin(), pos_rows.end(), active[a])) rest += w[a];
+      }
+      double* c = cum.data() + g * k;
+      double* ws = wsel.data() + g * k;
+      for (index_t t = 0; t < k; ++t) ws[t] = std::exp(logits[sel[t]] - mx);
+      double suffix = rest;
+      for (index_t t = k - 1; t >= 0; --t) {
+        suffix += ws[t];
+        c[t] = suffix;  // Z_t for now
+      }
+      double acc = 0.0;
+      for (index_t t = 0; t < k; ++t) {
+        acc += 1.0 / c[t];
+        c[t] = acc;
+      }
+    });
+    double u = 0.0;
+    for (index_t g = 0; g < g_count; ++g) u += coef[g] * cum[g * k + (k - 1)];
+    for (index_t a = 0; a < m; ++a) scratch[active[a]] = -w[a] * u;
+    for (index_t g = 0; g < g_count; ++g) {
+      const double last = cum[g * k + (k - 1)];
+      for (index_t t = 0; t < k; ++t) {
+        const index_t r = subsets[g * k + t];
+        scratch[r] += coef[g] * (1.0 - wsel[g * k + t] * (cum[g * k + t] - last));
+      }
+    }
+    for (index_t r : active) logits[r] += scratch[r];
+  }
+
+  /// @brief The S candidates with the largest logits, by logit descending, ties to the smaller id.
+  template <class T>
+  [[nodiscard]] std::vector<index_t> top_rows(const vector<double>& logits, const dataset<T>& ds,
+                                              const vector<index_t>& candidates,
+                                              index_t s) const {
+    std::vector<index_t> rows(candidates.begin(), candidates.end());
+    auto greater = [&](index_t a, index_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : ds.ids[a] < ds.ids[b];
+    };
+    if (s < static_cast<index_t>(rows.size())) {
+      std::nth_element(rows.begin(), rows.begin() + (s - 1), rows.end(), greater);
+      rows.resize(static_cast<std::size_t>(s));
+    }
+    std::sort(rows.begin(), rows.end(), greater);
+    return rows;
+  }
+
+ private:
+  static constexpr index_t chunk = 4096;
+  static constexpr index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
+};
+
+static_assert(backend<eigen_backend>, "eigen_backend must model datamask::backend");
+
+}  // namespace datamask

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The library's exception types and the input-checking macro.
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace datamask {
+
+/// @brief Base of every exception the library throws.
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief Bad input: the message names the input, what was expected and what was found.
+class invalid_input : public error {
+ public:
+  /// @param input the name of the offending input (an argument, an option, a file)
+  /// @param problem what is wrong with it
+  invalid_input(std::string input, const std::string& problem)
+      : error(input + ": " + problem), input_(std::move(input)) {}
+  /// @brief The name of the offending input.
+  [[nodiscard]] const std::string& input() const noexcept { return input_; }
+
+ private:
+  std::string input_;
+};
+
+namespace detail {
+template <class... Parts>
+[[nodiscard]] std::string concat(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+}  // namespace detail
+
+}  // namespace datamask
+
+/// @brief Throws `datamask::invalid_input(input, message...)` unless `cond` holds.
+/// The message parts are streamed together only when the check fails.
+#define DATAMASK_EXPECTS(cond, input, ...)                                         \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      throw ::datamask::invalid_input((input), ::datamask::detail::concat(__VA_ARGS__)); \
+    }                                                                              \
+  } while (false)

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief f(U) = lambda * F_q(U) / s_q + (1 - lambda) * sum_b v_b F_db(U) / s_b as a fixed set
+/// function: the one definition the learner, the greedy baselines, the checks and the
+/// command-line program all evaluate.
+
+#include <cmath>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "datamask/concepts.hpp"
+#include "datamask/detail/prepare.hpp"
+#include "datamask/objectives/mix.hpp"
+#include "datamask/options.hpp"
+
+namespace datamask {
+
+namespace detail {
+
+/// Which terms of f are on, their names and weights: quality first (when lambda > 0), then each
+/// diversity objective with a positive weight (when lambda < 1).
+struct term_plan {
+  bool quality = false;
+  std::vector<int> slot;  ///< per mix member: its index in `terms`, or -1 when off
+  std::vector<term_value> terms;
+};
+
+template <class Mix>
+term_plan plan_terms(const Mix& mix, double lambda, bool has_quality) {
+  DATAMASK_EXPECTS(std::isfinite(lambda) && lambda >= 0.0 && lambda <= 1.0, "lambda",
+                   "must be in [0, 1], found ", lambda);
+  term_plan p;
+  if (lambda > 0.0) {
+    DATAMASK_EXPECTS(has_quality, "quality",
+                     "no quality column given, but lambda = ", lambda,
+                     " > 0 weighs a quality term; pass quality scores or set lambda = 0");
+    p.quality = true;
+    p.terms.push_back(term_value{"quality", lambda, 1.0, 0.0});
+  }
+  const auto names = mix.names();
+  mix.for_each([&](auto i, const auto& /*objective*/, double w) {
+    DATAMASK_EXPECTS(std::isfinite(w) && w >= 0.0, "objective weights",
+                     "weight of '", names[i], "' must be finite and >= 0, found ", w);
+    if (lambda < 1.0 && w > 0.0) {
+      p.slot.push_back(static_cast<int>(p.terms.size()));
+      p.terms.push_back(term_value{names[i], (1.0 - lambda) * w, 1.0, 0.0});
+    } else {
+      p.slot.push_back(-1);
+    }
+  });
+  DATAMASK_EXPECTS(lambda == 1.0 || p.terms.size() > (p.quality ? 1u : 0u), "objectives",
+                   "lambda = ", lambda, " < 1 weighs diversity, but no diversity objective has a "
+                   "positive weight");
+  return p;
+}
+
+}  // namespace detail
+
+/// @brief The objective f of a run as a function of a subset, evaluated on the host.
+///
+/// The reference set of facility location is the whole block unless one is given. Scales start
+/// at 1 (raw); set them from a learner's result to evaluate the f that run optimised.
+/// @tparam T the embedding element type
+/// @tparam Diversity a diversity objective or a `diversity_mix`
+template <class T, class Diversity>
+class objective_function {
+ public:
+  using mix_type = decltype(detail::as_mix(std::declval<Diversity>()));
+
+  /// @throws invalid_input for bad input (same checks as the learner).
+  objective_function(const problem<T>& p, const Diversity& diversity, double lambda,
+                     quality_aggregate aggregate = quality_aggregate::mean, bool normalized = false,
+                     int threads = 0)
+      : x_(p.embeddings),
+        data_(detail::prepare(p, normalized, threads)),
+        mix_(detail::as_mix(diversity)),
+        plan_(detail::plan_terms(mix_, lambda, !data_.quality.empty())),
+        aggregate_(aggregate),
+        all_(static_cast<std::size_t>(data_.n)) {
+    std::iota(all_.begin(), all_.end(), index_t{0});
+  }
+
+  /// @brief The terms: names, weights in f, scales (raw values are not filled in here).
+  [[nodiscard]] const std::vector<term_value>& terms() const { return plan_.terms; }
+  /// @brief Sets the divisor of each term, in `terms()` order.
+  void set_scales(std::span<const double> scales) {
+    DATAMASK_EXPECTS(scales.size() == plan_.terms.size(), "scales", "has ", scales.size(),
+                     " values, expected one per term (", plan_.terms.size(), ")");
+    for (std::size_t t = 0; t < scales.size(); ++t) plan_.terms[t].scale = scales[t];
+  }
+  [[nodiscard]] index_t size() const { return data_.n; }
+  [[nodiscard]] std::span<const id_t> ids() const { return data_.ids; }
+  [[nodiscard]] std::span<const double> quality() const { return data_.quality; }
+
+  /// @brief The raw value of each term on `rows`, with `reference` as facility location's V
+  /// (empty: the whole block).
+  [[nodiscard]] std::vector<double> raw(std::span<const index_t> rows,
+                                        std::span<const index_t> reference = {}) const {
+    std::vector<double> out(plan_.terms.size(), 0.0);
+    const index_view ref = reference.empty() ? index_view(all_) : index_view(reference);
+    const subset_view<T> s{x_, data_.inv_norms.data(), data_.sq_norms.data(), index_view(rows), ref};
+    if (plan_.quality) {
+      double q = 0.0;
+      for (index_t r : rows) q += data_.quality[r];
+      out[0] = aggregate_ == quality_aggregate::mean && !rows.empty()
+                   ? q / static_cast<double>(rows.size())
+                   : q;
+    }
+    mix_.for_each([&](auto i, const auto& objective, double /*w*/) {
+      if (plan_.slot[i] >= 0) out[plan_.slot[i]] = static_cast<double>(objective(s));
+    });
+    return out;
+  }
+
+  /// @brief f = sum_t weight_t * raw_t / scale_t.
+  [[nodiscard]] double combine(std::span<const double> raw_values) const {
+    double f = 0.0;
+    for (std::size_t t = 0; t < plan_.terms.size(); ++t) {
+      f += plan_.terms[t].weight * raw_values[t] / plan_.terms[t].scale;
+    }
+    return f;
+  }
+
+  /// @brief f on `rows` with the whole block as reference set.
+  [[nodiscard]] double operator()(std::span<const index_t> rows) const { return combine(raw(rows)); }
+
+ private:
+  matrix_view<const T> x_;
+  detail::prepared data_;
+  mix_type mix_;
+  detail::term_plan plan_;
+  quality_aggregate aggregate_;
+  std::vector<index_t> all_;
+};
+
+}  // namespace datamask

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The input of a run (`problem`), its settings (`options`) and its output
+/// (`selection_result`).
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "datamask/error.hpp"
+#include "datamask/types.hpp"
+
+namespace datamask {
+
+/// @brief One quality score column and its weight w_a in F_q = sum_a w_a F_qa.
+struct quality_column {
+  std::span<const double> scores;  ///< one score per row of the block
+  double weight = 1.0;
+};
+
+/// @brief One block of items: embeddings (n x d, row-major), quality columns, ids.
+/// Views only: the caller keeps the memory alive for the duration of the call.
+template <class T>
+struct problem {
+  matrix_view<const T> embeddings;
+  std::vector<quality_column> quality;  ///< may be empty when lambda = 0
+  std::span<const id_t> ids;            ///< empty: the row numbers are the ids
+};
+
+/// @brief How rewards become advantages.
+enum class advantage_mode {
+  group_normalized,  ///< (r - mean) / (std + 1e-8), population std over the G rollouts
+  leave_one_out      ///< r_g - mean of the other rollouts
+};
+/// @brief How the terms of f are put on comparable scales (method.md section 1.1).
+enum class term_scaling {
+  calibrated,  ///< divide each term by its std over random subsets, fixed for the run
+  raw,         ///< no scaling
+  group        ///< z-score each term within each step's rollouts: f is then not a fixed function
+};
+/// @brief The quality term: mean or sum of the combined scores over the subset.
+enum class quality_aggregate { mean, sum };
+/// @brief Initial logits.
+enum class init_mode {
+  uniform,  ///< all 0
+  quality   ///< L_i = ln(q_i - min q + delta), delta = 1% of the range of q
+};
+/// @brief How the final selection is read from the logits.
+enum class readout_mode {
+  top_logits,  ///< the S largest logits, ties to the smaller id
+  sample       ///< one Gumbel-top-S draw from the final logits
+};
+
+/// @brief What a progress callback and an early-stop predicate see after each step.
+struct step_info {
+  index_t step = 0;   ///< 1-based
+  index_t total = 0;  ///< steps planned
+  double lr = 0.0;
+  double reward_mean = 0.0;
+  double reward_max = 0.0;
+  std::span<const double> term_means;  ///< raw term values averaged over the rollouts
+};
+
+/// @brief Every setting of a run, with the reference script's defaults where it has one.
+struct options {
+  double ratio = 0.1;        ///< rho: the fraction of items selected, in (0, 1]
+  index_t count = 0;         ///< when > 0, select exactly this many items (overrides ratio)
+  double lambda = 0.5;       ///< weight of quality against diversity, in [0, 1]
+  index_t rollouts = 128;    ///< G, at least 2
+  index_t steps = 1000;      ///< E
+  double active_fraction = 0.05;  ///< beta, in (0, 1]
+  index_t min_active = 1024;      ///< floor of the active batch size m (clipped to the kept items)
+  init_mode init = init_mode::uniform;
+  double prune = 0.0;  ///< drop items whose quality is below this quantile, in [0, 1)
+  /// A quality threshold computed elsewhere (global quantile over blocks); overrides `prune`.
+  std::optional<double> prune_threshold;
+  advantage_mode advantage = advantage_mode::group_normalized;
+  term_scaling scaling = term_scaling::calibrated;
+  index_t calibration_subsets = 256;
+  quality_aggregate quality = quality_aggregate::mean;
+  readout_mode readout = readout_mode::top_logits;
+  std::uint64_t seed = 0;
+  std::uint64_t block = 0;   ///< block number, part of the random key
+  int threads = 0;           ///< 0: all available
+  bool normalized = false;   ///< the caller declares the embeddings already unit-normalised
+  bool evaluate_selection = true;  ///< evaluate each term on the selection (whole block as V)
+  std::function<void(const step_info&)> on_step;  ///< progress callback, after each step
+  std::function<bool(const step_info&)> stop;     ///< early stop: return true to stop
+};
+
+/// @brief One term of f: its raw value on the selection, the divisor applied, and its weight
+/// in f (lambda * w for quality, (1 - lambda) * v_b for diversity objective b).
+struct term_value {
+  std::string name;
+  double weight = 0.0;
+  double scale = 1.0;
+  double raw = 0.0;
+};
+
+/// @brief One row of the per-step history.
+struct step_record {
+  index_t step = 0;
+  double lr = 0.0;
+  double reward_mean = 0.0;
+  double reward_max = 0.0;
+  std::vector<double> term_means;  ///< raw, averaged over the rollouts, in `terms` order
+};
+
+/// @brief Everything a run returns.
+struct selection_result {
+  std::vector<id_t> ids;         ///< selected ids, by final logit descending (ties: smaller id)
+  std::vector<index_t> rows;     ///< the same items as rows of the block
+  std::vector<double> logits;    ///< final logit per row; pruned rows hold -infinity
+  std::vector<term_value> terms; ///< quality (when lambda > 0) then each diversity objective
+  double objective = 0.0;        ///< f on the selection: sum of weight * raw / scale
+  bool evaluated = false;        ///< whether `terms[].raw` and `objective` were computed
+  std::vector<step_record> history;
+  index_t steps_run = 0;
+  bool stopped_early = false;
+  index_t zero_variance_steps = 0;  ///< steps whose rewards were all equal (no update)
+  index_t nonfinite_steps = 0;      ///< steps with a NaN or infinite reward (skipped)
+  index_t selected = 0;             ///< S
+  index_t kept = 0;                 ///< items left after pruning
+  index_t active = 0;               ///< m, the active batch size
+  index_t rollout_size = 0;         ///< k, items per rollout
+  double prune_threshold = -std::numeric_limits<double>::infinity();
+};
+
+}  // namespace datamask

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief Learning-rate schedules: linear (default), cosine, constant, or any user functor.
+
+#include <cmath>
+#include <numbers>
+#include <string_view>
+
+#include "datamask/concepts.hpp"
+#include "datamask/error.hpp"
+
+namespace datamask {
+
+/// @brief Linear from `max_lr` at step 1 to `min_lr` at the last step (reference defaults 10, 1).
+struct linear_lr {
+  double max_lr = 10.0;
+  double min_lr = 1.0;
+  [[nodiscard]] double operator()(index_t step, index_t total) const {
+    if (total <= 1) return max_lr;
+    const double x = static_cast<double>(step - 1) / static_cast<double>(total - 1);
+    return max_lr + (min_lr - max_lr) * x;
+  }
+};
+
+/// @brief Half a cosine from `max_lr` at step 1 to `min_lr` at the last step.
+struct cosine_lr {
+  double max_lr = 10.0;
+  double min_lr = 1.0;
+  [[nodiscard]] double operator()(index_t step, index_t total) const {
+    if (total <= 1) return max_lr;
+    const double x = static_cast<double>(step - 1) / static_cast<double>(total - 1);
+    return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * x));
+  }
+};
+
+/// @brief The same rate at every step.
+struct constant_lr {
+  double lr = 1.0;
+  [[nodiscard]] double operator()(index_t /*step*/, index_t /*total*/) const { return lr; }
+};
+
+/// @brief The shape of a schedule chosen at run time (the command-line program's `--schedule`).
+enum class schedule_kind { linear, cosine, constant };
+
+/// @brief Parses "linear", "cosine" or "constant". @throws invalid_input otherwise.
+inline schedule_kind parse_schedule(std::string_view text, const char* input = "schedule") {
+  if (text == "linear") return schedule_kind::linear;
+  if (text == "cosine") return schedule_kind::cosine;
+  if (text == "constant") return schedule_kind::constant;
+  throw invalid_input(input,
+                      detail::concat("expected linear, cosine or constant, found '", text, "'"));
+}
+
+/// @brief A schedule whose shape is chosen at run time; `constant` uses `max_lr`.
+struct runtime_lr {
+  schedule_kind kind = schedule_kind::linear;
+  double max_lr = 10.0;
+  double min_lr = 1.0;
+  [[nodiscard]] double operator()(index_t step, index_t total) const {
+    switch (kind) {
+      case schedule_kind::linear: return linear_lr{max_lr, min_lr}(step, total);
+      case schedule_kind::cosine: return cosine_lr{max_lr, min_lr}(step, total);
+      case schedule_kind::constant: return max_lr;
+    }
+    return max_lr;
+  }
+};
+
+static_assert(lr_scheduler<linear_lr>);
+static_assert(lr_scheduler<cosine_lr>);
+static_assert(lr_scheduler<constant_lr>);
+static_assert(lr_scheduler<runtime_lr>);
+
+}  // namespace datamask
