@@ -10,6 +10,10 @@
 #   include(datamask_install_test)
 #   datamask_add_install_test()
 #
+# When test_package/ exists it also registers `conan_test_package_in_sync_*`, which fail if
+# test_package/CMakeLists.txt or main.cpp differ from the consumer's: the Conan test and the
+# install test must build the same program.
+#
 # Optional arguments:
 #   NAME <name>          test name (default: install_consumer)
 #   CONSUMER_DIR <dir>   consumer project (default: <source>/tests/install)
@@ -43,4 +47,14 @@ function(datamask_add_install_test)
       "-DDATAMASK_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
       -P "${_datamask_install_test_script}")
   set_tests_properties(${arg_NAME} PROPERTIES LABELS "install;packaging" TIMEOUT 900)
+
+  set(conan_dir "${PROJECT_SOURCE_DIR}/test_package")
+  if(EXISTS "${conan_dir}/conanfile.py")
+    foreach(file IN ITEMS CMakeLists.txt main.cpp)
+      add_test(NAME conan_test_package_in_sync_${file}
+               COMMAND "${CMAKE_COMMAND}" -E compare_files "${arg_CONSUMER_DIR}/${file}"
+                       "${conan_dir}/${file}")
+      set_tests_properties(conan_test_package_in_sync_${file} PROPERTIES LABELS "packaging")
+    endforeach()
+  endif()
 endfunction()
