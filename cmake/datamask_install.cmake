@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# Install rules and the CMake package config for datamask::datamask. Included from the top
+# CMakeLists.txt when DATAMASK_INSTALL is ON.
+#
+# The library is header-only and architecture-independent, so the package config goes under
+# the data directory (share/cmake/datamask) and its version file is ARCH_INDEPENDENT: one
+# installed tree serves 32- and 64-bit consumers alike.
+include(CMakePackageConfigHelpers)
+
+set(DATAMASK_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/datamask"
+    CACHE STRING "Where the datamask CMake package config is installed, relative to the prefix")
+mark_as_advanced(DATAMASK_INSTALL_CMAKEDIR)
+
+install(TARGETS datamask EXPORT datamaskTargets)
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/datamask"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+
+install(EXPORT datamaskTargets
+        NAMESPACE datamask::
+        DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}")
+
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/datamaskConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/datamaskConfig.cmake"
+  INSTALL_DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}"
+  NO_SET_AND_CHECK_MACRO)
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/datamaskConfigVersion.cmake"
+  VERSION "${PROJECT_VERSION}"
+  COMPATIBILITY SameMajorVersion
+  ARCH_INDEPENDENT)
+install(FILES "${PROJECT_BINARY_DIR}/datamaskConfig.cmake"
+              "${PROJECT_BINARY_DIR}/datamaskConfigVersion.cmake"
+        DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}")

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# datamask_add_install_test(): registers the ctest `install_consumer`, which proves the package
+# works as users get it. It installs this build into a throwaway prefix under the build tree,
+# moves that prefix (so any absolute path baked into the package config breaks the test), then
+# configures, builds and runs tests/install -- a separate project that only does
+# find_package(datamask CONFIG REQUIRED) and links datamask::datamask -- against it.
+#
+# Use from tests/CMakeLists.txt:
+#   include(datamask_install_test)
+#   datamask_add_install_test()
+#
+# When test_package/ exists it also registers `conan_test_package_in_sync_*`, which fail if
+# test_package/CMakeLists.txt or main.cpp differ from the consumer's: the Conan test and the
+# install test must build the same program.
+#
+# Optional arguments:
+#   NAME <name>          test name (default: install_consumer)
+#   CONSUMER_DIR <dir>   consumer project (default: <source>/tests/install)
+set(_datamask_install_test_script "${CMAKE_CURRENT_LIST_DIR}/install_test.cmake")
+
+function(datamask_add_install_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;CONSUMER_DIR" "")
+  if(NOT arg_NAME)
+    set(arg_NAME install_consumer)
+  endif()
+  if(NOT arg_CONSUMER_DIR)
+    set(arg_CONSUMER_DIR "${PROJECT_SOURCE_DIR}/tests/install")
+  endif()
+  if(NOT DATAMASK_INSTALL)
+    message(STATUS "datamask: DATAMASK_INSTALL is OFF; not registering the ${arg_NAME} test")
+    return()
+  endif()
+
+  set(work_dir "${CMAKE_CURRENT_BINARY_DIR}/${arg_NAME}")
+  add_test(
+    NAME ${arg_NAME}
+    COMMAND
+      "${CMAKE_COMMAND}"
+      "-DDATAMASK_BUILD_DIR=${PROJECT_BINARY_DIR}"
+      "-DDATAMASK_CONSUMER_DIR=${arg_CONSUMER_DIR}"
+      "-DDATAMASK_WORK_DIR=${work_dir}"
+      "-DDATAMASK_CONFIG=$<CONFIG>"
+      "-DDATAMASK_EXPECTED_VERSION=${PROJECT_VERSION}"
+      "-DDATAMASK_GENERATOR=${CMAKE_GENERATOR}"
+      "-DDATAMASK_MAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}"
+      "-DDATAMASK_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
+      -P "${_datamask_install_test_script}")
+  set_tests_properties(${arg_NAME} PROPERTIES LABELS "install;packaging" TIMEOUT 900)
+
+  set(conan_dir "${PROJECT_SOURCE_DIR}/test_package")
+  if(EXISTS "${conan_dir}/conanfile.py")
+    foreach(file IN ITEMS CMakeLists.txt main.cpp)
+      add_test(NAME conan_test_package_in_sync_${file}
+               COMMAND "${CMAKE_COMMAND}" -E compare_files "${arg_CONSUMER_DIR}/${file}"
+                       "${conan_dir}/${file}")
+      set_tests_properties(conan_test_package_in_sync_${file} PROPERTIES LABELS "packaging")
+    endforeach()
+  endif()
+endfunction()
