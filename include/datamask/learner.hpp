@@ -82,20 +82,32 @@ class learner {
                   "double(const datamask::subset_view<T>&), or must be a datamask::diversity_mix "
                   "of such objectives");
     if constexpr (ok) {
-      return run(p, detail::as_mix(diversity));
+      return run(p, detail::as_mix(diversity), false);
     } else {
       return {};
     }
   }
 
+  /// @brief The terms of f and the scales this learner would use on `p` (calibrated from
+  /// uniform subsets of the first active batch, or 1 under raw and group scaling), without
+  /// learning. Greedy baselines and checks use it to optimise exactly the f a run optimises.
+  template <class T, class Diversity>
+  [[nodiscard]] std::vector<term_value> calibrate(const problem<T>& p,
+                                                  const Diversity& diversity) const {
+    static_assert(detail::mix_models<Diversity, T>::value,
+                  "datamask::learner::calibrate: the diversity argument does not model "
+                  "datamask::diversity_objective<D, T>");
+    return run(p, detail::as_mix(diversity), true).terms;
+  }
+
  private:
   template <class T, class Mix>
-  selection_result run(const problem<T>& p, const Mix& mix) const {
+  selection_result run(const problem<T>& p, const Mix& mix, bool calibrate_only) const {
     using ivec = typename Backend::template vector<index_t>;
     using dvec = typename Backend::template vector<double>;
     check_settings();
     Backend b = backend_;
-    b.threads = opt_.threads;
+    if constexpr (requires { b.threads = opt_.threads; }) b.threads = opt_.threads;
     const detail::prepared data = detail::prepare(p, opt_.normalized, opt_.threads);
     const index_t n = data.n;
     const index_t s_count = detail::selection_size(opt_, n);
@@ -178,7 +190,7 @@ class learner {
     };
 
     const bool quality_only = opt_.lambda == 1.0;
-    const bool learn = !quality_only && s_count < res.kept && opt_.steps > 0;
+    const bool learn = !quality_only && s_count < res.kept && (opt_.steps > 0 || calibrate_only);
     ivec active;
     ivec subsets;
     std::vector<double> vals;
@@ -196,6 +208,10 @@ class learner {
               detail::mean_std(std::span<const double>(vals.data() + t * c, static_cast<std::size_t>(c))).second;
           plan.terms[t].scale = (std::isfinite(sd) && sd > 0.0) ? sd : 1.0;
         }
+      }
+      if (calibrate_only) {
+        res.terms = std::move(plan.terms);
+        return res;
       }
 
       // 4. The loop.
@@ -245,6 +261,11 @@ class learner {
           break;
         }
       }
+    }
+
+    if (calibrate_only) {
+      res.terms = std::move(plan.terms);
+      return res;
     }
 
     // 5. Read out.
