@@ -147,6 +147,15 @@ class learner {
       const double delta = hi > lo ? 0.01 * (hi - lo) : 1.0;
       for (index_t r : kept) init[r] = std::log(data.quality[r] - lo + delta);
     }
+    if (!opt_.initial_logits.empty()) {
+      DATAMASK_EXPECTS(static_cast<index_t>(opt_.initial_logits.size()) == n, "initial_logits",
+                       "has ", opt_.initial_logits.size(), " values, expected one per row (", n, ")");
+      for (index_t r : kept) {
+        DATAMASK_EXPECTS(std::isfinite(opt_.initial_logits[r]), "initial_logits", "row ", r,
+                         " is not finite");
+        init[r] = opt_.initial_logits[r];
+      }
+    }
 
     const auto ds = b.make_dataset(p.embeddings, std::span<const double>(data.inv_norms),
                                    std::span<const double>(data.sq_norms),
@@ -220,7 +229,8 @@ class learner {
       std::vector<double> term_means(nterms);
       dvec scratch;
       res.history.reserve(static_cast<std::size_t>(opt_.steps));
-      for (index_t step = 1; step <= opt_.steps; ++step) {
+      res.steps_run = std::min(opt_.first_step - 1, opt_.steps);  // resumed: those are done
+      for (index_t step = opt_.first_step; step <= opt_.steps; ++step) {
         const auto st = static_cast<std::uint32_t>(step);
         const double lr = schedule_(step, opt_.steps);
         b.active_batch(ds, kept_dev, key, st, m, active);
@@ -256,7 +266,13 @@ class learner {
         const step_info info{step, opt_.steps, lr, res.history.back().reward_mean, rmax,
                              std::span<const double>(term_means)};
         if (opt_.on_step) opt_.on_step(info);
-        if (opt_.stop && opt_.stop(info)) {
+        const bool stop = opt_.stop && opt_.stop(info);
+        if (opt_.on_snapshot &&
+            (stop || (opt_.snapshot_every > 0 && step % opt_.snapshot_every == 0))) {
+          const std::vector<double> host = b.to_host(logits);
+          opt_.on_snapshot(info, std::span<const double>(host));
+        }
+        if (stop) {
           res.stopped_early = step < opt_.steps;
           break;
         }
@@ -342,6 +358,10 @@ class learner {
     DATAMASK_EXPECTS(opt_.min_active >= 1, "min_active", "must be at least 1, found ", opt_.min_active);
     DATAMASK_EXPECTS(opt_.calibration_subsets >= 2, "calibration_subsets",
                      "must be at least 2, found ", opt_.calibration_subsets);
+    DATAMASK_EXPECTS(opt_.first_step >= 1, "first_step", "must be at least 1, found ",
+                     opt_.first_step);
+    DATAMASK_EXPECTS(opt_.snapshot_every >= 0, "snapshot_every", "must be >= 0, found ",
+                     opt_.snapshot_every);
     DATAMASK_EXPECTS(opt_.threads >= 0, "threads", "must be >= 0 (0: all), found ", opt_.threads);
   }
 

@@ -93,6 +93,20 @@ struct options {
   bool evaluate_selection = true;  ///< evaluate each term on the selection (whole block as V)
   std::function<void(const step_info&)> on_step;  ///< progress callback, after each step
   std::function<bool(const step_info&)> stop;     ///< early stop: return true to stop
+
+  /// @name Checkpoint and resume
+  /// Every draw is a pure function of (seed, block, step, rollout, item id), so a run restarted
+  /// at step t + 1 from the logits after step t reproduces the uninterrupted run exactly.
+  /// @{
+  index_t first_step = 1;  ///< the first step to run; steps before it count as done
+  /// The logits after step `first_step - 1`, one per row (pruned rows are ignored); empty: the
+  /// `init` logits. Calibration does not depend on the logits, so it is simply redone.
+  std::vector<double> initial_logits;
+  index_t snapshot_every = 0;  ///< call `on_snapshot` after every this many steps (0: never)
+  /// Receives the logits after a step (a host copy, one per row): every `snapshot_every` steps,
+  /// and after the step at which `stop` ended the run early.
+  std::function<void(const step_info&, std::span<const double> logits)> on_snapshot;
+  /// @}
 };
 
 /// @brief One term of f: its raw value on the selection, the divisor applied, and its weight
