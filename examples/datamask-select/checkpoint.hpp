@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: the checkpoint directory.
+//
+//   manifest             format line, input hash, configuration hash, block count, "done b" lines
+//   config.txt           the canonical configuration (to name what changed when a resume is refused)
+//   block-<b>.done       a finished block: its selection, terms, counters and history
+//   block-<b>.snapshot   an unfinished block: the step reached, the history so far, the logits
+//
+// Doubles are written as hexadecimal floats (or raw bytes for the logits), so a resumed run sees
+// bit-identical values. Every file is written atomically; the manifest is rewritten after a
+// block's .done file exists, so "done" in the manifest always has its file.
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <datamask/io/file.hpp>
+
+#include "args.hpp"
+#include "outputs.hpp"
+
+namespace dmselect {
+
+inline std::string hexf(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+inline double unhexf(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
+inline std::string hex64(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+class checkpoint_dir {
+ public:
+  checkpoint_dir() = default;
+
+  /// Opens (resume) or creates (fresh run) the directory. Refuses a resume whose inputs or
+  /// options differ, and a fresh run over an existing checkpoint.
+  checkpoint_dir(const config& c, std::uint64_t input_hash, std::size_t blocks)
+      : dir_(c.checkpoint), input_hash_(input_hash), config_hash_(0), blocks_(blocks) {
+    namespace fs = std::filesystem;
+    const std::string canon = c.canonical();
+    config_hash_ = 0xCBF29CE484222325ull;  // FNV-1a: stable across builds and platforms
+    for (unsigned char ch : canon) config_hash_ = (config_hash_ ^ ch) * 0x100000001B3ull;
+    const fs::path manifest = fs::path(dir_) / "manifest";
+    std::error_code ec;
+    const bool exists = fs::exists(manifest, ec);
+    if (!c.resume) {
+      if (exists) {
+        throw usage_error("--checkpoint: " + dir_ + " already holds a checkpoint; pass --resume to continue it, "
+                          "or remove the directory to start over");
+      }
+      fs::create_directories(dir_, ec);
+      if (!fs::is_directory(dir_, ec)) throw usage_error("--checkpoint: cannot create directory " + dir_);
+      datamask::io::check_writable((fs::path(dir_) / "manifest").string());
+      datamask::io::write_file_atomic((fs::path(dir_) / "config.txt").string(), canon);
+      write_manifest();
+      return;
+    }
+    if (!exists) throw usage_error("--resume: " + dir_ + " holds no checkpoint (no manifest)");
+    std::ifstream in(manifest);
+    std::string line, key;
+    std::getline(in, line);
+    if (line != "datamask-select checkpoint 1") throw usage_error("--resume: " + manifest.string() + ": not a datamask-select manifest");
+    std::string inputs, cfg;
+    std::size_t nb = 0;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      ls >> key;
+      if (key == "inputs") ls >> inputs;
+      else if (key == "config") ls >> cfg;
+      else if (key == "blocks") ls >> nb;
+      else if (key == "done") {
+        std::size_t b = 0;
+        ls >> b;
+        done_.insert(b);
+      }
+    }
+    if (inputs != hex64(input_hash_)) {
+      throw usage_error("--resume: refused: the inputs differ from those of the checkpoint in " + dir_ +
+                        " (content hash " + inputs + ", now " + hex64(input_hash_) + ")");
+    }
+    if (cfg != hex64(config_hash_)) {
+      std::ifstream old_cfg((fs::path(dir_) / "config.txt").string());
+      std::map<std::string, std::string> was;
+      while (std::getline(old_cfg, line)) was[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+      std::istringstream now(canon);
+      std::string what;
+      while (std::getline(now, line)) {
+        const std::string k = line.substr(0, line.find('=')), v = line.substr(line.find('=') + 1);
+        if (was[k] != v && what.empty()) what = "--" + k + " was '" + was[k] + "', now '" + v + "'";
+      }
+      throw usage_error("--resume: refused: the options differ from those of the checkpoint in " + dir_ +
+                        (what.empty() ? std::string() : " (" + what + ")"));
+    }
+    if (nb != blocks_) throw usage_error("--resume: refused: the checkpoint has " + std::to_string(nb) + " blocks, this run " + std::to_string(blocks_));
+  }
+
+  [[nodiscard]] bool active() const { return !dir_.empty(); }
+  [[nodiscard]] bool done(std::size_t b) const { return done_.count(b) != 0; }
+
+  void save_snapshot(const block_result& r, index_t step, std::span<const double> logits) const {
+    std::string s = "snapshot 1\nblock " + std::to_string(r.block) + "\nstep " + std::to_string(step) +
+                    "\nrows " + std::to_string(logits.size()) + "\n";
+    s += history_text(r.history);
+    s += "logits\n";
+    s.append(reinterpret_cast<const char*>(logits.data()), logits.size_bytes());
+    datamask::io::write_file_atomic(path(r.block, "snapshot"), s);
+  }
+
+  /// Loads the snapshot of block b if there is one: the step reached, the logits, the history.
+  bool load_snapshot(index_t b, index_t rows, index_t& step, std::vector<double>& logits,
+                     std::vector<history_row>& history) const {
+    std::ifstream in(path(b, "snapshot"), std::ios::binary);
+    if (!in) return false;
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = all.find("logits\n");
+    if (at == std::string::npos) throw usage_error("--resume: " + path(b, "snapshot") + ": damaged snapshot");
+    std::istringstream ls(all.substr(0, at));
+    std::string key;
+    index_t blk = -1, n = -1;
+    ls >> key >> key >> key >> blk >> key >> step >> key >> n;
+    if (blk != b || n != rows) throw usage_error("--resume: " + path(b, "snapshot") + ": snapshot of another block");
+    history = read_history(ls, path(b, "snapshot"));
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(double);
+    if (all.size() != at + 7 + bytes) throw usage_error("--resume: " + path(b, "snapshot") + ": truncated snapshot");
+    logits.resize(static_cast<std::size_t>(n));
+    std::memcpy(logits.data(), all.data() + at + 7, bytes);
+    return true;
+  }
+
+  void finish_block(const block_result& r) {
+    std::ostringstream os;
+    os << "block " << r.block << "\nitems " << r.items << "\nselected " << r.selected << "\nkept " << r.kept
+       << "\nsteps_run " << r.steps_run << "\nzero_variance " << r.zero_variance_steps << "\nnonfinite "
+       << r.nonfinite_steps << "\nobjective " << hexf(r.objective) << "\noptimize_seconds "
+       << hexf(r.optimize_seconds) << "\nevaluate_seconds " << hexf(r.evaluate_seconds) << "\nterms "
+       << r.terms.size() << "\n";
+    for (const auto& t : r.terms) os << t.name << " " << hexf(t.weight) << " " << hexf(t.scale) << " " << hexf(t.raw) << "\n";
+    os << "ids " << r.ids.size() << "\n";
+    for (auto id : r.ids) os << id << "\n";
+    os << history_text(r.history) << "end\n";
+    datamask::io::write_file_atomic(path(r.block, "done"), os.str());
+    done_.insert(static_cast<std::size_t>(r.block));
+    write_manifest();
+    std::remove(path(r.block, "snapshot").c_str());
+  }
+
+  [[nodiscard]] block_result load_block(index_t b) const {
+    std::ifstream in(path(b, "done"));
+    if (!in) throw usage_error("--resume: " + path(b, "done") + " is missing");
+    block_result r;
+    std::string key, v;
+    std::size_t nt = 0, nid = 0;
+    in >> key >> r.block >> key >> r.items >> key >> r.selected >> key >> r.kept >> key >> r.steps_run >> key >>
+        r.zero_variance_steps >> key >> r.nonfinite_steps >> key >> v;
+    r.objective = unhexf(v);
+    in >> key >> v;
+    r.optimize_seconds = unhexf(v);
+    in >> key >> v;
+    r.evaluate_seconds = unhexf(v);
+    in >> key >> nt;
+    for (std::size_t t = 0; t < nt && in; ++t) {
+      datamask::term_value tv;
+      std::string w, s, raw;
+      in >> tv.name >> w >> s >> raw;
+      tv.weight = unhexf(w);
+      tv.scale = unhexf(s);
+      tv.raw = unhexf(raw);
+      r.terms.push_back(tv);
+    }
+    in >> key >> nid;
+    r.ids.resize(nid);
+    for (auto& id : r.ids) in >> id;
+    r.history = read_history(in, path(b, "done"));
+    in >> key;
+    if (!in || key != "end" || r.block != b) throw usage_error("--resume: " + path(b, "done") + ": damaged block record");
+    r.from_checkpoint = true;
+    return r;
+  }
+
+ private:
+  [[nodiscard]] std::string path(index_t b, const char* what) const {
+    return (std::filesystem::path(dir_) / ("block-" + std::to_string(b) + "." + what)).string();
+  }
+  static std::string history_text(const std::vector<history_row>& h) {
+    std::ostringstream os;
+    os << "history " << h.size() << " " << (h.empty() ? 0 : h[0].terms.size()) << "\n";
+    for (const auto& r : h) {
+      os << r.step << " " << hexf(r.lr) << " " << hexf(r.reward_mean) << " " << hexf(r.reward_max);
+      for (double t : r.terms) os << " " << hexf(t);
+      os << "\n";
+    }
+    return os.str();
+  }
+  static std::vector<history_row> read_history(std::istream& in, const std::string& file) {
+    std::string key, v;
+    std::size_t rows = 0, terms = 0;
+    in >> key >> rows >> terms;
+    if (key != "history") throw usage_error("--resume: " + file + ": damaged history");
+    std::vector<history_row> h(rows);
+    for (auto& r : h) {
+      in >> r.step;
+      in >> v;
+      r.lr = unhexf(v);
+      in >> v;
+      r.reward_mean = unhexf(v);
+      in >> v;
+      r.reward_max = unhexf(v);
+      r.terms.resize(terms);
+      for (auto& t : r.terms) {
+        in >> v;
+        t = unhexf(v);
+      }
+    }
+    if (!in) throw usage_error("--resume: " + file + ": damaged history");
+    return h;
+  }
+  void write_manifest() const {
+    std::string s = "datamask-select checkpoint 1\nversion " + std::string(datamask::version_string) +
+                    "\ninputs " + hex64(input_hash_) + "\nconfig " + hex64(config_hash_) + "\nblocks " +
+                    std::to_string(blocks_) + "\n";
+    for (auto b : done_) s += "done " + std::to_string(b) + "\n";
+    datamask::io::write_file_atomic((std::filesystem::path(dir_) / "manifest").string(), s);
+  }
+
+  std::string dir_;
+  std::uint64_t input_hash_ = 0;
+  std::uint64_t config_hash_ = 0;
+  std::size_t blocks_ = 0;
+  std::set<std::size_t> done_;
+};
+
+}  // namespace dmselect

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: the corpus (memory-mapped embedding shards, quality columns, ids), its
+// validation, its content hash, and its split into blocks.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <datamask/datamask.hpp>
+#include <datamask/io/csv.hpp>
+#include <datamask/io/npy.hpp>
+
+#include "args.hpp"
+
+namespace dmselect {
+
+using datamask::id_t;
+using datamask::invalid_input;
+
+/// 64-bit mixing (the splitmix64 finaliser): block assignment and hashing.
+constexpr std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+/// A content hash of a byte range: 8-byte words mixed in order, computed in 1 MiB chunks on all
+/// threads and combined in chunk order (so it does not depend on the thread count).
+inline std::uint64_t hash_bytes(std::span<const unsigned char> bytes, int threads) {
+  constexpr std::size_t chunk = std::size_t{1} << 20;
+  const auto chunks = static_cast<index_t>((bytes.size() + chunk - 1) / chunk);
+  std::vector<std::uint64_t> part(static_cast<std::size_t>(chunks));
+  datamask::detail::parallel_for(chunks, threads, [&](index_t c) {
+    const std::size_t lo = static_cast<std::size_t>(c) * chunk;
+    const std::size_t hi = std::min(bytes.size(), lo + chunk);
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ hi;
+    std::size_t i = lo;
+    for (; i + 8 <= hi; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, bytes.data() + i, 8);
+      h = (h ^ mix64(w)) * 0x100000001B3ull;
+    }
+    for (; i < hi; ++i) h = (h ^ bytes[i]) * 0x100000001B3ull;
+    part[static_cast<std::size_t>(c)] = mix64(h);
+  });
+  std::uint64_t h = mix64(bytes.size());
+  for (std::uint64_t p : part) h = mix64(h ^ p) + 0x632BE59BD9B4E019ull;
+  return h;
+}
+
+struct corpus {
+  std::vector<datamask::io::npy_file> shards;
+  std::vector<index_t> shard_start;  // first row of each shard; plus n at the end
+  index_t n = 0;
+  index_t d = 0;
+  std::vector<std::vector<double>> quality;  // one per score column
+  std::vector<std::string> quality_names;    // "file" or "file:column"
+  std::vector<double> quality_weights;
+  std::vector<id_t> ids;  // empty: row numbers
+  std::string ids_source;
+  std::uint64_t hash = 0;
+  std::vector<float> demo_rows;  // the --demo corpus lives here
+
+  [[nodiscard]] id_t id(index_t r) const { return ids.empty() ? static_cast<id_t>(r) : ids[r]; }
+
+  /// A zero-copy view of the whole corpus when that is possible (one aligned float32 shard).
+  [[nodiscard]] datamask::matrix_view<const float> whole_view() const {
+    if (!demo_rows.empty()) return datamask::make_matrix_view(demo_rows.data(), n, d);
+    if (shards.size() == 1) return shards[0].float_view(0, n);
+    return {};
+  }
+
+  /// Copies the given rows (in order) as float32 into out (rows.size() x d).
+  void gather(std::span<const index_t> rows, float* out, int threads) const {
+    const auto count = static_cast<index_t>(rows.size());
+    datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
+      for (index_t i = c * 256; i < std::min(count, (c + 1) * 256); ++i) {
+        const index_t r = rows[i];
+        if (!demo_rows.empty()) {
+          std::memcpy(out + i * d, demo_rows.data() + r * d, sizeof(float) * static_cast<std::size_t>(d));
+          continue;
+        }
+        const auto s = static_cast<std::size_t>(
+            std::upper_bound(shard_start.begin(), shard_start.end(), r) - shard_start.begin() - 1);
+        shards[s].read_row(r - shard_start[s], out + i * d);
+      }
+    });
+  }
+};
+
+namespace detail {
+
+inline bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// Checks every value of an embeddings shard is finite (on the raw bits: no conversion).
+inline void check_finite(const datamask::io::npy_file& f, int threads) {
+  const auto bytes = f.data_bytes();
+  const auto dtype = f.dtype();
+  const std::size_t item = datamask::io::npy_item_size(dtype);
+  const std::size_t count = bytes.size() / item;
+  constexpr std::size_t chunk = std::size_t{1} << 18;
+  const auto chunks = static_cast<index_t>((count + chunk - 1) / chunk);
+  std::vector<std::int64_t> bad(static_cast<std::size_t>(chunks), -1);
+  datamask::detail::parallel_for(chunks, threads, [&](index_t c) {
+    const std::size_t lo = static_cast<std::size_t>(c) * chunk;
+    const std::size_t hi = std::min(count, lo + chunk);
+    for (std::size_t i = lo; i < hi; ++i) {
+      bool finite = true;
+      if (dtype == datamask::io::npy_dtype::float32) {
+        std::uint32_t w;
+        std::memcpy(&w, bytes.data() + 4 * i, 4);
+        finite = (w & 0x7F800000u) != 0x7F800000u;
+      } else {
+        std::uint16_t w;
+        std::memcpy(&w, bytes.data() + 2 * i, 2);
+        finite = (w & 0x7C00u) != 0x7C00u;
+      }
+      if (!finite) {
+        bad[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(i);
+        return;
+      }
+    }
+  });
+  for (std::int64_t b : bad) {
+    if (b < 0) continue;
+    const index_t cols = f.cols();
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    f.read_row(b / cols, row.data());
+    const float v = row[static_cast<std::size_t>(b % cols)];
+    throw invalid_input(f.path(), datamask::detail::concat("row ", b / cols, ", column ", b % cols, " is ",
+                                                          std::isnan(v) ? "NaN" : "infinite",
+                                                          "; every value must be finite"));
+  }
+}
+
+inline void check_column(const std::string& name, const std::vector<double>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      throw invalid_input(name, datamask::detail::concat("score at row ", i, " is ",
+                                                        std::isnan(v[i]) ? "NaN" : "infinite",
+                                                        "; every score must be finite"));
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Opens, validates and hashes every input. Throws invalid_input naming the file.
+inline corpus load_corpus(const config& c) {
+  namespace fs = std::filesystem;
+  corpus k;
+  std::uint64_t h = mix64(0x64617461ull);
+  // Embedding shards: files in order; a directory contributes its *.npy files in name order.
+  std::vector<std::string> files;
+  for (const auto& e : c.embeddings) {
+    std::error_code ec;
+    if (fs::is_directory(e, ec)) {
+      std::vector<std::string> in_dir;
+      for (const auto& entry : fs::directory_iterator(e)) {
+        if (entry.is_regular_file() && detail::ends_with(entry.path().string(), ".npy")) {
+          in_dir.push_back(entry.path().string());
+        }
+      }
+      std::sort(in_dir.begin(), in_dir.end());
+      if (in_dir.empty()) throw invalid_input(e, "directory holds no .npy files");
+      files.insert(files.end(), in_dir.begin(), in_dir.end());
+    } else {
+      files.push_back(e);
+    }
+  }
+  for (const auto& path : files) {
+    datamask::io::npy_file f(path);
+    const auto dt = f.dtype();
+    if (dt != datamask::io::npy_dtype::float32 && dt != datamask::io::npy_dtype::float16) {
+      throw invalid_input(path, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(dt),
+                                                        "' for embeddings; expected float32 (<f4) or float16 (<f2)"));
+    }
+    if (f.header().shape.size() != 2) {
+      throw invalid_input(path, datamask::detail::concat("embeddings must be a 2-D array (n x d), found ",
+                                                        f.header().shape.size(), " dimensions"));
+    }
+    if (f.rows() == 0 || f.cols() == 0) {
+      throw invalid_input(path, datamask::detail::concat("empty array (", f.rows(), " x ", f.cols(), ")"));
+    }
+    if (k.d != 0 && f.cols() != k.d) {
+      throw invalid_input(path, datamask::detail::concat("has ", f.cols(), " columns, but ", files[0],
+                                                        " has ", k.d, "; every shard needs the same d"));
+    }
+    k.d = f.cols();
+    detail::check_finite(f, c.threads);
+    h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+    k.shard_start.push_back(k.n);
+    k.n += f.rows();
+    k.shards.push_back(std::move(f));
+  }
+  k.shard_start.push_back(k.n);
+  const std::string rows_of = files.size() == 1 ? files[0] : "the embedding shards";
+
+  // Quality columns.
+  for (const auto& q : c.quality) {
+    const std::size_t first_col = k.quality.size();
+    if (detail::ends_with(q, ".csv")) {
+      const auto t = datamask::io::read_csv(q);
+      for (std::size_t col = 0; col < t.columns.size(); ++col) {
+        k.quality.push_back(t.columns[col]);
+        k.quality_names.push_back(q + ":" + t.names[col]);
+      }
+      std::ifstream in(q, std::ios::binary);
+      std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      h = mix64(h ^ hash_bytes(std::span<const unsigned char>(
+                                   reinterpret_cast<const unsigned char*>(all.data()), all.size()),
+                               c.threads));
+    } else {
+      datamask::io::npy_file f(q);
+      if (!datamask::io::npy_is_float(f.dtype())) {
+        throw invalid_input(q, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(f.dtype()),
+                                                       "' for quality scores; expected float32, float64 or float16"));
+      }
+      if (f.header().shape.size() != 1 && !(f.header().shape.size() == 2 && f.cols() == 1)) {
+        throw invalid_input(q, "quality scores must be a 1-D array (one score per row)");
+      }
+      k.quality.push_back(f.read_doubles());
+      k.quality_names.push_back(q);
+      h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+    }
+    for (std::size_t col = first_col; col < k.quality.size(); ++col) {
+      if (static_cast<index_t>(k.quality[col].size()) != k.n) {
+        throw invalid_input(k.quality_names[col],
+                            datamask::detail::concat("has ", k.quality[col].size(), " rows, expected ", k.n,
+                                                     " (the rows of ", rows_of, ")"));
+      }
+      detail::check_column(k.quality_names[col], k.quality[col]);
+    }
+  }
+  if (!c.quality_weights.empty() && c.quality_weights.size() != k.quality.size()) {
+    throw invalid_input("--quality-weights", datamask::detail::concat(c.quality_weights.size(), " weights for ",
+                                                                     k.quality.size(), " score columns"));
+  }
+  k.quality_weights = c.quality_weights.empty() ? std::vector<double>(k.quality.size(), 1.0) : c.quality_weights;
+
+  // Ids.
+  if (!c.ids.empty()) {
+    datamask::io::npy_file f(c.ids);
+    if (f.header().shape.size() != 1) throw invalid_input(c.ids, "ids must be a 1-D array");
+    const auto v = f.read_int64();
+    if (static_cast<index_t>(v.size()) != k.n) {
+      throw invalid_input(c.ids, datamask::detail::concat("has ", v.size(), " rows, expected ", k.n,
+                                                         " (the rows of ", rows_of, ")"));
+    }
+    k.ids.assign(v.begin(), v.end());
+    std::vector<index_t> order(k.ids.size());
+    std::iota(order.begin(), order.end(), index_t{0});
+    std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+      return k.ids[a] != k.ids[b] ? k.ids[a] < k.ids[b] : a < b;
+    });
+    for (std::size_t i = 1; i < order.size(); ++i) {
+      if (k.ids[order[i]] == k.ids[order[i - 1]]) {
+        throw invalid_input(c.ids, datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(k.ids[order[i]]),
+                                                           " at rows ", order[i - 1], " and ", order[i]));
+      }
+    }
+    k.ids_source = c.ids;
+    h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+  }
+  k.hash = h;
+  return k;
+}
+
+/// The built-in synthetic corpus of --demo: clusters of different sizes and spreads on the unit
+/// sphere, quality higher in some clusters than others, so quality-only selection over-samples a
+/// few clusters and the diversity term visibly spreads the selection.
+inline corpus demo_corpus(std::uint64_t seed) {
+  corpus k;
+  k.n = 20000;
+  k.d = 32;
+  constexpr int clusters = 24;
+  const datamask::rng::philox_key key = datamask::rng::block_key(seed ^ 0xDE30ull, 0);
+  auto normal = [&](std::uint64_t id, std::uint32_t stream) {
+    const double u1 = datamask::rng::uniform01(key, id, 1u, stream);
+    const double u2 = datamask::rng::uniform01(key, id, 2u, stream);
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2);
+  };
+  std::vector<double> centre(static_cast<std::size_t>(clusters * k.d));
+  for (std::size_t i = 0; i < centre.size(); ++i) centre[i] = normal(i, 7u);
+  k.demo_rows.resize(static_cast<std::size_t>(k.n * k.d));
+  std::vector<double> q(static_cast<std::size_t>(k.n));
+  for (index_t r = 0; r < k.n; ++r) {
+    // Zipf-like cluster sizes: cluster c gets weight 1/(c+1).
+    const double u = datamask::rng::uniform01(key, static_cast<std::uint64_t>(r), 3u, 0u);
+    double total = 0.0;
+    for (int c = 0; c < clusters; ++c) total += 1.0 / (c + 1);
+    int cl = 0;
+    for (double acc = 0.0; cl < clusters - 1; ++cl) {
+      acc += 1.0 / (cl + 1) / total;
+      if (u < acc) break;
+    }
+    const double spread = 0.15 + 0.05 * (cl % 4);
+    for (index_t j = 0; j < k.d; ++j) {
+      k.demo_rows[static_cast<std::size_t>(r * k.d + j)] = static_cast<float>(
+          centre[static_cast<std::size_t>(cl * k.d + j)] + spread * normal(static_cast<std::uint64_t>(r * k.d + j), 11u));
+    }
+    q[static_cast<std::size_t>(r)] = 0.5 * std::cos(0.7 * cl) + 0.3 * normal(static_cast<std::uint64_t>(r), 13u);
+  }
+  k.quality.push_back(std::move(q));
+  k.quality_names.push_back("demo quality");
+  k.quality_weights = {1.0};
+  k.shard_start = {0, k.n};
+  k.hash = mix64(seed ^ 0xDE30ull);
+  return k;
+}
+
+/// The blocks: rows of each block in corpus order. One block when n <= block_size; otherwise
+/// ceil(n / block_size) blocks, item -> block by a hash of its id (so the split does not depend
+/// on the order or sharding of the files).
+inline std::vector<std::vector<index_t>> make_blocks(const corpus& k, index_t block_size) {
+  const index_t nb = k.n <= block_size ? 1 : (k.n + block_size - 1) / block_size;
+  std::vector<std::vector<index_t>> blocks(static_cast<std::size_t>(nb));
+  for (index_t r = 0; r < k.n; ++r) {
+    const auto b = nb == 1 ? 0 : static_cast<std::size_t>(mix64(k.id(r)) % static_cast<std::uint64_t>(nb));
+    blocks[b].push_back(r);
+  }
+  return blocks;
+}
+
+/// S_b per block: the exact quotas total * n_b / n rounded down, the remaining items given to the
+/// blocks with the largest remainders (ties: lower block), so that the sum is exactly `total`.
+inline std::vector<index_t> block_counts(const std::vector<std::vector<index_t>>& blocks, index_t n, index_t total) {
+  const std::size_t nb = blocks.size();
+  std::vector<index_t> s(nb);
+  std::vector<std::pair<long double, std::size_t>> rem(nb);
+  index_t used = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    const long double quota = static_cast<long double>(total) * static_cast<long double>(blocks[b].size()) /
+                              static_cast<long double>(n);
+    s[b] = static_cast<index_t>(std::floor(quota));
+    rem[b] = {quota - static_cast<long double>(s[b]), b};
+    used += s[b];
+  }
+  std::stable_sort(rem.begin(), rem.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = 0; used < total && i < nb; ++i, ++used) ++s[rem[i].second];
+  return s;
+}
+
+}  // namespace dmselect

@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// datamask-select: the command-line program of datamask. Reads memory-mapped .npy embeddings
+// (one file or shards), quality scores and ids; splits the corpus into blocks by a hash of the
+// id; selects exactly round(ratio * n) items with the policy-gradient learner; writes the ids,
+// a JSON report, a per-step CSV log and an SVG plot, each atomically. --checkpoint/--resume
+// continue an interrupted run to exactly the selection an uninterrupted run gives.
+//
+// Exit codes: 0 success; 2 bad input or usage; 1 internal error; 130/143 interrupted.
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+
+#include <datamask/datamask.hpp>
+#include <datamask/io/file.hpp>
+
+#include "args.hpp"
+#include "checkpoint.hpp"
+#include "corpus.hpp"
+#include "outputs.hpp"
+
+namespace dmselect {
+
+namespace {
+
+// Set by the signal handler, read at every step: the only mutable global, as a signal handler
+// needs one.
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+struct interrupted {
+  int sig;
+  bool saved = false;  // a checkpoint holds the state
+};
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// The diversity mix the flags choose: every objective is present, those not chosen weigh 0.
+using mix_type = datamask::diversity_mix<datamask::pairwise_similarity, datamask::facility_location, datamask::disf>;
+
+mix_type make_mix(const config& c) {
+  double w[3] = {0, 0, 0};
+  const char* names[3] = {"pairwise", "facility", "disf"};
+  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
+    for (int j = 0; j < 3; ++j) {
+      if (c.objectives[i] == names[j]) w[j] = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
+    }
+  }
+  datamask::facility_location fl;
+  fl.kernel = datamask::parse_kernel(c.kernel, "--kernel");
+  fl.gamma = c.gamma;
+  return datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]}, datamask::weighted{fl, w[1]},
+                       datamask::weighted{datamask::disf{}, w[2]});
+}
+
+/// Whether an optimizer is compiled in. The greedy baselines (greedy, lazy, stochastic) arrive
+/// with datamask/greedy/greedy.hpp; until then only pg is.
+bool optimizer_available(const std::string& name) { return name == "pg"; }
+
+/// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
+/// every 10% or 30 seconds otherwise.
+class progress {
+ public:
+  progress(bool quiet, index_t total) : quiet_(quiet), total_(total) {
+#if __has_include(<unistd.h>)
+    tty_ = ::isatty(2) != 0;
+#endif
+  }
+  void step(index_t block, index_t blocks) {
+    ++done_;
+    if (quiet_ || total_ <= 0) return;
+    const double el = seconds_since(t0_);
+    const double rate = el > 0 ? static_cast<double>(done_) / el : 0.0;
+    const double left = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0.0;
+    const double frac = static_cast<double>(done_) / static_cast<double>(total_);
+    if (tty_) {
+      if (el - last_ < 0.1 && done_ != total_) return;
+      last_ = el;
+      const int width = 30;
+      const int fill = static_cast<int>(frac * width);
+      std::fprintf(stderr, "\r[%s%s] %3.0f%% %lld/%lld steps, block %lld/%lld, %.1f steps/s, %s left   ",
+                   std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - fill), '.').c_str(), 100 * frac,
+                   static_cast<long long>(done_), static_cast<long long>(total_), static_cast<long long>(block + 1),
+                   static_cast<long long>(blocks), rate, clock_text(left).c_str());
+      if (done_ == total_) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    } else if (frac >= next_ || el - last_ >= 30.0 || done_ == total_) {
+      last_ = el;
+      while (next_ <= frac) next_ += 0.1;
+      std::fprintf(stderr, "progress: %lld/%lld steps (%.0f%%), block %lld/%lld, %.1f steps/s, %s left\n",
+                   static_cast<long long>(done_), static_cast<long long>(total_), 100 * frac,
+                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, clock_text(left).c_str());
+    }
+  }
+  void skip(index_t steps) { total_ -= steps; }
+
+ private:
+  static std::string clock_text(double s) {
+    const auto t = static_cast<long long>(s + 0.5);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+    return buf;
+  }
+  bool quiet_;
+  bool tty_ = false;
+  index_t total_;
+  index_t done_ = 0;
+  double last_ = -1e9;
+  double next_ = 0.1;
+  clock_type::time_point t0_ = clock_type::now();
+};
+
+struct run_context {
+  const config& cfg;
+  const corpus& data;
+  const mix_type& mix;
+  std::optional<double> prune_threshold;
+  checkpoint_dir& ckpt;
+  progress& prog;
+  std::size_t blocks = 1;
+};
+
+block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& rows, index_t s_b) {
+  const config& c = ctx.cfg;
+  const corpus& k = ctx.data;
+  block_result r;
+  r.block = b;
+  r.items = static_cast<index_t>(rows.size());
+  r.selected = s_b;
+  if (s_b == 0) return r;
+
+  // The block's data: the mapped file itself when it is the whole corpus in float32; otherwise
+  // only this block's rows, converted to float32.
+  std::vector<float> buffer;
+  datamask::matrix_view<const float> x;
+  if (ctx.blocks == 1) x = k.whole_view();
+  if (x.empty()) {
+    buffer.resize(rows.size() * static_cast<std::size_t>(k.d));
+    k.gather(rows, buffer.data(), c.threads);
+    x = datamask::make_matrix_view(buffer.data(), r.items, k.d);
+  }
+  std::vector<std::vector<double>> q(k.quality.size());
+  datamask::problem<float> p;
+  p.embeddings = x;
+  for (std::size_t a = 0; a < k.quality.size(); ++a) {
+    q[a].resize(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) q[a][i] = k.quality[a][static_cast<std::size_t>(rows[i])];
+    p.quality.push_back(datamask::quality_column{std::span<const double>(q[a]), k.quality_weights[a]});
+  }
+  std::vector<datamask::id_t> ids(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) ids[i] = k.id(rows[i]);
+  p.ids = ids;
+
+  datamask::options o;
+  o.count = s_b;
+  o.lambda = c.lambda;
+  o.rollouts = c.rollouts;
+  o.steps = c.steps;
+  o.active_fraction = c.active_fraction;
+  o.min_active = c.min_active;
+  o.init = c.init == "quality" ? datamask::init_mode::quality : datamask::init_mode::uniform;
+  o.prune_threshold = ctx.prune_threshold;
+  o.scaling = c.scaling == "raw"     ? datamask::term_scaling::raw
+              : c.scaling == "group" ? datamask::term_scaling::group
+                                     : datamask::term_scaling::calibrated;
+  o.seed = c.seed;
+  o.block = static_cast<std::uint64_t>(b);
+  o.threads = c.threads;
+  o.normalized = c.normalized;
+  o.evaluate_selection = false;  // evaluated below with objective_function, timed on its own
+
+  // Resume inside the block from its snapshot.
+  if (ctx.ckpt.active()) {
+    index_t step = 0;
+    std::vector<double> logits;
+    if (ctx.ckpt.load_snapshot(b, r.items, step, logits, r.history)) {
+      o.first_step = step + 1;
+      o.initial_logits = std::move(logits);
+      ctx.prog.skip(std::min(step, c.steps));
+    }
+  }
+  const index_t blocks = static_cast<index_t>(ctx.blocks);
+  o.on_step = [&](const datamask::step_info& s) {
+    r.history.push_back(history_row{s.step, s.lr, s.reward_mean, s.reward_max,
+                                    std::vector<double>(s.term_means.begin(), s.term_means.end())});
+    ctx.prog.step(b, blocks);
+  };
+  o.stop = [](const datamask::step_info&) { return g_signal != 0; };
+  o.snapshot_every = ctx.ckpt.active() ? c.checkpoint_every : 0;
+  o.on_snapshot = [&](const datamask::step_info& s, std::span<const double> logits) {
+    if (ctx.ckpt.active()) ctx.ckpt.save_snapshot(r, s.step, logits);
+    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
+  };
+
+  const auto t0 = clock_type::now();
+  std::vector<datamask::index_t> sel_rows;
+  std::vector<double> scales;
+  if (c.optimizer == "pg") {
+    const datamask::learner<datamask::eigen_backend, datamask::softmax_policy, datamask::runtime_lr> L(
+        o, datamask::softmax_policy{datamask::parse_gradient(c.logprob, "--logprob")},
+        datamask::runtime_lr{datamask::parse_schedule(c.schedule, "--schedule"), c.lr_max, c.lr_min});
+    auto res = L.select(p, ctx.mix);
+    r.ids = std::move(res.ids);
+    sel_rows = std::move(res.rows);
+    r.kept = res.kept;
+    r.steps_run = res.steps_run;
+    r.zero_variance_steps = res.zero_variance_steps;
+    r.nonfinite_steps = res.nonfinite_steps;
+    for (const auto& t : res.terms) scales.push_back(t.scale);
+  } else {
+    // Greedy optimizers: optimise the same f (the scales a pg run would calibrate), picked in
+    // order. Wired in when datamask/greedy/greedy.hpp is part of the build.
+    throw usage_error("--optimizer: '" + c.optimizer + "' is not available in this build");
+  }
+  r.optimize_seconds = seconds_since(t0);
+
+  // The report's values: the library's own evaluation of the selection, whole block as V.
+  const auto t1 = clock_type::now();
+  datamask::objective_function<float, mix_type> f(p, ctx.mix, c.lambda, datamask::quality_aggregate::mean,
+                                                  c.normalized, c.threads);
+  f.set_scales(scales);
+  const std::vector<double> raw = f.raw(sel_rows);
+  r.terms = f.terms();
+  for (std::size_t t = 0; t < raw.size(); ++t) r.terms[t].raw = raw[t];
+  r.objective = f.combine(raw);
+  r.evaluate_seconds = seconds_since(t1);
+  return r;
+}
+
+int run(int argc, char** argv) {
+  config c;
+  if (!parse_args(argc, argv, c)) {
+    std::fputs(help_text, stdout);
+    return 0;
+  }
+  if (!optimizer_available(c.optimizer)) {
+    throw usage_error("--optimizer: '" + c.optimizer +
+                      "' is not available in this build (the greedy baselines are not part of it yet); use pg");
+  }
+  // Outputs must be writable before any work is done.
+  for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
+    if (!out->empty()) datamask::io::check_writable(*out);
+  }
+
+  run_summary sum;
+  const auto t_load = clock_type::now();
+  const corpus k = c.demo ? demo_corpus(c.seed) : load_corpus(c);
+  sum.phases.emplace_back("load", seconds_since(t_load));
+  sum.input_hash = k.hash;
+  sum.n = k.n;
+  sum.d = k.d;
+  if (c.lambda > 0.0 && k.quality.empty()) throw usage_error("--quality: required unless --lambda 0");
+
+  // The selection size and its split over blocks.
+  index_t total = 0;
+  if (c.count > 0) {
+    if (c.count > k.n) {
+      throw usage_error("--count: asks for " + std::to_string(c.count) + " items but the input has only " +
+                        std::to_string(k.n));
+    }
+    total = c.count;
+  } else {
+    total = static_cast<index_t>(std::llround(c.ratio * static_cast<double>(k.n)));
+    if (total < 1) {
+      throw usage_error("--ratio: " + std::to_string(c.ratio) + " of " + std::to_string(k.n) +
+                        " items selects none; S = round(ratio * n) must be at least 1");
+    }
+  }
+  sum.selected = total;
+  const auto blocks = make_blocks(k, c.block_size);
+  const auto counts = block_counts(blocks, k.n, total);
+
+  // Global pruning threshold: the same rank rule as the library, over the whole corpus.
+  const auto t_prune = clock_type::now();
+  std::optional<double> threshold;
+  if (c.prune > 0.0) {
+    std::vector<double> comb(static_cast<std::size_t>(k.n), 0.0);
+    for (std::size_t a = 0; a < k.quality.size(); ++a) {
+      for (index_t i = 0; i < k.n; ++i) comb[static_cast<std::size_t>(i)] += k.quality_weights[a] * k.quality[a][static_cast<std::size_t>(i)];
+    }
+    const auto rank = static_cast<std::size_t>(std::floor(c.prune * static_cast<double>(comb.size())));
+    std::nth_element(comb.begin(), comb.begin() + static_cast<std::ptrdiff_t>(rank), comb.end());
+    threshold = comb[rank];
+    sum.prune_threshold = *threshold;
+  }
+  sum.phases.emplace_back("prune", seconds_since(t_prune));
+
+  checkpoint_dir ckpt;
+  if (!c.checkpoint.empty()) ckpt = checkpoint_dir(c, k.hash, blocks.size());
+  sum.resumed = c.resume;
+
+  const mix_type mix = make_mix(c);
+  index_t planned = 0;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    if (!ckpt.done(b) && counts[b] > 0) planned += c.steps;
+  }
+  progress prog(c.quiet, planned);
+  if (!c.quiet) {
+    std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
+                 datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
+                 blocks.size() == 1 ? "" : "s", static_cast<long long>(total),
+                 c.resume ? " (resuming)" : "");
+  }
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  run_context ctx{c, k, mix, threshold, ckpt, prog, blocks.size()};
+  std::vector<block_result> results;
+  double optimize = 0.0, evaluate = 0.0;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
+    if (ckpt.done(b)) {
+      results.push_back(ckpt.load_block(static_cast<index_t>(b)));
+    } else {
+      try {
+        results.push_back(run_block(ctx, static_cast<index_t>(b), blocks[b], counts[b]));
+      } catch (const datamask::invalid_input& e) {
+        if (blocks.size() == 1) throw;
+        throw datamask::invalid_input(e.input(), "block " + std::to_string(b) + ": " +
+                                                     std::string(e.what()).substr(e.input().size() + 2));
+      }
+      if (ckpt.active()) ckpt.finish_block(results.back());
+    }
+    optimize += results.back().optimize_seconds;
+    evaluate += results.back().evaluate_seconds;
+  }
+  sum.phases.emplace_back("optimize", optimize);
+  sum.phases.emplace_back("evaluate", evaluate);
+
+  // Merge: block by block, each in its selection order.
+  std::vector<datamask::id_t> selected;
+  selected.reserve(static_cast<std::size_t>(total));
+  for (const auto& r : results) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
+  if (static_cast<index_t>(selected.size()) != total) {
+    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(total));
+  }
+
+  const auto t_write = clock_type::now();
+  if (!c.out.empty()) datamask::io::write_file_atomic(c.out, ids_file_bytes(c.out, selected));
+  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(results));
+  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(results));
+  sum.phases.emplace_back("write", seconds_since(t_write));
+  if (!c.report.empty()) datamask::io::write_file_atomic(c.report, report_json(c, sum, results));
+
+  // Summary on stdout.
+  double f_total = 0.0;
+  const auto terms = total_terms(results, f_total);
+  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising)\n", static_cast<long long>(total),
+              static_cast<long long>(k.n), blocks.size(), blocks.size() == 1 ? "" : "s", optimize);
+  std::printf("objective %.6g =", f_total);
+  for (std::size_t t = 0; t < terms.size(); ++t) {
+    std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,
+                terms[t].scale);
+  }
+  std::printf("\n");
+  for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
+    if (!out->empty()) std::printf("wrote %s\n", out->c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dmselect
+
+int main(int argc, char** argv) {
+  try {
+    return dmselect::run(argc, argv);
+  } catch (const dmselect::interrupted& i) {
+    std::fprintf(stderr, "\ndatamask-select: interrupted by signal %d; no output written%s\n", i.sig,
+                 i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");
+    return 128 + i.sig;
+  } catch (const dmselect::usage_error& e) {
+    std::fprintf(stderr, "datamask-select: %s\n", e.what());
+    return 2;
+  } catch (const datamask::invalid_input& e) {
+    std::fprintf(stderr, "datamask-select: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "datamask-select: internal error: %s\n", e.what());
+    return 1;
+  }
+}
