@@ -215,7 +215,7 @@ inline corpus load_corpus(const config& c) {
       const auto t = datamask::io::read_csv(q);
       for (std::size_t col = 0; col < t.columns.size(); ++col) {
         k.quality.push_back(t.columns[col]);
-        k.quality_names.push_back(q + ":" + t.names[col]);
+        k.quality_names.push_back(q + " (" + t.names[col] + ")");
       }
       std::ifstream in(q, std::ios::binary);
       std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

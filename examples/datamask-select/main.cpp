@@ -275,7 +275,9 @@ int run(int argc, char** argv) {
   } else {
     total = static_cast<index_t>(std::llround(c.ratio * static_cast<double>(k.n)));
     if (total < 1) {
-      throw usage_error("--ratio: " + std::to_string(c.ratio) + " of " + std::to_string(k.n) +
+      char r[32];
+      std::snprintf(r, sizeof r, "%g", c.ratio);
+      throw usage_error("--ratio: " + std::string(r) + " of " + std::to_string(k.n) +
                         " items selects none; S = round(ratio * n) must be at least 1");
     }
   }
@@ -386,7 +388,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "datamask-select: %s\n", e.what());
     return 2;
   } catch (const datamask::invalid_input& e) {
-    std::fprintf(stderr, "datamask-select: %s\n", e.what());
+    // The library names its settings (prune, count, ...); say them as the options they came from.
+    std::string input = e.input();
+    std::string opt = "--" + input;
+    for (char& ch : opt) ch = ch == '_' ? '-' : ch;
+    if (std::string_view(dmselect::help_text).find("  " + opt + " ") != std::string_view::npos) {
+      std::fprintf(stderr, "datamask-select: %s%s\n", opt.c_str(), e.what() + input.size());
+    } else {
+      std::fprintf(stderr, "datamask-select: %s\n", e.what());
+    }
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "datamask-select: internal error: %s\n", e.what());
