@@ -288,14 +288,22 @@ class npy_dict_parser {
   h.shape = parsed.shape;
   h.data_offset = pre + len;
   const std::uint64_t item = npy_item_size(h.dtype);
-  std::uint64_t count = 1;
+  // The product of the non-zero dimensions must fit (rows() and cols() are computed from them
+  // even when another dimension is 0 and the array is empty).
+  std::uint64_t nonzero = 1;
+  bool empty = false;
   for (std::int64_t dim : h.shape) {
     const auto u = static_cast<std::uint64_t>(dim);
-    if (u != 0 && count > std::numeric_limits<std::uint64_t>::max() / item / u) {
+    if (u == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero > (std::uint64_t{1} << 62) / item / u) {
       throw invalid_input(name, "the shape's element count overflows");
     }
-    count *= u;
+    nonzero *= u;
   }
+  const std::uint64_t count = empty ? 0 : nonzero;
   h.count = count;
   const std::uint64_t need = count * item;
   const std::uint64_t have = file_size - std::min<std::uint64_t>(file_size, h.data_offset);
