@@ -118,7 +118,7 @@ class progress {
   bool tty_ = false;
   index_t total_;
   index_t done_ = 0;
-  double last_ = -1e9;
+  double last_ = 0.0;
   double next_ = 0.1;
   clock_type::time_point t0_ = clock_type::now();
 };

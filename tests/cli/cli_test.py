@@ -447,7 +447,7 @@ def test_resume():
     e = npy_f32(path("emb.npy"), rows)
     qf = npy_vec(path("q.npy"), q)
     idf = npy_vec(path("ids.npy"), ids, "<i8")
-    base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--rollouts", "32", "--steps", "300",
+    base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--rollouts", "32", "--steps", "200",
             "--min-active", "300", "--block-size", "1000", "--objective", "pairwise", "--quiet"]
     run(base + ["--out", path("full.npy"), "--log", path("full.csv"), "--report", path("full.json")])
     full = read_npy_ids(path("full.npy"))
@@ -498,7 +498,7 @@ def test_resume():
 
 def test_single_block_resume():
     rows, q, ids, e, qf, idf = standard_files(1200, 16)
-    base = ["--embeddings", e, "--quality", qf, "--ratio", "0.1", "--rollouts", "32", "--steps", "400",
+    base = ["--embeddings", e, "--quality", qf, "--ratio", "0.1", "--rollouts", "32", "--steps", "250",
             "--min-active", "300", "--quiet", "--init", "quality", "--logprob", "plackett-luce"]
     run(base + ["--out", path("full.npy")])
     ck = path("ck1")
