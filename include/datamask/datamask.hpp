@@ -23,6 +23,7 @@
 #include "datamask/backend/eigen.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/learner.hpp"
+#include "datamask/greedy/greedy.hpp"
 
 namespace datamask {
 static_assert(diversity_objective<pairwise_similarity, float>);

@@ -95,6 +95,20 @@ class objective_function {
   [[nodiscard]] index_t size() const { return data_.n; }
   [[nodiscard]] std::span<const id_t> ids() const { return data_.ids; }
   [[nodiscard]] std::span<const double> quality() const { return data_.quality; }
+  /// @brief The embeddings of the block, as given.
+  [[nodiscard]] matrix_view<const T> embeddings() const { return x_; }
+  /// @brief 1 / ||e_i|| per row (1 when the caller declared the rows normalised; 0 for a zero row).
+  [[nodiscard]] std::span<const double> inv_norms() const { return data_.inv_norms; }
+  /// @brief ||e_i||^2 per row (1 when the caller declared the rows normalised).
+  [[nodiscard]] std::span<const double> sq_norms() const { return data_.sq_norms; }
+  /// @brief The diversity objectives and their weights v_b.
+  [[nodiscard]] const mix_type& mix() const { return mix_; }
+  /// @brief Per mix member: its index in `terms()`, or -1 when the term is off.
+  [[nodiscard]] std::span<const int> term_slots() const { return plan_.slot; }
+  /// @brief Whether `terms()[0]` is the quality term.
+  [[nodiscard]] bool has_quality_term() const { return plan_.quality; }
+  /// @brief Mean or sum of the quality scores over a set.
+  [[nodiscard]] quality_aggregate aggregate() const { return aggregate_; }
 
   /// @brief The raw value of each term on `rows`, with `reference` as facility location's V
   /// (empty: the whole block).

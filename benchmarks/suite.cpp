@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: Apache-2.0
+// The benchmark suite behind benchmarks/RESULTS.md: solution quality, black-box and structured
+// speed of the learner against the greedy baselines, kernel throughput against the machine's
+// GEMM rate, and peak memory. Every benchmark runs once (selection runs are minutes, not
+// microseconds) and reports what it measured as counters; scripts/bench runs each benchmark in
+// its own process so that the peak-RSS counter belongs to that run alone.
+//
+// Extra flag (after Google Benchmark's): --dm_mode=quick|full (default quick) picks the sizes.
+
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include <datamask/datamask.hpp>
+#include <datamask/greedy/greedy.hpp>
+
+namespace dm = datamask;
+using dm::index_t;
+
+namespace {
+
+bool full_mode = false;
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux: KiB
+}
+
+/// Synthetic block: 64 clusters in R^d with correlated columns (a shared low-rank mixing), and
+/// a quality score that is partly predictable from the embedding.
+struct block {
+  index_t n = 0;
+  index_t d = 0;
+  std::vector<float> x;
+  std::vector<double> q;
+  [[nodiscard]] dm::problem<float> problem() const {
+    dm::problem<float> p;
+    p.embeddings = dm::make_matrix_view(x.data(), n, d);
+    p.quality.push_back({std::span<const double>(q), 1.0});
+    return p;
+  }
+};
+
+const block& data(index_t n, index_t d) {
+  static std::unique_ptr<block> cache;  // one block per process (each benchmark runs alone)
+  if (cache && cache->n == n && cache->d == d) return *cache;
+  cache = std::make_unique<block>();
+  block& b = *cache;
+  b.n = n;
+  b.d = d;
+  std::mt19937_64 g(12345);
+  std::normal_distribution<float> nd(0.0F, 1.0F);
+  const index_t clusters = 64;
+  const index_t rank = 16;
+  std::vector<float> centers(static_cast<std::size_t>(clusters * d));
+  for (float& c : centers) c = nd(g);
+  std::vector<float> mixing(static_cast<std::size_t>(rank * d));
+  for (float& c : mixing) c = nd(g) * 0.5F;
+  b.x.resize(static_cast<std::size_t>(n * d));
+  b.q.resize(static_cast<std::size_t>(n));
+  std::vector<float> z(static_cast<std::size_t>(rank));
+  for (index_t i = 0; i < n; ++i) {
+    const auto c = static_cast<index_t>(g() % static_cast<std::uint64_t>(clusters));
+    for (float& v : z) v = nd(g);
+    float* row = b.x.data() + i * d;
+    for (index_t j = 0; j < d; ++j) {
+      float v = centers[c * d + j] + nd(g);
+      for (index_t r = 0; r < rank; ++r) v += z[r] * mixing[r * d + j];
+      row[j] = v;
+    }
+    b.q[i] = 0.5 * static_cast<double>(row[0] - row[1]) / 3.0 + static_cast<double>(nd(g));
+  }
+  return b;
+}
+
+enum class obj { pws, fl, disf };
+const char* name(obj o) { return o == obj::pws ? "pws" : o == obj::fl ? "fl" : "disf"; }
+
+template <class F>
+auto with_objective(obj o, F&& f) {
+  switch (o) {
+    case obj::pws: return f(dm::pairwise_similarity{});
+    case obj::fl: return f(dm::facility_location{});
+    case obj::disf: return f(dm::disf{});
+  }
+  return f(dm::pairwise_similarity{});
+}
+
+dm::options learner_options(index_t steps) {
+  dm::options o;
+  o.ratio = 0.1;
+  o.lambda = 0.5;
+  o.steps = steps;
+  o.evaluate_selection = false;  // every method is evaluated alike, below
+  return o;
+}
+
+/// f with the scales the learner calibrates on this block.
+template <class D>
+dm::objective_function<float, D> make_f(const block& b, const D& div) {
+  const auto p = b.problem();
+  dm::objective_function<float, D> f(p, div, 0.5);
+  const auto terms = dm::learner<>(learner_options(1)).calibrate(p, div);
+  std::vector<double> scales;
+  for (const auto& t : terms) scales.push_back(t.scale);
+  f.set_scales(scales);
+  return f;
+}
+
+using clk = std::chrono::steady_clock;
+double since(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
+
+void finish(benchmark::State& st, double seconds) {
+  st.SetIterationTime(seconds);
+  st.counters["seconds"] = seconds;
+  st.counters["peak_rss_mib"] = peak_rss_mib();
+}
+
+// ---- selection runs ------------------------------------------------------------------------------
+
+/// One selection: method "learner" (steps E), "naive"/"lazy"/"stochastic" (structured greedy),
+/// "random" (mean f over 64 uniform subsets). Counters: objective, seconds, evaluations.
+void run_select(benchmark::State& st, obj o, index_t n, index_t d, std::string method,
+                index_t steps, double eps) {
+  for (auto _ : st) {
+    const block& b = data(n, d);
+    with_objective(o, [&](const auto& div) {
+      auto f = make_f(b, div);
+      const index_t s = std::llround(0.1 * static_cast<double>(n));
+      std::vector<index_t> rows;
+      double seconds = 0.0;
+      double fval = 0.0;
+      if (method == "random") {
+        std::mt19937_64 g(7);
+        std::vector<index_t> all(static_cast<std::size_t>(n));
+        for (index_t i = 0; i < n; ++i) all[i] = i;
+        const auto t0 = clk::now();
+        for (int r = 0; r < 64; ++r) {
+          for (index_t i = 0; i < s; ++i) {
+            std::swap(all[i], all[i + static_cast<index_t>(g() % static_cast<std::uint64_t>(n - i))]);
+          }
+          fval += f(std::span<const index_t>(all.data(), static_cast<std::size_t>(s))) / 64.0;
+        }
+        seconds = since(t0);
+      } else if (method == "learner") {
+        const auto p = b.problem();
+        const auto t0 = clk::now();
+        const auto res = dm::learner<>(learner_options(steps)).select(p, div);
+        seconds = since(t0);
+        rows = res.rows;
+        st.counters["steps"] = static_cast<double>(steps);
+      } else {
+        dm::greedy_options go;
+        go.method = method == "naive" ? dm::greedy_method::naive
+                    : method == "lazy" ? dm::greedy_method::lazy
+                                       : dm::greedy_method::stochastic;
+        go.epsilon = eps;
+        const auto t0 = clk::now();
+        const auto res = dm::greedy_select(f, s, go);
+        seconds = since(t0);
+        rows = res.rows;
+        st.counters["evaluations"] = static_cast<double>(res.evaluations);
+        st.counters["greedy_objective"] = res.objective;
+        if (method == "stochastic") st.counters["epsilon"] = eps;
+      }
+      if (method != "random") fval = f(rows);  // the same evaluation for every method
+      st.counters["objective"] = fval;
+      st.counters["n"] = static_cast<double>(n);
+      finish(st, seconds);
+      return 0;
+    });
+  }
+}
+
+/// Black-box naive greedy's cost: f evaluated on sets of size s costs c(s); a naive greedy
+/// picking S items from n scores n - t candidates on sets of size t + 1, so its time is
+/// sum_t (n - t) c(t + 1). c(s) is timed at a few sizes on a prefix of the structured greedy
+/// (the same picks) and interpolated linearly (every built-in term costs a + b s).
+void run_blackbox_cost(benchmark::State& st, obj o, index_t n, index_t d) {
+  for (auto _ : st) {
+    const block& b = data(n, d);
+    with_objective(o, [&](const auto& div) {
+      auto f = make_f(b, div);
+      const index_t s = std::llround(0.1 * static_cast<double>(n));
+      // The cost of evaluating f does not depend on which rows are in the set: time it on
+      // uniform random rows.
+      std::mt19937_64 g(3);
+      std::vector<index_t> pool(static_cast<std::size_t>(n));
+      for (index_t i = 0; i < n; ++i) pool[i] = i;
+      for (index_t i = 0; i < s + 16; ++i) {
+        std::swap(pool[i], pool[i + static_cast<index_t>(g() % static_cast<std::uint64_t>(n - i))]);
+      }
+      struct {
+        std::vector<index_t> rows;
+      } pre{pool};
+      std::vector<double> sizes{std::max<double>(2, static_cast<double>(s) / 8), static_cast<double>(s) / 2,
+                                static_cast<double>(s)};
+      std::vector<double> cost;
+      for (double sz : sizes) {
+        const auto k = static_cast<index_t>(sz);
+        std::vector<index_t> rows(pre.rows.begin(), pre.rows.begin() + (k - 1));
+        rows.push_back(0);
+        const int reps = o == obj::fl ? 1 : 16;
+        double best = 1e300;
+        for (int r = 0; r < (o == obj::fl ? 1 : 3); ++r) {
+          const auto t0 = clk::now();
+          double sink = 0;
+          for (int e = 0; e < reps; ++e) {
+            rows.back() = pre.rows[static_cast<std::size_t>(k - 1 + e) % pre.rows.size()];
+            sink += f(rows);
+          }
+          benchmark::DoNotOptimize(sink);
+          best = std::min(best, since(t0) / reps);
+        }
+        cost.push_back(best);
+      }
+      // Least-squares line through (size, cost).
+      double mx = 0, my = 0;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        mx += sizes[i] / 3;
+        my += cost[i] / 3;
+      }
+      double sxy = 0, sxx = 0;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        sxy += (sizes[i] - mx) * (cost[i] - my);
+        sxx += (sizes[i] - mx) * (sizes[i] - mx);
+      }
+      const double slope = sxy / sxx;
+      const double icpt = my - slope * mx;
+      double total = 0;
+      for (index_t t = 0; t < s; ++t) {
+        total += static_cast<double>(n - t) * std::max(0.0, icpt + slope * static_cast<double>(t + 1));
+      }
+      st.counters["eval_s_small"] = cost[0];
+      st.counters["eval_s_half"] = cost[1];
+      st.counters["eval_s_full"] = cost[2];
+      st.counters["naive_blackbox_seconds_est"] = total;
+      st.counters["evaluations_est"] = static_cast<double>(n) * static_cast<double>(s) -
+                                       static_cast<double>(s) * static_cast<double>(s - 1) / 2;
+      st.counters["n"] = static_cast<double>(n);
+      finish(st, total);
+      return 0;
+    });
+  }
+}
+
+// ---- kernels ---------------------------------------------------------------------------------------
+
+/// Reward evaluation of G = 128 rollouts of k items from an active batch of m (the learner's
+/// step), in GFLOP/s of the objective's nominal work: PWS 2kd, DiSF k d^2 (the rank-k update
+/// of a symmetric d x d) + 3kd, FL 2mkd per rollout.
+void run_kernel(benchmark::State& st, obj o, index_t m, index_t d) {
+  const block& b = data(m, d);
+  const index_t k = m / 10;
+  const index_t g = 128;
+  const auto p = b.problem();
+  const dm::detail::prepared prep = dm::detail::prepare(p, false, 0);
+  dm::eigen_backend be;
+  const auto ds = be.make_dataset(p.embeddings, std::span<const double>(prep.inv_norms),
+                                  std::span<const double>(prep.sq_norms),
+                                  std::span<const dm::id_t>(prep.ids));
+  std::vector<index_t> active(static_cast<std::size_t>(m));
+  for (index_t i = 0; i < m; ++i) active[i] = i;
+  std::vector<double> zeros(static_cast<std::size_t>(m), 0.0);
+  std::vector<index_t> subsets;
+  be.gumbel_top_k(zeros, ds, active, dm::rng::block_key(1, 0), 1u, 0u, g, k, subsets);
+  std::vector<double> out(static_cast<std::size_t>(g));
+  double flops = 0;
+  const double kd = static_cast<double>(k) * static_cast<double>(d);
+  if (o == obj::pws) flops = 2 * kd;
+  if (o == obj::disf) flops = kd * static_cast<double>(d) + 3 * kd;
+  if (o == obj::fl) flops = 2 * static_cast<double>(m) * kd;
+  flops *= static_cast<double>(g);
+  double total = 0;
+  for (auto _ : st) {
+    const auto t0 = clk::now();
+    with_objective(o, [&](const auto& div) {
+      be.evaluate(div, ds, subsets, g, k, active, out);
+      return 0;
+    });
+    const double sec = since(t0);
+    total += sec;
+    st.SetIterationTime(sec);
+  }
+  st.counters["gflops"] = benchmark::Counter(flops * static_cast<double>(st.iterations()) / 1e9 / total);
+  st.counters["rollouts_per_s"] = static_cast<double>(g * st.iterations()) / total;
+  st.counters["m"] = static_cast<double>(m);
+  st.counters["peak_rss_mib"] = peak_rss_mib();
+}
+
+/// The machine's matrix-product rate with Eigen in this binary: C (m x m) = A (m x d) B^T.
+void run_gemm(benchmark::State& st, index_t m, index_t d) {
+  using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const mat a = mat::Random(m, d);
+  const mat bm = mat::Random(m, d);
+  mat c(m, m);
+  double total = 0;
+  for (auto _ : st) {
+    const auto t0 = clk::now();
+    c.noalias() = a * bm.transpose();
+    benchmark::DoNotOptimize(c.data());
+    const double sec = since(t0);
+    total += sec;
+    st.SetIterationTime(sec);
+  }
+  st.counters["gflops"] = 2.0 * static_cast<double>(m) * static_cast<double>(m) *
+                          static_cast<double>(d) * static_cast<double>(st.iterations()) / 1e9 / total;
+  st.counters["peak_rss_mib"] = peak_rss_mib();
+}
+
+void reg(const std::string& nm, auto fn) {
+  benchmark::RegisterBenchmark(nm.c_str(), fn)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
+}
+
+void register_all() {
+  const index_t d = 256;
+  // 1. Quality at n = 20,000 (quick: 3,000): random, greedy, learner over a sweep of steps.
+  const index_t nq = full_mode ? 20000 : 2000;
+  const std::vector<index_t> sweep = full_mode ? std::vector<index_t>{100, 300, 1000, 3000}
+                                               : std::vector<index_t>{30, 100};
+  for (obj o : {obj::pws, obj::fl, obj::disf}) {
+    const std::string pre = std::string("quality/") + name(o) + "/";
+    reg(pre + "random", [=](benchmark::State& s) { run_select(s, o, nq, d, "random", 0, 0); });
+    // Skipped in the full run: FL naive (2 n^2 d per pick; lazy gives its exact order) and DiSF
+    // naive (4 n S d^2 = 10^13 flops at n = 20,000, about 10 minutes here).
+    if (o == obj::pws || (!full_mode && o == obj::disf))
+      reg(pre + "naive", [=](benchmark::State& s) { run_select(s, o, nq, d, "naive", 0, 0); });
+    reg(pre + "lazy", [=](benchmark::State& s) { run_select(s, o, nq, d, "lazy", 0, 0); });
+    for (double eps : {0.1, 0.01}) {
+      reg(pre + "stochastic/eps:" + (eps == 0.1 ? "0.1" : "0.01"),
+          [=](benchmark::State& s) { run_select(s, o, nq, d, "stochastic", 0, eps); });
+    }
+    for (index_t e : sweep) {
+      if (o != obj::pws && e > 1000) continue;  // FL and DiSF steps cost far more than PWS's
+      reg(pre + "learner/steps:" + std::to_string(e),
+          [=](benchmark::State& s) { run_select(s, o, nq, d, "learner", e, 0); });
+    }
+  }
+  // 2. Black-box cost of naive greedy at n = 100,000 (quick: 5,000).
+  const index_t nb = full_mode ? 100000 : 5000;
+  for (obj o : {obj::pws, obj::fl, obj::disf}) {
+    reg(std::string("blackbox/") + name(o) + "/naive_cost/n:" + std::to_string(nb),
+        [=](benchmark::State& s) { run_blackbox_cost(s, o, nb, d); });
+  }
+  // 3. Time against n: learner (fixed steps) and the structured greedies that fit.
+  const std::vector<index_t> ns = full_mode ? std::vector<index_t>{10000, 100000, 1000000}
+                                            : std::vector<index_t>{1000, 4000};
+  for (index_t n : ns) {
+    for (obj o : {obj::pws, obj::fl, obj::disf}) {
+      const std::string pre = std::string("scale/") + name(o) + "/";
+      const std::string sn = "/n:" + std::to_string(n);
+      // What fits the full run's budget on 2 cores (RESULTS.md lists what was skipped and why):
+      // FL beyond 10^4 (each round of any greedy or learner step costs O(n d) per candidate or
+      // 2 m k d G), DiSF's learner at 10^6 (about 2 s per step).
+      const bool big = full_mode && n >= 100000;
+      if (o == obj::fl && big) continue;
+      reg(pre + "stochastic" + sn,
+          [=](benchmark::State& s) { run_select(s, o, n, d, "stochastic", 0, 0.1); });
+      reg(pre + "lazy" + sn, [=](benchmark::State& s) { run_select(s, o, n, d, "lazy", 0, 0); });
+      const index_t e = full_mode ? 300 : 30;
+      if (!(full_mode && n >= 1000000 && o == obj::disf)) {
+        reg(pre + "learner/steps:" + std::to_string(e) + sn,
+            [=](benchmark::State& s) { run_select(s, o, n, d, "learner", e, 0); });
+      }
+    }
+  }
+  // 4. Kernels: one learner step's rewards against the Eigen GEMM rate.
+  const index_t mk = full_mode ? 5000 : 1024;
+  for (obj o : {obj::pws, obj::fl, obj::disf}) {
+    benchmark::RegisterBenchmark((std::string("kernel/") + name(o) + "/m:" + std::to_string(mk)).c_str(),
+                                 [=](benchmark::State& s) { run_kernel(s, o, mk, d); })
+        ->UseManualTime()
+        ->MinTime(full_mode ? 2.0 : 0.2)
+        ->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("kernel/gemm_eigen_float/m:2048",
+                               [=](benchmark::State& s) { run_gemm(s, 2048, d); })
+      ->UseManualTime()
+      ->MinTime(full_mode ? 2.0 : 0.2)
+      ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--dm_mode=full") == 0) full_mode = true;
+  }
+  register_all();
+  benchmark::AddCustomContext("dm_mode", full_mode ? "full" : "quick");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
