@@ -195,3 +195,80 @@ void norms(const std::vector<T>& x, index_t n, index_t d, std::vector<double>& i
 }
 
 }  // namespace dmtest
+
+namespace dmtest {
+
+/// Five active items inside a block of eight rows, with scattered 64-bit ids; the three inactive
+/// rows get huge logits, so any leak of an inactive row into a draw or a normaliser shows.
+struct pl_block {
+  index_t rows = 8;
+  std::vector<index_t> active = {1, 2, 4, 6, 7};
+  std::vector<datamask::id_t> ids;
+  std::vector<double> logits;
+  std::vector<float> x;  // a dummy 8 x 1 embedding matrix: the sampler only reads ids
+  std::vector<double> ones;
+  datamask::eigen_backend b;
+  datamask::eigen_backend::dataset<float> ds;
+
+  explicit pl_block(std::uint64_t seed, double spread = 1.0) {
+    rng r(seed);
+    for (index_t i = 0; i < rows; ++i) {
+      ids.push_back((r.g() >> 8) + static_cast<datamask::id_t>(i));  // distinct: different low bits unlikely equal
+      logits.push_back(50.0);
+      x.push_back(1.0f);
+      ones.push_back(1.0);
+    }
+    for (index_t a : active) logits[a] = spread * r.normal();
+    ds = b.make_dataset(datamask::make_matrix_view(x.data(), rows, 1), std::span<const double>(ones),
+                        std::span<const double>(ones), std::span<const datamask::id_t>(ids));
+  }
+  index_t m() const { return static_cast<index_t>(active.size()); }
+  /// softmax of the active logits, in `active` order, in double.
+  std::vector<double> probs(const std::vector<double>& l) const {
+    double mx = -1e300;
+    for (index_t a : active) mx = std::max(mx, l[a]);
+    std::vector<double> p;
+    double z = 0.0;
+    for (index_t a : active) {
+      p.push_back(std::exp(l[a] - mx));
+      z += p.back();
+    }
+    for (double& v : p) v /= z;
+    return p;
+  }
+  index_t slot(index_t row) const {
+    return static_cast<index_t>(std::find(active.begin(), active.end(), row) - active.begin());
+  }
+};
+
+/// Calls fn(order, probability) for every ordered draw of k distinct slots from the
+/// Plackett-Luce distribution with probabilities p: P(order) = prod_t p_{o_t} / (1 - sum_{s<t} p_{o_s}).
+template <class Fn>
+void for_each_ordered_draw(const std::vector<double>& p, index_t k, Fn&& fn) {
+  std::vector<index_t> order;
+  std::vector<char> used(p.size(), 0);
+  auto rec = [&](auto&& self, double prob, double rest) -> void {
+    if (static_cast<index_t>(order.size()) == k) {
+      fn(order, prob);
+      return;
+    }
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (used[i]) continue;
+      used[i] = 1;
+      order.push_back(static_cast<index_t>(i));
+      self(self, prob * p[i] / rest, rest - p[i]);
+      order.pop_back();
+      used[i] = 0;
+    }
+  };
+  rec(rec, 1.0, 1.0);
+}
+
+/// A bit mask of the slots of a draw: the key of its unordered set.
+inline unsigned set_key(const std::vector<index_t>& slots) {
+  unsigned s = 0;
+  for (index_t i : slots) s |= 1u << i;
+  return s;
+}
+
+}  // namespace dmtest
