@@ -35,6 +35,7 @@ struct diversity_mix {
 
   diversity_mix() = default;
   explicit diversity_mix(weighted<Ds>... ws)
+    requires(sizeof...(Ds) > 0)  // else it would redeclare the default constructor (no_diversity)
       : objectives(std::move(ws.objective)...), weights{ws.weight...} {}
 
   static constexpr std::size_t size = sizeof...(Ds);
