@@ -111,18 +111,23 @@ class checkpoint_dir {
   [[nodiscard]] bool active() const { return !dir_.empty(); }
   [[nodiscard]] bool done(std::size_t b) const { return done_.count(b) != 0; }
 
-  void save_snapshot(const block_result& r, index_t step, std::span<const double> logits) const {
-    std::string s = "snapshot 1\nblock " + std::to_string(r.block) + "\nstep " + std::to_string(step) +
+  void save_snapshot(const block_result& r, index_t step, std::span<const double> logits,
+                     const datamask::best_rollout& best) const {
+    std::string s = "snapshot 2\nblock " + std::to_string(r.block) + "\nstep " + std::to_string(step) +
                     "\nrows " + std::to_string(logits.size()) + "\n";
     s += history_text(r.history);
     s += "logits\n";
     s.append(reinterpret_cast<const char*>(logits.data()), logits.size_bytes());
+    // The best complete rollout so far (the learner may return it), so a resume stays exact.
+    s += "\nbest " + std::to_string(best.rows.size()) + "\n";
+    s.append(reinterpret_cast<const char*>(&best.reward), sizeof(double));
+    s.append(reinterpret_cast<const char*>(best.rows.data()), best.rows.size() * sizeof(index_t));
     datamask::io::write_file_atomic(path(r.block, "snapshot"), s);
   }
 
   /// Loads the snapshot of block b if there is one: the step reached, the logits, the history.
   bool load_snapshot(index_t b, index_t rows, index_t& step, std::vector<double>& logits,
-                     std::vector<history_row>& history) const {
+                     std::vector<history_row>& history, datamask::best_rollout& best) const {
     std::ifstream in(path(b, "snapshot"), std::ios::binary);
     if (!in) return false;
     const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -135,9 +140,31 @@ class checkpoint_dir {
     if (blk != b || n != rows) throw usage_error("--resume: " + path(b, "snapshot") + ": snapshot of another block");
     history = read_history(ls, path(b, "snapshot"));
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(double);
-    if (all.size() != at + 7 + bytes) throw usage_error("--resume: " + path(b, "snapshot") + ": truncated snapshot");
+    const auto damaged = [&] { return usage_error("--resume: " + path(b, "snapshot") + ": truncated or damaged snapshot"); };
+    if (all.size() < at + 7 + bytes) throw damaged();
     logits.resize(static_cast<std::size_t>(n));
     std::memcpy(logits.data(), all.data() + at + 7, bytes);
+    std::size_t pos = at + 7 + bytes;
+    if (all.compare(pos, 6, "\nbest ") != 0) throw damaged();
+    const auto eol = all.find('\n', pos + 6);
+    if (eol == std::string::npos) throw damaged();
+    std::size_t count = 0;
+    try {
+      count = std::stoull(all.substr(pos + 6, eol - pos - 6));
+    } catch (const std::exception&) {
+      throw damaged();
+    }
+    pos = eol + 1;
+    if (count > static_cast<std::size_t>(rows) ||
+        all.size() != pos + sizeof(double) + count * sizeof(index_t)) {
+      throw damaged();
+    }
+    std::memcpy(&best.reward, all.data() + pos, sizeof(double));
+    best.rows.resize(count);
+    std::memcpy(best.rows.data(), all.data() + pos + sizeof(double), count * sizeof(index_t));
+    for (index_t row : best.rows) {
+      if (row < 0 || row >= rows) throw damaged();
+    }
     return true;
   }
 

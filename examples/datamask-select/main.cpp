@@ -186,7 +186,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   if (ctx.ckpt.active()) {
     index_t step = 0;
     std::vector<double> logits;
-    if (ctx.ckpt.load_snapshot(b, r.items, step, logits, r.history)) {
+    if (ctx.ckpt.load_snapshot(b, r.items, step, logits, r.history, o.initial_best)) {
       o.first_step = step + 1;
       o.initial_logits = std::move(logits);
       ctx.prog.skip(std::min(step, c.steps));
@@ -200,8 +200,9 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   };
   o.stop = [](const datamask::step_info&) { return g_signal != 0; };
   o.snapshot_every = ctx.ckpt.active() ? c.checkpoint_every : 0;
-  o.on_snapshot = [&](const datamask::step_info& s, std::span<const double> logits) {
-    if (ctx.ckpt.active()) ctx.ckpt.save_snapshot(r, s.step, logits);
+  o.on_snapshot = [&](const datamask::step_info& s, std::span<const double> logits,
+                      const datamask::best_rollout& best) {
+    if (ctx.ckpt.active()) ctx.ckpt.save_snapshot(r, s.step, logits, best);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
   };
 

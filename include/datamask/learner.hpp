@@ -203,6 +203,10 @@ class learner {
     ivec active;
     ivec subsets;
     std::vector<double> vals;
+    // Every rollout is a complete candidate selection: keep the best one evaluated.
+    const bool track_best = learn && opt_.keep_best_rollout && m == res.kept && k == s_count &&
+                            opt_.scaling != term_scaling::group;
+    best_rollout best;
     if (learn) {
       // 3. Calibrate the term scales on uniform subsets of the first active batch.
       if (opt_.scaling == term_scaling::calibrated) {
@@ -228,6 +232,11 @@ class learner {
       std::vector<double> coef(static_cast<std::size_t>(g_count));
       std::vector<double> term_means(nterms);
       dvec scratch;
+      if (track_best) {
+        best = opt_.initial_best;
+        DATAMASK_EXPECTS(best.rows.empty() || static_cast<index_t>(best.rows.size()) == s_count,
+                         "initial_best", "has ", best.rows.size(), " rows, expected S = ", s_count);
+      }
       res.history.reserve(static_cast<std::size_t>(opt_.steps));
       res.steps_run = std::min(opt_.first_step - 1, opt_.steps);  // resumed: those are done
       for (index_t step = opt_.first_step; step <= opt_.steps; ++step) {
@@ -245,6 +254,14 @@ class learner {
         const bool finite = std::all_of(rewards.begin(), rewards.end(),
                                          [](double r) { return std::isfinite(r); });
         const auto [mean, sd] = detail::mean_std(rewards);
+        if (track_best && finite) {
+          const auto g = std::max_element(rewards.begin(), rewards.end()) - rewards.begin();
+          if (rewards[g] > best.reward) {
+            const std::vector<index_t> all = b.to_host(subsets);
+            best.rows.assign(all.begin() + g * k, all.begin() + (g + 1) * k);
+            best.reward = rewards[g];
+          }
+        }
         if (!finite) {
           ++res.nonfinite_steps;
         } else if (!(sd > 0.0)) {
@@ -270,7 +287,7 @@ class learner {
         if (opt_.on_snapshot &&
             (stop || (opt_.snapshot_every > 0 && step % opt_.snapshot_every == 0))) {
           const std::vector<double> host = b.to_host(logits);
-          opt_.on_snapshot(info, std::span<const double>(host));
+          opt_.on_snapshot(info, std::span<const double>(host), best);
         }
         if (stop) {
           res.stopped_early = step < opt_.steps;
@@ -297,6 +314,31 @@ class learner {
       res.rows = b.top_rows(logits, ds, b.to_device(std::span<const index_t>(drawn)), s_count);
     } else {
       res.rows = b.top_rows(logits, ds, kept_dev, s_count);
+    }
+    if (track_best && !best.rows.empty() && opt_.readout == readout_mode::top_logits) {
+      // Both candidates on the final evaluation (whole block as reference set); ties keep the
+      // read-out.
+      // Both in the read-out's order (final logit, descending, ties to the smaller id), so the
+      // same set is scored by the same sums and a tie stays a tie.
+      const std::vector<index_t> best_rows =
+          b.top_rows(logits, ds, b.to_device(std::span<const index_t>(best.rows)), s_count);
+      std::vector<index_t> both(res.rows);
+      both.insert(both.end(), best_rows.begin(), best_rows.end());
+      std::vector<index_t> all(static_cast<std::size_t>(n));
+      std::iota(all.begin(), all.end(), index_t{0});
+      std::vector<double> two;
+      score(b.to_device(std::span<const index_t>(both)), 2, s_count,
+            b.to_device(std::span<const index_t>(all)), two);
+      double f_read = 0.0;
+      double f_best = 0.0;
+      for (std::size_t t = 0; t < nterms; ++t) {
+        f_read += plan.terms[t].weight * two[t * 2] / plan.terms[t].scale;
+        f_best += plan.terms[t].weight * two[t * 2 + 1] / plan.terms[t].scale;
+      }
+      if (f_best > f_read) {
+        res.rows = best_rows;
+        res.best_rollout_used = true;
+      }
     }
     res.ids.reserve(res.rows.size());
     for (index_t r : res.rows) res.ids.push_back(data.ids[r]);

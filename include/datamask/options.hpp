@@ -68,6 +68,13 @@ struct step_info {
   std::span<const double> term_means;  ///< raw term values averaged over the rollouts
 };
 
+/// @brief The best complete selection a run has evaluated: its rows and its reward (f with the
+/// active batch, here all kept items, as reference set). Part of a checkpoint.
+struct best_rollout {
+  std::vector<index_t> rows;
+  double reward = -std::numeric_limits<double>::infinity();
+};
+
 /// @brief Every setting of a run, with the reference script's defaults where it has one.
 struct options {
   double ratio = 0.1;        ///< rho: the fraction of items selected, in (0, 1]
@@ -91,6 +98,11 @@ struct options {
   int threads = 0;           ///< 0: all available
   bool normalized = false;   ///< the caller declares the embeddings already unit-normalised
   bool evaluate_selection = true;  ///< evaluate each term on the selection (whole block as V)
+  /// When every rollout is a complete candidate selection (the active batch is all kept items and
+  /// k = S, as in blocks no larger than `min_active`), remember the best rollout evaluated and
+  /// return it if it beats the logit read-out on the final evaluation. Not with group scaling,
+  /// whose rewards are not values of a fixed f.
+  bool keep_best_rollout = true;
   std::function<void(const step_info&)> on_step;  ///< progress callback, after each step
   std::function<bool(const step_info&)> stop;     ///< early stop: return true to stop
 
@@ -105,7 +117,10 @@ struct options {
   index_t snapshot_every = 0;  ///< call `on_snapshot` after every this many steps (0: never)
   /// Receives the logits after a step (a host copy, one per row): every `snapshot_every` steps,
   /// and after the step at which `stop` ended the run early.
-  std::function<void(const step_info&, std::span<const double> logits)> on_snapshot;
+  std::function<void(const step_info&, std::span<const double> logits, const best_rollout& best)>
+      on_snapshot;
+  /// The best complete selection evaluated before `first_step` (from a snapshot); empty: none.
+  best_rollout initial_best;
   /// @}
 };
 
@@ -144,6 +159,7 @@ struct selection_result {
   index_t kept = 0;                 ///< items left after pruning
   index_t active = 0;               ///< m, the active batch size
   index_t rollout_size = 0;         ///< k, items per rollout
+  bool best_rollout_used = false;   ///< the selection is the best rollout, not the read-out
   double prune_threshold = -std::numeric_limits<double>::infinity();
 };
 

@@ -28,14 +28,18 @@ inline int resolve_threads(int requested) {
 }
 
 /// Runs body(i) for i in [0, n). Each i is handled by exactly one thread; callers write results
-/// into slot i so the outcome never depends on the thread count. Inside another parallel region
-/// the loop runs on the calling thread (no nested teams).
+/// into slot i so the outcome never depends on the thread count. Inside another parallel region,
+/// even a one-thread one (threads = 1), the loop runs on the calling thread: no nested teams.
 template <class Body>
 void parallel_for(index_t n, int threads, Body&& body) {
+  if (n == 1) {  // no region: a single item may parallelise inside (facility location's tiles)
+    body(index_t{0});
+    return;
+  }
   std::exception_ptr failure;
   std::mutex guard;
 #if DATAMASK_HAS_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (n > 1 && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (n > 1 && omp_get_level() == 0)
 #endif
   for (index_t i = 0; i < n; ++i) {
     try {
