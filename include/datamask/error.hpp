@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace datamask {
 
@@ -22,11 +23,17 @@ class invalid_input : public error {
   /// @param input the name of the offending input (an argument, an option, a file)
   /// @param problem what is wrong with it
   invalid_input(std::string input, const std::string& problem)
-      : error(input + ": " + problem), input_(std::move(input)) {}
+      : error(join(input, problem)), input_(std::move(input)) {}
   /// @brief The name of the offending input.
   [[nodiscard]] const std::string& input() const noexcept { return input_; }
 
  private:
+  static std::string join(const std::string& input, const std::string& problem) {
+    std::string out;
+    out.reserve(input.size() + 2 + problem.size());
+    out.append(input).append(": ").append(problem);
+    return out;
+  }
   std::string input_;
 };
 

@@ -192,7 +192,7 @@ class learner {
     };
 
     const bool quality_only = opt_.lambda == 1.0;
-    const bool learn = !quality_only && s_count < res.kept && (opt_.steps > 0 || calibrate_only);
+    const bool learn = !quality_only && s_count < res.kept;  // steps = 0 still calibrates
     ivec active;
     ivec subsets;
     std::vector<double> vals;

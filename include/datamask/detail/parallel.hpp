@@ -28,13 +28,14 @@ inline int resolve_threads(int requested) {
 }
 
 /// Runs body(i) for i in [0, n). Each i is handled by exactly one thread; callers write results
-/// into slot i so the outcome never depends on the thread count.
+/// into slot i so the outcome never depends on the thread count. Inside another parallel region
+/// the loop runs on the calling thread (no nested teams).
 template <class Body>
 void parallel_for(index_t n, int threads, Body&& body) {
   std::exception_ptr failure;
   std::mutex guard;
 #if DATAMASK_HAS_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (n > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (n > 1 && !omp_in_parallel())
 #endif
   for (index_t i = 0; i < n; ++i) {
     try {

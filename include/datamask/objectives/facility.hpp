@@ -8,10 +8,12 @@
 #include <cmath>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 #include <Eigen/Core>
 
 #include "datamask/concepts.hpp"
+#include "datamask/detail/parallel.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
@@ -68,12 +70,16 @@ struct facility_location {
         xu.row(j) = row(r);
       }
     }
+    // Tiles are scored independently (on several threads when this call is not already inside
+    // a parallel region) and their sums added in tile order: the value does not depend on the
+    // thread count.
     const index_t tl = std::max<index_t>(1, std::min(tile, nv));
-    mat xv(tl, d);
-    mat sim(tl, k);
-    double total = 0.0;
-    for (index_t v0 = 0; v0 < nv; v0 += tl) {
+    const index_t tiles = (nv + tl - 1) / tl;
+    std::vector<double> partial(static_cast<std::size_t>(tiles), 0.0);
+    detail::parallel_for(tiles, 0, [&](index_t c) {
+      const index_t v0 = c * tl;
       const index_t t = std::min(tl, nv - v0);
+      mat xv(t, d);
       for (index_t a = 0; a < t; ++a) {
         const index_t r = s.reference[v0 + a];
         if (unit) {
@@ -82,9 +88,14 @@ struct facility_location {
           xv.row(a) = row(r);
         }
       }
-      sim.topRows(t).noalias() = xv.topRows(t) * xu.transpose();
-      for (index_t a = 0; a < t; ++a) total += best(sim.row(a), s, s.reference[v0 + a]);
-    }
+      mat sim(t, k);
+      sim.noalias() = xv * xu.transpose();
+      double sum = 0.0;
+      for (index_t a = 0; a < t; ++a) sum += best(sim.row(a), s, s.reference[v0 + a]);
+      partial[c] = sum;
+    });
+    double total = 0.0;
+    for (double p : partial) total += p;
     return total / static_cast<double>(nv);
   }
 

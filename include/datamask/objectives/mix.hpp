@@ -47,7 +47,7 @@ struct diversity_mix {
       for (std::size_t j = 0; j < i; ++j) {
         if (std::string(objective_name_at(j)) == std::string(objective_name_at(i))) ++repeat;
       }
-      if (repeat > 1) out[i] += "#" + std::to_string(repeat);
+      if (repeat > 1) out[i].append(1, '#').append(std::to_string(repeat));
     }
     return out;
   }
