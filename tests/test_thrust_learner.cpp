@@ -65,7 +65,7 @@ TEMPLATE_TEST_CASE("learning PWS selects a more diverse set than random subsets"
   CHECK(res.terms[0].raw == Approx(learned).epsilon(1e-9));  // objective = raw / calibrated scale
 }
 
-TEMPLATE_TEST_CASE("a run is a pure function of its seed; both gradient modes give valid selections",
+TEMPLATE_TEST_CASE("a run is a pure function of its seed, in both gradient modes",
                    "[learner][backend]", datamask::eigen_backend, datamask::thrust_backend) {
   const dm_test::instance inst(600, 8, 4);
   auto o = small_options();
