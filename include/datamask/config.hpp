@@ -5,7 +5,9 @@
 /// @brief Compiler switches shared by every header.
 ///
 /// User-settable macros (define before including any datamask header):
-/// - none yet; every behaviour is chosen through template arguments or `datamask::options`.
+/// - `DATAMASK_DEFAULT_BACKEND_EIGEN` / `DATAMASK_DEFAULT_BACKEND_THRUST`: which backend
+///   `datamask::default_backend` names (backend/default.hpp); otherwise every behaviour is chosen
+///   through template arguments or `datamask::options`.
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 /// Marks a function callable from host and device code under a CUDA compiler; empty otherwise.

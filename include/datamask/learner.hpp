@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "datamask/backend/concept.hpp"
+#include "datamask/backend/default.hpp"
 #include "datamask/backend/eigen.hpp"
 #include "datamask/concepts.hpp"
 #include "datamask/detail/prepare.hpp"
@@ -48,11 +49,12 @@ inline std::pair<double, double> mean_std(std::span<const double> v) {
 
 /// @brief DATAMASK selection by policy-gradient mask learning (method.md sections 1 to 3).
 ///
-/// @tparam Backend where the loop runs (`eigen_backend`: CPU threads)
+/// @tparam Backend where the loop runs (`default_backend`: `eigen_backend`, CPU threads, except
+///         under nvcc, where it is `thrust_backend`; see backend/default.hpp)
 /// @tparam Policy the mask policy: how rollouts update the logits (`softmax_policy`)
 /// @tparam Scheduler the learning-rate schedule (`linear_lr`, 10 to 1)
 /// @tparam Sampler how rollouts are drawn (`gumbel_top_k_sampler`)
-template <backend Backend = eigen_backend, class Policy = softmax_policy,
+template <backend Backend = default_backend, class Policy = softmax_policy,
           lr_scheduler Scheduler = linear_lr, class Sampler = gumbel_top_k_sampler>
   requires mask_policy<Policy, Backend> && rollout_sampler<Sampler, Backend>
 class learner {
@@ -414,7 +416,7 @@ class learner {
   Backend backend_;
 };
 
-/// @brief Selects with the default policies on the CPU backend:
+/// @brief Selects with the default policies on `default_backend`:
 /// `datamask::select(problem, datamask::pairwise_similarity{}, opts)`.
 template <class T, class Diversity>
 [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,

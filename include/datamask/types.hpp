@@ -29,7 +29,7 @@ struct matrix_view {
   index_t cols = 0;
   index_t stride = 0;  ///< elements between the starts of consecutive rows
 
-  DATAMASK_HOST_DEVICE constexpr matrix_view() = default;
+  constexpr matrix_view() = default;  // defaulted: host and device already
   DATAMASK_HOST_DEVICE constexpr matrix_view(T* d, index_t r, index_t c, index_t s)
       : data(d), rows(r), cols(c), stride(s) {}
   /// Dense rows: stride == cols.
@@ -53,7 +53,7 @@ struct index_view {
   const index_t* data = nullptr;
   index_t size = 0;
 
-  DATAMASK_HOST_DEVICE constexpr index_view() = default;
+  constexpr index_view() = default;  // defaulted: host and device already
   DATAMASK_HOST_DEVICE constexpr index_view(const index_t* d, index_t n) : data(d), size(n) {}
   index_view(std::span<const index_t> s)  // NOLINT(implicit)
       : data(s.data()), size(static_cast<index_t>(s.size())) {}

@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief Device functors behind backend/thrust.hpp. Not API.
+///
+/// Every functor is trivially copyable, holds raw device pointers and has a
+/// `DATAMASK_HOST_DEVICE` call operator, so the same code runs as a CUDA kernel body under
+/// nvcc and as an OpenMP loop body under g++ (THRUST_DEVICE_SYSTEM_OMP). Sums that decide
+/// rewards or logits run sequentially inside one functor call, in the same order as the CPU
+/// backend, so the two backends agree bit for bit wherever the maths library agrees.
+
+#include <cmath>
+#include <cstdint>
+
+#include <cuda/std/bit>
+#include <cuda/std/limits>
+
+#include "datamask/config.hpp"
+#include "datamask/objectives/facility.hpp"
+#include "datamask/rng/philox.hpp"
+#include "datamask/types.hpp"
+
+namespace datamask::detail::thrust_impl {
+
+/// A double mapped to an unsigned integer whose ascending order is the descending order of the
+/// doubles (finite values; -0.0 is folded onto +0.0 so that it ties with it, as in the CPU
+/// comparison).
+DATAMASK_HOST_DEVICE inline std::uint64_t descending_bits(double x) {
+  const auto b = ::cuda::std::bit_cast<std::uint64_t>(x + 0.0);
+  const std::uint64_t ascending = (b >> 63) != 0u ? ~b : (b | (std::uint64_t{1} << 63));
+  return ~ascending;
+}
+
+/// u = uniform01(key, id of row, step, stream).
+struct uniform_of_row {
+  const id_t* ids;
+  rng::philox_key key;
+  std::uint32_t step;
+  std::uint32_t stream;
+  DATAMASK_HOST_DEVICE double operator()(index_t row) const {
+    return rng::uniform01(key, ids[row], step, stream);
+  }
+};
+
+struct id_of_row {
+  const id_t* ids;
+  DATAMASK_HOST_DEVICE id_t operator()(index_t row) const { return ids[row]; }
+};
+
+struct not_above {
+  double threshold;
+  DATAMASK_HOST_DEVICE bool operator()(double u) const { return u <= threshold; }
+};
+
+/// Flat rollout entry e = g * m + j (j: position in the active rows sorted by id): writes the
+/// descending-order bits of logit + Gumbel noise, and e itself as the sort payload.
+struct gumbel_key {
+  const double* logits;
+  const index_t* rows_by_id;
+  const id_t* ids;
+  rng::philox_key key;
+  std::uint32_t step;
+  std::uint32_t first_stream;
+  index_t m;
+  std::uint64_t* bits;
+  DATAMASK_HOST_DEVICE void operator()(index_t e) const {
+    const index_t g = e / m;
+    const index_t r = rows_by_id[e - g * m];
+    const auto stream = static_cast<std::uint32_t>(first_stream + static_cast<std::uint32_t>(g));
+    bits[e] = descending_bits(logits[r] + rng::gumbel(key, ids[r], step, stream));
+  }
+};
+
+struct rollout_of_entry {
+  index_t m;
+  DATAMASK_HOST_DEVICE std::uint32_t operator()(index_t e) const {
+    return static_cast<std::uint32_t>(e / m);
+  }
+};
+
+/// out[g * k + t] = the row of the t-th entry of rollout g after the segmented sort.
+struct take_top {
+  const index_t* sorted_entries;
+  const index_t* rows_by_id;
+  index_t m;
+  index_t k;
+  index_t* out;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t g = i / k;
+    const index_t t = i - g * k;
+    const index_t e = sorted_entries[g * m + t];
+    out[i] = rows_by_id[e - g * m];
+  }
+};
+
+/// out[g] = sum_t values[subsets[g k + t]] in draw order.
+struct gather_sum_rollout {
+  const double* values;
+  const index_t* subsets;
+  index_t k;
+  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
+    double s = 0.0;
+    for (index_t t = 0; t < k; ++t) s += values[subsets[g * k + t]];
+    return s;
+  }
+};
+
+/// The first position in sorted[0, n) whose value is not less than x.
+DATAMASK_HOST_DEVICE inline index_t lower_bound(const index_t* sorted, index_t n, index_t x) {
+  index_t lo = 0;
+  index_t hi = n;
+  while (lo < hi) {
+    const index_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < x) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// The relaxed update of one active row: the coefficients of the rollouts that drew it, summed
+/// in increasing rollout order (the rollout entries are stably sorted by row), then added.
+struct relaxed_row_update {
+  const index_t* active;
+  const index_t* sorted_rows;     ///< G k rows, ascending
+  const index_t* sorted_entries;  ///< their entries g k + t, ascending within a row
+  index_t total;                  ///< G k
+  index_t k;
+  const double* coef;
+  double* logits;
+  DATAMASK_HOST_DEVICE void operator()(index_t a) const {
+    const index_t r = active[a];
+    double acc = 0.0;
+    for (index_t i = lower_bound(sorted_rows, total, r); i < total && sorted_rows[i] == r; ++i) {
+      acc += coef[sorted_entries[i] / k];
+    }
+    logits[r] += acc;
+  }
+};
+
+struct exp_shifted {
+  const double* logits;
+  double shift;
+  DATAMASK_HOST_DEVICE double operator()(index_t r) const { return ::exp(logits[r] - shift); }
+};
+
+struct logit_of_row {
+  const double* logits;
+  DATAMASK_HOST_DEVICE double operator()(index_t r) const { return logits[r]; }
+};
+
+struct max_op {
+  DATAMASK_HOST_DEVICE double operator()(double a, double b) const { return a < b ? b : a; }
+};
+
+/// Plackett-Luce, per rollout: the weight of the active rows it did not draw (summed in active
+/// order), then Z_t as suffix sums and cum_t = sum_{s <= t} 1 / Z_s (the CPU backend's order).
+struct plackett_luce_rollout {
+  const index_t* active;
+  const double* w;                  ///< exp(L - max) per active position
+  index_t m;
+  const index_t* sorted_per_rollout;  ///< each rollout's k rows, ascending
+  const index_t* subsets;
+  index_t k;
+  const double* logits;
+  double shift;
+  double* cum;   ///< G x k
+  double* wsel;  ///< G x k
+  DATAMASK_HOST_DEVICE void operator()(index_t g) const {
+    const index_t* mine = sorted_per_rollout + g * k;
+    double rest = 0.0;
+    for (index_t a = 0; a < m; ++a) {
+      const index_t r = active[a];
+      const index_t p = lower_bound(mine, k, r);
+      if (!(p < k && mine[p] == r)) rest += w[a];
+    }
+    const index_t* sel = subsets + g * k;
+    double* c = cum + g * k;
+    double* ws = wsel + g * k;
+    for (index_t t = 0; t < k; ++t) ws[t] = ::exp(logits[sel[t]] - shift);
+    double suffix = rest;
+    for (index_t t = k - 1; t >= 0; --t) {
+      suffix += ws[t];
+      c[t] = suffix;
+    }
+    double acc = 0.0;
+    for (index_t t = 0; t < k; ++t) {
+      acc += 1.0 / c[t];
+      c[t] = acc;
+    }
+  }
+};
+
+struct last_of_rollout {
+  index_t k;
+  DATAMASK_HOST_DEVICE index_t operator()(index_t g) const { return g * k + (k - 1); }
+};
+
+/// Plackett-Luce, per active row: -w u, then each drawing rollout's term in rollout order.
+struct plackett_luce_row_update {
+  const index_t* active;
+  const double* w;
+  double u;
+  const index_t* sorted_rows;
+  const index_t* sorted_entries;
+  index_t total;
+  index_t k;
+  const double* coef;
+  const double* cum;
+  const double* wsel;
+  double* logits;
+  DATAMASK_HOST_DEVICE void operator()(index_t a) const {
+    const index_t r = active[a];
+    double acc = -w[a] * u;
+    for (index_t i = lower_bound(sorted_rows, total, r); i < total && sorted_rows[i] == r; ++i) {
+      const index_t e = sorted_entries[i];
+      const index_t g = e / k;
+      const double last = cum[g * k + (k - 1)];
+      acc += coef[g] * (1.0 - wsel[e] * (cum[e] - last));
+    }
+    logits[r] += acc;
+  }
+};
+
+/// Composite key (rollout, row) for sorting each rollout's rows.
+struct rollout_row_key {
+  const index_t* subsets;
+  index_t k;
+  index_t n;
+  DATAMASK_HOST_DEVICE index_t operator()(index_t e) const { return (e / k) * n + subsets[e]; }
+};
+struct row_of_key {
+  index_t n;
+  DATAMASK_HOST_DEVICE index_t operator()(index_t key) const { return key % n; }
+};
+
+/// Readout order: logit descending, ties to the smaller id.
+struct logit_then_id {
+  const double* logits;
+  const id_t* ids;
+  DATAMASK_HOST_DEVICE bool operator()(index_t a, index_t b) const {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : ids[a] < ids[b];
+  }
+};
+
+// --- objectives -----------------------------------------------------------------------------------
+
+/// PWS, first pass: s[g d + j] = sum_t x[r_t, j] / ||x_{r_t}|| in draw order (the mask-times-
+/// embeddings product, one output element per call, in double).
+template <class T>
+struct pws_sum {
+  matrix_view<const T> x;
+  const double* inv_norms;
+  const index_t* subsets;
+  index_t k;
+  double* s;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = x.cols;
+    const index_t g = i / d;
+    const index_t j = i - g * d;
+    double acc = 0.0;
+    for (index_t t = 0; t < k; ++t) {
+      const index_t r = subsets[g * k + t];
+      acc += static_cast<double>(x(r, j)) * inv_norms[r];
+    }
+    s[i] = acc;
+  }
+};
+
+/// PWS, second pass: -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)).
+struct pws_finish {
+  const double* s;
+  index_t d;
+  const double* inv_norms;
+  const double* sq_norms;
+  const index_t* subsets;
+  index_t k;
+  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
+    if (k < 2) return 0.0;
+    double self = 0.0;
+    for (index_t t = 0; t < k; ++t) {
+      const index_t r = subsets[g * k + t];
+      const double w = inv_norms[r];
+      self += sq_norms[r] * w * w;
+    }
+    double sq = 0.0;
+    for (index_t j = 0; j < d; ++j) sq += s[g * d + j] * s[g * d + j];
+    return -(sq - self) / (static_cast<double>(k) * static_cast<double>(k - 1));
+  }
+};
+
+/// Facility location: for reference row v of rollout g, the best similarity to the subset, with a
+/// running maximum over the subset rows (no |V| x k buffer).
+template <class T>
+struct fl_best {
+  matrix_view<const T> x;
+  const double* inv_norms;
+  const double* sq_norms;
+  const index_t* subsets;
+  index_t k;
+  const index_t* reference;
+  index_t nv;
+  similarity_kernel kernel;
+  double gamma;
+  double* best;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t g = i / nv;
+    const index_t v = reference[i - g * nv];
+    const index_t d = x.cols;
+    const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
+    const double wv = unit ? inv_norms[v] : 1.0;
+    constexpr double inf = ::cuda::std::numeric_limits<double>::infinity();
+    double out = kernel == similarity_kernel::cosine2 ? 0.0
+                 : kernel == similarity_kernel::rbf   ? inf
+                                                      : -inf;
+    for (index_t t = 0; t < k; ++t) {
+      const index_t r = subsets[g * k + t];
+      const double wr = unit ? inv_norms[r] : 1.0;
+      double dot = 0.0;
+      for (index_t j = 0; j < d; ++j) {
+        // The CPU backend rounds unit rows to T before its product; so do we.
+        const auto a = static_cast<double>(static_cast<T>(static_cast<double>(x(v, j)) * wv));
+        const auto b = static_cast<double>(static_cast<T>(static_cast<double>(x(r, j)) * wr));
+        dot += a * b;
+      }
+      switch (kernel) {
+        case similarity_kernel::cosine:
+        case similarity_kernel::dot:
+          out = dot > out ? dot : out;
+          break;
+        case similarity_kernel::cosine2:
+          out = dot * dot > out ? dot * dot : out;
+          break;
+        case similarity_kernel::rbf: {
+          const double dist = sq_norms[r] - 2.0 * dot;
+          out = dist < out ? dist : out;
+          break;
+        }
+      }
+    }
+    if (kernel == similarity_kernel::rbf) {
+      const double e = sq_norms[v] + out;
+      out = ::exp(-gamma * (e > 0.0 ? e : 0.0));
+    }
+    best[i] = out;
+  }
+};
+
+/// out[g] = mean over the reference rows of best[g nv + a], summed in reference order.
+struct mean_of_rollout {
+  const double* values;
+  index_t count;
+  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
+    double s = 0.0;
+    for (index_t a = 0; a < count; ++a) s += values[g * count + a];
+    return s / static_cast<double>(count);
+  }
+};
+
+/// DiSF, first pass: column mean and 1 / sqrt(unbiased var + eps) over the k rows of rollout g
+/// (index i = g d + j), both in double and in draw order, as on the CPU.
+template <class T>
+struct disf_moments {
+  matrix_view<const T> x;
+  const index_t* subsets;
+  index_t k;
+  double epsilon;
+  double* mean;
+  double* inv_sd;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = x.cols;
+    const index_t g = i / d;
+    const index_t j = i - g * d;
+    double mu = 0.0;
+    for (index_t t = 0; t < k; ++t) mu += static_cast<double>(x(subsets[g * k + t], j));
+    mu /= static_cast<double>(k);
+    double var = 0.0;
+    for (index_t t = 0; t < k; ++t) {
+      const double c = static_cast<double>(x(subsets[g * k + t], j)) - mu;
+      var += c * c;
+    }
+    var /= static_cast<double>(k - 1);
+    mean[i] = mu;
+    inv_sd[i] = 1.0 / ::sqrt(var + epsilon);
+  }
+};
+
+/// DiSF, the gather: z[(g k + t) d + j] = T((x[r_t, j] - mean) * inv_sd).
+template <class T>
+struct disf_standardize {
+  matrix_view<const T> x;
+  const index_t* subsets;
+  index_t k;
+  const double* mean;
+  const double* inv_sd;
+  T* z;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = x.cols;
+    const index_t gt = i / d;
+    const index_t j = i - gt * d;
+    const index_t g = gt / k;
+    z[i] = static_cast<T>((static_cast<double>(x(subsets[gt], j)) - mean[g * d + j]) *
+                          inv_sd[g * d + j]);
+  }
+};
+
+/// DiSF, the rank-k update, one column b of the strictly lower triangle of rollout g's Z^T Z per
+/// call (index i = g d + b): partial[i] = sum_{a > b} (sum_t z_ta z_tb)^2.
+template <class T>
+struct disf_column {
+  const T* z;
+  index_t k;
+  index_t d;
+  double* partial;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t g = i / d;
+    const index_t b = i - g * d;
+    const T* zg = z + g * k * d;
+    double off = 0.0;
+    for (index_t a = b + 1; a < d; ++a) {
+      double c = 0.0;
+      for (index_t t = 0; t < k; ++t) {
+        c += static_cast<double>(zg[t * d + a]) * static_cast<double>(zg[t * d + b]);
+      }
+      off += c * c;
+    }
+    partial[i] = off;
+  }
+};
+
+struct disf_finish {
+  const double* partial;
+  index_t d;
+  index_t k;
+  double scale;
+  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
+    if (k < 2) return 0.0;
+    double off = 0.0;
+    for (index_t b = 0; b < d; ++b) off += partial[g * d + b];
+    const double km1 = static_cast<double>(k - 1);
+    return -scale * 2.0 * off / (km1 * km1);
+  }
+};
+
+/// A user device objective on rollout g.
+template <class D, class T>
+struct device_objective_call {
+  D objective;
+  matrix_view<const T> x;
+  const double* inv_norms;
+  const double* sq_norms;
+  const index_t* subsets;
+  index_t k;
+  const index_t* reference;
+  index_t nv;
+  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
+    subset_view<T> s;
+    s.embeddings = x;
+    s.inv_norms = inv_norms;
+    s.sq_norms = sq_norms;
+    s.subset = index_view(subsets + g * k, k);
+    s.reference = index_view(reference, nv);
+    return static_cast<double>(objective(s));
+  }
+};
+
+}  // namespace datamask::detail::thrust_impl

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The Thrust backend: the learner's primitives as Thrust algorithms, on a GPU under nvcc
+/// (THRUST_DEVICE_SYSTEM_CUDA, the default there) or on CPU threads under g++ with
+/// `-DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP` (CMake target `datamask::thrust_omp`).
+///
+/// Not part of the umbrella header: include it yourself, and build with the Thrust/CCCL that
+/// ships with the CUDA toolkit (`datamask::thrust_omp` or `datamask::cuda`).
+///
+/// What stays on the device for the whole run: the embeddings (copied once under CUDA; under a
+/// host device system such as OMP the caller's memory is used in place), norms, ids, logits,
+/// active batches, Gumbel keys and the G x k rollouts. What comes back per step: the G values of
+/// each term (and, for the Plackett-Luce update, G partial sums).
+///
+/// Same results as `eigen_backend`:
+/// - masks: the same Philox draws (`rng::uniform01`, `rng::gumbel`, in double) and the same tie
+///   rule (larger key, then smaller id), so with equal logits the rollouts are identical;
+/// - the relaxed update sums each row's coefficients in increasing rollout order, the quality
+///   term sums in draw order, the Plackett-Luce update follows the CPU's order of operations:
+///   under OMP these are bit-identical to the CPU backend; under CUDA `exp`/`log` are CUDA's
+///   (within 1 ulp of glibc's) and nvcc may contract a*b+c into an FMA, so values agree to
+///   rounding and masks agree unless two keys fall within an ulp of each other;
+/// - objectives: PWS and DiSF moments use the CPU's summation order in double; the dot products
+///   of facility location and the correlations of DiSF are accumulated in double here but in the
+///   embedding type (float) by Eigen on the CPU, so those two agree to about 1e-6 relative.
+///
+/// Diversity objectives: `pairwise_similarity`, `facility_location` and `disf` run on the device;
+/// a user objective modelling `device_objective` runs on the device, one thread per rollout; any
+/// other objective is scored on the host from copies of the subset rows (slow under CUDA: it
+/// moves G x k indices per step and needs the embeddings the dataset was made from to stay alive
+/// on the host, which the learner guarantees).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <thrust/binary_search.h>
+#include <thrust/copy.h>
+#include <thrust/device_vector.h>
+#include <thrust/execution_policy.h>
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/gather.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/permutation_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/iterator/zip_iterator.h>
+#include <thrust/sequence.h>
+#include <thrust/sort.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
+
+#include "datamask/backend/concept.hpp"
+#include "datamask/backend/detail/thrust_functors.hpp"
+#include "datamask/concepts.hpp"
+#include "datamask/detail/parallel.hpp"
+#include "datamask/device_objective.hpp"
+#include "datamask/objectives/disf.hpp"
+#include "datamask/objectives/facility.hpp"
+#include "datamask/objectives/pairwise.hpp"
+#include "datamask/rng/philox.hpp"
+#include "datamask/types.hpp"
+
+namespace datamask {
+
+/// @brief True when Thrust's device system is the GPU (device memory is not host memory).
+inline constexpr bool thrust_device_is_cuda =
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+    true;
+#else
+    false;
+#endif
+
+/// @brief The Thrust backend (see the file comment). Stateless: copies are free.
+struct thrust_backend {
+  template <class T>
+  using vector = thrust::device_vector<T>;
+  static constexpr std::string_view name = thrust_device_is_cuda ? "thrust-cuda" : "thrust-omp";
+
+  /// @brief The block on the device. Under CUDA the embeddings are copied (packed to dense
+  /// rows); under a host device system they are read where the caller keeps them.
+  template <class T>
+  struct dataset {
+    vector<T> storage;                    ///< the device copy; empty when none was needed
+    matrix_view<const T> host_embeddings;  ///< the caller's matrix (host fallback only)
+    vector<double> inv_norms;
+    vector<double> sq_norms;
+    vector<id_t> ids;
+    std::vector<double> host_inv_norms;
+    std::vector<double> host_sq_norms;
+
+    /// @brief The embeddings as the device reads them.
+    [[nodiscard]] matrix_view<const T> embeddings() const {
+      if (storage.empty()) return host_embeddings;
+      return {thrust::raw_pointer_cast(storage.data()), host_embeddings.rows,
+              host_embeddings.cols};
+    }
+  };
+
+  template <class T>
+  [[nodiscard]] vector<T> to_device(std::span<const T> host) const {
+    return vector<T>(host.begin(), host.end());
+  }
+  template <class T>
+  [[nodiscard]] std::vector<T> to_host(const vector<T>& dev) const {
+    std::vector<T> out(dev.size());
+    thrust::copy(dev.begin(), dev.end(), out.begin());
+    return out;
+  }
+
+  template <class T>
+  [[nodiscard]] dataset<T> make_dataset(matrix_view<const T> x, std::span<const double> inv_norms,
+                                        std::span<const double> sq_norms,
+                                        std::span<const id_t> ids) const {
+    dataset<T> ds;
+    ds.host_embeddings = x;
+    if constexpr (thrust_device_is_cuda) {
+      if (x.stride == x.cols) {
+        ds.storage.assign(x.data, x.data + x.rows * x.cols);
+      } else {
+        std::vector<T> packed(static_cast<std::size_t>(x.rows * x.cols));
+        for (index_t i = 0; i < x.rows; ++i) std::copy(x.row(i), x.row(i) + x.cols, packed.data() + i * x.cols);
+        ds.storage.assign(packed.begin(), packed.end());
+      }
+    }
+    ds.inv_norms = to_device(inv_norms);
+    ds.sq_norms = to_device(sq_norms);
+    ds.ids = to_device(ids);
+    ds.host_inv_norms.assign(inv_norms.begin(), inv_norms.end());
+    ds.host_sq_norms.assign(sq_norms.begin(), sq_norms.end());
+    return ds;
+  }
+
+  /// @brief The m candidates with the smallest uniform draw for (step, active-batch stream),
+  /// ties to the smaller id, in increasing row order. Only candidates below a threshold a few
+  /// standard deviations above m / c are sorted (all of them if too few pass it), so the result
+  /// is exact either way.
+  template <class T>
+  void active_batch(const dataset<T>& ds, const vector<index_t>& candidates, rng::philox_key key,
+                    std::uint32_t step, index_t m, vector<index_t>& out) const {
+    namespace ti = detail::thrust_impl;
+    const auto c = static_cast<index_t>(candidates.size());
+    if (m >= c) {
+      out = candidates;
+      return;
+    }
+    vector<double> u(static_cast<std::size_t>(c));
+    thrust::transform(thrust::device, candidates.begin(), candidates.end(), u.begin(),
+                      ti::uniform_of_row{raw(ds.ids), key, step, rng::stream_active_batch});
+    const double threshold = (static_cast<double>(m) + 8.0 * std::sqrt(static_cast<double>(m)) + 16.0) /
+                             static_cast<double>(c);
+    vector<double> su;
+    vector<index_t> rows;
+    index_t kept = c;
+    if (threshold < 1.0) {
+      su.resize(static_cast<std::size_t>(c));
+      rows.resize(static_cast<std::size_t>(c));
+      auto first = thrust::make_zip_iterator(u.begin(), candidates.begin());
+      auto last = thrust::copy_if(thrust::device, first, first + c, u.begin(),
+                                  thrust::make_zip_iterator(su.begin(), rows.begin()),
+                                  ti::not_above{threshold});
+      kept = static_cast<index_t>(last - thrust::make_zip_iterator(su.begin(), rows.begin()));
+    }
+    if (kept < m || threshold >= 1.0) {
+      su = std::move(u);
+      rows = candidates;
+      kept = c;
+    }
+    su.resize(static_cast<std::size_t>(kept));
+    rows.resize(static_cast<std::size_t>(kept));
+    vector<id_t> sid(static_cast<std::size_t>(kept));
+    thrust::transform(thrust::device, rows.begin(), rows.end(), sid.begin(), ti::id_of_row{raw(ds.ids)});
+    auto keys = thrust::make_zip_iterator(su.begin(), sid.begin());
+    thrust::sort_by_key(thrust::device, keys, keys + kept, rows.begin());
+    out.assign(rows.begin(), rows.begin() + m);
+    thrust::sort(thrust::device, out.begin(), out.end());
+  }
+
+  /// @brief G rollouts of k items from softmax(logits) over `active` by Gumbel-top-k; rollout g
+  /// uses stream `first_stream + g`; `out` is G x k rows, each in draw order (largest key first,
+  /// ties to the smaller id).
+  ///
+  /// One segmented sort of the G x m keys: the active rows are ordered by id, the keys are
+  /// stably sorted descending over all rollouts, then stably by rollout, so within a rollout
+  /// equal keys stay in id order.
+  template <class T>
+  void gumbel_top_k(const vector<double>& logits, const dataset<T>& ds,
+                    const vector<index_t>& active, rng::philox_key key, std::uint32_t step,
+                    std::uint32_t first_stream, index_t g_count, index_t k,
+                    vector<index_t>& out) const {
+    namespace ti = detail::thrust_impl;
+    const auto m = static_cast<index_t>(active.size());
+    const index_t total = g_count * m;
+    vector<index_t> by_id(active);
+    vector<id_t> ids(static_cast<std::size_t>(m));
+    thrust::transform(thrust::device, by_id.begin(), by_id.end(), ids.begin(), ti::id_of_row{raw(ds.ids)});
+    thrust::sort_by_key(thrust::device, ids.begin(), ids.end(), by_id.begin());
+
+    vector<std::uint64_t> bits(static_cast<std::size_t>(total));
+    vector<index_t> entries(static_cast<std::size_t>(total));
+    thrust::sequence(thrust::device, entries.begin(), entries.end());
+    thrust::for_each(thrust::device, count(0), count(total),
+                     ti::gumbel_key{raw(logits), raw(by_id), raw(ds.ids), key, step, first_stream,
+                                    m, raw(bits)});
+    thrust::stable_sort_by_key(thrust::device, bits.begin(), bits.end(), entries.begin());
+    vector<std::uint32_t> rollout(static_cast<std::size_t>(total));
+    thrust::transform(thrust::device, entries.begin(), entries.end(), rollout.begin(),
+                      ti::rollout_of_entry{m});
+    thrust::stable_sort_by_key(thrust::device, rollout.begin(), rollout.end(), entries.begin());
+    out.resize(static_cast<std::size_t>(g_count * k));
+    thrust::for_each(thrust::device, count(0), count(g_count * k),
+                     ti::take_top{raw(entries), raw(by_id), m, k, raw(out)});
+  }
+
+  /// @brief Scores G subsets of k rows: the built-in objectives and `device_objective`s on the
+  /// device, anything else on the host (see the file comment).
+  template <class T, class D>
+  void evaluate(const D& objective, const dataset<T>& ds, const vector<index_t>& subsets,
+                index_t g_count, index_t k, const vector<index_t>& reference,
+                std::span<double> out) const {
+    namespace ti = detail::thrust_impl;
+    const matrix_view<const T> x = ds.embeddings();
+    const auto nv = static_cast<index_t>(reference.size());
+    vector<double> res(static_cast<std::size_t>(g_count));
+    if constexpr (std::is_same_v<D, pairwise_similarity>) {
+      const index_t d = x.cols;
+      vector<double> s(static_cast<std::size_t>(g_count * d));
+      thrust::for_each(thrust::device, count(0), count(g_count * d),
+                       ti::pws_sum<T>{x, raw(ds.inv_norms), raw(subsets), k, raw(s)});
+      thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
+                        ti::pws_finish{raw(s), d, raw(ds.inv_norms), raw(ds.sq_norms),
+                                       raw(subsets), k});
+    } else if constexpr (std::is_same_v<D, facility_location>) {
+      if (k == 0 || nv == 0) {
+        thrust::fill(res.begin(), res.end(), 0.0);
+      } else {
+        vector<double> best(static_cast<std::size_t>(g_count * nv));
+        thrust::for_each(thrust::device, count(0), count(g_count * nv),
+                         ti::fl_best<T>{x, raw(ds.inv_norms), raw(ds.sq_norms), raw(subsets), k,
+                                        raw(reference), nv, objective.kernel, objective.gamma,
+                                        raw(best)});
+        thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
+                          ti::mean_of_rollout{raw(best), nv});
+      }
+    } else if constexpr (std::is_same_v<D, disf>) {
+      evaluate_disf(ds, subsets, g_count, k, res);
+    } else if constexpr (device_objective<D, T>) {
+      thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
+                        ti::device_objective_call<D, T>{objective, x, raw(ds.inv_norms),
+                                                        raw(ds.sq_norms), raw(subsets), k,
+                                                        raw(reference), nv});
+    } else {
+      // A host-only objective: copy the rows to the host and score them there.
+      const std::vector<index_t> hs = to_host(subsets);
+      const std::vector<index_t> hr = to_host(reference);
+      const batch_view<T> b{ds.host_embeddings, ds.host_inv_norms.data(), ds.host_sq_norms.data(),
+                            matrix_view<const index_t>(hs.data(), g_count, k),
+                            index_view(hr.data(), nv)};
+      if constexpr (batched_diversity_objective<D, T>) {
+        objective.evaluate_batch(b, out);
+      } else {
+        detail::parallel_for(g_count, 0, [&](index_t g) { out[g] = objective(b[g]); });
+      }
+      return;
+    }
+    thrust::copy(res.begin(), res.end(), out.begin());
+  }
+
+  /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
+  void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
+                  index_t k, std::span<double> out) const {
+    vector<double> res(static_cast<std::size_t>(g_count));
+    thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
+                      detail::thrust_impl::gather_sum_rollout{raw(values), raw(subsets), k});
+    thrust::copy(res.begin(), res.end(), out.begin());
+  }
+
+  /// @brief The relaxed update: L_j += sum_g coef_g 1[j in M_g], the sum over g in order.
+  void add_rollouts(vector<double>& logits, const vector<index_t>& active,
+                    const vector<index_t>& subsets, index_t g_count, index_t k,
+                    std::span<const double> coef, vector<double>& /*scratch*/) const {
+    const index_t total = g_count * k;
+    vector<index_t> rows(subsets);
+    vector<index_t> entries(static_cast<std::size_t>(total));
+    thrust::sequence(thrust::device, entries.begin(), entries.end());
+    thrust::stable_sort_by_key(thrust::device, rows.begin(), rows.end(), entries.begin());
+    const vector<double> c = to_device(coef);
+    thrust::for_each(thrust::device, count(0), count(static_cast<index_t>(active.size())),
+                     detail::thrust_impl::relaxed_row_update{raw(active), raw(rows), raw(entries),
+                                                            total, k, raw(c), raw(logits)});
+  }
+
+  /// @brief The exact Plackett-Luce update, in the CPU backend's order of operations.
+  void plackett_luce_update(vector<double>& logits, const vector<index_t>& active,
+                            const vector<index_t>& subsets, index_t g_count, index_t k,
+                            std::span<const double> coef, vector<double>& /*scratch*/) const {
+    namespace ti = detail::thrust_impl;
+    const auto m = static_cast<index_t>(active.size());
+    const index_t total = g_count * k;
+    const auto n = static_cast<index_t>(logits.size());
+    const double mx = thrust::transform_reduce(
+        thrust::device, active.begin(), active.end(), ti::logit_of_row{raw(logits)},
+        -std::numeric_limits<double>::infinity(), ti::max_op{});
+    vector<double> w(static_cast<std::size_t>(m));
+    thrust::transform(thrust::device, active.begin(), active.end(), w.begin(),
+                      ti::exp_shifted{raw(logits), mx});
+    // Each rollout's rows, ascending, for the membership test.
+    vector<index_t> per(static_cast<std::size_t>(total));
+    thrust::transform(thrust::device, count(0), count(total), per.begin(),
+                      ti::rollout_row_key{raw(subsets), k, n});
+    thrust::sort(thrust::device, per.begin(), per.end());
+    thrust::transform(thrust::device, per.begin(), per.end(), per.begin(), ti::row_of_key{n});
+    vector<double> cum(static_cast<std::size_t>(total));
+    vector<double> wsel(static_cast<std::size_t>(total));
+    thrust::for_each(thrust::device, count(0), count(g_count),
+                     ti::plackett_luce_rollout{raw(active), raw(w), m, raw(per), raw(subsets), k,
+                                               raw(logits), mx, raw(cum), raw(wsel)});
+    // u = sum_g coef_g cum_g,last on the host, in order (G scalars come back).
+    vector<double> last_dev(static_cast<std::size_t>(g_count));
+    auto last_index = thrust::make_transform_iterator(count(0), ti::last_of_rollout{k});
+    thrust::gather(thrust::device, last_index, last_index + g_count, cum.begin(), last_dev.begin());
+    const std::vector<double> last = to_host(last_dev);
+    double u = 0.0;
+    for (index_t g = 0; g < g_count; ++g) u += coef[g] * last[g];
+    vector<index_t> rows(subsets);
+    vector<index_t> entries(static_cast<std::size_t>(total));
+    thrust::sequence(thrust::device, entries.begin(), entries.end());
+    thrust::stable_sort_by_key(thrust::device, rows.begin(), rows.end(), entries.begin());
+    const vector<double> c = to_device(coef);
+    thrust::for_each(thrust::device, count(0), count(m),
+                     ti::plackett_luce_row_update{raw(active), raw(w), u, raw(rows), raw(entries),
+                                                  total, k, raw(c), raw(cum), raw(wsel),
+                                                  raw(logits)});
+  }
+
+  /// @brief The S candidates with the largest logits, by logit descending, ties to the smaller
+  /// id, returned to the host.
+  template <class T>
+  [[nodiscard]] std::vector<index_t> top_rows(const vector<double>& logits, const dataset<T>& ds,
+                                              const vector<index_t>& candidates,
+                                              index_t s) const {
+    vector<index_t> rows(candidates);
+    thrust::sort(thrust::device, rows.begin(), rows.end(),
+                 detail::thrust_impl::logit_then_id{raw(logits), raw(ds.ids)});
+    const auto keep = std::min<index_t>(s, static_cast<index_t>(rows.size()));
+    std::vector<index_t> out(static_cast<std::size_t>(keep));
+    thrust::copy(rows.begin(), rows.begin() + keep, out.begin());
+    return out;
+  }
+
+ private:
+  /// Rollouts are scored in chunks so that the standardised rows (chunk x k x d) stay below
+  /// about 2^26 values.
+  template <class T>
+  void evaluate_disf(const dataset<T>& ds, const vector<index_t>& subsets, index_t g_count,
+                     index_t k, vector<double>& res) const {
+    namespace ti = detail::thrust_impl;
+    const matrix_view<const T> x = ds.embeddings();
+    const index_t d = x.cols;
+    if (k < 2) {
+      thrust::fill(res.begin(), res.end(), 0.0);
+      return;
+    }
+    const index_t chunk = std::clamp<index_t>((index_t{1} << 26) / std::max<index_t>(1, k * d), 1, g_count);
+    vector<double> mean(static_cast<std::size_t>(chunk * d));
+    vector<double> inv_sd(static_cast<std::size_t>(chunk * d));
+    vector<T> z(static_cast<std::size_t>(chunk * k * d));
+    vector<double> partial(static_cast<std::size_t>(chunk * d));
+    for (index_t g0 = 0; g0 < g_count; g0 += chunk) {
+      const index_t cg = std::min(chunk, g_count - g0);
+      const index_t* sub = raw(subsets) + g0 * k;
+      thrust::for_each(thrust::device, count(0), count(cg * d),
+                       ti::disf_moments<T>{x, sub, k, disf::epsilon, raw(mean), raw(inv_sd)});
+      thrust::for_each(thrust::device, count(0), count(cg * k * d),
+                       ti::disf_standardize<T>{x, sub, k, raw(mean), raw(inv_sd), raw(z)});
+      thrust::for_each(thrust::device, count(0), count(cg * d),
+                       ti::disf_column<T>{raw(z), k, d, raw(partial)});
+      thrust::transform(thrust::device, count(0), count(cg), res.begin() + g0,
+                        ti::disf_finish{raw(partial), d, k, disf::scale});
+    }
+  }
+
+  static thrust::counting_iterator<index_t> count(index_t i) {
+    return thrust::counting_iterator<index_t>(i);
+  }
+  template <class U>
+  static U* raw(vector<U>& v) {
+    return thrust::raw_pointer_cast(v.data());
+  }
+  template <class U>
+  static const U* raw(const vector<U>& v) {
+    return thrust::raw_pointer_cast(v.data());
+  }
+};
+
+static_assert(backend<thrust_backend>, "thrust_backend must model datamask::backend");
+
+}  // namespace datamask

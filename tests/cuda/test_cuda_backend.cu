@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Thrust backend compiled by nvcc for the CUDA device system, against the CPU backend:
+// objectives on the same subsets, every step's masks of a PWS run, and a device-callable user
+// objective. Kept to one small translation unit: nvcc builds are slow.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <span>
+#include <vector>
+
+#include "thrust_support.hpp"
+
+static_assert(datamask::thrust_device_is_cuda, "this file must be compiled for the CUDA device system");
+
+int datamask_cuda_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+using datamask::index_t;
+
+namespace {
+/// Minus the mean squared distance of the subset's rows to their centroid, negated: a device
+/// objective (O(k d), one thread per rollout).
+struct spread {
+  static constexpr bool device_callable = true;
+  template <class T>
+  DATAMASK_HOST_DEVICE double operator()(const datamask::subset_view<T>& s) const {
+    double total = 0.0;
+    for (index_t j = 0; j < s.embeddings.cols; ++j) {
+      double mean = 0.0;
+      for (index_t r : s.subset) mean += static_cast<double>(s.embeddings(r, j));
+      mean /= static_cast<double>(s.subset.size);
+      for (index_t r : s.subset) {
+        const double c = static_cast<double>(s.embeddings(r, j)) - mean;
+        total += c * c;
+      }
+    }
+    return total / static_cast<double>(s.subset.size);
+  }
+};
+
+datamask::options options() {
+  datamask::options o;
+  o.ratio = 0.1;
+  o.rollouts = 32;
+  o.steps = 30;
+  o.active_fraction = 0.2;
+  o.min_active = 256;
+  o.seed = 17;
+  return o;
+}
+
+template <class B, class D>
+auto run(const dm_test::instance& inst, const D& objective, std::vector<std::vector<index_t>>& masks) {
+  dm_test::recording_sampler rec;
+  const datamask::learner<B, datamask::softmax_policy, datamask::linear_lr, dm_test::recording_sampler> l(
+      options(), {}, {}, rec);
+  auto res = l.select(inst.problem(), objective);
+  masks = *rec.log;
+  return res;
+}
+}  // namespace
+
+TEST_CASE("CUDA: masks, selections and objectives match the CPU backend", "[cuda][parity]") {
+  const dm_test::instance inst(2500, 12, 21);
+  std::vector<std::vector<index_t>> em;
+  std::vector<std::vector<index_t>> tm;
+  const auto er = run<datamask::eigen_backend>(inst, datamask::pairwise_similarity{}, em);
+  const auto tr = run<datamask::thrust_backend>(inst, datamask::pairwise_similarity{}, tm);
+  REQUIRE(tm.size() == em.size());
+  std::size_t same_steps = 0;
+  for (std::size_t s = 0; s < em.size(); ++s) same_steps += tm[s] == em[s] ? 1u : 0u;
+  CHECK(same_steps == em.size());
+  CHECK(dm_test::overlap(er.rows, tr.rows) >= 0.99);
+  CHECK(tr.objective == Approx(er.objective).epsilon(1e-4));
+}
+
+TEST_CASE("CUDA: every objective, built in or user, agrees with the CPU backend", "[cuda][objectives]") {
+  const dm_test::instance inst(800, 16, 5);
+  const auto prep = datamask::detail::prepare(inst.problem(), false, 1);
+  const index_t g_count = 8;
+  const index_t k = 30;
+  std::vector<index_t> subsets;
+  for (index_t g = 0; g < g_count; ++g)
+    for (index_t t = 0; t < k; ++t) subsets.push_back((g * 97 + t * 13) % inst.n);
+  std::vector<index_t> reference;
+  for (index_t i = 0; i < inst.n; i += 4) reference.push_back(i);
+  const auto check = [&](const auto& objective, double tol) {
+    const datamask::eigen_backend e;
+    const datamask::thrust_backend t;
+    const auto eds = e.make_dataset(inst.problem().embeddings, std::span<const double>(prep.inv_norms),
+                                    std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
+    const auto tds = t.make_dataset(inst.problem().embeddings, std::span<const double>(prep.inv_norms),
+                                    std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
+    std::vector<double> ev(g_count);
+    std::vector<double> tv(g_count);
+    e.evaluate(objective, eds, subsets, g_count, k, reference, ev);
+    t.evaluate(objective, tds, t.to_device(std::span<const index_t>(subsets)), g_count, k,
+               t.to_device(std::span<const index_t>(reference)), tv);
+    for (index_t g = 0; g < g_count; ++g) CHECK(tv[g] == Approx(ev[g]).epsilon(tol));
+  };
+  check(datamask::pairwise_similarity{}, 1e-10);
+  check(datamask::facility_location{}, 1e-5);
+  check(datamask::disf{}, 1e-4);
+  check(spread{}, 1e-10);
+}

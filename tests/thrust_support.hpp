@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Shared helpers of the backend-templated tests (test_thrust_*.cpp and tests/cuda/).
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <datamask/datamask.hpp>
+#include <datamask/backend/thrust.hpp>
+
+namespace dm_test {
+
+using datamask::index_t;
+
+/// n x d float embeddings in `clusters` Gaussian clusters, quality scores and shuffled ids.
+struct instance {
+  index_t n = 0;
+  index_t d = 0;
+  std::vector<float> x;
+  std::vector<double> q;
+  std::vector<datamask::id_t> ids;
+
+  instance(index_t rows, index_t cols, std::uint64_t seed, int clusters = 8) : n(rows), d(cols) {
+    std::mt19937_64 gen(seed);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<double> centers(static_cast<std::size_t>(clusters * d));
+    for (double& c : centers) c = 3.0 * normal(gen);
+    x.resize(static_cast<std::size_t>(n * d));
+    q.resize(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i) {
+      const auto c = static_cast<index_t>(gen() % static_cast<std::uint64_t>(clusters));
+      for (index_t j = 0; j < d; ++j) x[i * d + j] = static_cast<float>(centers[c * d + j] + normal(gen));
+      q[i] = normal(gen) + 0.2 * static_cast<double>(c);
+    }
+    ids.resize(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i) ids[i] = static_cast<datamask::id_t>(1000 + 7919 * ((i * 37) % n));
+  }
+
+  [[nodiscard]] datamask::problem<float> problem() const {
+    datamask::problem<float> p;
+    p.embeddings = datamask::make_matrix_view(x.data(), n, d);
+    p.quality.push_back(datamask::quality_column{q, 1.0});
+    p.ids = ids;
+    return p;
+  }
+};
+
+/// A rollout sampler that draws exactly like gumbel_top_k_sampler and records every step's masks
+/// on the host, so tests can compare the masks of two runs step by step.
+struct recording_sampler {
+  std::shared_ptr<std::vector<std::vector<index_t>>> log =
+      std::make_shared<std::vector<std::vector<index_t>>>();
+
+  template <class B, class Dataset>
+  void sample(const B& b, const typename B::template vector<double>& logits, const Dataset& ds,
+              const typename B::template vector<index_t>& active, datamask::rng::philox_key key,
+              std::uint32_t step, index_t g, index_t k,
+              typename B::template vector<index_t>& out) const {
+    datamask::gumbel_top_k_sampler{}.sample(b, logits, ds, active, key, step, g, k, out);
+    log->push_back(b.to_host(out));
+  }
+};
+
+/// The fraction of `a` that is also in `b`.
+inline double overlap(std::vector<index_t> a, std::vector<index_t> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::vector<index_t> both;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+  return a.empty() ? 1.0 : static_cast<double>(both.size()) / static_cast<double>(a.size());
+}
+
+}  // namespace dm_test
