@@ -67,7 +67,6 @@ mix_type make_mix(const config& c) {
 
 /// Whether an optimizer is compiled in. The greedy baselines (greedy, lazy, stochastic) arrive
 /// with datamask/greedy/greedy.hpp; until then only pg is.
-bool optimizer_available(const std::string& name) { return name == "pg"; }
 
 /// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
 /// every 10% or 30 seconds otherwise.
@@ -222,9 +221,24 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
     r.nonfinite_steps = res.nonfinite_steps;
     for (const auto& t : res.terms) scales.push_back(t.scale);
   } else {
-    // Greedy optimizers: optimise the same f (the scales a pg run would calibrate), picked in
-    // order. Wired in when datamask/greedy/greedy.hpp is part of the build.
-    throw usage_error("--optimizer: '" + c.optimizer + "' is not available in this build");
+    // Greedy optimizers: optimise the same f a pg run would (its calibrated scales), with the
+    // whole block as facility location's reference set; rows in the order picked.
+    const datamask::learner<> L(o);
+    for (const auto& t : L.calibrate(p, ctx.mix)) scales.push_back(t.scale);
+    datamask::objective_function<float, mix_type> f(p, ctx.mix, c.lambda, datamask::quality_aggregate::mean,
+                                                    c.normalized, c.threads);
+    f.set_scales(scales);
+    datamask::greedy_options g;
+    g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
+               : c.optimizer == "lazy" ? datamask::greedy_method::lazy
+                                       : datamask::greedy_method::stochastic;
+    g.seed = c.seed ^ (static_cast<std::uint64_t>(b) * 0x9E3779B97F4A7C15ull);  // per block
+    g.threads = c.threads;
+    const auto res = datamask::greedy_select(f, s_b, g);
+    sel_rows = res.rows;
+    r.ids.clear();
+    for (datamask::index_t row : sel_rows) r.ids.push_back(ids[static_cast<std::size_t>(row)]);
+    r.kept = r.items;
   }
   r.optimize_seconds = seconds_since(t0);
 
@@ -247,9 +261,9 @@ int run(int argc, char** argv) {
     std::fputs(help_text, stdout);
     return 0;
   }
-  if (!optimizer_available(c.optimizer)) {
-    throw usage_error("--optimizer: '" + c.optimizer +
-                      "' is not available in this build (the greedy baselines are not part of it yet); use pg");
+  if (c.optimizer != "pg" && c.prune > 0.0) {
+    // The greedy baselines search the whole block; pruning is part of the pg pipeline only.
+    throw usage_error("--prune: not supported with --optimizer " + c.optimizer + " (use pg, or prune the inputs first)");
   }
   // Outputs must be writable before any work is done.
   for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
