@@ -17,7 +17,6 @@
 
 #include "datamask/backend/concept.hpp"
 #include "datamask/backend/default.hpp"
-#include "datamask/backend/eigen.hpp"
 #include "datamask/concepts.hpp"
 #include "datamask/detail/prepare.hpp"
 #include "datamask/objective_function.hpp"
