@@ -120,17 +120,6 @@ auto run(const dm_test::instance& inst, const D& objective, datamask::options o,
   return res;
 }
 
-datamask::options parity_options() {
-  datamask::options o;
-  o.ratio = 0.1;
-  o.rollouts = 32;
-  o.steps = 30;
-  o.active_fraction = 0.2;
-  o.min_active = 256;
-  o.seed = 17;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("every step's masks are identical across backends", "[parity]") {
@@ -138,8 +127,8 @@ TEST_CASE("every step's masks are identical across backends", "[parity]") {
   for (auto mode : {datamask::gradient_mode::relaxed, datamask::gradient_mode::plackett_luce}) {
     std::vector<std::vector<index_t>> em;
     std::vector<std::vector<index_t>> tm;
-    const auto er = run<eigen_backend>(inst, datamask::pairwise_similarity{}, parity_options(), mode, &em);
-    const auto tr = run<thrust_backend>(inst, datamask::pairwise_similarity{}, parity_options(), mode, &tm);
+    const auto er = run<eigen_backend>(inst, datamask::pairwise_similarity{}, dm_test::parity_options(), mode, &em);
+    const auto tr = run<thrust_backend>(inst, datamask::pairwise_similarity{}, dm_test::parity_options(), mode, &tm);
     REQUIRE(em.size() == 30);
     REQUIRE(tm.size() == em.size());
     for (std::size_t s = 0; s < em.size(); ++s) {
@@ -160,11 +149,11 @@ TEST_CASE("final selections and objectives agree on three instances", "[parity]"
     CHECK(std::abs(tr.objective - er.objective) <= 1e-4 * std::abs(er.objective));
     return shared;
   };
-  SECTION("PWS + quality") { check(dm_test::instance(3000, 16, 31), datamask::pairwise_similarity{}, parity_options()); }
+  SECTION("PWS + quality") { check(dm_test::instance(3000, 16, 31), datamask::pairwise_similarity{}, dm_test::parity_options()); }
   SECTION("facility location (cosine) + quality") {
-    auto o = parity_options();
+    auto o = dm_test::parity_options();
     o.steps = 20;
     check(dm_test::instance(1500, 8, 32), datamask::facility_location{}, o);
   }
-  SECTION("DiSF + quality") { check(dm_test::instance(2000, 12, 33), datamask::disf{}, parity_options()); }
+  SECTION("DiSF + quality") { check(dm_test::instance(2000, 12, 33), datamask::disf{}, dm_test::parity_options()); }
 }

@@ -73,4 +73,17 @@ inline double overlap(std::vector<index_t> a, std::vector<index_t> b) {
   return a.empty() ? 1.0 : static_cast<double>(both.size()) / static_cast<double>(a.size());
 }
 
+/// The small run both backends are compared on: 30 steps of 32 rollouts, an active batch that
+/// changes every step (m = 256 of the block), seed 17.
+inline datamask::options parity_options() {
+  datamask::options o;
+  o.ratio = 0.1;
+  o.rollouts = 32;
+  o.steps = 30;
+  o.active_fraction = 0.2;
+  o.min_active = 256;
+  o.seed = 17;
+  return o;
+}
+
 }  // namespace dm_test

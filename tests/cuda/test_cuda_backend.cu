@@ -41,22 +41,11 @@ struct spread {
   }
 };
 
-datamask::options options() {
-  datamask::options o;
-  o.ratio = 0.1;
-  o.rollouts = 32;
-  o.steps = 30;
-  o.active_fraction = 0.2;
-  o.min_active = 256;
-  o.seed = 17;
-  return o;
-}
-
 template <class B, class D>
 auto run(const dm_test::instance& inst, const D& objective, std::vector<std::vector<index_t>>& masks) {
   dm_test::recording_sampler rec;
   const datamask::learner<B, datamask::softmax_policy, datamask::linear_lr, dm_test::recording_sampler> l(
-      options(), {}, {}, rec);
+      dm_test::parity_options(), {}, {}, rec);
   auto res = l.select(inst.problem(), objective);
   masks = *rec.log;
   return res;
