@@ -20,6 +20,21 @@ install(EXPORT datamaskTargets
         NAMESPACE datamask::
         DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}")
 
+# The Thrust components (targets made by datamask_thrust.cmake, included before this file), each
+# in its own export set so that the package config loads it only when asked for.
+if(DATAMASK_THRUST_OMP)
+  install(TARGETS datamask_thrust_omp EXPORT datamaskThrustOmpTargets)
+  install(EXPORT datamaskThrustOmpTargets NAMESPACE datamask::
+          FILE datamask-thrust_omp-targets.cmake DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}")
+endif()
+if(DATAMASK_ENABLE_CUDA)
+  install(TARGETS datamask_cuda EXPORT datamaskCudaTargets)
+  install(EXPORT datamaskCudaTargets NAMESPACE datamask::
+          FILE datamask-cuda-targets.cmake DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}")
+endif()
+
+# The config hints the consumer's find_package(Thrust) at the Thrust this build used (Thrust_DIR,
+# set by datamask_thrust.cmake), then at the usual toolkit locations.
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/datamaskConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/datamaskConfig.cmake"

@@ -16,7 +16,8 @@
 #
 # Thrust comes from the CUDA toolkit (find_package(Thrust CONFIG), lib64/cmake/thrust); CUDA is
 # never needed for datamask::datamask. Each target is installed into its own export set so that
-# the package config loads it only when asked for as a component.
+# the package config loads it only when asked for as a component (install rules in
+# datamask_install.cmake, which is included after this file so that the config can name Thrust_DIR).
 option(DATAMASK_WITH_THRUST "Make datamask::thrust_omp when Thrust (CCCL) and OpenMP are found" ON)
 option(DATAMASK_ENABLE_CUDA "Enable CUDA: make datamask::cuda and the CUDA tests and examples" OFF)
 
@@ -84,17 +85,4 @@ if(DATAMASK_ENABLE_CUDA)
   # Eigen's and the library's constexpr host helpers are used from __host__ __device__ code.
   target_compile_options(datamask_cuda INTERFACE
                          $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
-endif()
-
-if(DATAMASK_INSTALL)
-  if(DATAMASK_THRUST_OMP)
-    install(TARGETS datamask_thrust_omp EXPORT datamaskThrustOmpTargets)
-    install(EXPORT datamaskThrustOmpTargets NAMESPACE datamask::
-            FILE datamask-thrust_omp-targets.cmake DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}")
-  endif()
-  if(DATAMASK_ENABLE_CUDA)
-    install(TARGETS datamask_cuda EXPORT datamaskCudaTargets)
-    install(EXPORT datamaskCudaTargets NAMESPACE datamask::
-            FILE datamask-cuda-targets.cmake DESTINATION "${DATAMASK_INSTALL_CMAKEDIR}")
-  endif()
 endif()

@@ -50,6 +50,31 @@ foreach(f IN LISTS targets_files)
   endif()
 endforeach()
 
+# A component's dependency must be found through the package config's own hints, as on a machine
+# whose PATH has no CUDA toolkit (find_package would otherwise find Thrust next to nvcc on PATH).
+file(GLOB config_files "${prefix}/*/cmake/datamask/datamaskConfig.cmake")
+foreach(f IN LISTS config_files)
+  file(READ "${f}" content)
+  if(content MATCHES "HINTS \"\"")
+    message(FATAL_ERROR "install_consumer: ${f} has an empty HINTS path (a variable was not set "
+                        "when the config was generated)")
+  endif()
+endforeach()
+set(path_without_cuda)
+if(CMAKE_HOST_WIN32)
+  set(path_sep ";")
+else()
+  set(path_sep ":")
+endif()
+string(REPLACE "${path_sep}" ";" path_entries "$ENV{PATH}")
+foreach(entry IN LISTS path_entries)
+  if(NOT entry MATCHES "[Cc][Uu][Dd][Aa]")
+    list(APPEND path_without_cuda "${entry}")
+  endif()
+endforeach()
+string(REPLACE ";" "${path_sep}" path_without_cuda "${path_without_cuda}")
+set(ENV{PATH} "${path_without_cuda}")
+
 set(configure_args
   -S "${DATAMASK_CONSUMER_DIR}" -B "${consumer_build}" -G "${DATAMASK_GENERATOR}"
   "-DCMAKE_PREFIX_PATH=${prefix}"
