@@ -145,6 +145,25 @@ TEST_CASE("impossible selection sizes and settings are rejected", "[errors]") {
     o.lambda = std::numeric_limits<double>::quiet_NaN();
     CHECK_INVALID(run(), "lambda", "must be in [0, 1]");
   }
+  SECTION("fixed scaling without one scale per term") {
+    o.scaling = datamask::term_scaling::fixed;
+    o.scales = {1.0};
+    CHECK_INVALID(run(), "scales", "has 1 values, expected one per term of f (2");
+  }
+  SECTION("fixed scaling with a scale that is not positive") {
+    o.scaling = datamask::term_scaling::fixed;
+    o.scales = {1.0, 0.0};
+    CHECK_INVALID(run(), "scales", "value 1 (term 'pairwise') must be finite and > 0, found 0");
+  }
+  SECTION("fixed scaling with a NaN scale") {
+    o.scaling = datamask::term_scaling::fixed;
+    o.scales = {std::numeric_limits<double>::quiet_NaN(), 1.0};
+    CHECK_INVALID(run(), "scales", "value 0 (term 'quality') must be finite and > 0");
+  }
+  SECTION("scales given without fixed scaling") {
+    o.scales = {1.0, 2.0};
+    CHECK_INVALID(run(), "scales", "were given, but scaling is not term_scaling::fixed");
+  }
   SECTION("pruning keeps fewer than S") {
     o.prune_threshold = 1e9;
     CHECK_INVALID(run(), "prune", "fewer than the S = 5");

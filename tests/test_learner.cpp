@@ -274,6 +274,46 @@ TEST_CASE("same seed, same selection and logits, bit for bit, on any thread coun
   }
 }
 
+TEST_CASE("fixed scales: the calibrated scales given back reproduce the run; others change it", "[learner][scales]") {
+  const det_case c;
+  const auto objective = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0},
+                                       datamask::weighted{datamask::facility_location{}, 0.5});
+  auto o = c.opt;
+  o.seed = 5;
+  o.threads = 1;
+  const auto calibrated = datamask::learner<>(o).select(c.p, objective);
+  REQUIRE(calibrated.terms.size() == 3u);
+  std::vector<double> scales;
+  for (const auto& t : calibrated.terms) scales.push_back(t.scale);
+  CHECK(scales[0] != 1.0);
+
+  auto fixed = o;
+  fixed.scaling = datamask::term_scaling::fixed;
+  fixed.scales = scales;
+  const auto same = datamask::learner<>(fixed).select(c.p, objective);
+  CHECK(same.ids == calibrated.ids);
+  CHECK(bit_identical(same.logits, calibrated.logits));
+  CHECK(same.objective == calibrated.objective);
+  for (std::size_t t = 0; t < scales.size(); ++t) CHECK(same.terms[t].scale == scales[t]);
+  CHECK(datamask::learner<>(fixed).calibrate(c.p, objective)[1].scale == scales[1]);
+
+  // Another seed calibrates other scales (256 random subsets); fixed scales do not move with it.
+  auto other_seed = o;
+  other_seed.seed = 6;
+  CHECK(datamask::learner<>(other_seed).calibrate(c.p, objective)[0].scale != scales[0]);
+  fixed.seed = 6;
+  const auto fixed6 = datamask::learner<>(fixed).select(c.p, objective);
+  for (std::size_t t = 0; t < scales.size(); ++t) CHECK(fixed6.terms[t].scale == scales[t]);
+
+  // Scales weigh the terms: a quality scale 1000x larger makes quality count for nothing, and the
+  // selection follows the diversity terms instead.
+  fixed.seed = 5;
+  fixed.scales[0] *= 1000.0;
+  const auto diverse = datamask::learner<>(fixed).select(c.p, objective);
+  CHECK(diverse.ids != calibrated.ids);
+  CHECK(diverse.terms[0].raw < calibrated.terms[0].raw);
+}
+
 TEST_CASE("a result's invariants hold", "[learner][invariants]") {
   const index_t n = 80, d = 6;
   const auto x = dmtest::random_embeddings<double>(n, d, 31);

@@ -53,6 +53,7 @@ struct config {
   int threads = 0;
   std::string logprob = "relaxed";
   std::string scaling = "calibrated";
+  std::vector<double> scales;  // --scales: fixed divisors, one per term of f
   bool normalized = false;
   std::string out, report, log, plot, checkpoint;
   index_t checkpoint_every = 100;
@@ -93,7 +94,7 @@ struct config {
        << "\nmin-active=" << min_active << "\nlr-max=" << num(lr_max) << "\nlr-min=" << num(lr_min)
        << "\nschedule=" << schedule << "\ninit=" << init << "\nprune=" << num(prune)
        << "\nblock-size=" << block_size << "\nseed=" << seed << "\nlogprob=" << logprob
-       << "\nscaling=" << scaling << "\nnormalized=" << (normalized ? "true" : "false")
+       << "\nscaling=" << scaling << "\nscales=" << list(scales) << "\nnormalized=" << (normalized ? "true" : "false")
        << "\ndemo=" << (demo ? "true" : "false") << "\n";
     return os.str();
   }
@@ -144,8 +145,12 @@ Optimizer
                         in [0, 1) (default 0: keep all)
   --logprob M           relaxed | plackett-luce: gradient of the log-probability
                         (default relaxed)
-  --scaling S           calibrated | raw | group: how terms are put on one scale
-                        (default calibrated: divide by the std over 256 random subsets)
+  --scaling S           calibrated | raw | group | fixed: how terms are put on one scale
+                        (default calibrated: divide by the std over 256 random subsets of
+                        each block, so f differs a little between blocks and seeds)
+  --scales LIST         comma-separated divisor per term of f, in the report's order (quality
+                        when lambda > 0, then each --objective with a positive weight when
+                        lambda < 1); implies --scaling fixed: one f for every block and seed
   --block-size N        items per block; a larger corpus is split into blocks by a hash of
                         the id, each optimised independently (default 1000000)
   --seed N              random seed (default 0); same seed, same selection
@@ -305,7 +310,9 @@ inline bool parse_args(int argc, char** argv, config& c) {
       detail::one_of(a, c.logprob, {"relaxed", "plackett-luce"});
     } else if (a == "--scaling") {
       c.scaling = val();
-      detail::one_of(a, c.scaling, {"calibrated", "raw", "group"});
+      detail::one_of(a, c.scaling, {"calibrated", "raw", "group", "fixed"});
+    } else if (a == "--scales") {
+      c.scales = detail::parse_list(a, val());
     } else if (a == "--normalized") {
       flag();
       c.normalized = true;
@@ -368,6 +375,28 @@ inline bool parse_args(int argc, char** argv, config& c) {
   }
   for (double w : c.objective_weights) {
     if (w < 0.0) throw usage_error("--objective-weights: weights must be >= 0");
+  }
+  if (!c.scales.empty()) {
+    if (c.has("--scaling") && c.scaling != "fixed") {
+      throw usage_error("--scales: given with --scaling " + c.scaling + "; fixed scales need --scaling fixed");
+    }
+    c.scaling = "fixed";
+    std::size_t terms = c.lambda > 0.0 ? 1 : 0;
+    if (c.lambda < 1.0) {
+      for (std::size_t i = 0; i < c.objectives.size(); ++i) {
+        terms += c.objective_weights.empty() || c.objective_weights[i] > 0.0 ? 1 : 0;
+      }
+    }
+    if (c.scales.size() != terms) {
+      throw usage_error("--scales: " + std::to_string(c.scales.size()) + " values for " +
+                        std::to_string(terms) + " terms of f (quality when lambda > 0, then each "
+                        "--objective with a positive weight when lambda < 1)");
+    }
+    for (double v : c.scales) {
+      if (!(std::isfinite(v) && v > 0.0)) throw usage_error("--scales: every scale must be finite and > 0");
+    }
+  } else if (c.scaling == "fixed") {
+    throw usage_error("--scaling: fixed needs --scales");
   }
   if (c.rollouts < 2) throw usage_error("--rollouts: must be at least 2");
   if (c.steps < 0) throw usage_error("--steps: must be >= 0");

@@ -174,7 +174,9 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   o.prune_threshold = ctx.prune_threshold;
   o.scaling = c.scaling == "raw"     ? datamask::term_scaling::raw
               : c.scaling == "group" ? datamask::term_scaling::group
+              : c.scaling == "fixed" ? datamask::term_scaling::fixed
                                      : datamask::term_scaling::calibrated;
+  o.scales = c.scales;
   o.seed = c.seed;
   o.block = static_cast<std::uint64_t>(b);
   o.threads = c.threads;

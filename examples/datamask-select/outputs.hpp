@@ -168,7 +168,7 @@ inline std::string report_json(const config& c, const run_summary& r, const std:
     char* end = nullptr;
     const double num = std::strtod(v.c_str(), &end);
     const bool numeric = !v.empty() && end == v.c_str() + v.size() && std::isfinite(num);
-    if (k == "objective" || k == "objective-weights" || k == "quality-weights") {
+    if (k == "objective" || k == "objective-weights" || k == "quality-weights" || k == "scales") {
       // Lists: JSON arrays.
       std::string arr = "[";
       std::size_t start = 0;

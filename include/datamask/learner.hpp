@@ -90,7 +90,8 @@ class learner {
   }
 
   /// @brief The terms of f and the scales this learner would use on `p` (calibrated from
-  /// uniform subsets of the first active batch, or 1 under raw and group scaling), without
+  /// uniform subsets of the first active batch, `options::scales` under fixed scaling, or 1
+  /// under raw and group scaling), without
   /// learning. Greedy baselines and checks use it to optimise exactly the f a run optimises.
   template <class T, class Diversity>
   [[nodiscard]] std::vector<term_value> calibrate(const problem<T>& p,
@@ -113,6 +114,20 @@ class learner {
     const index_t n = data.n;
     const index_t s_count = detail::selection_size(opt_, n);
     detail::term_plan plan = detail::plan_terms(mix, opt_.lambda, !data.quality.empty());
+    DATAMASK_EXPECTS(opt_.scaling == term_scaling::fixed || opt_.scales.empty(), "scales",
+                     "were given, but scaling is not term_scaling::fixed");
+    if (opt_.scaling == term_scaling::fixed) {
+      DATAMASK_EXPECTS(opt_.scales.size() == plan.terms.size(), "scales", "has ",
+                       opt_.scales.size(), " values, expected one per term of f (",
+                       plan.terms.size(), ": quality when lambda > 0, then each diversity "
+                       "objective with a positive weight when lambda < 1)");
+      for (std::size_t t = 0; t < plan.terms.size(); ++t) {
+        DATAMASK_EXPECTS(std::isfinite(opt_.scales[t]) && opt_.scales[t] > 0.0, "scales",
+                         "value ", t, " (term '", plan.terms[t].name,
+                         "') must be finite and > 0, found ", opt_.scales[t]);
+        plan.terms[t].scale = opt_.scales[t];
+      }
+    }
     DATAMASK_EXPECTS(opt_.init != init_mode::quality || !data.quality.empty(), "init",
                      "quality initialisation needs quality scores");
     DATAMASK_EXPECTS((opt_.prune == 0.0 && !opt_.prune_threshold) || !data.quality.empty(),

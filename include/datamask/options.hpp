@@ -43,7 +43,9 @@ enum class advantage_mode {
 enum class term_scaling {
   calibrated,  ///< divide each term by its std over random subsets, fixed for the run
   raw,         ///< no scaling
-  group        ///< z-score each term within each step's rollouts: f is then not a fixed function
+  group,       ///< z-score each term within each step's rollouts: f is then not a fixed function
+  fixed        ///< divide each term by the caller's `options::scales`: one f for every block,
+               ///< seed and batch size (calibrated scales depend on all three)
 };
 /// @brief The quality term: mean or sum of the combined scores over the subset.
 enum class quality_aggregate { mean, sum };
@@ -90,6 +92,10 @@ struct options {
   std::optional<double> prune_threshold;
   advantage_mode advantage = advantage_mode::group_normalized;
   term_scaling scaling = term_scaling::calibrated;
+  /// With `term_scaling::fixed`: one divisor per term of f, finite and > 0, in the order of
+  /// `selection_result::terms` (quality first when there are scores, then the diversity
+  /// objectives in the order given); for example the scales one `calibrate()` call reported.
+  std::vector<double> scales;
   index_t calibration_subsets = 256;
   quality_aggregate quality = quality_aggregate::mean;
   readout_mode readout = readout_mode::top_logits;

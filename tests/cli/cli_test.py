@@ -228,6 +228,19 @@ def test_report_values():
     log = open(path("l.csv")).read().splitlines()
     assert log[0] == "block,step,lr,reward_mean,reward_max,quality,pairwise,facility", log[0]
     assert len(log) == 41
+    # Fixed scales: the scales this run calibrated, given back, reproduce its selection and
+    # report; a much larger quality scale (quality weighs nothing) selects something else.
+    scales = [terms[t]["scale"] for t in ("quality", "pairwise", "facility")]
+    fixed = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--objective", "pairwise",
+             "--objective", "facility", "--objective-weights", "1,0.5"] + FAST
+    run(fixed + ["--scales", ",".join(repr(v) for v in scales), "--out", path("fx.npy"), "--report", path("fx.json")])
+    assert read_npy_ids(path("fx.npy")) == read_npy_ids(path("s.npy"))
+    fx = json.load(open(path("fx.json")))
+    assert fx["configuration"]["scaling"] == "fixed", fx["configuration"]["scaling"]
+    fterms = check_report(fx, rows, q, ids, read_npy_ids(path("fx.npy")), ["facility"])
+    assert [fterms[t]["scale"] for t in ("quality", "pairwise", "facility")] == scales
+    run(fixed + ["--scales", ",".join(repr(v) for v in [scales[0] * 1e3] + scales[1:]), "--out", path("fy.npy")])
+    assert sorted(read_npy_ids(path("fy.npy"))) != sorted(read_npy_ids(path("s.npy")))
     # Raw scaling: every scale is 1.
     run(["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--scaling", "raw",
          "--out", path("s.npy"), "--report", path("r.json")] + FAST)
@@ -372,6 +385,11 @@ def test_bad_inputs():
     expect_bad(["--embeddings", path("be.npy"), "--quality", qf], ["be.npy", "big-endian"])
     write(path("fortran.npy"), npy_bytes("<f4", (600, 16), f32(rows), fortran=True))
     expect_bad(["--embeddings", path("fortran.npy"), "--quality", qf], ["fortran.npy", "Fortran"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1"], ["--scales", "1 values for 2 terms"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,0"], ["--scales", "finite and > 0"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,x"], ["--scales", "'x'"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,1", "--scaling", "raw"], ["--scales", "--scaling raw"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--scaling", "fixed"], ["--scaling", "fixed needs --scales"])
     npy_vec(path("q_short.npy"), q[:599])
     expect_bad(["--embeddings", e, "--quality", path("q_short.npy")], ["q_short.npy", "599 rows", "600"])
     npy_vec(path("ids_long.npy"), ids + [5], "<i8")
