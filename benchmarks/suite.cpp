@@ -25,10 +25,15 @@
 #include <datamask/datamask.hpp>
 #include <datamask/greedy/greedy.hpp>
 
+#include "synthetic.hpp"
+
 namespace dm = datamask;
 using dm::index_t;
 
 namespace {
+
+using dm_bench::block;
+using dm_bench::data;
 
 bool full_mode = false;
 
@@ -36,53 +41,6 @@ double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux: KiB
-}
-
-/// Synthetic block: 64 clusters in R^d with correlated columns (a shared low-rank mixing), and
-/// a quality score that is partly predictable from the embedding.
-struct block {
-  index_t n = 0;
-  index_t d = 0;
-  std::vector<float> x;
-  std::vector<double> q;
-  [[nodiscard]] dm::problem<float> problem() const {
-    dm::problem<float> p;
-    p.embeddings = dm::make_matrix_view(x.data(), n, d);
-    p.quality.push_back({std::span<const double>(q), 1.0});
-    return p;
-  }
-};
-
-const block& data(index_t n, index_t d) {
-  static std::unique_ptr<block> cache;  // one block per process (each benchmark runs alone)
-  if (cache && cache->n == n && cache->d == d) return *cache;
-  cache = std::make_unique<block>();
-  block& b = *cache;
-  b.n = n;
-  b.d = d;
-  std::mt19937_64 g(12345);
-  std::normal_distribution<float> nd(0.0F, 1.0F);
-  const index_t clusters = 64;
-  const index_t rank = 16;
-  std::vector<float> centers(static_cast<std::size_t>(clusters * d));
-  for (float& c : centers) c = nd(g);
-  std::vector<float> mixing(static_cast<std::size_t>(rank * d));
-  for (float& c : mixing) c = nd(g) * 0.5F;
-  b.x.resize(static_cast<std::size_t>(n * d));
-  b.q.resize(static_cast<std::size_t>(n));
-  std::vector<float> z(static_cast<std::size_t>(rank));
-  for (index_t i = 0; i < n; ++i) {
-    const auto c = static_cast<index_t>(g() % static_cast<std::uint64_t>(clusters));
-    for (float& v : z) v = nd(g);
-    float* row = b.x.data() + i * d;
-    for (index_t j = 0; j < d; ++j) {
-      float v = centers[c * d + j] + nd(g);
-      for (index_t r = 0; r < rank; ++r) v += z[r] * mixing[r * d + j];
-      row[j] = v;
-    }
-    b.q[i] = 0.5 * static_cast<double>(row[0] - row[1]) / 3.0 + static_cast<double>(nd(g));
-  }
-  return b;
 }
 
 enum class obj { pws, fl, disf };
@@ -347,9 +305,9 @@ void register_all() {
   for (obj o : {obj::pws, obj::fl, obj::disf}) {
     const std::string pre = std::string("quality/") + name(o) + "/";
     reg(pre + "random", [=](benchmark::State& s) { run_select(s, o, nq, d, "random", 0, 0); });
-    // Skipped in the full run: FL naive (2 n^2 d per pick; lazy gives its exact order) and DiSF
-    // naive (4 n S d^2 = 10^13 flops at n = 20,000, about 10 minutes here).
-    if (o == obj::pws || (!full_mode && o == obj::disf))
+    // Skipped in the full run: FL naive (2 n^2 d per pick; lazy gives its exact order). DiSF
+    // naive costs 4 n S d^2 = 10^13 flops at n = 20,000: minutes, but it is the reference.
+    if (o == obj::pws || o == obj::disf)
       reg(pre + "naive", [=](benchmark::State& s) { run_select(s, o, nq, d, "naive", 0, 0); });
     reg(pre + "lazy", [=](benchmark::State& s) { run_select(s, o, nq, d, "lazy", 0, 0); });
     for (double eps : {0.1, 0.01}) {
@@ -362,7 +320,7 @@ void register_all() {
           [=](benchmark::State& s) { run_select(s, o, nq, d, "learner", e, 0); });
     }
     const std::vector<index_t> small_sweep =
-        full_mode ? (o == obj::pws ? std::vector<index_t>{1000, 4000, 16000, 64000}
+        full_mode ? (o == obj::pws ? std::vector<index_t>{1000, 4000, 16000, 64000, 128000}
                                    : std::vector<index_t>{1000, 4000, 16000})
                   : std::vector<index_t>{100, 400};
     for (index_t e : small_sweep) {
