@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include <datamask/datamask.hpp>
@@ -152,10 +153,15 @@ struct brute_f {
   }
 };
 
-dm::greedy_result brute_greedy(const brute_f& f, index_t n, index_t count) {
+// Only rows with allowed[i] (all when empty) may be picked; f still covers every row.
+dm::greedy_result brute_greedy(const brute_f& f, index_t n, index_t count,
+                               const std::vector<char>& allowed = {}) {
   dm::greedy_result r;
   std::vector<index_t> s;
   std::vector<char> used(static_cast<std::size_t>(n), 0);
+  if (!allowed.empty()) {
+    for (index_t i = 0; i < n; ++i) used[i] = allowed[i] ? 0 : 1;
+  }
   double cur = f(s);
   for (index_t t = 0; t < count; ++t) {
     index_t best = -1;
@@ -408,6 +414,54 @@ TEST_CASE("greedy ties go to the smaller id", "[greedy]") {
     dm::greedy_options o;
     o.method = m;
     CHECK(dm::greedy_select(f, 3, o).rows == std::vector<index_t>{4, 3, 2});
+  }
+}
+
+TEST_CASE("candidates: the greedies pick only allowed rows, on f over the whole block", "[greedy]") {
+  const auto in = random_instance(60, 6, 12);
+  std::vector<char> allowed(60, 0);
+  std::vector<index_t> cands;
+  for (index_t i = 59; i >= 0; --i) {  // every third row, given in descending order
+    if (i % 3 == 1) {
+      allowed[i] = 1;
+      cands.push_back(i);
+    }
+  }
+  const index_t count = 7;
+  auto check = [&](const auto& f, const brute_f& b) {
+    const auto want = brute_greedy(b, in.n, count, allowed);
+    dm::greedy_options o;
+    o.candidates = cands;
+    o.method = dm::greedy_method::naive;
+    check_same(dm::greedy_select(f, count, o), want);
+    check_same(dm::greedy_select_blackbox(f, count, o), want);
+    o.method = dm::greedy_method::lazy;
+    const auto lazy = dm::greedy_select(f, count, o);
+    if (dm::greedy_lazy_is_exact(f)) check_same(lazy, want);
+    o.method = dm::greedy_method::stochastic;
+    o.epsilon = 0.3;
+    const auto st = dm::greedy_select(f, count, o);
+    CHECK(st.rows == dm::greedy_select(f, count, o).rows);
+    for (const auto* r : {&lazy, &st}) {
+      REQUIRE(r->rows.size() == static_cast<std::size_t>(count));
+      CHECK(std::set<index_t>(r->rows.begin(), r->rows.end()).size() == static_cast<std::size_t>(count));
+      for (index_t row : r->rows) CHECK(allowed[row]);
+      CHECK(close(r->objective, f(r->rows), 1e-9));
+    }
+  };
+  SECTION("pws") { with_objective(in, dm::pairwise_similarity{}, which::pws, 0.5, check); }
+  SECTION("facility") { with_objective(in, dm::facility_location{}, which::fl, 0.5, check); }
+  SECTION("disf") { with_objective(in, dm::disf{}, which::disf, 0.5, check); }
+  SECTION("bad candidates") {
+    const auto p = in.problem();
+    dm::objective_function<double, dm::pairwise_similarity> f(p, dm::pairwise_similarity{}, 0.5);
+    dm::greedy_options o;
+    o.candidates = {3, 60};
+    CHECK_THROWS_WITH(dm::greedy_select(f, 1, o), Catch::Contains("candidates") && Catch::Contains("row 60 is outside [0, 60)"));
+    o.candidates = {3, 5, 3};
+    CHECK_THROWS_WITH(dm::greedy_select(f, 1, o), Catch::Contains("candidates") && Catch::Contains("row 3 appears twice"));
+    o.candidates = {3, 5};
+    CHECK_THROWS_WITH(dm::greedy_select(f, 3, o), Catch::Contains("count") && Catch::Contains("must be in [1, 2] (the number of candidates)"));
   }
 }
 

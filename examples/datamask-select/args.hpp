@@ -131,8 +131,8 @@ Selection
   --normalized          declare the embeddings already unit-normalised (default: normalise)
 Optimizer
   --optimizer O         pg | greedy | lazy | stochastic (default pg: policy gradient); the
-                        greedy baselines optimise the same f, write ids in the order picked,
-                        and do not combine with --prune
+                        greedy baselines optimise the same f and write ids in the order
+                        picked; with --prune they pick among the kept items only
   --rollouts G          masks sampled per step (default 128; the paper: 128)
   --steps E             policy-gradient steps per block (default 1000; the paper: 10000)
   --active-fraction B   share of a block that is active at each step (default 0.05)

@@ -236,11 +236,26 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
                                        : datamask::greedy_method::stochastic;
     g.seed = c.seed ^ (static_cast<std::uint64_t>(b) * 0x9E3779B97F4A7C15ull);  // per block
     g.threads = c.threads;
+    r.kept = r.items;
+    if (ctx.prune_threshold) {
+      // The rows the learner would keep (combined quality >= the global threshold) are the
+      // candidates; f and facility location's reference set stay the whole block.
+      for (index_t i = 0; i < r.items; ++i) {
+        double comb = 0.0;
+        for (const auto& col : p.quality) comb += col.weight * col.scores[static_cast<std::size_t>(i)];
+        if (comb >= *ctx.prune_threshold) g.candidates.push_back(i);
+      }
+      r.kept = static_cast<index_t>(g.candidates.size());
+      if (r.kept < s_b) {
+        throw datamask::invalid_input("prune", "keeps " + std::to_string(r.kept) + " items of block " +
+                                                   std::to_string(b) + ", fewer than its S = " +
+                                                   std::to_string(s_b));
+      }
+    }
     const auto res = datamask::greedy_select(f, s_b, g);
     sel_rows = res.rows;
     r.ids.clear();
     for (datamask::index_t row : sel_rows) r.ids.push_back(ids[static_cast<std::size_t>(row)]);
-    r.kept = r.items;
   }
   r.optimize_seconds = seconds_since(t0);
 
@@ -262,10 +277,6 @@ int run(int argc, char** argv) {
   if (!parse_args(argc, argv, c)) {
     std::fputs(help_text, stdout);
     return 0;
-  }
-  if (c.optimizer != "pg" && c.prune > 0.0) {
-    // The greedy baselines search the whole block; pruning is part of the pg pipeline only.
-    throw usage_error("--prune: not supported with --optimizer " + c.optimizer + " (use pg, or prune the inputs first)");
   }
   // Outputs must be writable before any work is done.
   for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {

@@ -431,8 +431,8 @@ def test_bad_inputs():
     expect_bad(["--embeddings", e, "--quality", qf, "--kernel", "gauss"], ["--kernel", "gauss"])
     expect_bad(["--embeddings", e, "--quality", qf, "--frobnicate"], ["--frobnicate"])
     expect_bad(["--embeddings", e, "--quality", qf, "--objective-weights", "1,2"], ["--objective-weights"])
-    expect_bad(["--embeddings", e, "--quality", qf, "--optimizer", "lazy", "--prune", "0.3"],
-               ["--prune", "not supported", "lazy"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--optimizer", "lazy", "--prune", "0.95", "--ratio", "0.1"],
+               ["prune", "fewer than"])
     expect_bad(["--embeddings", e, "--quality", qf, "--optimizer", "annealing"], ["--optimizer", "annealing"])
 
 
@@ -445,6 +445,31 @@ def test_optimizers():
         sel = read_npy_ids(path("g.npy"))
         check_ids(sel, ids, 20)
         check_report(json.load(open(path("g.json"))), rows, q, ids, sel, [])
+    # With --prune, the greedies pick only among the kept items; naive greedy's picks, in order,
+    # are a plain Python greedy's over the kept rows on the report's f.
+    for opt in ["greedy", "lazy", "stochastic"]:
+        run(["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "12", "--optimizer", opt,
+             "--prune", "0.5", "--out", path("gp.npy"), "--report", path("gp.json")] + FAST)
+        sel = read_npy_ids(path("gp.npy"))
+        check_ids(sel, ids, 12)
+        rep = json.load(open(path("gp.json")))
+        thr = rep["prune_threshold"]
+        assert abs(thr - sorted(q)[300]) < 1e-6, thr
+        pos = {v: i for i, v in enumerate(ids)}
+        assert all(q[pos[v]] >= thr for v in sel), opt
+        terms = check_report(rep, rows, q, ids, sel, [])
+        if opt != "greedy":
+            continue
+        sq, sp = terms["quality"]["scale"], terms["pairwise"]["scale"]
+
+        def f(u):
+            return 0.5 * ref_quality(q, u) / sq + 0.5 * (ref_pairwise(rows, u) if len(u) > 1 else 0.0) / sp
+        kept = sorted((i for i in range(600) if q[i] >= thr), key=lambda i: ids[i])
+        picked = []
+        for _ in range(12):
+            best = max(kept, key=lambda i: (f(picked + [i]), -ids[i]) if i not in picked else (-math.inf, 0))
+            picked.append(best)
+        assert [ids[i] for i in picked] == sel, ([ids[i] for i in picked], sel)
 
 
 def wait_for(pred, proc, timeout=60):

@@ -68,6 +68,9 @@ struct greedy_options {
   double epsilon = 0.1;    ///< stochastic greedy's epsilon, in (0, 1)
   std::uint64_t seed = 0;  ///< keys stochastic greedy's samples
   int threads = 0;         ///< 0: all available
+  /// The rows the greedy may pick, e.g. those a quality prune kept; empty: every row. f, and
+  /// facility location's reference set, still cover the whole block.
+  std::vector<index_t> candidates;
 };
 
 /// @brief What a greedy run returns.
@@ -536,7 +539,23 @@ struct blackbox_scorer {
 template <class Scorer>
 greedy_result run(Scorer& scorer, index_t n, std::span<const id_t> ids, index_t count,
                   const greedy_options& opt) {
-  DATAMASK_EXPECTS(count >= 1 && count <= n, "count", "must be in [1, ", n, "], found ", count);
+  std::vector<index_t> remaining;
+  if (opt.candidates.empty()) {
+    remaining.resize(static_cast<std::size_t>(n));
+    std::iota(remaining.begin(), remaining.end(), index_t{0});
+  } else {
+    remaining = opt.candidates;
+    std::sort(remaining.begin(), remaining.end());
+    for (std::size_t c = 0; c < remaining.size(); ++c) {
+      DATAMASK_EXPECTS(remaining[c] >= 0 && remaining[c] < n, "candidates", "row ", remaining[c],
+                       " is outside [0, ", n, ")");
+      DATAMASK_EXPECTS(c == 0 || remaining[c] != remaining[c - 1], "candidates", "row ",
+                       remaining[c], " appears twice");
+    }
+  }
+  const auto pool = static_cast<index_t>(remaining.size());
+  DATAMASK_EXPECTS(count >= 1 && count <= pool, "count", "must be in [1, ", pool, "]",
+                   opt.candidates.empty() ? "" : " (the number of candidates)", ", found ", count);
   DATAMASK_EXPECTS(opt.threads >= 0, "threads", "must be >= 0 (0: all), found ", opt.threads);
   DATAMASK_EXPECTS(opt.method != greedy_method::stochastic ||
                        (std::isfinite(opt.epsilon) && opt.epsilon > 0.0 && opt.epsilon < 1.0),
@@ -556,8 +575,6 @@ greedy_result run(Scorer& scorer, index_t n, std::span<const id_t> ids, index_t 
     scorer.add(j);
   };
 
-  std::vector<index_t> remaining(static_cast<std::size_t>(n));
-  std::iota(remaining.begin(), remaining.end(), index_t{0});
   std::vector<double> p;
   // One full round: score all remaining items, pick the best; returns the scores.
   auto full_round = [&]() {
@@ -621,11 +638,11 @@ greedy_result run(Scorer& scorer, index_t n, std::span<const id_t> ids, index_t 
       break;
     }
     case greedy_method::stochastic: {
-      const double r_real = std::ceil(static_cast<double>(n) / static_cast<double>(count) *
+      const double r_real = std::ceil(static_cast<double>(pool) / static_cast<double>(count) *
                                       std::log(1.0 / opt.epsilon));
       const auto r_size = static_cast<index_t>(std::max(1.0, r_real));
       const rng::philox_key key = rng::block_key(opt.seed, stream_stochastic);
-      std::vector<char> taken(static_cast<std::size_t>(n), 0);
+      std::vector<char> taken(static_cast<std::size_t>(pool), 0);
       std::vector<index_t> sample_pos;
       std::vector<index_t> sample;
       for (index_t t = 0; t < count; ++t) {
