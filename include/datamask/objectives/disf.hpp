@@ -4,6 +4,7 @@
 /// @file
 /// @brief DiSF: the dimensional-collapse objective (squared off-diagonal correlation).
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
@@ -17,8 +18,12 @@ namespace datamask {
 ///
 /// Each column of X_U (k x d) is standardised over the selected rows with the unbiased variance,
 /// z = (x - mean) / sqrt(var + 1e-8); C = Z^T Z / (k - 1) is the d x d correlation. Cost
-/// O(k d^2) per subset: one symmetric rank-k update in the embeddings' precision, the squares
-/// summed in double. A subset of fewer than two items scores 0.
+/// O(k d min(k, d)) per subset:
+/// - k >= d: one symmetric rank-k update of the d x d matrix Z^T Z in the embeddings'
+///   precision, the squares summed in double.
+/// - k < d (small rollouts): sum_{a != b} (Z^T Z)_ab^2 = ||Z Z^T||_F^2 - sum_a (Z^T Z)_aa^2,
+///   with the k x k Gram Z Z^T in double: k^2 d instead of k d^2.
+/// A subset of fewer than two items scores 0.
 struct disf {
   static constexpr std::string_view name = "disf";
   static constexpr double epsilon = 1e-8;
@@ -46,6 +51,27 @@ struct disf {
     }
     var /= static_cast<double>(k - 1);
     const Eigen::VectorXd inv_sd = (var.array() + epsilon).rsqrt().matrix();
+    const double km1 = static_cast<double>(k - 1);
+    if (k < d) {
+      Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> zd(k, d);
+      index_t r = 0;
+      for (index_t i : s.subset) {
+        zd.row(r++) = ((Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d)
+                            .template cast<double>() -
+                        mean)
+                           .cwiseProduct(inv_sd))
+                          .transpose();
+      }
+      Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(k, k);
+      gram.selfadjointView<Eigen::Lower>().rankUpdate(zd);
+      double frob = 0.0;  // ||Z Z^T||_F^2 = ||Z^T Z||_F^2
+      for (index_t j = 0; j < k; ++j) {
+        frob += gram(j, j) * gram(j, j);
+        for (index_t i = j + 1; i < k; ++i) frob += 2.0 * gram(i, j) * gram(i, j);
+      }
+      const double diag = zd.colwise().squaredNorm().squaredNorm();  // sum_a (Z^T Z)_aa^2
+      return -scale * std::max(0.0, frob - diag) / (km1 * km1);
+    }
     mat z(k, d);
     index_t r = 0;
     for (index_t i : s.subset) {
@@ -67,7 +93,6 @@ struct disf {
         off += v * v;
       }
     }
-    const double km1 = static_cast<double>(k - 1);
     return -scale * 2.0 * off / (km1 * km1);
   }
 };
