@@ -320,8 +320,9 @@ void register_all() {
           [=](benchmark::State& s) { run_select(s, o, nq, d, "learner", e, 0); });
     }
     const std::vector<index_t> small_sweep =
-        full_mode ? (o == obj::pws ? std::vector<index_t>{1000, 4000, 16000, 64000, 128000}
-                                   : std::vector<index_t>{1000, 4000, 16000})
+        full_mode ? (o == obj::pws    ? std::vector<index_t>{1000, 4000, 16000, 64000, 128000}
+                     : o == obj::disf ? std::vector<index_t>{1000, 4000, 16000, 64000}
+                                      : std::vector<index_t>{1000, 4000, 16000})
                   : std::vector<index_t>{100, 400};
     for (index_t e : small_sweep) {
       reg(pre + "learner_small/steps:" + std::to_string(e),
