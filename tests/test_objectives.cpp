@@ -36,8 +36,9 @@ void check_close(double got, double want, double magnitude, double tol) {
 struct shape {
   index_t n, k, d;
 };
-// k < d, k > d, k = 2 (smallest PWS/DiSF subset), k = d, and a reference larger than a tile.
-const std::vector<shape> shapes = {{40, 5, 12}, {40, 15, 4}, {30, 2, 3}, {64, 24, 24}, {300, 7, 6}};
+// k < d, k > d, k = 2 (smallest PWS/DiSF subset), k = d, a reference larger than a tile, and
+// 4 k <= d (DiSF's k x k Gram path).
+const std::vector<shape> shapes = {{40, 5, 12}, {40, 15, 4}, {30, 2, 3}, {64, 24, 24}, {300, 7, 6}, {60, 4, 20}};
 
 const char* kernel_name(similarity_kernel k) {
   switch (k) {

@@ -19,10 +19,11 @@ namespace datamask {
 /// Each column of X_U (k x d) is standardised over the selected rows with the unbiased variance,
 /// z = (x - mean) / sqrt(var + 1e-8); C = Z^T Z / (k - 1) is the d x d correlation. Cost
 /// O(k d min(k, d)) per subset:
-/// - k >= d: one symmetric rank-k update of the d x d matrix Z^T Z in the embeddings'
+/// - 4 k <= d (small rollouts): sum_{a != b} (Z^T Z)_ab^2 = ||Z Z^T||_F^2 - sum_a (Z^T Z)_aa^2,
+///   with the k x k Gram Z Z^T in double: k^2 d instead of k d^2 flops. The margin keeps the
+///   float d x d update where the two costs are close (double flops are dearer).
+/// - otherwise: one symmetric rank-k update of the d x d matrix Z^T Z in the embeddings'
 ///   precision, the squares summed in double.
-/// - k < d (small rollouts): sum_{a != b} (Z^T Z)_ab^2 = ||Z Z^T||_F^2 - sum_a (Z^T Z)_aa^2,
-///   with the k x k Gram Z Z^T in double: k^2 d instead of k d^2.
 /// A subset of fewer than two items scores 0.
 struct disf {
   static constexpr std::string_view name = "disf";
@@ -52,7 +53,7 @@ struct disf {
     var /= static_cast<double>(k - 1);
     const Eigen::VectorXd inv_sd = (var.array() + epsilon).rsqrt().matrix();
     const double km1 = static_cast<double>(k - 1);
-    if (k < d) {
+    if (4 * k <= d) {
       Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> zd(k, d);
       index_t r = 0;
       for (index_t i : s.subset) {
