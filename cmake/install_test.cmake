@@ -52,7 +52,12 @@ endforeach()
 
 # A component's dependency must be found through the package config's own hints, as on a machine
 # whose PATH has no CUDA toolkit (find_package would otherwise find Thrust next to nvcc on PATH).
-file(GLOB config_files "${prefix}/*/cmake/datamask/datamaskConfig.cmake")
+# Only a package with a Thrust component needs the hint (without one, Thrust_DIR is never set).
+file(GLOB component_files "${prefix}/*/cmake/datamask/datamask-*-targets.cmake")
+set(config_files)
+if(component_files)
+  file(GLOB config_files "${prefix}/*/cmake/datamask/datamaskConfig.cmake")
+endif()
 foreach(f IN LISTS config_files)
   file(READ "${f}" content)
   if(content MATCHES "HINTS \"\"")

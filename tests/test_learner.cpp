@@ -430,6 +430,7 @@ TEST_CASE("progress callback, early stop and the sampled readout", "[learner][ca
 // and best rollout) returns exactly what the uninterrupted run returns.
 TEST_CASE("best rollout: kept, switchable, and exact across a snapshot and resume", "[learner][best]") {
   int used = 0;
+  int pruned_checked = 0;
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     block blk(12, 6, seed);
     datamask::options opt;
@@ -476,7 +477,28 @@ TEST_CASE("best rollout: kept, switchable, and exact across a snapshot and resum
     CHECK(resumed.rows == full.rows);
     CHECK(resumed.logits == full.logits);
     CHECK(resumed.best_rollout_used == full.best_rollout_used);
+
+    // A snapshot's best rollout with rows that do not exist, repeat, or were pruned is refused.
+    auto bad = second;
+    bad.initial_best.rows.back() = blk.n;
+    CHECK_THROWS_WITH(datamask::learner<>(bad).select(blk.p, datamask::disf{}),
+                      Catch::Contains("initial_best") && Catch::Contains("is outside"));
+    bad.initial_best.rows.back() = bad.initial_best.rows.front();
+    CHECK_THROWS_WITH(datamask::learner<>(bad).select(blk.p, datamask::disf{}),
+                      Catch::Contains("initial_best") && Catch::Contains("appears twice"));
+    {
+      auto pruned = second;
+      const auto lowest = static_cast<index_t>(std::min_element(blk.q.begin(), blk.q.end()) - blk.q.begin());
+      pruned.prune_threshold = blk.q[lowest] + 1e-12;  // drops exactly the lowest-quality row
+      pruned.initial_best.rows.back() = lowest;
+      if (std::find(best.rows.begin(), best.rows.end(), lowest) == best.rows.end()) {
+        CHECK_THROWS_WITH(datamask::learner<>(pruned).select(blk.p, datamask::disf{}),
+                          Catch::Contains("initial_best") && Catch::Contains("was pruned"));
+        ++pruned_checked;
+      }
+    }
   }
   // Over 20 seeds the best rollout must matter at least once, or this test proves nothing.
   CHECK(used > 0);
+  CHECK(pruned_checked > 0);
 }

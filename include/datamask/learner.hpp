@@ -252,6 +252,11 @@ class learner {
         best = opt_.initial_best;
         DATAMASK_EXPECTS(best.rows.empty() || static_cast<index_t>(best.rows.size()) == s_count,
                          "initial_best", "has ", best.rows.size(), " rows, expected S = ", s_count);
+        // From a snapshot: every row must exist, be kept, and appear once.
+        for (index_t r : detail::sorted_distinct_rows(best.rows, n, "initial_best")) {
+          DATAMASK_EXPECTS(std::binary_search(kept.begin(), kept.end(), r), "initial_best", "row ",
+                           r, " was pruned (quality below the threshold ", res.prune_threshold, ")");
+        }
       }
       res.history.reserve(static_cast<std::size_t>(opt_.steps));
       res.steps_run = std::min(opt_.first_step - 1, opt_.steps);  // resumed: those are done

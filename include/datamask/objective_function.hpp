@@ -6,6 +6,7 @@
 /// function: the one definition the learner, the greedy baselines, the checks and the
 /// command-line program all evaluate.
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <span>
@@ -28,6 +29,17 @@ struct term_plan {
   std::vector<int> slot;  ///< per mix member: its index in `terms`, or -1 when off
   std::vector<term_value> terms;
 };
+
+/// `rows` sorted, after checking that each lies in [0, n) and appears once; `input` names them.
+inline std::vector<index_t> sorted_distinct_rows(std::vector<index_t> rows, index_t n,
+                                                 const char* input) {
+  std::sort(rows.begin(), rows.end());
+  for (std::size_t c = 0; c < rows.size(); ++c) {
+    DATAMASK_EXPECTS(rows[c] >= 0 && rows[c] < n, input, "row ", rows[c], " is outside [0, ", n, ")");
+    DATAMASK_EXPECTS(c == 0 || rows[c] != rows[c - 1], input, "row ", rows[c], " appears twice");
+  }
+  return rows;
+}
 
 template <class Mix>
 term_plan plan_terms(const Mix& mix, double lambda, bool has_quality) {

@@ -544,14 +544,7 @@ greedy_result run(Scorer& scorer, index_t n, std::span<const id_t> ids, index_t 
     remaining.resize(static_cast<std::size_t>(n));
     std::iota(remaining.begin(), remaining.end(), index_t{0});
   } else {
-    remaining = opt.candidates;
-    std::sort(remaining.begin(), remaining.end());
-    for (std::size_t c = 0; c < remaining.size(); ++c) {
-      DATAMASK_EXPECTS(remaining[c] >= 0 && remaining[c] < n, "candidates", "row ", remaining[c],
-                       " is outside [0, ", n, ")");
-      DATAMASK_EXPECTS(c == 0 || remaining[c] != remaining[c - 1], "candidates", "row ",
-                       remaining[c], " appears twice");
-    }
+    remaining = datamask::detail::sorted_distinct_rows(opt.candidates, n, "candidates");
   }
   const auto pool = static_cast<index_t>(remaining.size());
   DATAMASK_EXPECTS(count >= 1 && count <= pool, "count", "must be in [1, ", pool, "]",
