@@ -2,6 +2,8 @@
 #pragma once
 // Shared helpers of the backend-templated tests (test_thrust_*.cpp and tests/cuda/).
 
+#include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdint>
 #include <memory>

@@ -65,9 +65,6 @@ mix_type make_mix(const config& c) {
                        datamask::weighted{datamask::disf{}, w[2]});
 }
 
-/// Whether an optimizer is compiled in. The greedy baselines (greedy, lazy, stochastic) arrive
-/// with datamask/greedy/greedy.hpp; until then only pg is.
-
 /// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
 /// every 10% or 30 seconds otherwise.
 class progress {
@@ -253,6 +250,9 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
       }
     }
     const auto res = datamask::greedy_select(f, s_b, g);
+    // A greedy run cannot stop midway: honour a signal that came during it, before any output.
+    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
+    ctx.prog.skip(c.steps);  // the progress plan counts --steps per block for every optimizer
     sel_rows = res.rows;
     r.ids.clear();
     for (datamask::index_t row : sel_rows) r.ids.push_back(ids[static_cast<std::size_t>(row)]);
