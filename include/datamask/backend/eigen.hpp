@@ -46,6 +46,11 @@ struct eigen_backend {
   [[nodiscard]] std::vector<T> to_host(const vector<T>& dev) const {
     return dev;
   }
+  /// @brief Elements [offset, offset + count) only (one rollout of G, say).
+  template <class T>
+  [[nodiscard]] std::vector<T> to_host(const vector<T>& dev, index_t offset, index_t count) const {
+    return std::vector<T>(dev.begin() + offset, dev.begin() + offset + count);
+  }
 
   template <class T>
   [[nodiscard]] dataset<T> make_dataset(matrix_view<const T> x, std::span<const double> inv_norms,
