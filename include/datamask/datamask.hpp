@@ -11,7 +11,9 @@
 #include "datamask/types.hpp"
 #include "datamask/concepts.hpp"
 #include "datamask/rng/philox.hpp"
+#include "datamask/enum_names.hpp"
 #include "datamask/options.hpp"
+#include "datamask/settings.hpp"
 #include "datamask/objectives/pairwise.hpp"
 #include "datamask/objectives/facility.hpp"
 #include "datamask/objectives/disf.hpp"
@@ -23,6 +25,7 @@
 #include "datamask/backend/eigen.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/learner.hpp"
+#include "datamask/select.hpp"
 #include "datamask/greedy/greedy.hpp"
 
 namespace datamask {
