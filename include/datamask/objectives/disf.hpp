@@ -17,6 +17,7 @@
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 
 namespace datamask {
 
@@ -113,21 +114,19 @@ struct state {
 /// (index i = g d + j), both in double and in draw order, as on the host.
 template <class T>
 struct moments {
-  matrix_view<const T> x;
-  const index_t* subsets;
-  index_t k;
+  batch_view<T> b;
   double* mean;
   double* inv_sd;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
-    const index_t d = x.cols;
-    const index_t g = i / d;
-    const index_t j = i - g * d;
+    const index_t k = b.subsets.cols;
+    const index_t* rows = b.subsets.row(i / b.embeddings.cols);
+    const index_t j = i % b.embeddings.cols;
     double mu = 0.0;
-    for (index_t t = 0; t < k; ++t) mu += static_cast<double>(x(subsets[g * k + t], j));
+    for (index_t t = 0; t < k; ++t) mu += static_cast<double>(b.embeddings(rows[t], j));
     mu /= static_cast<double>(k);
     double var = 0.0;
     for (index_t t = 0; t < k; ++t) {
-      const double c = static_cast<double>(x(subsets[g * k + t], j)) - mu;
+      const double c = static_cast<double>(b.embeddings(rows[t], j)) - mu;
       var += c * c;
     }
     var /= static_cast<double>(k - 1);
@@ -139,18 +138,16 @@ struct moments {
 /// Device pass 2, the gather: z[(g k + t) d + j] = T((x[r_t, j] - mean) * inv_sd).
 template <class T>
 struct standardize {
-  matrix_view<const T> x;
-  const index_t* subsets;
-  index_t k;
+  batch_view<T> b;
   const double* mean;
   const double* inv_sd;
   T* z;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
-    const index_t d = x.cols;
-    const index_t gt = i / d;
-    const index_t j = i - gt * d;
-    const index_t g = gt / k;
-    z[i] = static_cast<T>((static_cast<double>(x(subsets[gt], j)) - mean[g * d + j]) * inv_sd[g * d + j]);
+    const index_t d = b.embeddings.cols;
+    const index_t gt = i / d;  // g k + t
+    const index_t j = i % d;
+    const index_t m = (gt / b.subsets.cols) * d + j;
+    z[i] = static_cast<T>((static_cast<double>(b.embeddings(b.subsets.data[gt], j)) - mean[m]) * inv_sd[m]);
   }
 };
 
@@ -163,9 +160,8 @@ struct column {
   index_t d;
   double* partial;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
-    const index_t g = i / d;
-    const index_t b = i - g * d;
-    const T* zg = z + g * k * d;
+    const index_t b = i % d;
+    const T* zg = z + (i / d) * k * d;
     double off = 0.0;
     for (index_t a = b + 1; a < d; ++a) {
       double c = 0.0;
@@ -173,24 +169,6 @@ struct column {
       off += c * c;
     }
     partial[i] = off;
-  }
-};
-
-/// Device pass 4: out[g] = -scale 2 sum_b partial / (k - 1)^2 (0 below two rows).
-struct finish {
-  const double* partial;
-  index_t d;
-  index_t k;
-  double* out;
-  DATAMASK_HOST_DEVICE void operator()(index_t g) const {
-    if (k < 2) {
-      out[g] = 0.0;
-      return;
-    }
-    double off = 0.0;
-    for (index_t b = 0; b < d; ++b) off += partial[g * d + b];
-    const double km1 = static_cast<double>(k - 1);
-    out[g] = -scale * 2.0 * off / (km1 * km1);
   }
 };
 
@@ -291,13 +269,11 @@ struct disf {
   template <class Exec, class T>
   void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
     namespace di = detail::disf_impl;
+    if (detail::device_passes::zero_when(b.subsets.cols < 2, exec, b, out)) return;
     const index_t g_count = b.subsets.rows;
     const index_t k = b.subsets.cols;
     const index_t d = b.embeddings.cols;
-    if (k < 2) {
-      exec.for_each(g_count, di::finish{nullptr, d, k, out});
-      return;
-    }
+    const double km1 = static_cast<double>(k - 1);
     const index_t chunk = std::clamp<index_t>((index_t{1} << 26) / std::max<index_t>(1, k * d), 1, g_count);
     double* mean = exec.template scratch<double>(chunk * d);
     double* inv_sd = exec.template scratch<double>(chunk * d);
@@ -305,11 +281,13 @@ struct disf {
     double* partial = exec.template scratch<double>(chunk * d);
     for (index_t g0 = 0; g0 < g_count; g0 += chunk) {
       const index_t cg = std::min(chunk, g_count - g0);
-      const index_t* sub = b.subsets.row(g0);  // dense rows: the backend packs G x k
-      exec.for_each(cg * d, di::moments<T>{b.embeddings, sub, k, mean, inv_sd});
-      exec.for_each(cg * k * d, di::standardize<T>{b.embeddings, sub, k, mean, inv_sd, z});
+      batch_view<T> part = b;  // subsets g0 .. g0 + cg (dense rows: the backend packs G x k)
+      part.subsets = matrix_view<const index_t>(b.subsets.row(g0), cg, k);
+      exec.for_each(cg * d, di::moments<T>{part, mean, inv_sd});
+      exec.for_each(cg * k * d, di::standardize<T>{part, mean, inv_sd, z});
       exec.for_each(cg * d, di::column<T>{z, k, d, partial});
-      exec.for_each(cg, di::finish{partial, d, k, out + g0});
+      // -scale 2 sum_b partial / (k - 1)^2, the host's order of operations.
+      exec.for_each(cg, detail::device_passes::scaled_row_sum{partial, d, -scale * 2.0, km1 * km1, out + g0});
     }
   }
 };

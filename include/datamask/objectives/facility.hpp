@@ -18,6 +18,7 @@
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
@@ -190,43 +191,35 @@ struct state {
 
 };
 
-/// Device: out[i] = value for every i.
-struct fill {
-  double* out;
-  double value;
-  DATAMASK_HOST_DEVICE void operator()(index_t i) const { out[i] = value; }
-};
-
 /// Device: for reference row v of subset g, the best similarity to the subset, a running
 /// maximum over the subset rows (no |V| x k buffer). The dot products are in double over rows
 /// rounded to T, as the host rounds its unit rows before its product.
 template <class T>
 struct best_of {
-  matrix_view<const T> x;
-  const double* inv_norms;
-  const double* sq_norms;
-  const index_t* subsets;
-  index_t k;  // >= 1
-  const index_t* reference;
-  index_t nv;
+  batch_view<T> b;  // k >= 1, |V| >= 1
   similarity_kernel kernel;
   double gamma;
   double* best;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t nv = b.reference.size;
     const index_t g = i / nv;
-    const index_t v = reference[i - g * nv];
+    const index_t v = b.reference[i % nv];
+    const index_t k = b.subsets.cols;
+    const matrix_view<const T> x = b.embeddings;
+    const double* inv_norms = b.inv_norms;
+    const double* sq_norms = b.sq_norms;
     const index_t d = x.cols;
     const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
     const double wv = unit ? inv_norms[v] : 1.0;
     double out = 0.0;  // max of dot (cosine, dot) or dot^2 (cosine2), min of ||r||^2 - 2 dot (rbf)
     for (index_t t = 0; t < k; ++t) {
-      const index_t r = subsets[g * k + t];
+      const index_t r = b.subsets(g, t);
       const double wr = unit ? inv_norms[r] : 1.0;
       double dot = 0.0;
       for (index_t j = 0; j < d; ++j) {
         const auto a = static_cast<double>(static_cast<T>(static_cast<double>(x(v, j)) * wv));
-        const auto b = static_cast<double>(static_cast<T>(static_cast<double>(x(r, j)) * wr));
-        dot += a * b;
+        const auto c = static_cast<double>(static_cast<T>(static_cast<double>(x(r, j)) * wr));
+        dot += a * c;
       }
       const double val = kernel == similarity_kernel::cosine2 ? dot * dot
                          : kernel == similarity_kernel::rbf   ? sq_norms[r] - 2.0 * dot
@@ -238,18 +231,6 @@ struct best_of {
       out = ::exp(-gamma * (e > 0.0 ? e : 0.0));
     }
     best[i] = out;
-  }
-};
-
-/// Device: out[g] = mean over the reference rows of values[g nv + a], summed in reference order.
-struct mean_of {
-  const double* values;
-  index_t count;
-  double* out;
-  DATAMASK_HOST_DEVICE void operator()(index_t g) const {
-    double s = 0.0;
-    for (index_t a = 0; a < count; ++a) s += values[g * count + a];
-    out[g] = s / static_cast<double>(count);
   }
 };
 
@@ -331,17 +312,13 @@ struct facility_location {
   template <class Exec, class T>
   void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
     const index_t g_count = b.subsets.rows;
-    const index_t k = b.subsets.cols;
     const index_t nv = b.reference.size;
-    if (k == 0 || nv == 0) {
-      exec.for_each(g_count, detail::facility_impl::fill{out, 0.0});
-      return;
-    }
+    if (detail::device_passes::zero_when(b.subsets.cols == 0 || nv == 0, exec, b, out)) return;
     double* best = exec.template scratch<double>(g_count * nv);
     exec.for_each(g_count * nv,
-                  detail::facility_impl::best_of<T>{b.embeddings, b.inv_norms, b.sq_norms, b.subsets.data, k,
-                                                    b.reference.data, nv, kernel, gamma, best});
-    exec.for_each(g_count, detail::facility_impl::mean_of{best, nv, out});
+                  detail::facility_impl::best_of<T>{b, kernel, gamma, best});
+    // The mean in reference order: (1 * sum) / |V|, as on the host.
+    exec.for_each(g_count, detail::device_passes::scaled_row_sum{best, nv, 1.0, static_cast<double>(nv), out});
   }
 
  private:

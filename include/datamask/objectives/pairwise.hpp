@@ -15,6 +15,7 @@
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 
 namespace datamask {
 
@@ -24,43 +25,33 @@ namespace detail::pairwise_impl {
 /// per call, in double): the host's summation order, so the two agree bit for bit.
 template <class T>
 struct column_sum {
-  matrix_view<const T> x;
-  const double* inv_norms;
-  const index_t* subsets;
-  index_t k;
+  batch_view<T> b;
   double* s;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
-    const index_t d = x.cols;
-    const index_t g = i / d;
-    const index_t j = i - g * d;
+    const index_t d = b.embeddings.cols;
+    const index_t* rows = b.subsets.row(i / d);
     double acc = 0.0;
-    for (index_t t = 0; t < k; ++t) {
-      const index_t r = subsets[g * k + t];
-      acc += static_cast<double>(x(r, j)) * inv_norms[r];
+    for (index_t t = 0; t < b.subsets.cols; ++t) {
+      acc += static_cast<double>(b.embeddings(rows[t], i % d)) * b.inv_norms[rows[t]];
     }
     s[i] = acc;
   }
 };
 
-/// Device pass 2: out[g] = -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)).
+/// Device pass 2: out[g] = -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)), k >= 2.
+template <class T>
 struct finish {
+  batch_view<T> b;
   const double* s;
-  index_t d;
-  const double* inv_norms;
-  const double* sq_norms;
-  const index_t* subsets;
-  index_t k;
   double* out;
   DATAMASK_HOST_DEVICE void operator()(index_t g) const {
-    if (k < 2) {
-      out[g] = 0.0;
-      return;
-    }
+    const index_t k = b.subsets.cols;
+    const index_t d = b.embeddings.cols;
     double self = 0.0;
     for (index_t t = 0; t < k; ++t) {
-      const index_t r = subsets[g * k + t];
-      const double w = inv_norms[r];
-      self += sq_norms[r] * w * w;
+      const index_t r = b.subsets(g, t);
+      const double w = b.inv_norms[r];
+      self += b.sq_norms[r] * w * w;
     }
     double sq = 0.0;
     for (index_t j = 0; j < d; ++j) sq += s[g * d + j] * s[g * d + j];
@@ -151,12 +142,12 @@ struct pairwise_similarity {
   /// sums (G d values), then one finishing pass per subset.
   template <class Exec, class T>
   void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
+    if (detail::device_passes::zero_when(b.subsets.cols < 2, exec, b, out)) return;
     const index_t g_count = b.subsets.rows;
-    const index_t k = b.subsets.cols;
     const index_t d = b.embeddings.cols;
     double* s = exec.template scratch<double>(g_count * d);
-    exec.for_each(g_count * d, detail::pairwise_impl::column_sum<T>{b.embeddings, b.inv_norms, b.subsets.data, k, s});
-    exec.for_each(g_count, detail::pairwise_impl::finish{s, d, b.inv_norms, b.sq_norms, b.subsets.data, k, out});
+    exec.for_each(g_count * d, detail::pairwise_impl::column_sum<T>{b, s});
+    exec.for_each(g_count, detail::pairwise_impl::finish<T>{b, s, out});
   }
 };
 
