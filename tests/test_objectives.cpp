@@ -12,6 +12,8 @@
 // cosine-based values, which would otherwise be relative to a value near 0).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -259,4 +261,32 @@ TEST_CASE("objectives do not depend on the order of the subset", "[objectives]")
   for (std::size_t t = 0; t < 3; ++t) CHECK(a[t] == Approx(b[t]).epsilon(1e-12).margin(1e-14));
   CHECK(a[0] == Approx(dmtest::ref_pws(x, d, u)).epsilon(1e-10));
   CHECK(a[2] == Approx(dmtest::ref_disf(x, d, u)).epsilon(1e-10));
+}
+
+TEST_CASE("facility location's tiles give the same value on the caller's thread count", "[objectives][facility]") {
+  // Single-subset evaluation runs its tiles on `subset_view::threads` threads (0: all); the tile
+  // sums are added in tile order, so every thread count gives the same bits.
+  const index_t n = 300, d = 6;
+  const auto x = dmtest::random_embeddings<double>(n, d, 8);
+  std::vector<double> inv(static_cast<std::size_t>(n)), sq(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) {
+    double s = 0.0;
+    for (index_t j = 0; j < d; ++j) s += x[static_cast<std::size_t>(i * d + j)] * x[static_cast<std::size_t>(i * d + j)];
+    sq[static_cast<std::size_t>(i)] = s;
+    inv[static_cast<std::size_t>(i)] = 1.0 / std::sqrt(s);
+  }
+  std::vector<index_t> all(static_cast<std::size_t>(n));
+  std::iota(all.begin(), all.end(), index_t{0});
+  const std::vector<index_t> u = {2, 40, 77, 150, 299};
+  datamask::facility_location fl;
+  fl.tile = 16;  // 19 tiles
+  datamask::subset_view<double> s{datamask::make_matrix_view(x.data(), n, d), inv.data(), sq.data(),
+                                  datamask::index_view(u), datamask::index_view(all)};
+  s.threads = 1;
+  const double one = fl(s);
+  CHECK(one == Approx(dmtest::ref_fl(x, d, u, all, similarity_kernel::cosine, 1.0)).epsilon(1e-12));
+  for (int t : {2, 3, 0}) {
+    s.threads = t;
+    CHECK(fl(s) == one);
+  }
 }

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <memory>
 #include <random>
+#include <type_traits>
 #include <span>
 #include <vector>
 
@@ -145,6 +147,67 @@ struct host_only_sum {
 };
 static_assert(!datamask::device_objective<host_only_sum, float>);
 
+
+/// A user objective with every evaluation capability a backend can use, each counting its
+/// calls: the sum over the subset of squared norms times the row's position weight 1 / (1 + r
+/// mod 3). `evaluate_device` (device_evaluable) goes through the executor with a scratch
+/// buffer; `evaluate_batch` (batched_diversity_objective) scores on the host. The plain call
+/// is the reference.
+struct counted_norms {
+  struct calls {
+    int device = 0;
+    int batch = 0;
+  };
+  std::shared_ptr<calls> seen = std::make_shared<calls>();
+
+  template <class T>
+  DATAMASK_HOST_DEVICE static double term(const datamask::subset_view<T>& s, index_t r) {
+    return s.sq_norms[r] / static_cast<double>(1 + r % 3);
+  }
+  double operator()(const datamask::subset_view<float>& s) const {
+    double t = 0.0;
+    for (index_t r : s.subset) t += term(s, r);
+    return t;
+  }
+  void evaluate_batch(const datamask::batch_view<float>& b, std::span<double> out) const {
+    ++seen->batch;
+    for (index_t g = 0; g < b.subsets.rows; ++g) out[static_cast<std::size_t>(g)] = (*this)(b[g]);
+  }
+  /// Device pass 1: one term per (subset, position); pass 2: the sum in draw order.
+  struct terms {
+    datamask::batch_view<float> b;
+    double* t;
+    DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+      const index_t g = i / b.subsets.cols;
+      t[i] = term(b[g], b[g].subset[i - g * b.subsets.cols]);
+    }
+  };
+  struct sum {
+    const double* t;
+    index_t k;
+    double* out;
+    DATAMASK_HOST_DEVICE void operator()(index_t g) const {
+      double acc = 0.0;
+      for (index_t i = 0; i < k; ++i) acc += t[g * k + i];
+      out[g] = acc;
+    }
+  };
+  template <class Exec>
+  void evaluate_device(Exec& exec, const datamask::batch_view<float>& b, double* out) const {
+    ++seen->device;
+    const index_t total = b.subsets.rows * b.subsets.cols;
+    double* t = exec.template scratch<double>(total);
+    exec.for_each(total, terms{b, t});
+    exec.for_each(b.subsets.rows, sum{t, b.subsets.cols, out});
+  }
+};
+static_assert(datamask::device_evaluable<counted_norms, float>);
+static_assert(datamask::batched_diversity_objective<counted_norms, float>);
+static_assert(!datamask::device_objective<counted_norms, float>);
+static_assert(datamask::device_evaluable<datamask::pairwise_similarity, float>);
+static_assert(datamask::device_evaluable<datamask::facility_location, float>);
+static_assert(datamask::device_evaluable<datamask::disf, float>);
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("objectives match their brute-force definitions on every backend", "[objectives][backend]",
@@ -196,5 +259,26 @@ TEMPLATE_TEST_CASE("objectives match their brute-force definitions on every back
       for (index_t t = 0; t < f.k; ++t) s += f.inst.q[f.rollout(g)[t]];
       CHECK(out[g] == s);  // same order of additions: exactly equal
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("a user objective's capabilities give it the backend's fast path", "[objectives][backend]",
+                   datamask::eigen_backend, datamask::thrust_backend) {
+  const fixture f;
+  const counted_norms objective;
+  const auto v = evaluate<TestType>(f, objective);
+  std::vector<double> plain(static_cast<std::size_t>(f.g_count));
+  for (index_t g = 0; g < f.g_count; ++g) {
+    datamask::subset_view<float> s{f.inst.problem().embeddings, f.prep.inv_norms.data(), f.prep.sq_norms.data(),
+                                   datamask::index_view(f.rollout(g), f.k), datamask::index_view(f.reference)};
+    plain[static_cast<std::size_t>(g)] = objective(s);
+  }
+  CHECK(v == plain);  // same terms, same order of additions
+  if constexpr (std::is_same_v<TestType, datamask::thrust_backend>) {
+    CHECK(objective.seen->device == 1);  // the device evaluator, through the backend's executor
+    CHECK(objective.seen->batch == 0);
+  } else {
+    CHECK(objective.seen->batch == 1);  // the batched host evaluation
+    CHECK(objective.seen->device == 0);
   }
 }

@@ -12,6 +12,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "datamask/types.hpp"
 
@@ -24,6 +25,9 @@ namespace datamask {
 /// (facility location): the active batch during learning, the whole block when a selection is
 /// evaluated. `inv_norms[i]` is 1 / ||e_i|| (1 when the caller declared the rows normalised)
 /// (double, so cosine terms keep double precision) and `sq_norms[i]` is ||e_i||^2; both have n entries.
+/// `threads` is how many threads one call may use inside itself (0: all); an objective that
+/// parallelises one subset (facility location's tiles) honours it, and a call made inside a
+/// parallel region runs on its own thread whatever it says.
 template <class T>
 struct subset_view {
   matrix_view<const T> embeddings;
@@ -31,6 +35,7 @@ struct subset_view {
   const double* sq_norms = nullptr;
   index_view subset;
   index_view reference;
+  int threads = 0;
 };
 
 /// @brief What a batched diversity objective sees: G subsets of k rows each (row-major G x k).
@@ -67,6 +72,109 @@ template <class D, class T = float>
 concept batched_diversity_objective =
     diversity_objective<D, T> &&
     requires(const D& d, const batch_view<T>& b, std::span<double> out) { d.evaluate_batch(b, out); };
+
+/// @brief What an incremental (greedy) state is built over: the whole block, its norms (as in
+/// `subset_view`) and the threads the state may use (0: all). Facility location's reference set
+/// in a greedy run is the whole block.
+template <class T>
+struct greedy_block {
+  matrix_view<const T> embeddings;
+  std::span<const double> inv_norms;
+  std::span<const double> sq_norms;
+  int threads = 0;
+};
+
+/// @brief The state a greedy run keeps for one diversity term while it grows a set S.
+///
+/// Required expressions, for `st` of type S (const where marked):
+/// - `st.accumulate(std::span<const index_t> cands, std::span<double> out, double w)` (const):
+///   `out[c] += w * p(cands[c])`, where p(i) is the candidate-dependent part of the gain
+///   F(S + i) - F(S);
+/// - `st.common()` (const), convertible to double: the part of the gain every candidate shares,
+///   so that F(S + i) - F(S) = p(i) + common() (a normalisation that changes with |S| lives
+///   here);
+/// - `st.add(j)`: S becomes S + j.
+///
+/// Optional members:
+/// - `static constexpr bool diminishing_gains`: true when p(i) never grows as S grows, once
+///   |S| >= 1 (submodular in the candidate-dependent part). Lazy greedy may then keep stale
+///   p(i) as upper bounds; a term without it is re-scored every round.
+/// - `st.lazy_batch()` (const): how many stale candidates lazy greedy should re-score per call
+///   (a tiled kernel that costs the same for 1 or 32 candidates says 32).
+///
+/// Rules the compiler cannot check: p(i) does not depend on which other candidates are scored
+/// in the same call, nor on the thread count (naive and lazy greedy then break ties alike);
+/// `accumulate` may run its own parallel loops and is called from one thread at a time.
+template <class S>
+concept greedy_state = std::move_constructible<S> &&
+                       requires(S& st, const S& cst, std::span<const index_t> cands,
+                                std::span<double> out, double w, index_t j) {
+                         cst.accumulate(cands, out, w);
+                         { cst.common() } -> std::convertible_to<double>;
+                         st.add(j);
+                       };
+
+/// @brief Refinement of `diversity_objective`: the objective builds a `greedy_state` for a
+/// block, `d.greedy_state(const greedy_block<T>&)` (const). `greedy_select` then scores
+/// candidates through that state instead of evaluating F on S + i for each of them.
+///
+/// Rule the compiler cannot check: the state's gains equal d(S + i) - d(S) with the whole
+/// block as reference set, up to rounding.
+template <class D, class T = float>
+concept incremental_objective =
+    diversity_objective<D, T> && requires(const D& d, const greedy_block<T>& b) {
+      { d.greedy_state(b) } -> greedy_state;
+    };
+
+/// @brief The greedy state objective D builds for element type T.
+template <class D, class T>
+  requires incremental_objective<D, T>
+using greedy_state_t = decltype(std::declval<const D&>().greedy_state(std::declval<const greedy_block<T>&>()));
+
+/// @brief Whether greedy state S declares `diminishing_gains = true` (see `greedy_state`).
+template <class S>
+inline constexpr bool has_diminishing_gains = [] {
+  if constexpr (requires { S::diminishing_gains; }) {
+    return static_cast<bool>(S::diminishing_gains);
+  } else {
+    return false;
+  }
+}();
+
+namespace detail {
+/// The executor interface `device_evaluable` is checked against (declarations only).
+struct device_executor_archetype {
+  template <class F>
+  void for_each(index_t n, F f);
+  template <class U>
+  U* scratch(index_t count);
+};
+}  // namespace detail
+
+/// @brief Refinement of `diversity_objective`: the objective scores G subsets through an
+/// executor the backend supplies, `d.evaluate_device(exec, const batch_view<T>& b, double* out)`
+/// (const, returning void), with `out` G values in the executor's memory.
+///
+/// The executor provides:
+/// - `exec.for_each(index_t n, F f)`: calls f(i) for every i in [0, n), in any order and
+///   concurrently; F is trivially copyable, its call operator `DATAMASK_HOST_DEVICE` (no Eigen,
+///   no `std::vector`, no exceptions), and it may only read memory the executor can reach;
+///   calls run in program order (a later for_each sees the writes of an earlier one);
+/// - `exec.template scratch<U>(index_t count)`: `count` uninitialised U in the executor's
+///   memory, valid until `evaluate_device` returns.
+///
+/// So an objective header never includes Thrust and a backend never includes an objective: the
+/// Thrust backend passes an executor over `thrust::for_each` and `thrust::device_vector`
+/// (a GPU under nvcc, OpenMP threads under g++).
+///
+/// Rules the compiler cannot check: every pointer in `b` and `out` lives in the executor's
+/// memory; the values equal `d(b[g])` up to rounding; deterministic whatever the thread count.
+template <class D, class T = float>
+concept device_evaluable =
+    diversity_objective<D, T> &&
+    requires(const D& d, detail::device_executor_archetype& exec, const batch_view<T>& b, double* out) {
+      { d.evaluate_device(exec, b, out) } -> std::same_as<void>;
+    };
 
 /// @brief A per-item quality metric: `double q(index_t row) const`, evaluated once per item
 /// when a run starts; the quality term of a set is the mean (or sum) of these scores.

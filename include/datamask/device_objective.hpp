@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "datamask/concepts.hpp"
+#include "datamask/config.hpp"
 
 namespace datamask {
 
@@ -29,7 +30,7 @@ namespace datamask {
 /// - the value is deterministic and does not depend on the order of `s.subset`.
 ///
 /// Under the Thrust backend a device objective is evaluated by one device thread per rollout
-/// (`thrust::transform` over the G rollouts): keep it O(k d) or give the rollouts enough work
+/// (the backend adapts it to the `device_evaluable` path with `evaluate_device_objective`): keep it O(k d) or give the rollouts enough work
 /// each. A diversity objective that is not a device objective still works with the Thrust
 /// backend, but every step then copies the G x k subset rows to the host and scores them there
 /// (slow under CUDA; see backend/thrust.hpp).
@@ -48,5 +49,24 @@ concept device_objective =
       { D::device_callable } -> std::convertible_to<bool>;
       requires static_cast<bool>(D::device_callable);
     };
+
+namespace detail {
+/// One rollout of a user device objective: out[g] = objective(b[g]).
+template <class D, class T>
+struct device_objective_call {
+  D objective;
+  batch_view<T> b;
+  double* out;
+  DATAMASK_HOST_DEVICE void operator()(index_t g) const { out[g] = static_cast<double>(objective(b[g])); }
+};
+}  // namespace detail
+
+/// @brief A `device_objective` on the `device_evaluable` path: scores the G subsets of `b`
+/// through `exec` (see `device_evaluable`), one call of the functor per subset.
+template <class D, class T, class Exec>
+  requires device_objective<D, T>
+void evaluate_device_objective(const D& objective, Exec& exec, const batch_view<T>& b, double* out) {
+  exec.for_each(b.subsets.rows, detail::device_objective_call<D, T>{objective, b, out});
+}
 
 }  // namespace datamask

@@ -126,7 +126,13 @@ struct eigen_backend {
     if constexpr (batched_diversity_objective<D, T>) {
       objective.evaluate_batch(b, out);
     } else {
-      detail::parallel_for(g_count, threads, [&](index_t g) { out[g] = objective(b[g]); });
+      // One subset (a read-out, an evaluation) may parallelise inside itself, on this
+      // backend's threads; several are spread over the threads one per subset.
+      detail::parallel_for(g_count, threads, [&](index_t g) {
+        subset_view<T> s = b[g];
+        s.threads = threads;
+        out[g] = objective(s);
+      });
     }
   }
 

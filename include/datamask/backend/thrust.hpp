@@ -26,16 +26,19 @@
 ///   of facility location and the correlations of DiSF are accumulated in double here but in the
 ///   embedding type (float) by Eigen on the CPU, so those two agree to about 1e-6 relative.
 ///
-/// Diversity objectives: `pairwise_similarity`, `facility_location` and `disf` run on the device;
-/// a user objective modelling `device_objective` runs on the device, one thread per rollout; any
-/// other objective is scored on the host from copies of the subset rows (slow under CUDA: it
-/// moves G x k indices per step and needs the embeddings the dataset was made from to stay alive
-/// on the host, which the learner guarantees).
+/// Diversity objectives are chosen by capability, never by type: an objective modelling
+/// `device_evaluable` (the built-in ones, or a user's) runs on the device through this
+/// backend's executor; a user functor modelling `device_objective` runs on the device, one
+/// thread per rollout, through the same path; any other objective is scored on the host from
+/// copies of the subset rows (slow under CUDA: it moves G x k indices per step and needs the
+/// embeddings the dataset was made from to stay alive on the host, which the learner
+/// guarantees). This header includes no objective.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -63,9 +66,6 @@
 #include "datamask/concepts.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/device_objective.hpp"
-#include "datamask/objectives/disf.hpp"
-#include "datamask/objectives/facility.hpp"
-#include "datamask/objectives/pairwise.hpp"
 #include "datamask/rng/philox.hpp"
 #include "datamask/types.hpp"
 
@@ -220,58 +220,59 @@ struct thrust_backend {
                      ti::take_top{raw(entries), raw(by_id), m, k, raw(out)});
   }
 
-  /// @brief Scores G subsets of k rows: the built-in objectives and `device_objective`s on the
-  /// device, anything else on the host (see the file comment).
+  /// @brief What `device_evaluable` objectives run on: `for_each` over an index range as a
+  /// Thrust algorithm on the device system, and scratch buffers that live until the executor
+  /// goes out of scope.
+  class executor {
+   public:
+    /// @brief f(i) for every i in [0, n) on the device.
+    template <class F>
+    void for_each(index_t n, F f) {
+      if (n > 0) thrust::for_each(thrust::device, count(0), count(n), f);
+    }
+    /// @brief `n` uninitialised values on the device, owned by the executor.
+    template <class U>
+    U* scratch(index_t n) {
+      auto buffer = std::make_shared<vector<U>>(static_cast<std::size_t>(n));
+      U* p = raw(*buffer);
+      buffers_.push_back(std::move(buffer));
+      return p;
+    }
+
+   private:
+    std::vector<std::shared_ptr<void>> buffers_;
+  };
+
+  /// @brief Scores G subsets of k rows: `device_evaluable` objectives and `device_objective`s on
+  /// the device, anything else on the host (see the file comment).
   template <class T, class D>
   void evaluate(const D& objective, const dataset<T>& ds, const vector<index_t>& subsets,
                 index_t g_count, index_t k, const vector<index_t>& reference,
                 std::span<double> out) const {
-    namespace ti = detail::thrust_impl;
-    const matrix_view<const T> x = ds.embeddings();
     const auto nv = static_cast<index_t>(reference.size());
-    vector<double> res(static_cast<std::size_t>(g_count));
-    if constexpr (std::is_same_v<D, pairwise_similarity>) {
-      const index_t d = x.cols;
-      vector<double> s(static_cast<std::size_t>(g_count * d));
-      thrust::for_each(thrust::device, count(0), count(g_count * d),
-                       ti::pws_sum<T>{x, raw(ds.inv_norms), raw(subsets), k, raw(s)});
-      thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
-                        ti::pws_finish{raw(s), d, raw(ds.inv_norms), raw(ds.sq_norms),
-                                       raw(subsets), k});
-    } else if constexpr (std::is_same_v<D, facility_location>) {
-      if (k == 0 || nv == 0) {
-        thrust::fill(res.begin(), res.end(), 0.0);
+    if constexpr (device_evaluable<D, T> || device_objective<D, T>) {
+      const batch_view<T> b{ds.embeddings(), raw(ds.inv_norms), raw(ds.sq_norms),
+                            matrix_view<const index_t>(raw(subsets), g_count, k), index_view(raw(reference), nv)};
+      vector<double> res(static_cast<std::size_t>(g_count));
+      executor exec;
+      if constexpr (device_evaluable<D, T>) {
+        objective.evaluate_device(exec, b, raw(res));
       } else {
-        vector<double> best(static_cast<std::size_t>(g_count * nv));
-        thrust::for_each(thrust::device, count(0), count(g_count * nv),
-                         ti::fl_best<T>{x, raw(ds.inv_norms), raw(ds.sq_norms), raw(subsets), k,
-                                        raw(reference), nv, objective.kernel, objective.gamma,
-                                        raw(best)});
-        thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
-                          ti::mean_of_rollout{raw(best), nv});
+        evaluate_device_objective(objective, exec, b, raw(res));
       }
-    } else if constexpr (std::is_same_v<D, disf>) {
-      evaluate_disf(ds, subsets, g_count, k, res);
-    } else if constexpr (device_objective<D, T>) {
-      thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
-                        ti::device_objective_call<D, T>{objective, x, raw(ds.inv_norms),
-                                                        raw(ds.sq_norms), raw(subsets), k,
-                                                        raw(reference), nv});
+      thrust::copy(res.begin(), res.end(), out.begin());
     } else {
       // A host-only objective: copy the rows to the host and score them there.
       const std::vector<index_t> hs = to_host(subsets);
       const std::vector<index_t> hr = to_host(reference);
       const batch_view<T> b{ds.host_embeddings, ds.host_inv_norms.data(), ds.host_sq_norms.data(),
-                            matrix_view<const index_t>(hs.data(), g_count, k),
-                            index_view(hr.data(), nv)};
+                            matrix_view<const index_t>(hs.data(), g_count, k), index_view(hr.data(), nv)};
       if constexpr (batched_diversity_objective<D, T>) {
         objective.evaluate_batch(b, out);
       } else {
         detail::parallel_for(g_count, 0, [&](index_t g) { out[g] = objective(b[g]); });
       }
-      return;
     }
-    thrust::copy(res.begin(), res.end(), out.begin());
   }
 
   /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
@@ -288,13 +289,10 @@ struct thrust_backend {
                     const vector<index_t>& subsets, index_t g_count, index_t k,
                     std::span<const double> coef, vector<double>& /*scratch*/) const {
     const index_t total = g_count * k;
-    vector<index_t> rows(subsets);
-    vector<index_t> entries(static_cast<std::size_t>(total));
-    thrust::sequence(thrust::device, entries.begin(), entries.end());
-    thrust::stable_sort_by_key(thrust::device, rows.begin(), rows.end(), entries.begin());
+    const rollout_entries_by_row sorted(subsets);
     const vector<double> c = to_device(coef);
     thrust::for_each(thrust::device, count(0), count(static_cast<index_t>(active.size())),
-                     detail::thrust_impl::relaxed_row_update{raw(active), raw(rows), raw(entries),
+                     detail::thrust_impl::relaxed_row_update{raw(active), raw(sorted.rows), raw(sorted.entries),
                                                             total, k, raw(c), raw(logits)});
   }
 
@@ -330,13 +328,10 @@ struct thrust_backend {
     const std::vector<double> last = to_host(last_dev);
     double u = 0.0;
     for (index_t g = 0; g < g_count; ++g) u += coef[g] * last[g];
-    vector<index_t> rows(subsets);
-    vector<index_t> entries(static_cast<std::size_t>(total));
-    thrust::sequence(thrust::device, entries.begin(), entries.end());
-    thrust::stable_sort_by_key(thrust::device, rows.begin(), rows.end(), entries.begin());
+    const rollout_entries_by_row sorted(subsets);
     const vector<double> c = to_device(coef);
     thrust::for_each(thrust::device, count(0), count(m),
-                     ti::plackett_luce_row_update{raw(active), raw(w), u, raw(rows), raw(entries),
+                     ti::plackett_luce_row_update{raw(active), raw(w), u, raw(sorted.rows), raw(sorted.entries),
                                                   total, k, raw(c), raw(cum), raw(wsel),
                                                   raw(logits)});
   }
@@ -357,36 +352,16 @@ struct thrust_backend {
   }
 
  private:
-  /// Rollouts are scored in chunks so that the standardised rows (chunk x k x d) stay below
-  /// about 2^26 values.
-  template <class T>
-  void evaluate_disf(const dataset<T>& ds, const vector<index_t>& subsets, index_t g_count,
-                     index_t k, vector<double>& res) const {
-    namespace ti = detail::thrust_impl;
-    const matrix_view<const T> x = ds.embeddings();
-    const index_t d = x.cols;
-    if (k < 2) {
-      thrust::fill(res.begin(), res.end(), 0.0);
-      return;
+  /// The G k rollout entries e = g k + t stably sorted by their row: each row's entries in
+  /// increasing rollout order, which is the order the CPU backend sums a row's terms in.
+  struct rollout_entries_by_row {
+    vector<index_t> rows;
+    vector<index_t> entries;
+    explicit rollout_entries_by_row(const vector<index_t>& subsets) : rows(subsets), entries(subsets.size()) {
+      thrust::sequence(thrust::device, entries.begin(), entries.end());
+      thrust::stable_sort_by_key(thrust::device, rows.begin(), rows.end(), entries.begin());
     }
-    const index_t chunk = std::clamp<index_t>((index_t{1} << 26) / std::max<index_t>(1, k * d), 1, g_count);
-    vector<double> mean(static_cast<std::size_t>(chunk * d));
-    vector<double> inv_sd(static_cast<std::size_t>(chunk * d));
-    vector<T> z(static_cast<std::size_t>(chunk * k * d));
-    vector<double> partial(static_cast<std::size_t>(chunk * d));
-    for (index_t g0 = 0; g0 < g_count; g0 += chunk) {
-      const index_t cg = std::min(chunk, g_count - g0);
-      const index_t* sub = raw(subsets) + g0 * k;
-      thrust::for_each(thrust::device, count(0), count(cg * d),
-                       ti::disf_moments<T>{x, sub, k, disf::epsilon, raw(mean), raw(inv_sd)});
-      thrust::for_each(thrust::device, count(0), count(cg * k * d),
-                       ti::disf_standardize<T>{x, sub, k, raw(mean), raw(inv_sd), raw(z)});
-      thrust::for_each(thrust::device, count(0), count(cg * d),
-                       ti::disf_column<T>{raw(z), k, d, raw(partial)});
-      thrust::transform(thrust::device, count(0), count(cg), res.begin() + g0,
-                        ti::disf_finish{raw(partial), d, k, disf::scale});
-    }
-  }
+  };
 
   static thrust::counting_iterator<index_t> count(index_t i) {
     return thrust::counting_iterator<index_t>(i);

@@ -2,17 +2,177 @@
 #pragma once
 
 /// @file
-/// @brief DiSF: the dimensional-collapse objective (squared off-diagonal correlation).
+/// @brief DiSF: the dimensional-collapse objective (squared off-diagonal correlation), with
+/// everything the backends and the greedy baselines need from it: host evaluation, the greedy
+/// state (`incremental_objective`) and the device evaluator (`device_evaluable`).
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include <Eigen/Core>
 
 #include "datamask/concepts.hpp"
+#include "datamask/config.hpp"
+#include "datamask/detail/parallel.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 
 namespace datamask {
+
+namespace detail::disf_impl {
+
+inline constexpr double epsilon = 1e-8;
+inline constexpr double scale = 1e-4;
+
+/// The greedy state. With M the centred scatter of S (k rows) and mean mu, adding row x with
+/// y = x - mu gives M' = M + beta y y^T, beta = k / (k + 1) (a rank-one update). With
+/// var'_a = M'_aa / k and w_a = 1 / (var'_a + 1e-8), sum_{a != b} C'_ab^2 = (w^T (M o M) w +
+/// 2 beta (w o y)^T M (w o y) + beta^2 (sum_a w_a y_a^2)^2) / k^2 - sum_a (var'_a w_a)^2: two
+/// products with d x d matrices per candidate (4 d^2 flops), batched over candidates as matrix
+/// products, all in double. Candidates are scored in fixed chunks of 64 (a chunk's products
+/// round alike whatever the thread count). Not submodular: no `diminishing_gains`.
+template <class T>
+struct state {
+  static constexpr index_t chunk = 64;
+
+  matrix_view<const T> x;
+  Eigen::VectorXd mu;
+  Eigen::MatrixXd m;  // centred scatter
+  Eigen::MatrixXd q;  // m o m
+  double current = 0.0;
+  index_t k = 0;
+  int threads = 0;
+
+  explicit state(const greedy_block<T>& b)
+      : x(b.embeddings),
+        mu(Eigen::VectorXd::Zero(b.embeddings.cols)),
+        m(Eigen::MatrixXd::Zero(b.embeddings.cols, b.embeddings.cols)),
+        q(Eigen::MatrixXd::Zero(b.embeddings.cols, b.embeddings.cols)),
+        threads(b.threads) {}
+
+  [[nodiscard]] Eigen::VectorXd row(index_t i) const {
+    return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols).template cast<double>();
+  }
+
+  void chunk_values(const index_t* cands, index_t nc, double* val) const {
+    const index_t d = x.cols;
+    const double kk = static_cast<double>(k);
+    const double beta = kk / (kk + 1.0);
+    Eigen::MatrixXd y(nc, d);
+    for (index_t c = 0; c < nc; ++c) y.row(c) = (row(cands[c]) - mu).transpose();
+    const Eigen::ArrayXd diag = m.diagonal().array();
+    Eigen::MatrixXd w(nc, d);
+    Eigen::MatrixXd v(nc, d);
+    for (index_t c = 0; c < nc; ++c) {
+      const Eigen::ArrayXd var = (diag + beta * y.row(c).transpose().array().square()) / kk;
+      const Eigen::ArrayXd wc = 1.0 / (var + epsilon);
+      w.row(c) = wc.matrix().transpose();
+      v.row(c) = (wc * y.row(c).transpose().array()).matrix().transpose();
+      // the diagonal, and the last term
+      const double t3 = (wc * y.row(c).transpose().array().square()).sum();
+      val[c] = beta * beta * t3 * t3 / (kk * kk) - (var * wc).square().sum();
+    }
+    const Eigen::MatrixXd wq = w * q;
+    const Eigen::MatrixXd vm = v * m;
+    for (index_t c = 0; c < nc; ++c) {
+      const double t1 = wq.row(c).dot(w.row(c));
+      const double t2 = vm.row(c).dot(v.row(c));
+      val[c] = -scale * ((t1 + 2.0 * beta * t2) / (kk * kk) + val[c]);
+    }
+  }
+
+  void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    if (k == 0) return;  // a singleton scores 0
+    const auto nc = static_cast<index_t>(cands.size());
+    detail::parallel_for((nc + chunk - 1) / chunk, threads, [&](index_t b) {
+      const index_t c0 = b * chunk;
+      const index_t n = std::min(chunk, nc - c0);
+      std::vector<double> val(static_cast<std::size_t>(n));
+      chunk_values(cands.data() + c0, n, val.data());
+      for (index_t c = 0; c < n; ++c) out[c0 + c] += w * (val[c] - current);
+    });
+  }
+  [[nodiscard]] double common() const { return 0.0; }
+  void add(index_t j) {
+    if (k >= 1) {
+      double val = 0.0;
+      chunk_values(&j, 1, &val);
+      current = val;
+    }
+    const Eigen::VectorXd y = row(j) - mu;
+    const double kk = static_cast<double>(k);
+    m.noalias() += (kk / (kk + 1.0)) * y * y.transpose();
+    mu += y / (kk + 1.0);
+    q = m.cwiseAbs2();
+    ++k;
+  }
+};
+
+/// Device pass 1: column mean and 1 / sqrt(unbiased var + eps) over the k rows of subset g
+/// (index i = g d + j), both in double and in draw order, as on the host.
+template <class T>
+struct moments {
+  batch_view<T> b;
+  double* mean;
+  double* inv_sd;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t k = b.subsets.cols;
+    const index_t* rows = b.subsets.row(i / b.embeddings.cols);
+    const index_t j = i % b.embeddings.cols;
+    double mu = 0.0;
+    for (index_t t = 0; t < k; ++t) mu += static_cast<double>(b.embeddings(rows[t], j));
+    mu /= static_cast<double>(k);
+    double var = 0.0;
+    for (index_t t = 0; t < k; ++t) {
+      const double c = static_cast<double>(b.embeddings(rows[t], j)) - mu;
+      var += c * c;
+    }
+    var /= static_cast<double>(k - 1);
+    mean[i] = mu;
+    inv_sd[i] = 1.0 / ::sqrt(var + epsilon);
+  }
+};
+
+/// Device pass 2, the gather: z[(g k + t) d + j] = T((x[r_t, j] - mean) * inv_sd).
+template <class T>
+struct standardize {
+  batch_view<T> b;
+  const double* mean;
+  const double* inv_sd;
+  T* z;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = b.embeddings.cols;
+    const index_t gt = i / d;  // g k + t
+    const index_t j = i % d;
+    const index_t m = (gt / b.subsets.cols) * d + j;
+    z[i] = static_cast<T>((static_cast<double>(b.embeddings(b.subsets.data[gt], j)) - mean[m]) * inv_sd[m]);
+  }
+};
+
+/// Device pass 3, the rank-k update: one column b of the strictly lower triangle of subset g's
+/// Z^T Z per call (index i = g d + b): partial[i] = sum_{a > b} (sum_t z_ta z_tb)^2.
+template <class T>
+struct column {
+  const T* z;
+  index_t k;
+  index_t d;
+  double* partial;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t b = i % d;
+    const T* zg = z + (i / d) * k * d;
+    double off = 0.0;
+    for (index_t a = b + 1; a < d; ++a) {
+      double c = 0.0;
+      for (index_t t = 0; t < k; ++t) c += static_cast<double>(zg[t * d + a]) * static_cast<double>(zg[t * d + b]);
+      off += c * c;
+    }
+    partial[i] = off;
+  }
+};
+
+}  // namespace detail::disf_impl
 
 /// @brief F_disf(U) = -(1 / 10^4) * sum_{a != b} C_ab^2 on the raw embeddings of the subset.
 ///
@@ -24,11 +184,12 @@ namespace datamask {
 ///   float d x d update where the two costs are close (double flops are dearer).
 /// - otherwise: one symmetric rank-k update of the d x d matrix Z^T Z in the embeddings'
 ///   precision, the squares summed in double.
-/// A subset of fewer than two items scores 0.
+/// A subset of fewer than two items scores 0. Models `incremental_objective` (rank-one updates
+/// of the centred scatter) and `device_evaluable`.
 struct disf {
   static constexpr std::string_view name = "disf";
-  static constexpr double epsilon = 1e-8;
-  static constexpr double scale = 1e-4;
+  static constexpr double epsilon = detail::disf_impl::epsilon;
+  static constexpr double scale = detail::disf_impl::scale;
 
   /// @brief Scores one subset.
   template <class T>
@@ -95,6 +256,39 @@ struct disf {
       }
     }
     return -scale * 2.0 * off / (km1 * km1);
+  }
+
+  /// @brief The greedy state over a block (see `incremental_objective`).
+  template <class T>
+  [[nodiscard]] detail::disf_impl::state<T> greedy_state(const greedy_block<T>& b) const {
+    return detail::disf_impl::state<T>(b);
+  }
+
+  /// @brief Scores G subsets through a backend's executor (see `device_evaluable`), in chunks
+  /// of subsets whose standardised rows (chunk x k x d) stay below about 2^26 values.
+  template <class Exec, class T>
+  void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
+    namespace di = detail::disf_impl;
+    if (detail::device_passes::zero_when(b.subsets.cols < 2, exec, b, out)) return;
+    const index_t g_count = b.subsets.rows;
+    const index_t k = b.subsets.cols;
+    const index_t d = b.embeddings.cols;
+    const double km1 = static_cast<double>(k - 1);
+    const index_t chunk = std::clamp<index_t>((index_t{1} << 26) / std::max<index_t>(1, k * d), 1, g_count);
+    double* mean = exec.template scratch<double>(chunk * d);
+    double* inv_sd = exec.template scratch<double>(chunk * d);
+    T* z = exec.template scratch<T>(chunk * k * d);
+    double* partial = exec.template scratch<double>(chunk * d);
+    for (index_t g0 = 0; g0 < g_count; g0 += chunk) {
+      const index_t cg = std::min(chunk, g_count - g0);
+      batch_view<T> part = b;  // subsets g0 .. g0 + cg (dense rows: the backend packs G x k)
+      part.subsets = matrix_view<const index_t>(b.subsets.row(g0), cg, k);
+      exec.for_each(cg * d, di::moments<T>{part, mean, inv_sd});
+      exec.for_each(cg * k * d, di::standardize<T>{part, mean, inv_sd, z});
+      exec.for_each(cg * d, di::column<T>{z, k, d, partial});
+      // -scale 2 sum_b partial / (k - 1)^2, the host's order of operations.
+      exec.for_each(cg, detail::device_passes::scaled_row_sum{partial, d, -scale * 2.0, km1 * km1, out + g0});
+    }
   }
 };
 

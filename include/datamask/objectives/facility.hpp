@@ -2,18 +2,23 @@
 #pragma once
 
 /// @file
-/// @brief Facility location (FL) with four similarity kernels, tiled over the reference set.
+/// @brief Facility location (FL) with four similarity kernels, tiled over the reference set, with
+/// everything the backends and the greedy baselines need from it: host evaluation, the greedy
+/// state (`incremental_objective`) and the device evaluator (`device_evaluable`).
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include <Eigen/Core>
 
 #include "datamask/concepts.hpp"
+#include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
@@ -36,12 +41,209 @@ inline similarity_kernel parse_kernel(std::string_view text, const char* input =
   throw invalid_input(input, detail::concat("expected cosine, cosine2, dot or rbf, found '", text, "'"));
 }
 
+namespace detail::facility_impl {
+
+/// sim(v, c) from their dot product (unit rows for the cosine kernels).
+DATAMASK_HOST_DEVICE inline double similarity(similarity_kernel kernel, double gamma, double dot, double sq_v,
+                                              double sq_c) {
+  switch (kernel) {
+    case similarity_kernel::cosine:
+    case similarity_kernel::dot:
+      return dot;
+    case similarity_kernel::cosine2:
+      return dot * dot;
+    case similarity_kernel::rbf: {
+      const double e = sq_v + sq_c - 2.0 * dot;
+      return ::exp(-gamma * (e > 0.0 ? e : 0.0));
+    }
+  }
+  return 0.0;
+}
+
+/// The greedy state over the whole block: best[v] = max_{j in S} sim(v, j), and the gain of i
+/// is (1 / n) sum_v max(0, sim(v, i) - best[v]) (sum_v sim(v, i) / n for the first pick).
+/// Gains of a chunk of candidates are one tiled product against the block with that sum as
+/// epilogue; nothing of size n x n is ever held. Submodular once S is non-empty (f(empty) = 0
+/// can lie below a singleton under the cosine and dot kernels), which is what
+/// `diminishing_gains` promises.
+template <class T>
+struct state {
+  using rmat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  static constexpr bool diminishing_gains = true;
+
+  similarity_kernel kernel;
+  double gamma;
+  matrix_view<const T> x;  // what the dot products run on (unit rows for the cosine kernels)
+  std::vector<T> unit;     // n x d unit rows, for the cosine kernels
+  std::span<const double> sq;
+  std::vector<double> best;
+  index_t k = 0;
+  int threads = 0;
+
+  state(similarity_kernel kern, double gam, const greedy_block<T>& b)
+      : kernel(kern), gamma(gam), sq(b.sq_norms), best(static_cast<std::size_t>(b.embeddings.rows), 0.0),
+        threads(b.threads) {
+    const matrix_view<const T> raw = b.embeddings;
+    const index_t n = raw.rows;
+    const index_t d = raw.cols;
+    if (kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2) {
+      unit.resize(static_cast<std::size_t>(n * d));
+      detail::parallel_for((n + 1023) / 1024, threads, [&](index_t blk) {
+        for (index_t i = blk * 1024; i < std::min(n, (blk + 1) * 1024); ++i) {
+          for (index_t j = 0; j < d; ++j) {
+            unit[i * d + j] = static_cast<T>(static_cast<double>(raw(i, j)) * b.inv_norms[i]);
+          }
+        }
+      });
+      x = matrix_view<const T>(unit.data(), n, d, d);
+    } else {
+      x = raw;
+    }
+  }
+  // `x` may point into `unit`: a move keeps the buffer (and so `x` valid), a copy would not.
+  state(state&&) noexcept = default;
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
+  state& operator=(state&&) = delete;
+
+  [[nodiscard]] double sim(double dot, index_t v, index_t c) const {
+    return similarity(kernel, gamma, dot, sq[v], sq[c]);
+  }
+
+  [[nodiscard]] auto block(index_t r0, index_t rows) const {
+    using map = Eigen::Map<const rmat, 0, Eigen::OuterStride<>>;
+    return map(x.row(r0), rows, x.cols, Eigen::OuterStride<>(x.stride));
+  }
+
+  /// Candidates per kernel call. Every call computes exactly this many columns (missing ones are
+  /// zero), and each dot product is summed over the d columns in order, so a candidate's gain is
+  /// bit-identical whatever chunk it is scored in: naive and lazy greedy then break exact ties
+  /// (frequent in facility location: two items that cover each other) the same way.
+  static constexpr index_t width = 32;
+  static constexpr index_t row_block = 4;
+
+  /// Sum over the reference set of the gain contributions of `nc` <= width candidates.
+  void chunk_gains(const index_t* cands, index_t nc, double* acc) const {
+    const index_t n = x.rows;
+    const index_t d = x.cols;
+    std::vector<T> xct(static_cast<std::size_t>(d * width), T(0));  // d x width
+    for (index_t c = 0; c < nc; ++c) {
+      const T* r = x.row(cands[c]);
+      for (index_t j = 0; j < d; ++j) xct[j * width + c] = r[j];
+    }
+    const std::vector<T> zero(static_cast<std::size_t>(d), T(0));
+    std::fill(acc, acc + nc, 0.0);
+    alignas(64) T dots[row_block][width];
+    for (index_t v0 = 0; v0 < n; v0 += row_block) {
+      const index_t t = std::min(row_block, n - v0);
+      const T* a[row_block];
+      for (index_t r = 0; r < row_block; ++r) a[r] = r < t ? x.row(v0 + r) : zero.data();
+      for (index_t r = 0; r < row_block; ++r)
+        for (index_t c = 0; c < width; ++c) dots[r][c] = T(0);
+      for (index_t j = 0; j < d; ++j) {
+        const T* b = xct.data() + j * width;
+        const T a0 = a[0][j], a1 = a[1][j], a2 = a[2][j], a3 = a[3][j];
+        for (index_t c = 0; c < width; ++c) {
+          dots[0][c] += a0 * b[c];
+          dots[1][c] += a1 * b[c];
+          dots[2][c] += a2 * b[c];
+          dots[3][c] += a3 * b[c];
+        }
+      }
+      for (index_t r = 0; r < t; ++r) {
+        const index_t v = v0 + r;
+        for (index_t c = 0; c < nc; ++c) {
+          const double s = sim(static_cast<double>(dots[r][c]), v, cands[c]);
+          acc[c] += k == 0 ? s : std::max(0.0, s - best[v]);
+        }
+      }
+    }
+  }
+
+  [[nodiscard]] static constexpr index_t lazy_batch() { return width; }
+
+  void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    const auto nc = static_cast<index_t>(cands.size());
+    const double inv_n = 1.0 / static_cast<double>(x.rows);
+    detail::parallel_for((nc + width - 1) / width, threads, [&](index_t b) {
+      const index_t c0 = b * width;
+      const index_t m = std::min(width, nc - c0);
+      std::vector<double> acc(static_cast<std::size_t>(m));
+      chunk_gains(cands.data() + c0, m, acc.data());
+      for (index_t c = 0; c < m; ++c) out[c0 + c] += w * acc[c] * inv_n;
+    });
+  }
+  [[nodiscard]] double common() const { return 0.0; }
+  void add(index_t j) {
+    const index_t n = x.rows;
+    const Eigen::Matrix<T, Eigen::Dynamic, 1> xj = block(j, 1).transpose();
+    detail::parallel_for((n + 4095) / 4096, threads, [&](index_t b) {
+      const index_t r0 = b * 4096;
+      const index_t t = std::min<index_t>(4096, n - r0);
+      const Eigen::Matrix<T, Eigen::Dynamic, 1> dots = block(r0, t) * xj;
+      for (index_t r = 0; r < t; ++r) {
+        const double s = sim(static_cast<double>(dots(r)), r0 + r, j);
+        best[r0 + r] = k == 0 ? s : std::max(best[r0 + r], s);
+      }
+    });
+    ++k;
+  }
+
+};
+
+/// Device: for reference row v of subset g, the best similarity to the subset, a running
+/// maximum over the subset rows (no |V| x k buffer). The dot products are in double over rows
+/// rounded to T, as the host rounds its unit rows before its product.
+template <class T>
+struct best_of {
+  batch_view<T> b;  // k >= 1, |V| >= 1
+  similarity_kernel kernel;
+  double gamma;
+  double* best;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t nv = b.reference.size;
+    const index_t g = i / nv;
+    const index_t v = b.reference[i % nv];
+    const index_t k = b.subsets.cols;
+    const matrix_view<const T> x = b.embeddings;
+    const double* inv_norms = b.inv_norms;
+    const double* sq_norms = b.sq_norms;
+    const index_t d = x.cols;
+    const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
+    const double wv = unit ? inv_norms[v] : 1.0;
+    double out = 0.0;  // max of dot (cosine, dot) or dot^2 (cosine2), min of ||r||^2 - 2 dot (rbf)
+    for (index_t t = 0; t < k; ++t) {
+      const index_t r = b.subsets(g, t);
+      const double wr = unit ? inv_norms[r] : 1.0;
+      double dot = 0.0;
+      for (index_t j = 0; j < d; ++j) {
+        const auto a = static_cast<double>(static_cast<T>(static_cast<double>(x(v, j)) * wv));
+        const auto c = static_cast<double>(static_cast<T>(static_cast<double>(x(r, j)) * wr));
+        dot += a * c;
+      }
+      const double val = kernel == similarity_kernel::cosine2 ? dot * dot
+                         : kernel == similarity_kernel::rbf   ? sq_norms[r] - 2.0 * dot
+                                                              : dot;
+      if (t == 0 || (kernel == similarity_kernel::rbf ? val < out : val > out)) out = val;
+    }
+    if (kernel == similarity_kernel::rbf) {
+      const double e = sq_norms[v] + out;
+      out = ::exp(-gamma * (e > 0.0 ? e : 0.0));
+    }
+    best[i] = out;
+  }
+};
+
+}  // namespace detail::facility_impl
+
 /// @brief F_fl(U) = (1 / |V|) * sum_{v in V} max_{j in U} sim(e_v, e_j). Larger is more diverse
 /// (better covered). V is `subset_view::reference`.
 ///
 /// Cost 2 |V| k d per subset. The reference set is processed in tiles of `tile` rows, each tile
 /// one matrix product against the gathered subset, so the only buffer is tile x k: never
-/// |V| x k, never n x n. An empty subset or reference scores 0.
+/// |V| x k, never n x n. An empty subset or reference scores 0. Models `incremental_objective`
+/// (a running maximum per reference item, the whole block as reference set; exact for lazy
+/// greedy) and `device_evaluable` (one device call per (subset, reference item)).
 struct facility_location {
   static constexpr std::string_view name = "facility";
 
@@ -70,13 +272,13 @@ struct facility_location {
         xu.row(j) = row(r);
       }
     }
-    // Tiles are scored independently (on several threads when this call is not already inside
-    // a parallel region) and their sums added in tile order: the value does not depend on the
-    // thread count.
+    // Tiles are scored independently (on up to `s.threads` threads when this call is not already
+    // inside a parallel region) and their sums added in tile order: the value does not depend on
+    // the thread count.
     const index_t tl = std::max<index_t>(1, std::min(tile, nv));
     const index_t tiles = (nv + tl - 1) / tl;
     std::vector<double> partial(static_cast<std::size_t>(tiles), 0.0);
-    detail::parallel_for(tiles, 0, [&](index_t c) {
+    detail::parallel_for(tiles, s.threads, [&](index_t c) {
       const index_t v0 = c * tl;
       const index_t t = std::min(tl, nv - v0);
       mat xv(t, d);
@@ -97,6 +299,26 @@ struct facility_location {
     double total = 0.0;
     for (double p : partial) total += p;
     return total / static_cast<double>(nv);
+  }
+
+  /// @brief The greedy state over a block (see `incremental_objective`).
+  template <class T>
+  [[nodiscard]] detail::facility_impl::state<T> greedy_state(const greedy_block<T>& b) const {
+    return detail::facility_impl::state<T>(kernel, gamma, b);
+  }
+
+  /// @brief Scores G subsets through a backend's executor (see `device_evaluable`): the best
+  /// similarity of each (subset, reference item), then the mean per subset in reference order.
+  template <class Exec, class T>
+  void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
+    const index_t g_count = b.subsets.rows;
+    const index_t nv = b.reference.size;
+    if (detail::device_passes::zero_when(b.subsets.cols == 0 || nv == 0, exec, b, out)) return;
+    double* best = exec.template scratch<double>(g_count * nv);
+    exec.for_each(g_count * nv,
+                  detail::facility_impl::best_of<T>{b, kernel, gamma, best});
+    // The mean in reference order: (1 * sum) / |V|, as on the host.
+    exec.for_each(g_count, detail::device_passes::scaled_row_sum{best, nv, 1.0, static_cast<double>(nv), out});
   }
 
  private:

@@ -2,20 +2,115 @@
 #pragma once
 
 /// @file
-/// @brief Pairwise similarity (PWS): minus the mean cosine similarity over ordered pairs.
+/// @brief Pairwise similarity (PWS): minus the mean cosine similarity over ordered pairs, with
+/// everything the backends and the greedy baselines need from it: host evaluation, the greedy
+/// state (`incremental_objective`) and the device evaluator (`device_evaluable`).
 
+#include <algorithm>
+#include <span>
 #include <string_view>
 
 #include <Eigen/Core>
 
 #include "datamask/concepts.hpp"
+#include "datamask/config.hpp"
+#include "datamask/detail/parallel.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 
 namespace datamask {
+
+namespace detail::pairwise_impl {
+
+/// Device pass 1: s[g d + j] = sum_t x[r_t, j] / ||x_{r_t}|| in draw order (one output element
+/// per call, in double): the host's summation order, so the two agree bit for bit.
+template <class T>
+struct column_sum {
+  batch_view<T> b;
+  double* s;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = b.embeddings.cols;
+    const index_t* rows = b.subsets.row(i / d);
+    double acc = 0.0;
+    for (index_t t = 0; t < b.subsets.cols; ++t) {
+      acc += static_cast<double>(b.embeddings(rows[t], i % d)) * b.inv_norms[rows[t]];
+    }
+    s[i] = acc;
+  }
+};
+
+/// Device pass 2: out[g] = -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)), k >= 2.
+template <class T>
+struct finish {
+  batch_view<T> b;
+  const double* s;
+  double* out;
+  DATAMASK_HOST_DEVICE void operator()(index_t g) const {
+    const index_t k = b.subsets.cols;
+    const index_t d = b.embeddings.cols;
+    double self = 0.0;
+    for (index_t t = 0; t < k; ++t) {
+      const index_t r = b.subsets(g, t);
+      const double w = b.inv_norms[r];
+      self += b.sq_norms[r] * w * w;
+    }
+    double sq = 0.0;
+    for (index_t j = 0; j < d; ++j) sq += s[g * d + j] * s[g * d + j];
+    out[g] = -(sq - self) / (static_cast<double>(k) * static_cast<double>(k - 1));
+  }
+};
+
+/// The greedy state. With s = sum of the unit rows of S and P = ||s||^2 - sum ||u||^2 (the sum
+/// of cosines over ordered pairs), F(S + i) = -(P + 2 s.u_i) / ((k + 1) k). Each pick is a
+/// rank-one change of the Gram matrix, carried by the update of s; a gain costs one dot
+/// product. The candidate part -2 s.u_i / ((k + 1) k) can grow as S grows (F is normalised by
+/// |S|, so not submodular): no `diminishing_gains`, lazy greedy re-scores it every round.
+template <class T>
+struct state {
+  matrix_view<const T> x;
+  std::span<const double> inv;
+  Eigen::VectorXd s;
+  double pairs = 0.0;
+  index_t k = 0;
+  int threads = 0;
+
+  explicit state(const greedy_block<T>& b)
+      : x(b.embeddings), inv(b.inv_norms), s(Eigen::VectorXd::Zero(b.embeddings.cols)), threads(b.threads) {}
+
+  [[nodiscard]] double dot(index_t i) const {
+    return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols).template cast<double>().dot(s) *
+           inv[i];
+  }
+  [[nodiscard]] double value() const {
+    return k < 2 ? 0.0 : -pairs / (static_cast<double>(k) * static_cast<double>(k - 1));
+  }
+  void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    if (k == 0) return;  // a singleton scores 0
+    const double div = static_cast<double>(k + 1) * static_cast<double>(k);
+    const auto nc = static_cast<index_t>(cands.size());
+    detail::parallel_for((nc + 255) / 256, nc > 256 ? threads : 1, [&](index_t b) {
+      for (index_t c = b * 256; c < std::min(nc, (b + 1) * 256); ++c) {
+        out[c] += w * (-2.0 * dot(cands[c]) / div);
+      }
+    });
+  }
+  [[nodiscard]] double common() const {
+    if (k == 0) return 0.0;
+    return -pairs / (static_cast<double>(k + 1) * static_cast<double>(k)) - value();
+  }
+  void add(index_t j) {
+    pairs += 2.0 * dot(j);
+    s += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(j), x.cols).template cast<double>() * inv[j];
+    ++k;
+  }
+};
+
+}  // namespace detail::pairwise_impl
 
 /// @brief F_pws(U) = -(1 / (k (k - 1))) * sum_{i != j in U} cos(e_i, e_j). Larger is more diverse.
 ///
 /// Computed as -(||s||^2 - sum_i ||u_i||^2) / (k (k - 1)) with s the sum of the unit rows u_i:
 /// O(k d) per subset, accumulated in double. A subset of fewer than two items scores 0.
+/// Models `incremental_objective` and `device_evaluable`.
 struct pairwise_similarity {
   static constexpr std::string_view name = "pairwise";
 
@@ -35,6 +130,24 @@ struct pairwise_similarity {
       self += s.sq_norms[i] * w * w;
     }
     return -(acc.squaredNorm() - self) / (static_cast<double>(k) * static_cast<double>(k - 1));
+  }
+
+  /// @brief The greedy state over a block (see `incremental_objective`).
+  template <class T>
+  [[nodiscard]] detail::pairwise_impl::state<T> greedy_state(const greedy_block<T>& b) const {
+    return detail::pairwise_impl::state<T>(b);
+  }
+
+  /// @brief Scores G subsets through a backend's executor (see `device_evaluable`): the column
+  /// sums (G d values), then one finishing pass per subset.
+  template <class Exec, class T>
+  void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
+    if (detail::device_passes::zero_when(b.subsets.cols < 2, exec, b, out)) return;
+    const index_t g_count = b.subsets.rows;
+    const index_t d = b.embeddings.cols;
+    double* s = exec.template scratch<double>(g_count * d);
+    exec.for_each(g_count * d, detail::pairwise_impl::column_sum<T>{b, s});
+    exec.for_each(g_count, detail::pairwise_impl::finish<T>{b, s, out});
   }
 };
 
