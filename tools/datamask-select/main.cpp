@@ -22,11 +22,14 @@
 
 #include <datamask/datamask.hpp>
 #include <datamask/io/file.hpp>
+#include <datamask/io/report.hpp>
+#include <datamask/pipeline.hpp>
 
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "corpus.hpp"
 #include "outputs.hpp"
+#include "paths.hpp"
 
 namespace dmselect {
 
@@ -129,37 +132,8 @@ struct run_context {
   std::size_t blocks = 1;
 };
 
-block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& rows, index_t s_b) {
-  const config& c = ctx.cfg;
-  const corpus& k = ctx.data;
-  block_result r;
-  r.block = b;
-  r.items = static_cast<index_t>(rows.size());
-  r.selected = s_b;
-  if (s_b == 0) return r;
-
-  // The block's data: the mapped file itself when it is the whole corpus in float32; otherwise
-  // only this block's rows, converted to float32.
-  std::vector<float> buffer;
-  datamask::matrix_view<const float> x;
-  if (ctx.blocks == 1) x = k.whole_view();
-  if (x.empty()) {
-    buffer.resize(rows.size() * static_cast<std::size_t>(k.d));
-    k.gather(rows, buffer.data(), c.threads);
-    x = datamask::make_matrix_view(buffer.data(), r.items, k.d);
-  }
-  std::vector<std::vector<double>> q(k.quality.size());
-  datamask::problem<float> p;
-  p.embeddings = x;
-  for (std::size_t a = 0; a < k.quality.size(); ++a) {
-    q[a].resize(rows.size());
-    for (std::size_t i = 0; i < rows.size(); ++i) q[a][i] = k.quality[a][static_cast<std::size_t>(rows[i])];
-    p.quality.push_back(datamask::quality_column{std::span<const double>(q[a]), k.quality_weights[a]});
-  }
-  std::vector<datamask::id_t> ids(rows.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) ids[i] = k.id(rows[i]);
-  p.ids = ids;
-
+/// The learner's options for block b (the flags, S_b, the global prune threshold).
+datamask::options block_options(const config& c, index_t b, index_t s_b, std::optional<double> threshold) {
   datamask::options o;
   o.count = s_b;
   o.lambda = c.lambda;
@@ -168,7 +142,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   o.active_fraction = c.active_fraction;
   o.min_active = c.min_active;
   o.init = c.init == "quality" ? datamask::init_mode::quality : datamask::init_mode::uniform;
-  o.prune_threshold = ctx.prune_threshold;
+  o.prune_threshold = threshold;
   o.scaling = c.scaling == "raw"     ? datamask::term_scaling::raw
               : c.scaling == "group" ? datamask::term_scaling::group
               : c.scaling == "fixed" ? datamask::term_scaling::fixed
@@ -178,9 +152,16 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   o.block = static_cast<std::uint64_t>(b);
   o.threads = c.threads;
   o.normalized = c.normalized;
-  o.evaluate_selection = false;  // evaluated below with objective_function, timed on its own
+  o.evaluate_selection = false;  // evaluated by evaluate_block, timed on its own
+  return o;
+}
 
-  // Resume inside the block from its snapshot.
+/// The program's side of a learner run: resume from the block's snapshot, progress, stop on a
+/// signal, snapshots. Returns the rows selected and their scales.
+std::vector<index_t> learn_block(run_context& ctx, const datamask::problem<float>& p, datamask::options& o,
+                                 block_result& r, std::vector<double>& scales) {
+  const config& c = ctx.cfg;
+  const index_t b = r.block;
   if (ctx.ckpt.active()) {
     index_t step = 0;
     std::vector<double> logits;
@@ -190,206 +171,115 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
       ctx.prog.skip(std::min(step, c.steps));
     }
   }
-  const index_t blocks = static_cast<index_t>(ctx.blocks);
+  const auto blocks = static_cast<index_t>(ctx.blocks);
   o.on_step = [&](const datamask::step_info& s) {
-    r.history.push_back(history_row{s.step, s.lr, s.reward_mean, s.reward_max,
-                                    std::vector<double>(s.term_means.begin(), s.term_means.end())});
+    r.history.push_back(datamask::step_record{s.step, s.lr, s.reward_mean, s.reward_max,
+                                              std::vector<double>(s.term_means.begin(), s.term_means.end())});
     ctx.prog.step(b, blocks);
   };
   o.stop = [](const datamask::step_info&) { return g_signal != 0; };
   o.snapshot_every = ctx.ckpt.active() ? c.checkpoint_every : 0;
-  o.on_snapshot = [&](const datamask::step_info& s, std::span<const double> logits,
-                      const datamask::best_rollout& best) {
+  o.on_snapshot = [&](const datamask::step_info& s, std::span<const double> logits, const datamask::best_rollout& best) {
     if (ctx.ckpt.active()) ctx.ckpt.save_snapshot(r, s.step, logits, best);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
   };
+  const datamask::learner<datamask::eigen_backend, datamask::softmax_policy, datamask::runtime_lr> L(
+      o, datamask::softmax_policy{datamask::parse_gradient(c.logprob, "--logprob")},
+      datamask::runtime_lr{datamask::parse_schedule(c.schedule, "--schedule"), c.lr_max, c.lr_min});
+  auto res = L.select(p, ctx.mix);
+  r.ids = std::move(res.ids);
+  r.kept = res.kept;
+  r.steps_run = res.steps_run;
+  r.zero_variance_steps = res.zero_variance_steps;
+  r.nonfinite_steps = res.nonfinite_steps;
+  scales.clear();
+  for (const auto& t : res.terms) scales.push_back(t.scale);
+  return std::move(res.rows);
+}
+
+/// One block: gather its data, select (learner or greedy baseline), evaluate.
+block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& rows, index_t s_b) {
+  const config& c = ctx.cfg;
+  const corpus& k = ctx.data;
+  block_result r;
+  r.block = b;
+  r.items = static_cast<index_t>(rows.size());
+  r.selected = s_b;
+  if (s_b == 0) return r;
+  const auto data = datamask::gather_block(
+      rows, k.d, ctx.blocks == 1 ? k.whole_view() : datamask::matrix_view<const float>{},
+      [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.threads); },
+      std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
+  const datamask::problem<float> p = data.view();
+  datamask::options o = block_options(c, b, s_b, ctx.prune_threshold);
 
   const auto t0 = clock_type::now();
-  std::vector<datamask::index_t> sel_rows;
+  std::vector<index_t> sel_rows;
   std::vector<double> scales;
   if (c.optimizer == "pg") {
-    const datamask::learner<datamask::eigen_backend, datamask::softmax_policy, datamask::runtime_lr> L(
-        o, datamask::softmax_policy{datamask::parse_gradient(c.logprob, "--logprob")},
-        datamask::runtime_lr{datamask::parse_schedule(c.schedule, "--schedule"), c.lr_max, c.lr_min});
-    auto res = L.select(p, ctx.mix);
-    r.ids = std::move(res.ids);
-    sel_rows = std::move(res.rows);
-    r.kept = res.kept;
-    r.steps_run = res.steps_run;
-    r.zero_variance_steps = res.zero_variance_steps;
-    r.nonfinite_steps = res.nonfinite_steps;
-    for (const auto& t : res.terms) scales.push_back(t.scale);
+    sel_rows = learn_block(ctx, p, o, r, scales);
   } else {
-    // Greedy optimizers: optimise the same f a pg run would (its calibrated scales), with the
-    // whole block as facility location's reference set; rows in the order picked.
-    const datamask::learner<> L(o);
-    for (const auto& t : L.calibrate(p, ctx.mix)) scales.push_back(t.scale);
-    datamask::objective_function<float, mix_type> f(p, ctx.mix, c.lambda, datamask::quality_aggregate::mean,
-                                                    c.normalized, c.threads);
-    f.set_scales(scales);
     datamask::greedy_options g;
     g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
                : c.optimizer == "lazy" ? datamask::greedy_method::lazy
                                        : datamask::greedy_method::stochastic;
-    g.seed = c.seed ^ (static_cast<std::uint64_t>(b) * 0x9E3779B97F4A7C15ull);  // per block
-    g.threads = c.threads;
-    r.kept = r.items;
-    if (ctx.prune_threshold) {
-      // The rows the learner would keep (combined quality >= the global threshold) are the
-      // candidates; f and facility location's reference set stay the whole block.
-      for (index_t i = 0; i < r.items; ++i) {
-        double comb = 0.0;
-        for (const auto& col : p.quality) comb += col.weight * col.scores[static_cast<std::size_t>(i)];
-        if (comb >= *ctx.prune_threshold) g.candidates.push_back(i);
-      }
-      r.kept = static_cast<index_t>(g.candidates.size());
-      if (r.kept < s_b) {
-        throw datamask::invalid_input("prune", "keeps " + std::to_string(r.kept) + " items of block " +
-                                                   std::to_string(b) + ", fewer than its S = " +
-                                                   std::to_string(s_b));
-      }
-    }
-    const auto res = datamask::greedy_select(f, s_b, g);
+    sel_rows = datamask::greedy_block(p, ctx.mix, o, g, scales, r.kept);
     // A greedy run cannot stop midway: honour a signal that came during it, before any output.
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     ctx.prog.skip(c.steps);  // the progress plan counts --steps per block for every optimizer
-    sel_rows = res.rows;
-    r.ids.clear();
-    for (datamask::index_t row : sel_rows) r.ids.push_back(ids[static_cast<std::size_t>(row)]);
+    for (index_t row : sel_rows) r.ids.push_back(data.ids[static_cast<std::size_t>(row)]);
   }
   r.optimize_seconds = seconds_since(t0);
 
-  // The report's values: the library's own evaluation of the selection, whole block as V.
   const auto t1 = clock_type::now();
-  datamask::objective_function<float, mix_type> f(p, ctx.mix, c.lambda, datamask::quality_aggregate::mean,
-                                                  c.normalized, c.threads);
-  f.set_scales(scales);
-  const std::vector<double> raw = f.raw(sel_rows);
-  r.terms = f.terms();
-  for (std::size_t t = 0; t < raw.size(); ++t) r.terms[t].raw = raw[t];
-  r.objective = f.combine(raw);
+  datamask::evaluate_block(p, ctx.mix, o, scales, sel_rows, r);
   r.evaluate_seconds = seconds_since(t1);
   return r;
 }
 
-int run(int argc, char** argv) {
-  config c;
-  if (!parse_args(argc, argv, c)) {
-    std::fputs(help_text, stdout);
-    return 0;
-  }
-  // Outputs must be writable before any work is done.
-  for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
-    if (!out->empty()) datamask::io::check_writable(*out);
-  }
+/// The global prune threshold over the whole corpus (the library's rank rule), if --prune.
+std::optional<double> corpus_prune_threshold(const config& c, const corpus& k) {
+  if (c.prune <= 0.0) return std::nullopt;
+  std::vector<std::span<const double>> columns(k.quality.begin(), k.quality.end());
+  return datamask::prune_threshold(datamask::combined_quality(columns, k.quality_weights), c.prune);
+}
 
-  run_summary sum;
-  const auto t_load = clock_type::now();
-  const corpus k = c.demo ? demo_corpus(c.seed) : load_corpus(c);
-  sum.phases.emplace_back("load", seconds_since(t_load));
-  sum.input_hash = k.hash;
-  sum.n = k.n;
-  sum.d = k.d;
-  if (c.lambda > 0.0 && k.quality.empty()) throw usage_error("--quality: required unless --lambda 0");
-
-  // The selection size and its split over blocks.
-  index_t total = 0;
-  if (c.count > 0) {
-    if (c.count > k.n) {
-      throw usage_error("--count: asks for " + std::to_string(c.count) + " items but the input has only " +
-                        std::to_string(k.n));
-    }
-    total = c.count;
-  } else {
-    total = static_cast<index_t>(std::llround(c.ratio * static_cast<double>(k.n)));
-    if (total < 1) {
-      char r[32];
-      std::snprintf(r, sizeof r, "%g", c.ratio);
-      throw usage_error("--ratio: " + std::string(r) + " of " + std::to_string(k.n) +
-                        " items selects none; S = round(ratio * n) must be at least 1");
-    }
-  }
-  sum.selected = total;
-  const auto blocks = make_blocks(k, c.block_size);
-  const auto counts = block_counts(blocks, k.n, total);
-
-  // Global pruning threshold: the same rank rule as the library, over the whole corpus.
-  const auto t_prune = clock_type::now();
-  std::optional<double> threshold;
-  if (c.prune > 0.0) {
-    std::vector<double> comb(static_cast<std::size_t>(k.n), 0.0);
-    for (std::size_t a = 0; a < k.quality.size(); ++a) {
-      for (index_t i = 0; i < k.n; ++i) comb[static_cast<std::size_t>(i)] += k.quality_weights[a] * k.quality[a][static_cast<std::size_t>(i)];
-    }
-    const auto rank = static_cast<std::size_t>(std::floor(c.prune * static_cast<double>(comb.size())));
-    std::nth_element(comb.begin(), comb.begin() + static_cast<std::ptrdiff_t>(rank), comb.end());
-    threshold = comb[rank];
-    sum.prune_threshold = *threshold;
-  }
-  sum.phases.emplace_back("prune", seconds_since(t_prune));
-
-  checkpoint_dir ckpt;
-  if (!c.checkpoint.empty()) ckpt = checkpoint_dir(c, k.hash, blocks.size());
-  sum.resumed = c.resume;
-
-  const mix_type mix = make_mix(c);
-  index_t planned = 0;
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    if (!ckpt.done(b) && counts[b] > 0) planned += c.steps;
-  }
-  progress prog(c.quiet, planned);
-  if (!c.quiet) {
-    std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
-                 datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
-                 blocks.size() == 1 ? "" : "s", static_cast<long long>(total),
-                 c.resume ? " (resuming)" : "");
-  }
-
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  run_context ctx{c, k, mix, threshold, ckpt, prog, blocks.size()};
+/// Runs (or loads from the checkpoint) every block, in order.
+std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::vector<index_t>>& blocks,
+                                     const std::vector<index_t>& counts) {
   std::vector<block_result> results;
-  double optimize = 0.0, evaluate = 0.0;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
-    if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
-    if (ckpt.done(b)) {
-      results.push_back(ckpt.load_block(static_cast<index_t>(b)));
-    } else {
-      try {
-        results.push_back(run_block(ctx, static_cast<index_t>(b), blocks[b], counts[b]));
-      } catch (const datamask::invalid_input& e) {
-        if (blocks.size() == 1) throw;
-        throw datamask::invalid_input(e.input(), "block " + std::to_string(b) + ": " +
-                                                     std::string(e.what()).substr(e.input().size() + 2));
-      }
-      if (ckpt.active()) ckpt.finish_block(results.back());
+    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
+    if (ctx.ckpt.done(b)) {
+      results.push_back(ctx.ckpt.load_block(static_cast<index_t>(b)));
+      continue;
     }
-    optimize += results.back().optimize_seconds;
-    evaluate += results.back().evaluate_seconds;
+    try {
+      results.push_back(run_block(ctx, static_cast<index_t>(b), blocks[b], counts[b]));
+    } catch (const datamask::invalid_input& e) {
+      if (blocks.size() == 1) throw;
+      throw datamask::invalid_input(e.input(), "block " + std::to_string(b) + ": " +
+                                                   std::string(e.what()).substr(e.input().size() + 2));
+    }
+    if (ctx.ckpt.active()) ctx.ckpt.finish_block(results.back());
   }
-  sum.phases.emplace_back("optimize", optimize);
-  sum.phases.emplace_back("evaluate", evaluate);
+  return results;
+}
 
-  // Merge: block by block, each in its selection order.
-  std::vector<datamask::id_t> selected;
-  selected.reserve(static_cast<std::size_t>(total));
-  for (const auto& r : results) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
-  if (static_cast<index_t>(selected.size()) != total) {
-    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(total));
-  }
-
+/// Writes the outputs, then prints the summary on stdout.
+void write_outputs(const config& c, datamask::io::run_report& rep, const std::vector<datamask::id_t>& selected,
+                   double optimize) {
   const auto t_write = clock_type::now();
   if (!c.out.empty()) datamask::io::write_file_atomic(c.out, ids_file_bytes(c.out, selected));
-  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(results));
-  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(results));
-  sum.phases.emplace_back("write", seconds_since(t_write));
-  if (!c.report.empty()) datamask::io::write_file_atomic(c.report, report_json(c, sum, results));
+  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(rep.blocks));
+  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(rep.blocks));
+  rep.seconds.emplace_back("write", seconds_since(t_write));
+  if (!c.report.empty()) datamask::io::write_file_atomic(c.report, datamask::io::report_json(rep).dump(2) + "\n");
 
-  // Summary on stdout.
   double f_total = 0.0;
-  const auto terms = total_terms(results, f_total);
-  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising)\n", static_cast<long long>(total),
-              static_cast<long long>(k.n), blocks.size(), blocks.size() == 1 ? "" : "s", optimize);
+  const auto terms = datamask::total_terms(rep.blocks, f_total);
+  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising)\n", static_cast<long long>(rep.selected),
+              static_cast<long long>(rep.rows), rep.blocks.size(), rep.blocks.size() == 1 ? "" : "s", optimize);
   std::printf("objective %.6g =", f_total);
   for (std::size_t t = 0; t < terms.size(); ++t) {
     std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,
@@ -399,6 +289,68 @@ int run(int argc, char** argv) {
   for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
     if (!out->empty()) std::printf("wrote %s\n", out->c_str());
   }
+}
+
+int run(int argc, char** argv) {
+  config c;
+  if (!parse_args(argc, argv, c)) return 0;
+  check_output_paths(c);  // before any work: writable, distinct, none an input
+
+  datamask::io::run_report rep;
+  rep.configuration = configuration_json(c);
+  const auto t_load = clock_type::now();
+  const corpus k = c.demo ? demo_corpus(c.seed) : load_corpus(c);
+  rep.seconds.emplace_back("load", seconds_since(t_load));
+  rep.input_hash = k.hash;
+  rep.rows = k.n;
+  rep.dims = k.d;
+  if (c.lambda > 0.0 && k.quality.empty()) throw usage_error("--quality: required unless --lambda 0");
+
+  const index_t total = datamask::selection_size(k.n, c.has("--count") ? 0.0 : c.ratio, c.count);
+  rep.selected = total;
+  const auto blocks = datamask::assign_blocks(k.n, c.block_size, [&](index_t r) { return k.id(r); });
+  std::vector<index_t> sizes;
+  for (const auto& b : blocks) sizes.push_back(static_cast<index_t>(b.size()));
+  const auto counts = datamask::split_selection(sizes, k.n, total);
+
+  const auto t_prune = clock_type::now();
+  const std::optional<double> threshold = corpus_prune_threshold(c, k);
+  if (threshold) rep.prune_threshold = *threshold;
+  rep.seconds.emplace_back("prune", seconds_since(t_prune));
+
+  checkpoint_dir ckpt;
+  if (!c.checkpoint.empty()) ckpt = checkpoint_dir(c, k.hash, blocks.size());
+  rep.resumed = c.resume;
+  index_t planned = 0;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    if (!ckpt.done(b) && counts[b] > 0) planned += c.steps;
+  }
+  progress prog(c.quiet, planned);
+  if (!c.quiet) {
+    std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
+                 datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
+                 blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const mix_type mix = make_mix(c);
+  run_context ctx{c, k, mix, threshold, ckpt, prog, blocks.size()};
+  rep.blocks = run_blocks(ctx, blocks, counts);
+  double optimize = 0.0, evaluate = 0.0;
+  for (const auto& r : rep.blocks) {
+    optimize += r.optimize_seconds;
+    evaluate += r.evaluate_seconds;
+  }
+  rep.seconds.emplace_back("optimize", optimize);
+  rep.seconds.emplace_back("evaluate", evaluate);
+
+  // Block by block, each in its selection order.
+  std::vector<datamask::id_t> selected;
+  for (const auto& r : rep.blocks) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
+  if (static_cast<index_t>(selected.size()) != total) {
+    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(total));
+  }
+  write_outputs(c, rep, selected, optimize);
   return 0;
 }
 
@@ -420,7 +372,7 @@ int main(int argc, char** argv) {
     std::string input = e.input();
     std::string opt = "--" + input;
     for (char& ch : opt) ch = ch == '_' ? '-' : ch;
-    if (std::string_view(dmselect::help_text).find("  " + opt + " ") != std::string_view::npos) {
+    if (dmselect::is_option(opt)) {
       std::fprintf(stderr, "datamask-select: %s%s\n", opt.c_str(), e.what() + input.size());
     } else {
       std::fprintf(stderr, "datamask-select: %s\n", e.what());
