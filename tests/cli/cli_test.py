@@ -553,6 +553,124 @@ def test_single_block_resume():
     assert read_npy_ids(path("r.npy")) == read_npy_ids(path("full.npy"))
 
 
+def snapshot_dir():
+    """The bytes of every file in the test folder (to prove a refused run changed nothing)."""
+    out = {}
+    for root, _, files in os.walk(TMP):
+        for f in files:
+            full = os.path.join(root, f)
+            out[full] = open(full, "rb").read()
+    return out
+
+
+def expect_refused(args, names):
+    """Exit 2 before any work, one line naming `names`, and no file written or changed."""
+    before = snapshot_dir()
+    p = run(args + FAST, expect=2)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, "expected one line on stderr, got:\n" + p.stderr
+    for nm in names:
+        assert nm in lines[0], "'%s' not in: %s" % (nm, lines[0])
+    after = snapshot_dir()
+    assert after == before, "a refused run wrote or changed files: %s" % sorted(set(after) ^ set(before) or
+                                                                          [f for f in after if after[f] != before[f]])
+    return lines[0]
+
+
+def test_output_collisions():
+    """Issue 9.2: two outputs on one path (also through ./, dir/.. and a symbolic link)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf]
+    same = path("same.csv")
+    expect_refused(base + ["--out", same, "--log", same], ["--out", "--log", "same.csv"])
+    expect_refused(base + ["--out", same, "--report", same], ["--out", "--report"])
+    expect_refused(base + ["--report", path("r.json"), "--plot", path("r.json")], ["--report", "--plot"])
+    os.mkdir(path("sub"))
+    cwd = os.getcwd()
+    os.chdir(TMP)
+    try:
+        expect_refused(base + ["--out", "a.txt", "--log", "./a.txt"], ["--out", "--log"])
+        expect_refused(base + ["--out", "a.txt", "--plot", "sub/../a.txt"], ["--out", "--plot"])
+        open("target.csv", "w").write("keep\n")
+        os.symlink("target.csv", "link.csv")
+        expect_refused(base + ["--out", "target.csv", "--log", "link.csv"], ["--out", "--log"])
+    finally:
+        os.chdir(cwd)
+    # Distinct paths still work.
+    run(base + ["--out", path("ok.csv"), "--log", path("ok_log.csv")] + FAST)
+
+
+def test_output_over_input():
+    """Issue 9.3: an output (out, report, log, plot, checkpoint folder) that is an input."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--ids", idf]
+    expect_refused(base + ["--out", e], ["--out", "is an input", "--embeddings"])
+    expect_refused(base + ["--log", qf], ["--log", "--quality"])
+    expect_refused(base + ["--report", idf], ["--report", "--ids"])
+    expect_refused(base + ["--plot", e], ["--plot", "--embeddings"])
+    expect_refused(base + ["--out", path("s.npy"), "--checkpoint", e], ["--checkpoint", "--embeddings"])
+    # A shard inside an input folder, and a checkpoint folder that is (or holds) an input.
+    os.mkdir(path("shards"))
+    npy_f32(path("shards/a.npy"), rows[:300])
+    npy_f32(path("shards/b.npy"), rows[300:])
+    sh = ["--embeddings", path("shards"), "--quality", qf]
+    expect_refused(sh + ["--out", path("shards/b.npy")], ["--out", "--embeddings"])
+    expect_refused(sh + ["--out", path("shards/c.npy")], ["--out", "--embeddings"])
+    expect_refused(sh + ["--out", path("s.npy"), "--checkpoint", path("shards")], ["--checkpoint"])
+    expect_refused(sh + ["--out", path("s.npy"), "--checkpoint", TMP], ["--checkpoint"])
+    os.symlink(e, path("e_link.npy"))
+    expect_refused(base + ["--out", path("e_link.npy")], ["--out", "--embeddings"])
+
+
+def test_option_ranges():
+    """Issue 9.4: every numeric option is refused outside its documented range."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--out", path("s.npy")]
+    bad = [(["--lr-max", "-5"], ["--lr-max", "-5"]), (["--lr-max", "0"], ["--lr-max"]),
+           (["--lr-max", "inf"], ["--lr-max"]),
+           (["--kernel", "rbf", "--objective", "facility", "--gamma", "-1"], ["--gamma", "-1"]),
+           (["--gamma", "0"], ["--gamma"]), (["--lr-min", "20"], ["--lr-min", "--lr-max"]),
+           (["--lr-min", "-1"], ["--lr-min"]), (["--steps", "0"], ["--steps"]), (["--steps", "-3"], ["--steps"]),
+           (["--rollouts", "1"], ["--rollouts"]), (["--active-fraction", "0"], ["--active-fraction"]),
+           (["--active-fraction", "1.5"], ["--active-fraction"]), (["--min-active", "0"], ["--min-active"]),
+           (["--prune", "1"], ["--prune"]), (["--prune", "-0.1"], ["--prune"]), (["--lambda", "1.1"], ["--lambda"]),
+           (["--block-size", "1"], ["--block-size"]), (["--threads", "-1"], ["--threads"]),
+           (["--checkpoint-every", "0"], ["--checkpoint-every"]), (["--seed", "-1"], ["--seed"]),
+           (["--count", "0"], ["--count"]), (["--ratio", "nan"], ["--ratio"]), (["--steps", "x"], ["--steps"])]
+    for extra, names in bad:
+        expect_refused(base + extra, names)
+    p = run(["--help"])
+    for rng in ["(0, inf)", "[0, 1]", "(0, 1]", "[0, 1)"]:
+        assert rng in p.stdout, rng + " missing from --help"
+
+
+def test_wording():
+    """Issue 9.7: "found 1 dimension", and an output under /proc is not "No such file"."""
+    rows, q, ids, e, qf, idf = standard_files()
+    npy_vec(path("flat.npy"), [0.5] * 600)
+    line = expect_bad(["--embeddings", path("flat.npy"), "--quality", qf], ["flat.npy", "found 1 dimension"])
+    assert "1 dimensions" not in line, line
+    if os.path.isdir("/proc/self"):
+        p = run(["--embeddings", e, "--quality", qf, "--out", "/proc/datamask-out.npy"] + FAST, expect=2)
+        assert "/proc/datamask-out.npy" in p.stderr and "No such file" not in p.stderr, p.stderr
+        assert "does not accept new files" in p.stderr, p.stderr
+
+
+def test_report_readback():
+    """The report is JSON that the library reads back (datamask/io/report.hpp): field names kept."""
+    rows, q, ids, e, qf, idf = standard_files()
+    run(["--embeddings", e, "--quality", qf, "--block-size", "250", "--out", path("s.npy"),
+         "--report", path("r.json")] + FAST)
+    rep = json.load(open(path("r.json")))
+    for key in ["program", "version", "configuration", "input", "resumed", "prune_threshold", "blocks", "total"]:
+        assert key in rep, key
+    assert rep["prune_threshold"] is None
+    assert rep["total"]["blocks"] == len(rep["blocks"]) == 3
+    assert sum(b["selected"] for b in rep["blocks"]) == rep["total"]["selected"] == 60
+    assert rep["configuration"]["block-size"] == 250 and rep["configuration"]["lr-max"] == 10
+
+
+
 def main():
     global PROG, TMP
     PROG = os.path.abspath(sys.argv[1])

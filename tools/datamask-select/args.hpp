@@ -217,7 +217,8 @@ inline void add_setting_options(CLI::App& app, config& c, std::vector<std::pair<
                                             "fixed: one f for every block and seed");
   app.add_option("--block-size", c.block_size, "items per block, >= 2; a larger corpus is split by a hash of the id "
                                                "(default 1000000)")->check(in_range(2, inf));
-  app.add_option("--seed", c.seed, "random seed, >= 0 (default 0); same seed, same selection");
+  app.add_option("--seed", c.seed, "random seed, an integer >= 0 (default 0); same seed, same selection")
+      ->check(in_range(0, inf, false, true));
   app.add_option("--threads", c.threads, "CPU threads, >= 0 (default 0: all); does not change the selection")
       ->check(in_range(0, inf));
   app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints, >= 1 (default 100)")
