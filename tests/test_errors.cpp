@@ -2,7 +2,11 @@
 // Bad input raises datamask::invalid_input, and its message names the input and the problem.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <limits>
+#include <optional>
+#include <span>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -195,4 +199,95 @@ TEST_CASE("empty input is rejected", "[errors]") {
   o.lambda = 0.5;
   const datamask::problem<double> no_rows_q{datamask::make_matrix_view(x.data(), 0, 4), {{q, 1.0}}, {}};
   CHECK_INVALID(datamask::select(no_rows_q, datamask::pairwise_similarity{}, o), "embeddings", "0 rows");
+}
+
+TEST_CASE("the settings table refuses every value outside its range", "[errors][settings]") {
+  // Every numeric entry: the defaults pass; a value just past each bound is refused by name.
+  CHECK_NOTHROW(datamask::validate(datamask::options{}));
+  CHECK_NOTHROW(datamask::validate(datamask::learner_settings{}));
+  int refused = 0;
+  datamask::visit_settings([&](const auto& s) {
+    using entry = std::remove_cvref_t<decltype(s)>;
+    if constexpr (entry::kind == datamask::setting_kind::number) {
+      using V = typename entry::value_type;
+      using field_t = std::remove_cvref_t<decltype(std::declval<typename entry::owner_type&>().*s.member)>;
+      if constexpr (std::is_same_v<field_t, V>) {
+        auto past = [&](bool low) -> std::optional<V> {
+          const V bound = low ? s.min : s.max;
+          if (low ? !s.bounded_below() : !s.bounded_above()) return std::nullopt;
+          const bool open = low ? s.min_open : s.max_open;
+          if constexpr (std::floating_point<V>) {
+            return open ? bound : std::nextafter(bound, low ? -1e300 : 1e300);
+          } else {
+            return static_cast<V>(low ? bound - 1 : bound + 1);
+          }
+        };
+        for (bool low : {true, false}) {
+          const auto v = past(low);
+          if (!v) continue;
+          datamask::options o;
+          datamask::learner_settings ls;
+          ls.kernel = datamask::similarity_kernel::rbf;  // gamma is checked with rbf only
+          datamask::setting_owner(s, o, ls).*s.member = *v;
+          INFO(s.name << " = " << *v);
+          const std::string field(s.field);
+          if constexpr (std::is_same_v<typename entry::owner_type, datamask::settings>) {
+            CHECK_THROWS_MATCHES(datamask::validate(o), datamask::invalid_input,
+                                 about(field, "must be"));
+          } else {
+            CHECK_THROWS_MATCHES(datamask::validate(ls), datamask::invalid_input,
+                                 about(field, "must be"));
+          }
+          ++refused;
+        }
+      }
+    }
+  });
+  CHECK(refused >= 18);
+}
+
+TEST_CASE("cross-field rules and enum spellings come from one place", "[errors][settings]") {
+  datamask::learner_settings ls;
+  ls.lr_max = 0.5;  // below the default lr_min = 1
+  CHECK_INVALID(datamask::validate(ls), "lr_min", "must not exceed lr_max");
+  ls.schedule = datamask::schedule_kind::constant;  // uses lr_max only
+  CHECK_NOTHROW(datamask::validate(ls));
+  ls.gamma = -1.0;  // unused by the cosine kernel
+  CHECK_NOTHROW(datamask::validate(ls));
+  ls.kernel = datamask::similarity_kernel::rbf;
+  CHECK_INVALID(datamask::validate(ls), "gamma", "must be > 0, found -1");
+
+  datamask::options o;
+  o.ratio = 0.0;  // unused when a count is given
+  o.count = 3;
+  CHECK_NOTHROW(datamask::validate(o));
+  o.scales = {1.0};
+  CHECK_INVALID(datamask::validate(o), "scales", "scaling is not term_scaling::fixed");
+
+  CHECK(datamask::parse_enum<datamask::term_scaling>("group", "--scaling") ==
+        datamask::term_scaling::group);
+  CHECK(datamask::parse_gradient("plackett_luce") == datamask::gradient_mode::plackett_luce);
+  CHECK(datamask::enum_name(datamask::readout_mode::top_logits) == "top-logits");
+  CHECK_INVALID(datamask::parse_enum<datamask::init_mode>("best", "--init"), "--init",
+                "expected uniform or quality, found 'best'");
+}
+
+TEST_CASE("options compose settings, hooks and resume state; old snapshot callbacks work",
+          "[errors][settings]") {
+  datamask::options o;
+  o.steps = 5;
+  o.first_step = 3;
+  int two = 0;
+  int three = 0;
+  o.on_snapshot = [&](const datamask::step_info&, std::span<const double>) { ++two; };
+  o.on_snapshot({}, {}, datamask::best_rollout{});
+  o.on_snapshot = [&](const datamask::step_info&, std::span<const double>,
+                      const datamask::best_rollout&) { ++three; };
+  o.on_snapshot({}, {}, datamask::best_rollout{});
+  CHECK(two == 1);
+  CHECK(three == 1);
+  o.on_snapshot = nullptr;
+  CHECK_FALSE(o.on_snapshot);
+  const datamask::settings& s = o;
+  CHECK(s.steps == 5);
 }

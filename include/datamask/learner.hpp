@@ -22,6 +22,7 @@
 #include "datamask/objective_function.hpp"
 #include "datamask/objectives/mix.hpp"
 #include "datamask/options.hpp"
+#include "datamask/settings.hpp"
 #include "datamask/policy/softmax.hpp"
 #include "datamask/rng/philox.hpp"
 #include "datamask/sampler/gumbel_top_k.hpp"
@@ -411,21 +412,9 @@ class learner {
   }
 
   void check_settings() const {
-    DATAMASK_EXPECTS(opt_.rollouts >= 2, "rollouts", "G must be at least 2, found ", opt_.rollouts);
-    DATAMASK_EXPECTS(opt_.rollouts < (index_t{1} << 31), "rollouts", "G is too large: ", opt_.rollouts);
-    DATAMASK_EXPECTS(opt_.steps >= 0 && opt_.steps < (index_t{1} << 32) - 1, "steps",
-                     "must be in [0, 2^32 - 1), found ", opt_.steps);
-    DATAMASK_EXPECTS(std::isfinite(opt_.active_fraction) && opt_.active_fraction > 0.0 &&
-                         opt_.active_fraction <= 1.0,
-                     "active_fraction", "must be in (0, 1], found ", opt_.active_fraction);
-    DATAMASK_EXPECTS(opt_.min_active >= 1, "min_active", "must be at least 1, found ", opt_.min_active);
-    DATAMASK_EXPECTS(opt_.calibration_subsets >= 2, "calibration_subsets",
-                     "must be at least 2, found ", opt_.calibration_subsets);
+    validate(static_cast<const datamask::settings&>(opt_));
     DATAMASK_EXPECTS(opt_.first_step >= 1, "first_step", "must be at least 1, found ",
                      opt_.first_step);
-    DATAMASK_EXPECTS(opt_.snapshot_every >= 0, "snapshot_every", "must be >= 0, found ",
-                     opt_.snapshot_every);
-    DATAMASK_EXPECTS(opt_.threads >= 0, "threads", "must be >= 0 (0: all), found ", opt_.threads);
   }
 
   options opt_;

@@ -2,9 +2,12 @@
 #pragma once
 
 /// @file
-/// @brief The input of a run (`problem`), its settings (`options`) and its output
-/// (`selection_result`).
+/// @brief The input of a run (`problem`), its options (`settings` + `hooks` + `resume_state`)
+/// and its output (`selection_result`).
 
+#include <array>
+#include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -12,8 +15,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "datamask/enum_names.hpp"
 #include "datamask/error.hpp"
 #include "datamask/types.hpp"
 
@@ -44,7 +50,7 @@ enum class term_scaling {
   calibrated,  ///< divide each term by its std over random subsets, fixed for the run
   raw,         ///< no scaling
   group,       ///< z-score each term within each step's rollouts: f is then not a fixed function
-  fixed        ///< divide each term by the caller's `options::scales`: one f for every block,
+  fixed        ///< divide each term by the caller's `settings::scales`: one f for every block,
                ///< seed and batch size (calibrated scales depend on all three)
 };
 /// @brief The quality term: mean or sum of the combined scores over the subset.
@@ -58,6 +64,36 @@ enum class init_mode {
 enum class readout_mode {
   top_logits,  ///< the S largest logits, ties to the smaller id
   sample       ///< one Gumbel-top-S draw from the final logits
+};
+
+template <>
+struct enum_traits<advantage_mode> {
+  static constexpr std::array<enum_choice<advantage_mode>, 2> choices{
+      {{"group-normalized", advantage_mode::group_normalized},
+       {"leave-one-out", advantage_mode::leave_one_out}}};
+};
+template <>
+struct enum_traits<term_scaling> {
+  static constexpr std::array<enum_choice<term_scaling>, 4> choices{
+      {{"calibrated", term_scaling::calibrated},
+       {"raw", term_scaling::raw},
+       {"group", term_scaling::group},
+       {"fixed", term_scaling::fixed}}};
+};
+template <>
+struct enum_traits<quality_aggregate> {
+  static constexpr std::array<enum_choice<quality_aggregate>, 2> choices{
+      {{"mean", quality_aggregate::mean}, {"sum", quality_aggregate::sum}}};
+};
+template <>
+struct enum_traits<init_mode> {
+  static constexpr std::array<enum_choice<init_mode>, 2> choices{
+      {{"uniform", init_mode::uniform}, {"quality", init_mode::quality}}};
+};
+template <>
+struct enum_traits<readout_mode> {
+  static constexpr std::array<enum_choice<readout_mode>, 2> choices{
+      {{"top-logits", readout_mode::top_logits}, {"sample", readout_mode::sample}}};
 };
 
 /// @brief What a progress callback and an early-stop predicate see after each step.
@@ -77,13 +113,21 @@ struct best_rollout {
   double reward = -std::numeric_limits<double>::infinity();
 };
 
-/// @brief Every setting of a run, with the reference script's defaults where it has one.
-struct options {
+/// @brief The plain values of a run, with the reference script's defaults where it has one.
+///
+/// Each member's default is written here and nowhere else; its command-line name, help text
+/// and valid range are in the settings table (settings.hpp, `visit_settings`), and
+/// `validate(const settings&)` checks a whole set against that table. Only values: no
+/// callbacks and no state of an earlier run (see `hooks` and `resume_state`).
+struct settings {
   double ratio = 0.1;        ///< rho: the fraction of items selected, in (0, 1]
   index_t count = 0;         ///< when > 0, select exactly this many items (overrides ratio)
   double lambda = 0.5;       ///< weight of quality against diversity, in [0, 1]
   index_t rollouts = 128;    ///< G, at least 2
-  index_t steps = 1000;      ///< E
+  /// E, in [0, 2^32 - 1). 0 runs no policy-gradient step: the scales are still calibrated (the
+  /// reported f needs them) and the selection is the read-out of the initial logits (under
+  /// `init_mode::quality` the top S by quality; under `uniform` the first S kept rows).
+  index_t steps = 1000;
   double active_fraction = 0.05;  ///< beta, in (0, 1]
   index_t min_active = 1024;      ///< floor of the active batch size m (clipped to the kept items)
   init_mode init = init_mode::uniform;
@@ -107,28 +151,68 @@ struct options {
   /// When every rollout is a complete candidate selection (the active batch is all kept items and
   /// k = S, as in blocks no larger than `min_active`), remember the best rollout evaluated and
   /// return it if it beats the logit read-out on the final evaluation. Not with group scaling,
-  /// whose rewards are not values of a fixed f.
+  /// whose rewards are not values of a fixed f, nor with the sampled read-out.
   bool keep_best_rollout = true;
+  index_t snapshot_every = 0;  ///< call `hooks::on_snapshot` after every this many steps (0: never)
+};
+
+/// @brief A snapshot callback: `(const step_info&, std::span<const double> logits, const
+/// best_rollout&)`, or the older two-argument form `(const step_info&, std::span<const double>)`,
+/// which simply does not see the best rollout.
+class snapshot_callback {
+ public:
+  using signature = void(const step_info&, std::span<const double>, const best_rollout&);
+
+  snapshot_callback() = default;
+  snapshot_callback(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): `= nullptr` clears
+  /// Wraps a three-argument callable.
+  template <class F>
+    requires(!std::same_as<std::remove_cvref_t<F>, snapshot_callback> &&
+             std::invocable<F&, const step_info&, std::span<const double>, const best_rollout&>)
+  snapshot_callback(F f) : fn_(std::move(f)) {}  // NOLINT(google-explicit-constructor)
+  /// Wraps a two-argument callable (written before snapshots carried the best rollout).
+  template <class F>
+    requires(!std::same_as<std::remove_cvref_t<F>, snapshot_callback> &&
+             !std::invocable<F&, const step_info&, std::span<const double>, const best_rollout&> &&
+             std::invocable<F&, const step_info&, std::span<const double>>)
+  snapshot_callback(F f)  // NOLINT(google-explicit-constructor)
+      : fn_([g = std::move(f)](const step_info& s, std::span<const double> logits,
+                               const best_rollout&) mutable { g(s, logits); }) {}
+
+  [[nodiscard]] explicit operator bool() const { return static_cast<bool>(fn_); }
+  void operator()(const step_info& s, std::span<const double> logits,
+                  const best_rollout& best) const {
+    fn_(s, logits, best);
+  }
+
+ private:
+  std::function<signature> fn_;
+};
+
+/// @brief What a run calls back: progress, early stop, snapshots. None changes the selection.
+struct hooks {
   std::function<void(const step_info&)> on_step;  ///< progress callback, after each step
   std::function<bool(const step_info&)> stop;     ///< early stop: return true to stop
+  /// Receives the logits after a step (a host copy, one per row): every
+  /// `settings::snapshot_every` steps, and after the step at which `stop` ended the run early.
+  snapshot_callback on_snapshot;
+};
 
-  /// @name Checkpoint and resume
-  /// Every draw is a pure function of (seed, block, step, rollout, item id), so a run restarted
-  /// at step t + 1 from the logits after step t reproduces the uninterrupted run exactly.
-  /// @{
+/// @brief Where a resumed run starts. Every draw is a pure function of (seed, block, step,
+/// rollout, item id), so a run restarted at step t + 1 from the logits after step t reproduces
+/// the uninterrupted run exactly.
+struct resume_state {
   index_t first_step = 1;  ///< the first step to run; steps before it count as done
   /// The logits after step `first_step - 1`, one per row (pruned rows are ignored); empty: the
   /// `init` logits. Calibration does not depend on the logits, so it is simply redone.
   std::vector<double> initial_logits;
-  index_t snapshot_every = 0;  ///< call `on_snapshot` after every this many steps (0: never)
-  /// Receives the logits after a step (a host copy, one per row): every `snapshot_every` steps,
-  /// and after the step at which `stop` ended the run early.
-  std::function<void(const step_info&, std::span<const double> logits, const best_rollout& best)>
-      on_snapshot;
   /// The best complete selection evaluated before `first_step` (from a snapshot); empty: none.
   best_rollout initial_best;
-  /// @}
 };
+
+/// @brief Everything a run takes: its settings, its hooks and, when resumed, its resume state.
+/// `options o; o.steps = 5; o.on_step = ...; o.first_step = 3;` reads as one struct.
+struct options : settings, hooks, resume_state {};
 
 /// @brief One term of f: its raw value on the selection, the divisor applied, and its weight
 /// in f (lambda * w for quality, (1 - lambda) * v_b for diversity objective b).

@@ -124,7 +124,7 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
 }
 
 /// The selection size S for n items. @throws invalid_input for an impossible ratio or count.
-inline index_t selection_size(const options& o, index_t n) {
+inline index_t selection_size(const settings& o, index_t n) {
   if (o.count > 0) {
     DATAMASK_EXPECTS(o.count <= n, "count", "asks for ", o.count, " items but the input has only ",
                      n);
@@ -141,7 +141,7 @@ inline index_t selection_size(const options& o, index_t n) {
 
 /// The prune threshold: the value at rank floor(p * n) of the sorted quality (items strictly
 /// below it are dropped), or the caller's global threshold.
-inline double prune_threshold(const options& o, const std::vector<double>& q) {
+inline double prune_threshold(const settings& o, const std::vector<double>& q) {
   if (o.prune_threshold) {
     DATAMASK_EXPECTS(!std::isnan(*o.prune_threshold), "prune_threshold", "is NaN");
     return *o.prune_threshold;

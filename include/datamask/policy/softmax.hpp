@@ -4,10 +4,12 @@
 /// @file
 /// @brief The softmax-logit mask policy and its two log-probability gradients.
 
+#include <array>
 #include <span>
 #include <string_view>
 
 #include "datamask/backend/concept.hpp"
+#include "datamask/enum_names.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
@@ -18,12 +20,15 @@ enum class gradient_mode {
   plackett_luce  ///< the exact gradient of the without-replacement (Plackett-Luce) draw
 };
 
+template <>
+struct enum_traits<gradient_mode> {
+  static constexpr std::array<enum_choice<gradient_mode>, 2> choices{
+      {{"relaxed", gradient_mode::relaxed}, {"plackett-luce", gradient_mode::plackett_luce}}};
+};
+
 /// @brief Parses "relaxed" or "plackett-luce" (also "plackett_luce"). @throws invalid_input.
 inline gradient_mode parse_gradient(std::string_view text, const char* input = "logprob") {
-  if (text == "relaxed") return gradient_mode::relaxed;
-  if (text == "plackett-luce" || text == "plackett_luce") return gradient_mode::plackett_luce;
-  throw invalid_input(input,
-                      detail::concat("expected relaxed or plackett-luce, found '", text, "'"));
+  return parse_enum<gradient_mode>(text, input);
 }
 
 /// @brief One logit per item; masks are k draws without replacement from softmax(L) over the

@@ -4,19 +4,26 @@
 /// @file
 /// @brief Learning-rate schedules: linear (default), cosine, constant, or any user functor.
 
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <string_view>
 
 #include "datamask/concepts.hpp"
+#include "datamask/enum_names.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
 
+/// @brief The first learning rate of the reference script (every schedule's default).
+inline constexpr double default_max_lr = 10.0;
+/// @brief The last learning rate of the reference script (every schedule's default).
+inline constexpr double default_min_lr = 1.0;
+
 /// @brief Linear from `max_lr` at step 1 to `min_lr` at the last step (reference defaults 10, 1).
 struct linear_lr {
-  double max_lr = 10.0;
-  double min_lr = 1.0;
+  double max_lr = default_max_lr;
+  double min_lr = default_min_lr;
   [[nodiscard]] double operator()(index_t step, index_t total) const {
     if (total <= 1) return max_lr;
     const double x = static_cast<double>(step - 1) / static_cast<double>(total - 1);
@@ -26,8 +33,8 @@ struct linear_lr {
 
 /// @brief Half a cosine from `max_lr` at step 1 to `min_lr` at the last step.
 struct cosine_lr {
-  double max_lr = 10.0;
-  double min_lr = 1.0;
+  double max_lr = default_max_lr;
+  double min_lr = default_min_lr;
   [[nodiscard]] double operator()(index_t step, index_t total) const {
     if (total <= 1) return max_lr;
     const double x = static_cast<double>(step - 1) / static_cast<double>(total - 1);
@@ -44,20 +51,24 @@ struct constant_lr {
 /// @brief The shape of a schedule chosen at run time (the command-line program's `--schedule`).
 enum class schedule_kind { linear, cosine, constant };
 
+template <>
+struct enum_traits<schedule_kind> {
+  static constexpr std::array<enum_choice<schedule_kind>, 3> choices{
+      {{"linear", schedule_kind::linear},
+       {"cosine", schedule_kind::cosine},
+       {"constant", schedule_kind::constant}}};
+};
+
 /// @brief Parses "linear", "cosine" or "constant". @throws invalid_input otherwise.
 inline schedule_kind parse_schedule(std::string_view text, const char* input = "schedule") {
-  if (text == "linear") return schedule_kind::linear;
-  if (text == "cosine") return schedule_kind::cosine;
-  if (text == "constant") return schedule_kind::constant;
-  throw invalid_input(input,
-                      detail::concat("expected linear, cosine or constant, found '", text, "'"));
+  return parse_enum<schedule_kind>(text, input);
 }
 
 /// @brief A schedule whose shape is chosen at run time; `constant` uses `max_lr`.
 struct runtime_lr {
   schedule_kind kind = schedule_kind::linear;
-  double max_lr = 10.0;
-  double min_lr = 1.0;
+  double max_lr = default_max_lr;
+  double min_lr = default_min_lr;
   [[nodiscard]] double operator()(index_t step, index_t total) const {
     switch (kind) {
       case schedule_kind::linear: return linear_lr{max_lr, min_lr}(step, total);

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The settings table: one entry per setting a user can give (its command-line name,
+/// help text, default, valid range or enum choices), and the one validation path built on it.
+///
+/// Why a table: the library, the command-line program and the benchmarks' tune tool used to
+/// keep their own defaults, string maps and range checks, which drifted apart. Here each
+/// setting is described once; defaults stay the member initialisers of `settings` and
+/// `learner_settings` (read through `default_value()`), enum spellings stay next to each enum
+/// (`enum_traits`, enum_names.hpp).
+///
+/// A program builds its flags from the table (sketch for CLI11; any parser works the same way):
+/// @code
+///   datamask::options o;              // the library's defaults
+///   datamask::learner_settings ls;
+///   datamask::visit_settings([&](const auto& s) {
+///     using entry = std::remove_cvref_t<decltype(s)>;
+///     auto& target = datamask::setting_owner(s, o, ls);  // o or ls, by the entry's owner
+///     auto& field = target.*s.member;
+///     std::string help = std::string(s.help) + " (default " + s.default_text() + ")";
+///     if constexpr (entry::kind == datamask::setting_kind::choice) {
+///       // map every s.choices[i].name to s.choices[i].value: app.add_option(...)->transform
+///     } else if constexpr (entry::kind == datamask::setting_kind::flag) {
+///       app.add_flag("--" + std::string(s.name), field, help);
+///     } else {
+///       app.add_option("--" + std::string(s.name), field, help + ", " + s.range_text());
+///     }
+///   });
+///   // after parsing:
+///   datamask::validate(o);   // every range and the cross-field rules; throws invalid_input
+///   datamask::validate(ls);
+/// @endcode
+
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "datamask/enum_names.hpp"
+#include "datamask/error.hpp"
+#include "datamask/objectives/facility.hpp"
+#include "datamask/options.hpp"
+#include "datamask/policy/softmax.hpp"
+#include "datamask/schedule/lr.hpp"
+
+namespace datamask {
+
+template <>
+struct enum_traits<similarity_kernel> {
+  static constexpr std::array<enum_choice<similarity_kernel>, 4> choices{
+      {{"cosine", similarity_kernel::cosine},
+       {"cosine2", similarity_kernel::cosine2},
+       {"dot", similarity_kernel::dot},
+       {"rbf", similarity_kernel::rbf}}};
+};
+
+/// @brief The constructor settings of the policy, the schedule and facility location that a
+/// program exposes (the learner takes the objects themselves; this group builds them). The
+/// defaults are those of `runtime_lr`, `softmax_policy` and `facility_location`, read from them.
+struct learner_settings {
+  double lr_max = runtime_lr{}.max_lr;                    ///< first learning rate
+  double lr_min = runtime_lr{}.min_lr;                    ///< last learning rate
+  schedule_kind schedule = runtime_lr{}.kind;             ///< linear, cosine or constant
+  gradient_mode logprob = softmax_policy{}.mode;          ///< gradient of ln P(mask)
+  similarity_kernel kernel = facility_location{}.kernel;  ///< facility location's kernel
+  double gamma = facility_location{}.gamma;               ///< rbf bandwidth
+
+  [[nodiscard]] runtime_lr schedule_object() const { return runtime_lr{schedule, lr_max, lr_min}; }
+  [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
+  /// Facility location with this kernel and gamma (other members keep their defaults).
+  [[nodiscard]] facility_location facility_object() const {
+    facility_location f;
+    f.kernel = kernel;
+    f.gamma = gamma;
+    return f;
+  }
+};
+
+/// @brief What kind of value a table entry holds.
+enum class setting_kind { number, choice, flag };
+
+/// @brief A numeric setting: `Owner::*member` holds a `V` (or an optional `V`, or a list of
+/// `V`, each value checked). Range [min, max], either end open; an infinite or extreme end is
+/// no bound. NaN is outside every range.
+template <class Owner, class V, class Field = V>
+struct number_setting {
+  static constexpr setting_kind kind = setting_kind::number;
+  using owner_type = Owner;
+  using value_type = V;
+  std::string_view name;    ///< command-line spelling, e.g. "active-fraction"
+  std::string_view field;   ///< the C++ member, as error messages of the library name it
+  std::string_view help;    ///< one line
+  Field Owner::*member;
+  V min;
+  V max;
+  bool min_open = false;
+  bool max_open = false;
+  std::string_view symbol = {};  ///< the method's symbol (G, E, ...), prefixed to messages
+  /// Whether the range applies to this set of values (an unused setting is not checked).
+  bool (*applies)(const Owner&) = nullptr;
+
+  [[nodiscard]] Field default_value() const { return Owner{}.*member; }
+  [[nodiscard]] bool contains(V v) const {
+    const bool above = min_open ? v > min : v >= min;
+    const bool below = max_open ? v < max : v <= max;
+    return above && below;
+  }
+  [[nodiscard]] bool bounded_above() const {
+    if constexpr (std::floating_point<V>) return std::isfinite(max);
+    return max != std::numeric_limits<V>::max();
+  }
+  [[nodiscard]] bool bounded_below() const {
+    if constexpr (std::floating_point<V>) return std::isfinite(min);
+    return min != std::numeric_limits<V>::lowest();
+  }
+  /// "in (0, 1]", "at least 2", ">= 0", "> 0", "any value".
+  [[nodiscard]] std::string range_text() const {
+    if (bounded_above() && bounded_below()) {
+      return detail::concat("in ", min_open ? "(" : "[", min, ", ", max, max_open ? ")" : "]");
+    }
+    if (bounded_below()) {
+      if (min_open) return detail::concat("> ", min);
+      return min == V{0} ? std::string(">= 0") : detail::concat("at least ", min);
+    }
+    if (bounded_above()) return detail::concat(max_open ? "< " : "<= ", max);
+    return std::floating_point<V> ? "not NaN" : "any value";
+  }
+  [[nodiscard]] std::string default_text() const { return value_text(default_value()); }
+
+  /// @throws invalid_input naming `field` for a value outside the range.
+  void check(const Owner& o) const {
+    if (applies != nullptr && !applies(o)) return;
+    const Field& f = o.*member;
+    if constexpr (std::is_same_v<Field, V>) {
+      check_value(f, "");
+    } else if constexpr (std::is_same_v<Field, std::optional<V>>) {
+      if (f) check_value(*f, "");
+    } else {
+      for (std::size_t i = 0; i < f.size(); ++i) check_value(f[i], detail::concat("value ", i, " "));
+    }
+  }
+
+ private:
+  void check_value(V v, const std::string& which) const {
+    if (contains(v)) return;
+    // An integer names the bound it broke ("at least 2"): its far end is usually a type limit.
+    std::string expected = range_text();
+    if constexpr (std::integral<V>) {
+      expected = v < min ? (min == V{0} ? std::string(">= 0") : detail::concat("at least ", min))
+                         : detail::concat("at most ", max);
+    }
+    throw invalid_input(std::string(field),
+                        detail::concat(which, symbol, symbol.empty() ? "" : " ", "must be ",
+                                       expected, ", found ", v));
+  }
+  static std::string value_text(const Field& f) {
+    if constexpr (std::is_same_v<Field, V>) {
+      return detail::concat(f);
+    } else if constexpr (std::is_same_v<Field, std::optional<V>>) {
+      return f ? detail::concat(*f) : std::string("none");
+    } else {
+      std::string s;
+      for (std::size_t i = 0; i < f.size(); ++i) s += (i ? "," : "") + detail::concat(f[i]);
+      return s.empty() ? std::string("none") : s;
+    }
+  }
+};
+
+/// @brief A setting chosen by name among the spellings of enum `E` (`enum_traits<E>`).
+template <class Owner, named_enum E>
+struct choice_setting {
+  static constexpr setting_kind kind = setting_kind::choice;
+  using owner_type = Owner;
+  using value_type = E;
+  std::string_view name;
+  std::string_view field;
+  std::string_view help;
+  E Owner::*member;
+  static constexpr const auto& choices = enum_traits<E>::choices;  ///< name and value pairs
+
+  [[nodiscard]] E default_value() const { return Owner{}.*member; }
+  [[nodiscard]] std::string default_text() const { return std::string(enum_name(default_value())); }
+  [[nodiscard]] std::string range_text() const { return "one of " + enum_names_text<E>(); }
+  /// @throws invalid_input naming `field` for a value without a spelling (a cast integer).
+  void check(const Owner& o) const {
+    DATAMASK_EXPECTS(!enum_name(o.*member).empty(), std::string(field), "must be ",
+                     range_text(), ", found the value ", static_cast<long long>(o.*member));
+  }
+  /// @brief Parses a spelling into the setting. @throws invalid_input naming `name`.
+  void parse(std::string_view text, Owner& o) const { o.*member = parse_enum<E>(text, name); }
+};
+
+/// @brief An on/off setting (a flag without a value on the command line).
+template <class Owner>
+struct flag_setting {
+  static constexpr setting_kind kind = setting_kind::flag;
+  using owner_type = Owner;
+  using value_type = bool;
+  std::string_view name;
+  std::string_view field;
+  std::string_view help;
+  bool Owner::*member;
+
+  [[nodiscard]] bool default_value() const { return Owner{}.*member; }
+  [[nodiscard]] std::string default_text() const { return default_value() ? "on" : "off"; }
+  [[nodiscard]] std::string range_text() const { return "on or off"; }
+  void check(const Owner& /*o*/) const {}
+};
+
+/// @brief `a` or `b`, whichever owns the members of table entry `s` (see the usage sketch).
+template <class Entry, class A, class B>
+[[nodiscard]] auto& setting_owner(const Entry& /*s*/, A& a, B& b) {
+  using owner = typename Entry::owner_type;
+  if constexpr (std::is_base_of_v<owner, std::remove_cv_t<A>>) {
+    return static_cast<owner&>(a);
+  } else {
+    static_assert(std::is_base_of_v<owner, std::remove_cv_t<B>>,
+                  "datamask::setting_owner: neither object holds this setting");
+    return static_cast<owner&>(b);
+  }
+}
+
+namespace detail {
+inline constexpr index_t index_max = std::numeric_limits<index_t>::max();
+inline constexpr double inf = std::numeric_limits<double>::infinity();
+inline bool uses_ratio(const settings& s) { return s.count == 0; }
+inline bool uses_gamma(const learner_settings& s) { return s.kernel == similarity_kernel::rbf; }
+}  // namespace detail
+
+/// @brief Visits the table entries of `settings`, in the order of the struct.
+/// Ranges of the fields the learner reads through the settings of a run; `scales` is checked
+/// term by term where the terms are known (`detail::apply_fixed_scales`).
+template <class F>
+void visit_run_settings(F&& f) {
+  using S = settings;
+  using detail::inf;
+  using detail::index_max;
+  f(number_setting<S, double>{"ratio", "ratio", "fraction of items to select (rho)", &S::ratio,
+                              0.0, 1.0, true, false, {}, &detail::uses_ratio});
+  f(number_setting<S, index_t>{"count", "count",
+                               "select exactly this many items instead (0: use the ratio)",
+                               &S::count, 0, index_max});
+  f(number_setting<S, double>{"lambda", "lambda",
+                              "weight of quality against diversity (1: top by quality, 0: "
+                              "diversity only)",
+                              &S::lambda, 0.0, 1.0});
+  f(number_setting<S, index_t>{"rollouts", "rollouts", "masks sampled per step (G)",
+                               &S::rollouts, 2, (index_t{1} << 31) - 1, false, false, "G"});
+  f(number_setting<S, index_t>{"steps", "steps",
+                               "policy-gradient steps per block (E); 0: calibrate and read out "
+                               "the initial logits",
+                               &S::steps, 0, (index_t{1} << 32) - 2, false, false, "E"});
+  f(number_setting<S, double>{"active-fraction", "active_fraction",
+                              "share of a block that is active at each step (beta)",
+                              &S::active_fraction, 0.0, 1.0, true, false});
+  f(number_setting<S, index_t>{"min-active", "min_active",
+                               "floor of the active batch size m (clipped to the kept items)",
+                               &S::min_active, 1, index_max});
+  f(choice_setting<S, init_mode>{"init", "init", "initial logits", &S::init});
+  f(number_setting<S, double>{"prune", "prune",
+                              "drop items below this quantile of quality (0: keep all)",
+                              &S::prune, 0.0, 1.0, false, true});
+  f(number_setting<S, double, std::optional<double>>{
+      "prune-threshold", "prune_threshold",
+      "a quality threshold computed elsewhere (global over blocks); overrides prune",
+      &S::prune_threshold, -inf, inf});
+  f(choice_setting<S, advantage_mode>{"advantage", "advantage", "how rewards become advantages",
+                                      &S::advantage});
+  f(choice_setting<S, term_scaling>{"scaling", "scaling",
+                                    "how the terms of f are put on one scale", &S::scaling});
+  f(number_setting<S, double, std::vector<double>>{
+      "scales", "scales",
+      "divisor per term of f (quality when lambda > 0, then each diversity objective with a "
+      "positive weight when lambda < 1); needs scaling fixed",
+      &S::scales, 0.0, inf, true, true, {}, [](const S&) { return false; }});
+  f(number_setting<S, index_t>{"calibration-subsets", "calibration_subsets",
+                               "uniform subsets whose std calibrates each term's scale",
+                               &S::calibration_subsets, 2, (index_t{1} << 31) - 1});
+  f(choice_setting<S, quality_aggregate>{"quality-aggregate", "quality",
+                                         "the quality term: mean or sum over the subset",
+                                         &S::quality});
+  f(choice_setting<S, readout_mode>{"readout", "readout",
+                                    "how the selection is read from the final logits",
+                                    &S::readout});
+  f(number_setting<S, std::uint64_t>{"seed", "seed", "random seed; same seed, same selection",
+                                     &S::seed, 0, std::numeric_limits<std::uint64_t>::max()});
+  f(number_setting<S, std::uint64_t>{"block", "block", "block number, part of the random key",
+                                     &S::block, 0, std::numeric_limits<std::uint64_t>::max()});
+  f(number_setting<S, int>{"threads", "threads",
+                           "CPU threads (0: all available); does not change the selection",
+                           &S::threads, 0, std::numeric_limits<int>::max()});
+  f(flag_setting<S>{"normalized", "normalized", "the embeddings are already unit-normalised",
+                    &S::normalized});
+  f(flag_setting<S>{"evaluate-selection", "evaluate_selection",
+                    "evaluate each term on the selection (whole block as reference)",
+                    &S::evaluate_selection});
+  f(flag_setting<S>{"keep-best-rollout", "keep_best_rollout",
+                    "return the best complete rollout when it beats the read-out",
+                    &S::keep_best_rollout});
+  f(number_setting<S, index_t>{"snapshot-every", "snapshot_every",
+                               "steps between snapshots (0: never)", &S::snapshot_every, 0,
+                               index_max});
+}
+
+/// @brief Visits the table entries of `learner_settings`.
+template <class F>
+void visit_learner_settings(F&& f) {
+  using L = learner_settings;
+  using detail::inf;
+  f(number_setting<L, double>{"lr-max", "lr_max", "first learning rate", &L::lr_max, 0.0, inf,
+                              true, true});
+  f(number_setting<L, double>{"lr-min", "lr_min",
+                              "last learning rate (not above lr-max; unused by constant)",
+                              &L::lr_min, 0.0, inf, false, true});
+  f(choice_setting<L, schedule_kind>{"schedule", "schedule",
+                                     "learning-rate schedule (constant uses lr-max)",
+                                     &L::schedule});
+  f(choice_setting<L, gradient_mode>{"logprob", "logprob", "gradient of the log-probability",
+                                     &L::logprob});
+  f(choice_setting<L, similarity_kernel>{"kernel", "kernel", "facility-location similarity",
+                                         &L::kernel});
+  f(number_setting<L, double>{"gamma", "gamma", "rbf bandwidth (checked with kernel rbf)",
+                              &L::gamma, 0.0, inf, true, true, {}, &detail::uses_gamma});
+}
+
+/// @brief The settings table: calls `f(entry)` for every setting, those of `settings` first,
+/// then those of `learner_settings`. An entry is a `number_setting`, `choice_setting` or
+/// `flag_setting` (tell them apart by the static `kind`); each has `name` (command-line spelling),
+/// `field` (C++ member), `help`, `member`, `default_value()`, `default_text()`, `range_text()`
+/// and `check(owner)`.
+template <class F>
+void visit_settings(F&& f) {
+  visit_run_settings(f);
+  visit_learner_settings(f);
+}
+
+/// @brief Checks every setting of a run against its range, then the rules between settings.
+/// @throws invalid_input naming the setting (its C++ member name).
+inline void validate(const settings& s) {
+  visit_run_settings([&](const auto& entry) { entry.check(s); });
+  DATAMASK_EXPECTS(s.scaling == term_scaling::fixed || s.scales.empty(), "scales",
+                   "were given, but scaling is not term_scaling::fixed");
+}
+
+/// @brief Checks the policy, schedule and kernel settings: ranges, then lr_min <= lr_max
+/// (unless the schedule is constant, which uses lr_max only).
+/// @throws invalid_input naming the setting.
+inline void validate(const learner_settings& s) {
+  visit_learner_settings([&](const auto& entry) { entry.check(s); });
+  DATAMASK_EXPECTS(s.schedule == schedule_kind::constant || s.lr_min <= s.lr_max, "lr_min",
+                   "must not exceed lr_max (", s.lr_max, "), found ", s.lr_min);
+}
+
+}  // namespace datamask
