@@ -566,7 +566,7 @@ def snapshot_dir():
 def expect_refused(args, names):
     """Exit 2 before any work, one line naming `names`, and no file written or changed."""
     before = snapshot_dir()
-    p = run(args + FAST, expect=2)
+    p = run(FAST + args, expect=2)  # args last: a repeated option takes its last value
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, "expected one line on stderr, got:\n" + p.stderr
     for nm in names:
@@ -630,7 +630,7 @@ def test_option_ranges():
            (["--lr-max", "inf"], ["--lr-max"]),
            (["--kernel", "rbf", "--objective", "facility", "--gamma", "-1"], ["--gamma", "-1"]),
            (["--gamma", "0"], ["--gamma"]), (["--lr-min", "20"], ["--lr-min", "--lr-max"]),
-           (["--lr-min", "-1"], ["--lr-min"]), (["--steps", "0"], ["--steps"]), (["--steps", "-3"], ["--steps"]),
+           (["--lr-min", "-1"], ["--lr-min"]), (["--steps", "-3"], ["--steps"]),
            (["--rollouts", "1"], ["--rollouts"]), (["--active-fraction", "0"], ["--active-fraction"]),
            (["--active-fraction", "1.5"], ["--active-fraction"]), (["--min-active", "0"], ["--min-active"]),
            (["--prune", "1"], ["--prune"]), (["--prune", "-0.1"], ["--prune"]), (["--lambda", "1.1"], ["--lambda"]),
@@ -639,6 +639,10 @@ def test_option_ranges():
            (["--count", "0"], ["--count"]), (["--ratio", "nan"], ["--ratio"]), (["--steps", "x"], ["--steps"])]
     for extra, names in bad:
         expect_refused(base + extra, names)
+    # --steps 0 is documented: calibrate and read out the initial logits (S items, no step run).
+    run(base + ["--steps", "0", "--report", path("z.json")] + FAST[:2] + FAST[4:])
+    rep = json.load(open(path("z.json")))
+    assert rep["total"]["selected"] == 60 and rep["total"]["steps_run"] == 0, rep["total"]
     p = run(["--help"])
     for rng in ["(0, inf)", "[0, 1]", "(0, 1]", "[0, 1)"]:
         assert rng in p.stdout, rng + " missing from --help"

@@ -21,6 +21,7 @@
 #include <CLI/CLI.hpp>
 
 #include <datamask/datamask.hpp>
+#include <datamask/settings.hpp>
 
 namespace dmselect {
 
@@ -144,6 +145,22 @@ inline CLI::Validator in_range(double lo, double hi, bool lo_open = false, bool 
 }
 inline constexpr double inf = std::numeric_limits<double>::infinity();
 
+/// The range of a setting, from the library's settings table (datamask/settings.hpp): the one
+/// place ranges are kept. Throws std::logic_error for a name the table lacks (a programming error).
+inline CLI::Validator from_table(std::string_view name) {
+  std::optional<CLI::Validator> v;
+  datamask::visit_settings([&](const auto& s) {
+    using entry = std::remove_cvref_t<decltype(s)>;
+    if constexpr (entry::kind == datamask::setting_kind::number) {
+      if (s.name == name) {
+        v = in_range(static_cast<double>(s.min), static_cast<double>(s.max), s.min_open, s.max_open);
+      }
+    }
+  });
+  if (!v) throw std::logic_error("datamask-select: no setting '" + std::string(name) + "' in the table");
+  return *v;
+}
+
 /// The options that do not choose a setting's value but where data comes from and goes to.
 inline void add_file_options(CLI::App& app, config& c) {
   // A repeated option takes its last value (scripts append overrides), except the lists below.
@@ -187,27 +204,27 @@ inline void add_setting_options(CLI::App& app, config& c, std::vector<std::pair<
       ->check(CLI::IsMember({"pairwise", "facility", "disf"}));
   app.add_option("--objective-weights", c.objective_weights_text, "W,...: weight per --objective, in order (default: all 1)");
   app.add_option("--lambda", c.lambda, "weight of quality against diversity, in [0, 1] (default 0.5); 1 = top-S by "
-                                       "quality, 0 = diversity only")->check(in_range(0, 1));
+                                       "quality, 0 = diversity only")->check(from_table("lambda"));
   app.add_option("--kernel", c.kernel, "facility-location similarity: cosine | cosine2 | dot | rbf (default cosine)")
       ->check(CLI::IsMember({"cosine", "cosine2", "dot", "rbf"}));
-  app.add_option("--gamma", c.gamma, "rbf bandwidth, in (0, inf) (default 1)")->check(in_range(0, inf, true, true));
+  app.add_option("--gamma", c.gamma, "rbf bandwidth, in (0, inf) (default 1)")->check(from_table("gamma"));
   app.add_flag("--normalized", c.normalized, "declare the embeddings already unit-normalised (default: normalise)");
   app.add_option("--optimizer", c.optimizer, "pg | greedy | lazy | stochastic (default pg: policy gradient); the "
                                              "greedy baselines optimise the same f and write ids in the order picked")
       ->check(CLI::IsMember({"pg", "greedy", "lazy", "stochastic"}));
-  app.add_option("--rollouts", c.rollouts, "masks sampled per step, >= 2 (default 128; the paper: 128)")->check(in_range(2, inf));
-  app.add_option("--steps", c.steps, "policy-gradient steps per block, >= 1 (default 1000; the paper: 10000)")
-      ->check(in_range(1, inf));
+  app.add_option("--rollouts", c.rollouts, "masks sampled per step, >= 2 (default 128; the paper: 128)")->check(from_table("rollouts"));
+  app.add_option("--steps", c.steps, "policy-gradient steps per block, >= 0 (default 1000; the paper: 10000); 0: calibrate and read out the initial logits")
+      ->check(from_table("steps"));
   app.add_option("--active-fraction", c.active_fraction, "share of a block active at each step, in (0, 1] (default 0.05)")
-      ->check(in_range(0, 1, true));
-  app.add_option("--min-active", c.min_active, "floor of the active batch size, >= 1 (default 1024)")->check(in_range(1, inf));
-  app.add_option("--lr-max", c.lr_max, "first learning rate, in (0, inf) (default 10)")->check(in_range(0, inf, true, true));
-  app.add_option("--lr-min", c.lr_min, "last learning rate, in [0, --lr-max] (default 1)")->check(in_range(0, inf, false, true));
+      ->check(from_table("active-fraction"));
+  app.add_option("--min-active", c.min_active, "floor of the active batch size, >= 1 (default 1024)")->check(from_table("min-active"));
+  app.add_option("--lr-max", c.lr_max, "first learning rate, in (0, inf) (default 10)")->check(from_table("lr-max"));
+  app.add_option("--lr-min", c.lr_min, "last learning rate, in [0, --lr-max] (default 1)")->check(from_table("lr-min"));
   app.add_option("--schedule", c.schedule, "linear | cosine | constant (default linear; constant uses --lr-max)")
       ->check(CLI::IsMember({"linear", "cosine", "constant"}));
   app.add_option("--init", c.init, "uniform | quality: initial logits (default uniform)")->check(CLI::IsMember({"uniform", "quality"}));
   app.add_option("--prune", c.prune, "drop items below the P-quantile of quality (global over the corpus), in [0, 1) "
-                                     "(default 0: keep all)")->check(in_range(0, 1, false, true));
+                                     "(default 0: keep all)")->check(from_table("prune"));
   app.add_option("--logprob", c.logprob, "relaxed | plackett-luce: gradient of the log-probability (default relaxed)")
       ->check(CLI::IsMember({"relaxed", "plackett-luce"}));
   app.add_option("--scaling", c.scaling, "calibrated | raw | group | fixed: how terms are put on one scale (default "
@@ -218,9 +235,9 @@ inline void add_setting_options(CLI::App& app, config& c, std::vector<std::pair<
   app.add_option("--block-size", c.block_size, "items per block, >= 2; a larger corpus is split by a hash of the id "
                                                "(default 1000000)")->check(in_range(2, inf));
   app.add_option("--seed", c.seed, "random seed, an integer >= 0 (default 0); same seed, same selection")
-      ->check(in_range(0, inf, false, true));
+      ->check(from_table("seed"));
   app.add_option("--threads", c.threads, "CPU threads, >= 0 (default 0: all); does not change the selection")
-      ->check(in_range(0, inf));
+      ->check(from_table("threads"));
   app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints, >= 1 (default 100)")
       ->check(in_range(1, inf));
 }
@@ -283,7 +300,7 @@ inline void check_args(config& c) {
     }
   }
   if (c.objectives.empty()) c.objectives.push_back("pairwise");
-  if (c.lr_min > c.lr_max) {
+  if (c.lr_min > c.lr_max && c.schedule != "constant") {  // the table's rule: constant uses --lr-max only
     std::ostringstream os;
     os << "--lr-min: " << c.lr_min << " is above --lr-max " << c.lr_max << "; the rate decays from --lr-max to --lr-min";
     throw usage_error(os.str());
