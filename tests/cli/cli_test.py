@@ -182,7 +182,7 @@ def test_demo():
 
 def test_exact_count():
     rows, q, ids, e, qf, idf = standard_files()
-    for extra, count in [(["--ratio", "0.1"], 60), (["--count", "37"], 37), (["--ratio", "0.055"], 33),
+    for extra, count in [(["--ratio", "0.1"], 60), (["--count", "37"], 37), (["--count", "0"], 60), (["--ratio", "0.055"], 33),
                          (["--ratio", "1"], 600)]:
         run(["--embeddings", e, "--quality", qf, "--ids", idf, "--out", path("s.npy")] + extra + FAST)
         check_ids(read_npy_ids(path("s.npy")), ids, count)
@@ -386,7 +386,7 @@ def test_bad_inputs():
     write(path("fortran.npy"), npy_bytes("<f4", (600, 16), f32(rows), fortran=True))
     expect_bad(["--embeddings", path("fortran.npy"), "--quality", qf], ["fortran.npy", "Fortran"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1"], ["--scales", "1 values for 2 terms"])
-    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,0"], ["--scales", "finite and > 0"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,0"], ["--scales", "must be > 0"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,x"], ["--scales", "'x'"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,1", "--scaling", "raw"], ["--scales", "--scaling raw"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scaling", "fixed"], ["--scaling", "fixed needs --scales"])
@@ -420,7 +420,7 @@ def test_bad_inputs():
     expect_bad(["--embeddings", e, "--quality", qf, "--ratio", "1.5"], ["--ratio"])
     expect_bad(["--embeddings", e, "--quality", qf, "--ratio", "0.0001"], ["--ratio", "at least 1"])
     expect_bad(["--embeddings", e, "--quality", qf, "--count", "601"], ["--count", "601", "600"])
-    expect_bad(["--embeddings", e, "--quality", qf, "--count", "0"], ["--count"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--count", "-1"], ["--count"])
     expect_bad(["--embeddings", e, "--quality", qf, "--prune", "0.95", "--ratio", "0.1"], ["prune"])
     expect_bad(["--embeddings", e, "--quality", qf], ["no_such_dir", "does not exist"],
                out=path("no_such_dir/out.npy"))
@@ -636,7 +636,7 @@ def test_option_ranges():
            (["--prune", "1"], ["--prune"]), (["--prune", "-0.1"], ["--prune"]), (["--lambda", "1.1"], ["--lambda"]),
            (["--block-size", "1"], ["--block-size"]), (["--threads", "-1"], ["--threads"]),
            (["--checkpoint-every", "0"], ["--checkpoint-every"]), (["--seed", "-1"], ["--seed"]),
-           (["--count", "0"], ["--count"]), (["--ratio", "nan"], ["--ratio"]), (["--steps", "x"], ["--steps"])]
+           (["--count", "-1"], ["--count"]), (["--ratio", "nan"], ["--ratio"]), (["--steps", "x"], ["--steps"])]
     for extra, names in bad:
         expect_refused(base + extra, names)
     # --steps 0 is documented: calibrate and read out the initial logits (S items, no step run).
@@ -644,7 +644,7 @@ def test_option_ranges():
     rep = json.load(open(path("z.json")))
     assert rep["total"]["selected"] == 60 and rep["total"]["steps_run"] == 0, rep["total"]
     p = run(["--help"])
-    for rng in ["(0, inf)", "[0, 1]", "(0, 1]", "[0, 1)"]:
+    for rng in ["> 0", "[0, 1]", "(0, 1]", "[0, 1)", "default 0.5"]:
         assert rng in p.stdout, rng + " missing from --help"
 
 

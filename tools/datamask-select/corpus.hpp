@@ -170,8 +170,8 @@ inline corpus load_corpus(const config& c) {
                                                         " has ", k.d, "; every shard needs the same d"));
     }
     k.d = f.cols();
-    detail::check_finite(f, c.threads);
-    h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+    detail::check_finite(f, c.run.threads);
+    h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
     k.shard_start.push_back(k.n);
     k.n += f.rows();
     k.shards.push_back(std::move(f));
@@ -192,7 +192,7 @@ inline corpus load_corpus(const config& c) {
       std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       h = mix64(h ^ hash_bytes(std::span<const unsigned char>(
                                    reinterpret_cast<const unsigned char*>(all.data()), all.size()),
-                               c.threads));
+                               c.run.threads));
     } else {
       datamask::io::npy_file f(q);
       if (!datamask::io::npy_is_float(f.dtype())) {
@@ -204,7 +204,7 @@ inline corpus load_corpus(const config& c) {
       }
       k.quality.push_back(f.read_doubles());
       k.quality_names.push_back(q);
-      h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+      h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
     }
     for (std::size_t col = first_col; col < k.quality.size(); ++col) {
       if (static_cast<index_t>(k.quality[col].size()) != k.n) {
@@ -243,7 +243,7 @@ inline corpus load_corpus(const config& c) {
       }
     }
     k.ids_source = c.ids;
-    h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+    h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
   }
   k.hash = h;
   return k;

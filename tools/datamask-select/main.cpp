@@ -61,9 +61,7 @@ mix_type make_mix(const config& c) {
       if (c.objectives[i] == names[j]) w[j] = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
     }
   }
-  datamask::facility_location fl;
-  fl.kernel = datamask::parse_kernel(c.kernel, "--kernel");
-  fl.gamma = c.gamma;
+  const datamask::facility_location fl = c.learn.facility_object();
   return datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]}, datamask::weighted{fl, w[1]},
                        datamask::weighted{datamask::disf{}, w[2]});
 }
@@ -135,23 +133,11 @@ struct run_context {
 /// The learner's options for block b (the flags, S_b, the global prune threshold).
 datamask::options block_options(const config& c, index_t b, index_t s_b, std::optional<double> threshold) {
   datamask::options o;
+  static_cast<datamask::settings&>(o) = c.run;
   o.count = s_b;
-  o.lambda = c.lambda;
-  o.rollouts = c.rollouts;
-  o.steps = c.steps;
-  o.active_fraction = c.active_fraction;
-  o.min_active = c.min_active;
-  o.init = c.init == "quality" ? datamask::init_mode::quality : datamask::init_mode::uniform;
+  o.prune = 0.0;  // the corpus-level threshold below replaces the per-block quantile
   o.prune_threshold = threshold;
-  o.scaling = c.scaling == "raw"     ? datamask::term_scaling::raw
-              : c.scaling == "group" ? datamask::term_scaling::group
-              : c.scaling == "fixed" ? datamask::term_scaling::fixed
-                                     : datamask::term_scaling::calibrated;
-  o.scales = c.scales;
-  o.seed = c.seed;
   o.block = static_cast<std::uint64_t>(b);
-  o.threads = c.threads;
-  o.normalized = c.normalized;
   o.evaluate_selection = false;  // evaluated by evaluate_block, timed on its own
   return o;
 }
@@ -168,7 +154,7 @@ std::vector<index_t> learn_block(run_context& ctx, const datamask::problem<float
     if (ctx.ckpt.load_snapshot(b, r.items, step, logits, r.history, o.initial_best)) {
       o.first_step = step + 1;
       o.initial_logits = std::move(logits);
-      ctx.prog.skip(std::min(step, c.steps));
+      ctx.prog.skip(std::min(step, c.run.steps));
     }
   }
   const auto blocks = static_cast<index_t>(ctx.blocks);
@@ -184,8 +170,7 @@ std::vector<index_t> learn_block(run_context& ctx, const datamask::problem<float
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
   };
   const datamask::learner<datamask::eigen_backend, datamask::softmax_policy, datamask::runtime_lr> L(
-      o, datamask::softmax_policy{datamask::parse_gradient(c.logprob, "--logprob")},
-      datamask::runtime_lr{datamask::parse_schedule(c.schedule, "--schedule"), c.lr_max, c.lr_min});
+      o, c.learn.policy_object(), c.learn.schedule_object());
   auto res = L.select(p, ctx.mix);
   r.ids = std::move(res.ids);
   r.kept = res.kept;
@@ -208,7 +193,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   if (s_b == 0) return r;
   const auto data = datamask::gather_block(
       rows, k.d, ctx.blocks == 1 ? k.whole_view() : datamask::matrix_view<const float>{},
-      [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.threads); },
+      [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.run.threads); },
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
   const datamask::problem<float> p = data.view();
   datamask::options o = block_options(c, b, s_b, ctx.prune_threshold);
@@ -226,7 +211,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
     sel_rows = datamask::greedy_block(p, ctx.mix, o, g, scales, r.kept);
     // A greedy run cannot stop midway: honour a signal that came during it, before any output.
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-    ctx.prog.skip(c.steps);  // the progress plan counts --steps per block for every optimizer
+    ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for every optimizer
     for (index_t row : sel_rows) r.ids.push_back(data.ids[static_cast<std::size_t>(row)]);
   }
   r.optimize_seconds = seconds_since(t0);
@@ -239,9 +224,9 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
 
 /// The global prune threshold over the whole corpus (the library's rank rule), if --prune.
 std::optional<double> corpus_prune_threshold(const config& c, const corpus& k) {
-  if (c.prune <= 0.0) return std::nullopt;
+  if (c.run.prune <= 0.0) return std::nullopt;
   std::vector<std::span<const double>> columns(k.quality.begin(), k.quality.end());
-  return datamask::prune_threshold(datamask::combined_quality(columns, k.quality_weights), c.prune);
+  return datamask::prune_threshold(datamask::combined_quality(columns, k.quality_weights), c.run.prune);
 }
 
 /// Runs (or loads from the checkpoint) every block, in order.
@@ -299,14 +284,14 @@ int run(int argc, char** argv) {
   datamask::io::run_report rep;
   rep.configuration = configuration_json(c);
   const auto t_load = clock_type::now();
-  const corpus k = c.demo ? demo_corpus(c.seed) : load_corpus(c);
+  const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c);
   rep.seconds.emplace_back("load", seconds_since(t_load));
   rep.input_hash = k.hash;
   rep.rows = k.n;
   rep.dims = k.d;
-  if (c.lambda > 0.0 && k.quality.empty()) throw usage_error("--quality: required unless --lambda 0");
+  if (c.run.lambda > 0.0 && k.quality.empty()) throw usage_error("--quality: required unless --lambda 0");
 
-  const index_t total = datamask::selection_size(k.n, c.has("--count") ? 0.0 : c.ratio, c.count);
+  const index_t total = datamask::selection_size(k.n, c.run.ratio, c.run.count);
   rep.selected = total;
   const auto blocks = datamask::assign_blocks(k.n, c.block_size, [&](index_t r) { return k.id(r); });
   std::vector<index_t> sizes;
@@ -323,7 +308,7 @@ int run(int argc, char** argv) {
   rep.resumed = c.resume;
   index_t planned = 0;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
-    if (!ckpt.done(b) && counts[b] > 0) planned += c.steps;
+    if (!ckpt.done(b) && counts[b] > 0) planned += c.run.steps;
   }
   progress prog(c.quiet, planned);
   if (!c.quiet) {
@@ -369,14 +354,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const datamask::invalid_input& e) {
     // The library names its settings (prune, count, ...); say them as the options they came from.
-    std::string input = e.input();
-    std::string opt = "--" + input;
-    for (char& ch : opt) ch = ch == '_' ? '-' : ch;
-    if (dmselect::is_option(opt)) {
-      std::fprintf(stderr, "datamask-select: %s%s\n", opt.c_str(), e.what() + input.size());
-    } else {
-      std::fprintf(stderr, "datamask-select: %s\n", e.what());
-    }
+    std::fprintf(stderr, "datamask-select: %s\n", dmselect::option_message(e).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "datamask-select: internal error: %s\n", e.what());

@@ -44,33 +44,8 @@ inline nlohmann::ordered_json configuration_json(const config& c) {
   j["embeddings"] = c.embeddings;
   j["quality"] = c.quality;
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.ids);
-  std::istringstream lines(c.canonical());
-  std::string line;
-  while (std::getline(lines, line)) {
-    const auto eq = line.find('=');
-    const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    char* end = nullptr;
-    const double num = std::strtod(v.c_str(), &end);
-    const bool numeric = !v.empty() && end == v.c_str() + v.size() && std::isfinite(num);
-    if (k == "seed") {
-      j[k] = c.seed;  // unsigned 64-bit
-    } else if (k == "objective") {
-      j[k] = c.objectives;
-    } else if (k == "objective-weights") {
-      j[k] = c.objective_weights;
-    } else if (k == "quality-weights") {
-      j[k] = c.quality_weights;
-    } else if (k == "scales") {
-      j[k] = c.scales;
-    } else if (v == "true" || v == "false") {
-      j[k] = v == "true";
-    } else if (numeric && v.find_first_of(".eE") == std::string::npos) {
-      j[k] = std::stoll(v);  // integers stay integers
-    } else {
-      j[k] = numeric ? nlohmann::ordered_json(num) : nlohmann::ordered_json(v);
-    }
-  }
-  j["threads"] = c.threads;
+  j.update(c.selection_json());
+  j["threads"] = c.run.threads;
   j["out"] = c.out;
   j["checkpoint"] = c.checkpoint;
   return j;
