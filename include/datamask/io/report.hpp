@@ -52,7 +52,7 @@ namespace detail {
 inline nlohmann::ordered_json number_or_null(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
-inline double number_from(const nlohmann::json& j, double if_null) {
+inline double number_from(const nlohmann::ordered_json& j, double if_null) {
   return j.is_null() ? if_null : j.get<double>();
 }
 
@@ -67,7 +67,7 @@ inline nlohmann::ordered_json objective_json(const std::vector<term_value>& term
   return o;
 }
 
-inline std::vector<term_value> terms_from(const nlohmann::json& objective, double& total) {
+inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objective, double& total) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   total = number_from(objective.at("total"), nan);
   std::vector<term_value> terms;
@@ -125,9 +125,10 @@ inline nlohmann::ordered_json block_json(const block_result& b) {
 }
 
 /// @brief Reads a report back (the blocks without their ids and history, which a report does
-/// not hold).
+/// not hold). Parse the text into an `ordered_json`: the order of the terms is f's order, which a
+/// `nlohmann::json` (sorted keys) loses.
 /// @throws invalid_input (`source`) when a field is missing or has the wrong type
-[[nodiscard]] inline run_report read_report(const nlohmann::json& j, const std::string& source = "report") {
+[[nodiscard]] inline run_report read_report(const nlohmann::ordered_json& j, const std::string& source = "report") {
   try {
     run_report r;
     r.program = j.at("program").get<std::string>();
@@ -170,7 +171,7 @@ inline nlohmann::ordered_json block_json(const block_result& b) {
 [[nodiscard]] inline run_report read_report_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw invalid_input(path, "cannot open the report");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(in, nullptr, false);
   if (j.is_discarded()) throw invalid_input(path, "not JSON");
   return read_report(j, path);
 }
