@@ -211,7 +211,6 @@ struct pl_block {
   datamask::eigen_backend::dataset<float> ds;
 
   explicit pl_block(std::uint64_t seed, double spread = 1.0) {
-    b.threads = 1;  // thousands of tiny calls: barriers on contended cores would dominate
     rng r(seed);
     for (index_t i = 0; i < rows; ++i) {
       ids.push_back((r.g() >> 8) + static_cast<datamask::id_t>(i));  // distinct: different low bits unlikely equal

@@ -45,6 +45,8 @@ outcome converge_once(const D& objective, std::uint64_t seed) {
   // One thread: the result does not depend on the thread count (the determinism test proves
   // it), and 128 tiny rollouts per step on contended cores (ctest -j2 on a 2-core CI machine)
   // spend far longer in OpenMP barriers than in work: 1 s alone became 200 s under ctest -j2.
+  // The rollouts' region is opened by eigen_backend::evaluate, which passes no work estimate
+  // to parallel_for yet; measured again after the threshold: 167 s without this pin.
   opt.threads = 1;
   const datamask::learner<> learner(opt);
   const auto res = learner.select(blk.p, objective);

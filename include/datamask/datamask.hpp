@@ -25,6 +25,7 @@
 #include "datamask/backend/eigen.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/learner.hpp"
+#include "datamask/select.hpp"
 #include "datamask/greedy/greedy.hpp"
 
 namespace datamask {

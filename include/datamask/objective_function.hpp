@@ -28,7 +28,29 @@ struct term_plan {
   bool quality = false;
   std::vector<int> slot;  ///< per mix member: its index in `terms`, or -1 when off
   std::vector<term_value> terms;
+
+  /// f = sum_t weight_t * (raw_t - shift_t) / scale_t of subset `g`, the raw values laid out
+  /// term-major (`raw[t * count + g]`, so one subset is `count = 1, g = 0`). The one place f is
+  /// written: the learner's rewards, its best-rollout comparison, its final objective and
+  /// `objective_function` all call it. `shift` and `scale` (one per term) replace 0 and the
+  /// terms' scales when given (group scaling's z-scores).
+  [[nodiscard]] double combine(std::span<const double> raw, std::size_t count = 1,
+                               std::size_t g = 0, std::span<const double> shift = {},
+                               std::span<const double> scale = {}) const {
+    double f = 0.0;
+    for (std::size_t t = 0; t < terms.size(); ++t) {
+      const double v = shift.empty() ? raw[t * count + g] : raw[t * count + g] - shift[t];
+      f += terms[t].weight * v / (scale.empty() ? terms[t].scale : scale[t]);
+    }
+    return f;
+  }
 };
+
+/// The quality term of a subset of `size` items whose combined scores sum to `sum`: the one
+/// place the mean/sum choice is made (learner and `objective_function`).
+[[nodiscard]] inline double aggregate_quality(double sum, index_t size, quality_aggregate how) {
+  return how == quality_aggregate::mean && size > 0 ? sum / static_cast<double>(size) : sum;
+}
 
 /// `rows` sorted, after checking that each lies in [0, n) and appears once; `input` names them.
 inline std::vector<index_t> sorted_distinct_rows(std::vector<index_t> rows, index_t n,
@@ -132,9 +154,7 @@ class objective_function {
     if (plan_.quality) {
       double q = 0.0;
       for (index_t r : rows) q += data_.quality[r];
-      out[0] = aggregate_ == quality_aggregate::mean && !rows.empty()
-                   ? q / static_cast<double>(rows.size())
-                   : q;
+      out[0] = detail::aggregate_quality(q, static_cast<index_t>(rows.size()), aggregate_);
     }
     mix_.for_each([&](auto i, const auto& objective, double /*w*/) {
       if (plan_.slot[i] >= 0) out[plan_.slot[i]] = static_cast<double>(objective(s));
@@ -144,11 +164,7 @@ class objective_function {
 
   /// @brief f = sum_t weight_t * raw_t / scale_t.
   [[nodiscard]] double combine(std::span<const double> raw_values) const {
-    double f = 0.0;
-    for (std::size_t t = 0; t < plan_.terms.size(); ++t) {
-      f += plan_.terms[t].weight * raw_values[t] / plan_.terms[t].scale;
-    }
-    return f;
+    return plan_.combine(raw_values);
   }
 
   /// @brief f on `rows` with the whole block as reference set.

@@ -87,17 +87,21 @@ struct learner_settings {
 /// @brief What kind of value a table entry holds.
 enum class setting_kind { number, choice, flag };
 
+/// @brief What every table entry says about itself.
+struct setting_text {
+  std::string_view name;   ///< command-line spelling, e.g. "active-fraction"
+  std::string_view field;  ///< the C++ member, as error messages of the library name it
+  std::string_view help;   ///< one line
+};
+
 /// @brief A numeric setting: `Owner::*member` holds a `V` (or an optional `V`, or a list of
 /// `V`, each value checked). Range [min, max], either end open; an infinite or extreme end is
 /// no bound. NaN is outside every range.
 template <class Owner, class V, class Field = V>
-struct number_setting {
+struct number_setting : setting_text {
   static constexpr setting_kind kind = setting_kind::number;
   using owner_type = Owner;
   using value_type = V;
-  std::string_view name;    ///< command-line spelling, e.g. "active-fraction"
-  std::string_view field;   ///< the C++ member, as error messages of the library name it
-  std::string_view help;    ///< one line
   Field Owner::*member;
   V min;
   V max;
@@ -176,13 +180,10 @@ struct number_setting {
 
 /// @brief A setting chosen by name among the spellings of enum `E` (`enum_traits<E>`).
 template <class Owner, named_enum E>
-struct choice_setting {
+struct choice_setting : setting_text {
   static constexpr setting_kind kind = setting_kind::choice;
   using owner_type = Owner;
   using value_type = E;
-  std::string_view name;
-  std::string_view field;
-  std::string_view help;
   E Owner::*member;
   static constexpr const auto& choices = enum_traits<E>::choices;  ///< name and value pairs
 
@@ -200,13 +201,10 @@ struct choice_setting {
 
 /// @brief An on/off setting (a flag without a value on the command line).
 template <class Owner>
-struct flag_setting {
+struct flag_setting : setting_text {
   static constexpr setting_kind kind = setting_kind::flag;
   using owner_type = Owner;
   using value_type = bool;
-  std::string_view name;
-  std::string_view field;
-  std::string_view help;
   bool Owner::*member;
 
   [[nodiscard]] bool default_value() const { return Owner{}.*member; }

@@ -46,6 +46,11 @@ struct eigen_backend {
   [[nodiscard]] std::vector<T> to_host(const vector<T>& dev) const {
     return dev;
   }
+  /// @brief Elements [offset, offset + count) only (one rollout of G, say).
+  template <class T>
+  [[nodiscard]] std::vector<T> to_host(const vector<T>& dev, index_t offset, index_t count) const {
+    return std::vector<T>(dev.begin() + offset, dev.begin() + offset + count);
+  }
 
   template <class T>
   [[nodiscard]] dataset<T> make_dataset(matrix_view<const T> x, std::span<const double> inv_norms,
@@ -65,12 +70,15 @@ struct eigen_backend {
       return;
     }
     std::vector<std::pair<double, index_t>> u(static_cast<std::size_t>(c));
-    detail::parallel_for(ceil_div(c, chunk), threads, [&](index_t b) {
-      for (index_t i = b * chunk; i < std::min(c, (b + 1) * chunk); ++i) {
-        const index_t r = candidates[i];
-        u[i] = {rng::uniform01(key, ds.ids[r], step, rng::stream_active_batch), r};
-      }
-    });
+    detail::parallel_for(
+        ceil_div(c, chunk), threads,
+        [&](index_t b) {
+          for (index_t i = b * chunk; i < std::min(c, (b + 1) * chunk); ++i) {
+            const index_t r = candidates[i];
+            u[i] = {rng::uniform01(key, ds.ids[r], step, rng::stream_active_batch), r};
+          }
+        },
+        draw_cost * static_cast<double>(std::min(c, chunk)));
     auto less = [&](const auto& a, const auto& b) {
       return a.first != b.first ? a.first < b.first : ds.ids[a.second] < ds.ids[b.second];
     };
@@ -103,7 +111,7 @@ struct eigen_backend {
       if (k < m) std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), greater);
       std::sort(keys.begin(), keys.begin() + k, greater);
       for (index_t t = 0; t < k; ++t) out[g * k + t] = keys[t].second;
-    });
+    }, draw_cost * static_cast<double>(m));
   }
 
   /// @brief Scores G subsets of k rows with a diversity objective: the batched form when the
@@ -182,7 +190,7 @@ struct eigen_backend {
         acc += 1.0 / c[t];
         c[t] = acc;
       }
-    });
+    }, 8.0 * static_cast<double>(m));
     double u = 0.0;
     for (index_t g = 0; g < g_count; ++g) u += coef[g] * cum[g * k + (k - 1)];
     for (index_t a = 0; a < m; ++a) scratch[active[a]] = -w[a] * u;
@@ -215,6 +223,7 @@ struct eigen_backend {
 
  private:
   static constexpr index_t chunk = 4096;
+  static constexpr double draw_cost = 50.0;  ///< operations per Philox draw and its transform
   static constexpr index_t ceil_div(index_t a, index_t b) { return (a + b - 1) / b; }
 };
 

@@ -27,19 +27,31 @@ inline int resolve_threads(int requested) {
 #endif
 }
 
+/// Work (about one arithmetic operation per unit) below which a parallel region costs more than
+/// it saves. Opening and joining an OpenMP team costs microseconds on an idle machine, and on a
+/// loaded one a join waits for a descheduled worker's next time slice (milliseconds): a hot loop
+/// of small regions then runs many times slower than on one thread (issue 9, "threads under load").
+inline constexpr double parallel_min_work = 1e5;
+
 /// Runs body(i) for i in [0, n). Each i is handled by exactly one thread; callers write results
 /// into slot i so the outcome never depends on the thread count. Inside another parallel region,
 /// even a one-thread one (threads = 1), the loop runs on the calling thread: no nested teams.
+/// `work_per_item` estimates the cost of one body call (operations); when n times it is below
+/// `parallel_min_work` the loop runs on the calling thread. The default always opens a region
+/// (for n > 1): callers that cannot estimate their work keep the old behaviour.
 template <class Body>
-void parallel_for(index_t n, int threads, Body&& body) {
-  if (n == 1) {  // no region: a single item may parallelise inside (facility location's tiles)
-    body(index_t{0});
+void parallel_for(index_t n, int threads, Body&& body, double work_per_item = parallel_min_work) {
+  if (n <= 0) return;
+  if (n == 1 || static_cast<double>(n) * work_per_item < parallel_min_work) {
+    // No region: a single item may parallelise inside (facility location's tiles); small work
+    // stays on this thread. Exceptions propagate as they are.
+    for (index_t i = 0; i < n; ++i) body(i);
     return;
   }
   std::exception_ptr failure;
   std::mutex guard;
 #if DATAMASK_HAS_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (n > 1 && omp_get_level() == 0)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (omp_get_level() == 0)
 #endif
   for (index_t i = 0; i < n; ++i) {
     try {

@@ -46,7 +46,7 @@ void check_embeddings(matrix_view<const T> x, int threads) {
         }
       }
     }
-  });
+  }, static_cast<double>(chunk * x.cols));
   for (index_t b : bad) {
     if (b >= 0) {
       const double v = static_cast<double>(x(b / x.cols, b % x.cols));
@@ -82,7 +82,7 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
         out.inv_norms[i] = s > 0.0 ? 1.0 / std::sqrt(s) : 0.0;
       }
     }
-  });
+  }, static_cast<double>(1024 * out.d));
 
   for (std::size_t a = 0; a < p.quality.size(); ++a) {
     const auto& col = p.quality[a];

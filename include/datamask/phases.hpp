@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The phases every mask optimiser of a block shares, as separate functions: validate
+/// and prepare the block, prune (kept rows), the selection size, the initial logits, the
+/// calibrated or fixed scales, scoring subsets, the read-out and the final evaluation into a
+/// `selection_result`.
+///
+/// Why separate: the policy-gradient learner (learner.hpp) is one optimiser over these phases;
+/// another (a continuous relaxation, a greedy polish) calls the same functions instead of
+/// copying them, so S, the kept rows, the scales and the reported f are the same for all.
+/// Typical order:
+/// @code
+///   auto blk = phases::prepare_block(p, mix, opt);              // host: checks, kept rows, S
+///   auto dev = phases::upload(b, p, blk);                       // backend memory
+///   auto [m, k] = phases::batch_sizes(blk, opt);                // active batch, rollout size
+///   auto init = phases::initial_logits(blk, opt, opt);          // init mode or resumed logits
+///   if (phases::learns(blk, opt)) phases::calibrate_scales(b, dev, mix, blk.plan, opt, m, k);
+///   ... optimise the logits ...
+///   auto rows = phases::read_out(b, dev, blk, opt, logits);
+///   auto res = phases::finish(b, dev, mix, blk, opt, std::move(rows), host_logits);
+/// @endcode
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "datamask/backend/concept.hpp"
+#include "datamask/detail/prepare.hpp"
+#include "datamask/objective_function.hpp"
+#include "datamask/options.hpp"
+#include "datamask/rng/philox.hpp"
+#include "datamask/settings.hpp"
+
+namespace datamask::phases {
+
+/// @brief Population mean and standard deviation, summed in order.
+inline std::pair<double, double> mean_std(std::span<const double> v) {
+  double m = 0.0;
+  for (double x : v) m += x;
+  m /= static_cast<double>(v.size());
+  double s = 0.0;
+  for (double x : v) s += (x - m) * (x - m);
+  return {m, std::sqrt(s / static_cast<double>(v.size()))};
+}
+
+/// @brief What the host knows of one block before optimising: its per-row quantities, the
+/// terms of f, the rows kept after pruning and S.
+struct block_plan {
+  detail::prepared data;
+  detail::term_plan plan;
+  std::vector<index_t> kept;  ///< rows kept after pruning, increasing
+  index_t selected = 0;       ///< S
+  double prune_threshold = -std::numeric_limits<double>::infinity();
+  [[nodiscard]] index_t rows() const { return data.n; }
+  [[nodiscard]] index_t kept_count() const { return static_cast<index_t>(kept.size()); }
+};
+
+/// @brief Under `term_scaling::fixed`, sets each term's scale from `s.scales` (one per term,
+/// finite and > 0: the table's range for `scales`, checked here where the term names are known).
+inline void apply_fixed_scales(detail::term_plan& plan, const settings& s) {
+  if (s.scaling != term_scaling::fixed) return;
+  DATAMASK_EXPECTS(s.scales.size() == plan.terms.size(), "scales", "has ", s.scales.size(),
+                   " values, expected one per term of f (", plan.terms.size(),
+                   ": quality when lambda > 0, then each diversity objective with a positive "
+                   "weight when lambda < 1)");
+  for (std::size_t t = 0; t < plan.terms.size(); ++t) {
+    DATAMASK_EXPECTS(std::isfinite(s.scales[t]) && s.scales[t] > 0.0, "scales", "value ", t,
+                     " (term '", plan.terms[t].name, "') must be finite and > 0, found ",
+                     s.scales[t]);
+    plan.terms[t].scale = s.scales[t];
+  }
+}
+
+/// @brief The rows whose combined quality is at least `threshold` (all rows without quality).
+inline std::vector<index_t> kept_rows(const detail::prepared& data, double threshold) {
+  std::vector<index_t> kept;
+  kept.reserve(static_cast<std::size_t>(data.n));
+  for (index_t i = 0; i < data.n; ++i) {
+    if (data.quality.empty() || data.quality[i] >= threshold) kept.push_back(i);
+  }
+  return kept;
+}
+
+/// @brief Validates the settings and the block, and computes the host plan: per-row
+/// quantities, S, the terms of f (with fixed scales applied), the prune threshold, kept rows.
+/// @throws invalid_input naming the input or setting.
+template <class T, class Mix>
+block_plan prepare_block(const problem<T>& p, const Mix& mix, const settings& s) {
+  validate(s);
+  block_plan blk;
+  blk.data = detail::prepare(p, s.normalized, s.threads);
+  blk.selected = detail::selection_size(s, blk.data.n);
+  const bool has_quality = !blk.data.quality.empty();
+  blk.plan = detail::plan_terms(mix, s.lambda, has_quality);
+  apply_fixed_scales(blk.plan, s);
+  DATAMASK_EXPECTS(s.init != init_mode::quality || has_quality, "init",
+                   "quality initialisation needs quality scores");
+  DATAMASK_EXPECTS((s.prune == 0.0 && !s.prune_threshold) || has_quality, "prune",
+                   "pruning by quality needs quality scores");
+  if (has_quality) blk.prune_threshold = detail::prune_threshold(s, blk.data.quality);
+  blk.kept = kept_rows(blk.data, blk.prune_threshold);
+  DATAMASK_EXPECTS(blk.kept_count() >= blk.selected, "prune", "keeps ", blk.kept_count(),
+                   " items (threshold ", blk.prune_threshold, "), fewer than the S = ",
+                   blk.selected, " to select");
+  return blk;
+}
+
+/// @brief Whether a mask must be learned: f is not modular (lambda < 1) and not every kept
+/// item is selected. Otherwise the exact optimum is the top S by quality (see `read_out`).
+inline bool learns(const block_plan& blk, const settings& s) {
+  return s.lambda != 1.0 && blk.selected < blk.kept_count();
+}
+
+/// @brief The active batch size m and the rollout size k = round(m S / kept), in [1, m].
+struct batch_size {
+  index_t active = 0;
+  index_t rollout = 0;
+};
+inline batch_size batch_sizes(const block_plan& blk, const settings& s) {
+  const index_t kept = blk.kept_count();
+  batch_size z;
+  z.active = std::min(kept, std::max<index_t>(
+                                std::llround(s.active_fraction * static_cast<double>(kept)),
+                                s.min_active));
+  z.rollout = std::clamp<index_t>(
+      std::llround(static_cast<double>(z.active) * static_cast<double>(blk.selected) /
+                   static_cast<double>(kept)),
+      1, z.active);
+  return z;
+}
+
+/// @brief One logit per row: the `init` logits, or the resumed ones (`r.initial_logits`) on
+/// kept rows. Pruned rows hold 0 here; they are never active and read out as -infinity.
+inline std::vector<double> initial_logits(const block_plan& blk, const settings& s,
+                                          const resume_state& r) {
+  const index_t n = blk.rows();
+  std::vector<double> init(static_cast<std::size_t>(n), 0.0);
+  if (s.init == init_mode::quality) {
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -lo;
+    for (index_t row : blk.kept) {
+      lo = std::min(lo, blk.data.quality[row]);
+      hi = std::max(hi, blk.data.quality[row]);
+    }
+    const double delta = hi > lo ? 0.01 * (hi - lo) : 1.0;
+    for (index_t row : blk.kept) init[row] = std::log(blk.data.quality[row] - lo + delta);
+  }
+  if (!r.initial_logits.empty()) {
+    DATAMASK_EXPECTS(static_cast<index_t>(r.initial_logits.size()) == n, "initial_logits", "has ",
+                     r.initial_logits.size(), " values, expected one per row (", n, ")");
+    for (index_t row : blk.kept) {
+      DATAMASK_EXPECTS(std::isfinite(r.initial_logits[row]), "initial_logits", "row ", row,
+                       " is not finite");
+      init[row] = r.initial_logits[row];
+    }
+  }
+  return init;
+}
+
+/// @brief The block in the backend's memory: the dataset, the kept rows and the combined
+/// quality (when f has a quality term).
+template <backend B, class T>
+struct device_block {
+  typename B::template dataset<T> ds;
+  typename B::template vector<index_t> kept;
+  typename B::template vector<double> quality;
+  index_t rows = 0;  ///< n, the rows of the block
+};
+
+/// @brief Copies the block's per-row data and kept rows to the backend.
+template <backend B, class T>
+device_block<B, T> upload(const B& b, const problem<T>& p, const block_plan& blk) {
+  device_block<B, T> dev{
+      b.make_dataset(p.embeddings, std::span<const double>(blk.data.inv_norms),
+                     std::span<const double>(blk.data.sq_norms), std::span<const id_t>(blk.data.ids)),
+      b.to_device(std::span<const index_t>(blk.kept)),
+      {},
+      blk.rows()};
+  if (blk.plan.quality) dev.quality = b.to_device(std::span<const double>(blk.data.quality));
+  return dev;
+}
+
+/// @brief The raw value of every term on `count` subsets of `size` rows (`subsets`, row-major),
+/// with `reference` as facility location's V: `vals[t * count + g]`.
+template <backend B, class T, class Mix>
+void score(const B& b, const device_block<B, T>& dev, const Mix& mix,
+           const detail::term_plan& plan, quality_aggregate aggregate,
+           const typename B::template vector<index_t>& subsets, index_t count, index_t size,
+           const typename B::template vector<index_t>& reference, std::vector<double>& vals) {
+  vals.assign(plan.terms.size() * static_cast<std::size_t>(count), 0.0);
+  if (plan.quality) {
+    std::span<double> out(vals.data(), static_cast<std::size_t>(count));
+    b.gather_sum(dev.quality, subsets, count, size, out);
+    for (double& v : out) v = detail::aggregate_quality(v, size, aggregate);
+  }
+  mix.for_each([&](auto i, const auto& objective, double /*w*/) {
+    const int t = plan.slot[i];
+    if (t < 0) return;
+    std::span<double> out(vals.data() + t * count, static_cast<std::size_t>(count));
+    b.evaluate(objective, dev.ds, subsets, count, size, reference, out);
+  });
+}
+
+/// @brief The rewards r_g = f(M_g) of `count` scored subsets (`vals` from `score`). Under group
+/// scaling each term is z-scored over the subsets first (a constant term contributes 0).
+inline void rewards(const detail::term_plan& plan, term_scaling scaling,
+                    std::span<const double> vals, index_t count, std::vector<double>& out) {
+  const auto c = static_cast<std::size_t>(count);
+  out.resize(c);
+  std::vector<double> shift;
+  std::vector<double> div;
+  if (scaling == term_scaling::group) {
+    for (std::size_t t = 0; t < plan.terms.size(); ++t) {
+      const auto [mean, sd] = mean_std(vals.subspan(t * c, c));
+      shift.push_back(mean);
+      div.push_back(sd > 0.0 ? sd : std::numeric_limits<double>::infinity());
+    }
+  }
+  for (std::size_t g = 0; g < c; ++g) out[g] = plan.combine(vals, c, g, shift, div);
+}
+
+/// @brief Under calibrated scaling, sets each term's scale to its std over
+/// `s.calibration_subsets` uniform subsets of k rows of the first active batch (1 when the std
+/// is 0 or not finite). Other scalings keep their scales. Does not depend on the logits.
+template <backend B, class T, class Mix>
+void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
+                      detail::term_plan& plan, const settings& s, index_t m, index_t k) {
+  if (s.scaling != term_scaling::calibrated) return;
+  using ivec = typename B::template vector<index_t>;
+  const rng::philox_key key = rng::block_key(s.seed, s.block);
+  ivec active;
+  ivec subsets;
+  b.active_batch(dev.ds, dev.kept, key, 1u, m, active);
+  const std::vector<double> zeros(static_cast<std::size_t>(dev.rows), 0.0);
+  const auto zeros_dev = b.to_device(std::span<const double>(zeros));
+  const index_t c = s.calibration_subsets;
+  b.gumbel_top_k(zeros_dev, dev.ds, active, key, 0u, 0u, c, k, subsets);
+  std::vector<double> vals;
+  score(b, dev, mix, plan, s.quality, subsets, c, k, active, vals);
+  for (std::size_t t = 0; t < plan.terms.size(); ++t) {
+    const double sd =
+        mean_std(std::span<const double>(vals.data() + t * c, static_cast<std::size_t>(c))).second;
+    plan.terms[t].scale = (std::isfinite(sd) && sd > 0.0) ? sd : 1.0;
+  }
+}
+
+/// @brief The S selected rows, in read-out order (final logit descending, ties to the smaller
+/// id): the top S by quality when no mask is learned (`learns` is false), else one Gumbel-top-S
+/// draw (`readout_mode::sample`) or the S largest logits.
+template <backend B, class T>
+std::vector<index_t> read_out(const B& b, const device_block<B, T>& dev, const block_plan& blk,
+                              const settings& s,
+                              const typename B::template vector<double>& logits) {
+  const index_t n = blk.rows();
+  if (!learns(blk, s)) {
+    const auto q = b.to_device(std::span<const double>(
+        blk.data.quality.empty() ? std::vector<double>(static_cast<std::size_t>(n), 0.0)
+                                 : blk.data.quality));
+    return b.top_rows(q, dev.ds, dev.kept, blk.selected);
+  }
+  if (s.readout == readout_mode::sample) {
+    typename B::template vector<index_t> one;
+    b.gumbel_top_k(logits, dev.ds, dev.kept, rng::block_key(s.seed, s.block), 0u,
+                   rng::stream_readout, 1, blk.selected, one);
+    const std::vector<index_t> drawn = b.to_host(one);
+    return b.top_rows(logits, dev.ds, b.to_device(std::span<const index_t>(drawn)), blk.selected);
+  }
+  return b.top_rows(logits, dev.ds, dev.kept, blk.selected);
+}
+
+/// @brief Every row of the block, in the backend's memory: the reference set of the final
+/// evaluation.
+template <backend B>
+typename B::template vector<index_t> all_rows(const B& b, index_t n) {
+  std::vector<index_t> all(static_cast<std::size_t>(n));
+  std::iota(all.begin(), all.end(), index_t{0});
+  return b.to_device(std::span<const index_t>(all));
+}
+
+/// @brief Rows [offset, offset + count) of a backend vector, on the host. A backend may offer
+/// `to_host(v, offset, count)` to copy only those; otherwise the whole vector is copied.
+template <backend B>
+std::vector<index_t> rows_to_host(const B& b, const typename B::template vector<index_t>& v,
+                                  index_t offset, index_t count) {
+  if constexpr (requires { b.to_host(v, offset, count); }) {
+    return b.to_host(v, offset, count);
+  } else {
+    const std::vector<index_t> all = b.to_host(v);
+    return {all.begin() + offset, all.begin() + offset + count};
+  }
+}
+
+/// @brief A selection and, when scored, the raw value of each term on it (whole block as V).
+struct scored_rows {
+  std::vector<index_t> rows;
+  std::vector<double> raw;  ///< empty: not scored
+  bool from_candidate = false;
+};
+
+/// @brief Scores the read-out and a candidate selection (a best rollout) on the final
+/// evaluation, both in the read-out's order (final logit descending, ties to the smaller id) so
+/// that the same set is scored by the same sums; returns the better one with its raw values
+/// (ties keep the read-out). Fixed f only (not group scaling).
+template <backend B, class T, class Mix>
+scored_rows better_of(const B& b, const device_block<B, T>& dev, const Mix& mix,
+                      const block_plan& blk, const settings& s,
+                      const typename B::template vector<double>& logits,
+                      std::vector<index_t> read, const std::vector<index_t>& candidate,
+                      const typename B::template vector<index_t>& all) {
+  const index_t sc = blk.selected;
+  std::vector<index_t> cand =
+      b.top_rows(logits, dev.ds, b.to_device(std::span<const index_t>(candidate)), sc);
+  std::vector<index_t> both(read);
+  both.insert(both.end(), cand.begin(), cand.end());
+  std::vector<double> two;
+  score(b, dev, mix, blk.plan, s.quality, b.to_device(std::span<const index_t>(both)), 2, sc, all,
+        two);
+  const bool take = blk.plan.combine(two, 2, 1) > blk.plan.combine(two, 2, 0);
+  scored_rows out{take ? std::move(cand) : std::move(read), {}, take};
+  for (std::size_t t = 0; t < blk.plan.terms.size(); ++t) out.raw.push_back(two[t * 2 + (take ? 1 : 0)]);
+  return out;
+}
+
+/// @brief Fills a result from the chosen rows: ids, logits (pruned rows -infinity), and, when
+/// `s.evaluate_selection`, each term's raw value on the rows with the whole block as reference
+/// set and f (`sel.raw` when already scored). Under group scaling the reported scales are 1.
+template <backend B, class T, class Mix>
+void finish(const B& b, const device_block<B, T>& dev, const Mix& mix, block_plan& blk,
+            const settings& s, scored_rows sel, std::vector<double> host_logits,
+            const typename B::template vector<index_t>* all, selection_result& res) {
+  res.selected = blk.selected;
+  res.kept = blk.kept_count();
+  res.prune_threshold = blk.prune_threshold;
+  res.rows = std::move(sel.rows);
+  res.best_rollout_used = sel.from_candidate;
+  res.ids.reserve(res.rows.size());
+  for (index_t r : res.rows) res.ids.push_back(blk.data.ids[r]);
+  std::vector<char> is_kept(static_cast<std::size_t>(blk.rows()), 0);
+  for (index_t r : blk.kept) is_kept[r] = 1;
+  for (std::size_t i = 0; i < host_logits.size(); ++i) {
+    if (!is_kept[i]) host_logits[i] = -std::numeric_limits<double>::infinity();
+  }
+  res.logits = std::move(host_logits);
+  if (s.scaling == term_scaling::group) {
+    for (auto& t : blk.plan.terms) t.scale = 1.0;
+  }
+  if (s.evaluate_selection) {
+    if (sel.raw.empty()) {
+      const auto ref = all != nullptr ? *all : all_rows(b, blk.rows());
+      score(b, dev, mix, blk.plan, s.quality, b.to_device(std::span<const index_t>(res.rows)), 1,
+            blk.selected, ref, sel.raw);
+    }
+    for (std::size_t t = 0; t < blk.plan.terms.size(); ++t) blk.plan.terms[t].raw = sel.raw[t];
+    res.objective = blk.plan.combine(sel.raw);
+    res.evaluated = true;
+  }
+  res.terms = blk.plan.terms;
+}
+
+}  // namespace datamask::phases
