@@ -75,6 +75,9 @@ class DatamaskConan(ConanFile):
             "DATAMASK_BUILD_TESTS": "OFF",
             "DATAMASK_BUILD_EXAMPLES": "OFF",
             "DATAMASK_BUILD_BENCHMARKS": "OFF",
+            # The package is the header-only library; the program (and its CLI11 and
+            # nlohmann-json dependencies) is not part of it.
+            "DATAMASK_BUILD_PROGRAM": "OFF",
             "DATAMASK_INSTALL": "ON",
         })
 

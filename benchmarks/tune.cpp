@@ -7,11 +7,11 @@
 //   datamask_bench_tune --objective pws --steps 4000 --min-active 256
 //                       --active-fraction 0.001 --init quality --reference naive
 //
-// Options (defaults in brackets): --objective pws|fl|disf [pws], --n [20000], --steps [1000],
-// --rollouts [128], --active-fraction [0.05], --min-active [1024], --lr-max [10], --lr-min [1],
-// --init uniform|quality [uniform], --logprob relaxed|plackett-luce [relaxed],
-// --scaling calibrated|fixed [calibrated; fixed: the evaluation f's scales],
-// --seeds LIST [1,2,3,4], --reference naive|lazy|stochastic [stochastic, epsilon 0.01].
+// Options: --objective pws|fl|disf [pws], --n [20000], --seeds LIST [1,2,3,4],
+// --reference naive|lazy|stochastic [stochastic, epsilon 0.01], and every setting of the library's
+// settings table (datamask/settings.hpp: --steps, --rollouts, --active-fraction, --min-active,
+// --lr-max, --lr-min, --schedule, --init, --logprob, --scaling, ...; a flag takes no value), with
+// the library's defaults and ranges. --scaling fixed uses the evaluation f's scales.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,10 +19,13 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <datamask/datamask.hpp>
 #include <datamask/greedy/greedy.hpp>
+#include <datamask/pipeline.hpp>
+#include <datamask/settings.hpp>
 
 #include "synthetic.hpp"
 
@@ -34,20 +37,14 @@ namespace {
 using clk = std::chrono::steady_clock;
 double since(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
 
-struct settings {
+/// The tune tool's own options; every other option is a setting of the library's table.
+struct tune_args {
   std::string objective = "pws";
   index_t n = 20000;
-  index_t steps = 1000;
-  index_t rollouts = 128;
-  double active_fraction = 0.05;
-  index_t min_active = 1024;
-  double lr_max = 10.0;
-  double lr_min = 1.0;
-  std::string init = "uniform";
-  std::string logprob = "relaxed";
-  std::string scaling = "calibrated";
   std::vector<std::uint64_t> seeds{1, 2, 3, 4};
   std::string reference = "stochastic";
+  dm::options run;            // the table's settings of a run (library defaults)
+  dm::learner_settings learn;  // lr, schedule, logprob, kernel, gamma
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -56,65 +53,85 @@ struct settings {
   std::exit(2);
 }
 
-double number(const std::string& opt, const char* v) {
+double number(const std::string& opt, const std::string& v) {
   char* end = nullptr;
-  const double x = std::strtod(v, &end);
-  if (*v == '\0' || *end != '\0' || !std::isfinite(x)) usage(opt + ": expected a number, found '" + v + "'");
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) usage(opt + ": expected a number, found '" + v + "'");
   return x;
 }
 
-settings parse(int argc, char** argv) {
-  settings s;
+/// Sets the table's setting `name` from the command line; false when the table has none such.
+/// A flag takes no value (`i` is left as it is); every other setting takes argv[i + 1].
+bool set_setting(tune_args& t, const std::string& name, int argc, char** argv, int& i) {
+  bool found = false;
+  dm::visit_settings([&](const auto& s) {
+    using entry = std::remove_cvref_t<decltype(s)>;
+    if (found || "--" + std::string(s.name) != name) return;
+    found = true;
+    auto& field = dm::setting_owner(s, t.run, t.learn).*s.member;
+    if constexpr (entry::kind == dm::setting_kind::flag) {
+      field = true;
+    } else {
+      if (i + 1 >= argc) usage(name + ": needs a value");
+      const std::string v = argv[++i];
+      if constexpr (entry::kind == dm::setting_kind::choice) {
+        s.parse(v, dm::setting_owner(s, t.run, t.learn));
+      } else if constexpr (std::is_same_v<std::remove_cvref_t<decltype(field)>, typename entry::value_type>) {
+        field = static_cast<typename entry::value_type>(number(name, v));
+      } else {
+        usage(name + ": not a setting of the tune tool");
+      }
+    }
+  });
+  return found;
+}
+
+std::vector<std::uint64_t> seed_list(const std::string& opt, const std::string& list) {
+  std::vector<std::uint64_t> seeds;
+  for (std::size_t start = 0;;) {
+    const std::size_t c = list.find(',', start);
+    seeds.push_back(static_cast<std::uint64_t>(number(opt, list.substr(start, c - start))));
+    if (c == std::string::npos) return seeds;
+    start = c + 1;
+  }
+}
+
+tune_args parse(int argc, char** argv) {
+  tune_args t;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (i + 1 >= argc) usage(a + ": needs a value");
-    const char* v = argv[++i];
-    if (a == "--objective") s.objective = v;
-    else if (a == "--n") s.n = static_cast<index_t>(number(a, v));
-    else if (a == "--steps") s.steps = static_cast<index_t>(number(a, v));
-    else if (a == "--rollouts") s.rollouts = static_cast<index_t>(number(a, v));
-    else if (a == "--active-fraction") s.active_fraction = number(a, v);
-    else if (a == "--min-active") s.min_active = static_cast<index_t>(number(a, v));
-    else if (a == "--lr-max") s.lr_max = number(a, v);
-    else if (a == "--lr-min") s.lr_min = number(a, v);
-    else if (a == "--init") s.init = v;
-    else if (a == "--logprob") s.logprob = v;
-    else if (a == "--scaling") s.scaling = v;
-    else if (a == "--reference") s.reference = v;
-    else if (a == "--seeds") {
-      s.seeds.clear();
-      std::string list = v;
-      for (std::size_t start = 0;;) {
-        const std::size_t c = list.find(',', start);
-        s.seeds.push_back(static_cast<std::uint64_t>(number(a, list.substr(start, c - start).c_str())));
-        if (c == std::string::npos) break;
-        start = c + 1;
-      }
-    } else {
-      usage("unknown option '" + a + "'");
-    }
+    if (set_setting(t, a, argc, argv, i)) continue;
+    if (i + 1 >= argc) usage(a + ": needs a value, or is no option");
+    const std::string v = argv[++i];
+    if (a == "--objective") t.objective = v;
+    else if (a == "--n") t.n = static_cast<index_t>(number(a, v));
+    else if (a == "--reference") t.reference = v;
+    else if (a == "--seeds") t.seeds = seed_list(a, v);
+    else usage("unknown option '" + a + "'");
   }
-  if (s.objective != "pws" && s.objective != "fl" && s.objective != "disf") usage("--objective: pws, fl or disf");
-  if (s.init != "uniform" && s.init != "quality") usage("--init: uniform or quality");
-  if (s.scaling != "calibrated" && s.scaling != "fixed") usage("--scaling: calibrated or fixed");
-  if (s.reference != "naive" && s.reference != "lazy" && s.reference != "stochastic") {
+  if (t.objective != "pws" && t.objective != "fl" && t.objective != "disf") usage("--objective: pws, fl or disf");
+  if (t.reference != "naive" && t.reference != "lazy" && t.reference != "stochastic") {
     usage("--reference: naive, lazy or stochastic");
   }
-  return s;
+  try {  // the library's one validation path: ranges and the rules between settings
+    dm::validate(static_cast<const dm::settings&>(t.run));
+    dm::validate(t.learn);
+  } catch (const dm::invalid_input& e) {
+    usage(e.what());
+  }
+  return t;
 }
 
 template <class D>
-int run(const settings& s, const D& div) {
+int run(const tune_args& s, const D& div) {
   const auto& b = dm_bench::data(s.n, 256);
   const auto p = b.problem();
-  dm::options eval_opt;  // the suite's f: default options, seed 0
-  eval_opt.ratio = 0.1;
-  eval_opt.lambda = 0.5;
-  dm::objective_function<float, D> f(p, div, 0.5);
+  const dm::options eval_opt;  // the suite's f: default options (ratio 0.1, lambda 0.5), seed 0
+  dm::objective_function<float, D> f(p, div, eval_opt.lambda);
   std::vector<double> scales;
   for (const auto& t : dm::learner<>(eval_opt).calibrate(p, div)) scales.push_back(t.scale);
   f.set_scales(scales);
-  const index_t count = std::llround(0.1 * static_cast<double>(s.n));
+  const index_t count = dm::selection_size(s.n, eval_opt.ratio, 0);
 
   // Random subsets and the reference greedy, as in the suite.
   std::mt19937_64 g(7);
@@ -137,25 +154,16 @@ int run(const settings& s, const D& div) {
   std::printf("%s n=%lld: random %.6g, greedy %s %.6g (%.2f s)\n", s.objective.c_str(),
               static_cast<long long>(s.n), f_random, s.reference.c_str(), f_greedy, since(t0));
 
-  dm::options o = eval_opt;
-  o.steps = s.steps;
-  o.rollouts = s.rollouts;
-  o.active_fraction = s.active_fraction;
-  o.min_active = s.min_active;
-  o.init = s.init == "quality" ? dm::init_mode::quality : dm::init_mode::uniform;
+  dm::options o = s.run;
   o.evaluate_selection = false;
-  if (s.scaling == "fixed") {
-    o.scaling = dm::term_scaling::fixed;
-    o.scales = scales;
-  }
-  const dm::softmax_policy policy{dm::parse_gradient(s.logprob, "--logprob")};
+  if (o.scaling == dm::term_scaling::fixed) o.scales = scales;
   std::vector<double> shares;
   double seconds = 0.0;
   for (std::uint64_t seed : s.seeds) {
     o.seed = seed;
     t0 = clk::now();
-    const auto res = dm::learner<dm::default_backend, dm::softmax_policy, dm::linear_lr>(
-                         o, policy, dm::linear_lr{s.lr_max, s.lr_min})
+    const auto res = dm::learner<dm::default_backend, dm::softmax_policy, dm::runtime_lr>(
+                         o, s.learn.policy_object(), s.learn.schedule_object())
                          .select(p, div);
     const double sec = since(t0);
     const double fv = f(res.rows);
@@ -178,10 +186,10 @@ int run(const settings& s, const D& div) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const settings s = parse(argc, argv);
+  const tune_args s = parse(argc, argv);
   try {
     if (s.objective == "pws") return run(s, dm::pairwise_similarity{});
-    if (s.objective == "fl") return run(s, dm::facility_location{});
+    if (s.objective == "fl") return run(s, s.learn.facility_object());
     return run(s, dm::disf{});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "datamask_bench_tune: %s\n", e.what());

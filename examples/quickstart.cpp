@@ -9,6 +9,8 @@
 #include <set>
 #include <vector>
 
+#include <random>
+
 #include "corpus.hpp"
 
 int main() {

@@ -182,7 +182,7 @@ def test_demo():
 
 def test_exact_count():
     rows, q, ids, e, qf, idf = standard_files()
-    for extra, count in [(["--ratio", "0.1"], 60), (["--count", "37"], 37), (["--ratio", "0.055"], 33),
+    for extra, count in [(["--ratio", "0.1"], 60), (["--count", "37"], 37), (["--count", "0"], 60), (["--ratio", "0.055"], 33),
                          (["--ratio", "1"], 600)]:
         run(["--embeddings", e, "--quality", qf, "--ids", idf, "--out", path("s.npy")] + extra + FAST)
         check_ids(read_npy_ids(path("s.npy")), ids, count)
@@ -386,7 +386,7 @@ def test_bad_inputs():
     write(path("fortran.npy"), npy_bytes("<f4", (600, 16), f32(rows), fortran=True))
     expect_bad(["--embeddings", path("fortran.npy"), "--quality", qf], ["fortran.npy", "Fortran"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1"], ["--scales", "1 values for 2 terms"])
-    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,0"], ["--scales", "finite and > 0"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,0"], ["--scales", "must be > 0"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,x"], ["--scales", "'x'"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scales", "1,1", "--scaling", "raw"], ["--scales", "--scaling raw"])
     expect_bad(["--embeddings", e, "--quality", qf, "--scaling", "fixed"], ["--scaling", "fixed needs --scales"])
@@ -420,7 +420,7 @@ def test_bad_inputs():
     expect_bad(["--embeddings", e, "--quality", qf, "--ratio", "1.5"], ["--ratio"])
     expect_bad(["--embeddings", e, "--quality", qf, "--ratio", "0.0001"], ["--ratio", "at least 1"])
     expect_bad(["--embeddings", e, "--quality", qf, "--count", "601"], ["--count", "601", "600"])
-    expect_bad(["--embeddings", e, "--quality", qf, "--count", "0"], ["--count"])
+    expect_bad(["--embeddings", e, "--quality", qf, "--count", "-1"], ["--count"])
     expect_bad(["--embeddings", e, "--quality", qf, "--prune", "0.95", "--ratio", "0.1"], ["prune"])
     expect_bad(["--embeddings", e, "--quality", qf], ["no_such_dir", "does not exist"],
                out=path("no_such_dir/out.npy"))
@@ -551,6 +551,128 @@ def test_single_block_resume():
     assert proc.returncode == 130, proc.returncode
     run(base + ["--out", path("r.npy"), "--checkpoint", ck, "--resume"])
     assert read_npy_ids(path("r.npy")) == read_npy_ids(path("full.npy"))
+
+
+def snapshot_dir():
+    """The bytes of every file in the test folder (to prove a refused run changed nothing)."""
+    out = {}
+    for root, _, files in os.walk(TMP):
+        for f in files:
+            full = os.path.join(root, f)
+            out[full] = open(full, "rb").read()
+    return out
+
+
+def expect_refused(args, names):
+    """Exit 2 before any work, one line naming `names`, and no file written or changed."""
+    before = snapshot_dir()
+    p = run(FAST + args, expect=2)  # args last: a repeated option takes its last value
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, "expected one line on stderr, got:\n" + p.stderr
+    for nm in names:
+        assert nm in lines[0], "'%s' not in: %s" % (nm, lines[0])
+    after = snapshot_dir()
+    assert after == before, "a refused run wrote or changed files: %s" % sorted(set(after) ^ set(before) or
+                                                                          [f for f in after if after[f] != before[f]])
+    return lines[0]
+
+
+def test_output_collisions():
+    """Issue 9.2: two outputs on one path (also through ./, dir/.. and a symbolic link)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf]
+    same = path("same.csv")
+    expect_refused(base + ["--out", same, "--log", same], ["--out", "--log", "same.csv"])
+    expect_refused(base + ["--out", same, "--report", same], ["--out", "--report"])
+    expect_refused(base + ["--report", path("r.json"), "--plot", path("r.json")], ["--report", "--plot"])
+    os.mkdir(path("sub"))
+    cwd = os.getcwd()
+    os.chdir(TMP)
+    try:
+        expect_refused(base + ["--out", "a.txt", "--log", "./a.txt"], ["--out", "--log"])
+        expect_refused(base + ["--out", "a.txt", "--plot", "sub/../a.txt"], ["--out", "--plot"])
+        open("target.csv", "w").write("keep\n")
+        os.symlink("target.csv", "link.csv")
+        expect_refused(base + ["--out", "target.csv", "--log", "link.csv"], ["--out", "--log"])
+    finally:
+        os.chdir(cwd)
+    # Distinct paths still work.
+    run(base + ["--out", path("ok.csv"), "--log", path("ok_log.csv")] + FAST)
+
+
+def test_output_over_input():
+    """Issue 9.3: an output (out, report, log, plot, checkpoint folder) that is an input."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--ids", idf]
+    expect_refused(base + ["--out", e], ["--out", "is an input", "--embeddings"])
+    expect_refused(base + ["--log", qf], ["--log", "--quality"])
+    expect_refused(base + ["--report", idf], ["--report", "--ids"])
+    expect_refused(base + ["--plot", e], ["--plot", "--embeddings"])
+    expect_refused(base + ["--out", path("s.npy"), "--checkpoint", e], ["--checkpoint", "--embeddings"])
+    # A shard inside an input folder, and a checkpoint folder that is (or holds) an input.
+    os.mkdir(path("shards"))
+    npy_f32(path("shards/a.npy"), rows[:300])
+    npy_f32(path("shards/b.npy"), rows[300:])
+    sh = ["--embeddings", path("shards"), "--quality", qf]
+    expect_refused(sh + ["--out", path("shards/b.npy")], ["--out", "--embeddings"])
+    expect_refused(sh + ["--out", path("shards/c.npy")], ["--out", "--embeddings"])
+    expect_refused(sh + ["--out", path("s.npy"), "--checkpoint", path("shards")], ["--checkpoint"])
+    expect_refused(sh + ["--out", path("s.npy"), "--checkpoint", TMP], ["--checkpoint"])
+    os.symlink(e, path("e_link.npy"))
+    expect_refused(base + ["--out", path("e_link.npy")], ["--out", "--embeddings"])
+
+
+def test_option_ranges():
+    """Issue 9.4: every numeric option is refused outside its documented range."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--out", path("s.npy")]
+    bad = [(["--lr-max", "-5"], ["--lr-max", "-5"]), (["--lr-max", "0"], ["--lr-max"]),
+           (["--lr-max", "inf"], ["--lr-max"]),
+           (["--kernel", "rbf", "--objective", "facility", "--gamma", "-1"], ["--gamma", "-1"]),
+           (["--gamma", "0"], ["--gamma"]), (["--lr-min", "20"], ["--lr-min", "--lr-max"]),
+           (["--lr-min", "-1"], ["--lr-min"]), (["--steps", "-3"], ["--steps"]),
+           (["--rollouts", "1"], ["--rollouts"]), (["--active-fraction", "0"], ["--active-fraction"]),
+           (["--active-fraction", "1.5"], ["--active-fraction"]), (["--min-active", "0"], ["--min-active"]),
+           (["--prune", "1"], ["--prune"]), (["--prune", "-0.1"], ["--prune"]), (["--lambda", "1.1"], ["--lambda"]),
+           (["--block-size", "1"], ["--block-size"]), (["--threads", "-1"], ["--threads"]),
+           (["--checkpoint-every", "0"], ["--checkpoint-every"]), (["--seed", "-1"], ["--seed"]),
+           (["--count", "-1"], ["--count"]), (["--ratio", "nan"], ["--ratio"]), (["--steps", "x"], ["--steps"])]
+    for extra, names in bad:
+        expect_refused(base + extra, names)
+    # --steps 0 is documented: calibrate and read out the initial logits (S items, no step run).
+    run(base + ["--steps", "0", "--report", path("z.json")] + FAST[:2] + FAST[4:])
+    rep = json.load(open(path("z.json")))
+    assert rep["total"]["selected"] == 60 and rep["total"]["steps_run"] == 0, rep["total"]
+    p = run(["--help"])
+    for rng in ["> 0", "[0, 1]", "(0, 1]", "[0, 1)", "default 0.5"]:
+        assert rng in p.stdout, rng + " missing from --help"
+
+
+def test_wording():
+    """Issue 9.7: "found 1 dimension", and an output under /proc is not "No such file"."""
+    rows, q, ids, e, qf, idf = standard_files()
+    npy_vec(path("flat.npy"), [0.5] * 600)
+    line = expect_bad(["--embeddings", path("flat.npy"), "--quality", qf], ["flat.npy", "found 1 dimension"])
+    assert "1 dimensions" not in line, line
+    if os.path.isdir("/proc/self"):
+        p = run(["--embeddings", e, "--quality", qf, "--out", "/proc/datamask-out.npy"] + FAST, expect=2)
+        assert "/proc/datamask-out.npy" in p.stderr and "No such file" not in p.stderr, p.stderr
+        assert "does not accept new files" in p.stderr, p.stderr
+
+
+def test_report_readback():
+    """The report is JSON that the library reads back (datamask/io/report.hpp): field names kept."""
+    rows, q, ids, e, qf, idf = standard_files()
+    run(["--embeddings", e, "--quality", qf, "--block-size", "250", "--out", path("s.npy"),
+         "--report", path("r.json")] + FAST)
+    rep = json.load(open(path("r.json")))
+    for key in ["program", "version", "configuration", "input", "resumed", "prune_threshold", "blocks", "total"]:
+        assert key in rep, key
+    assert rep["prune_threshold"] is None
+    assert rep["total"]["blocks"] == len(rep["blocks"]) == 3
+    assert sum(b["selected"] for b in rep["blocks"]) == rep["total"]["selected"] == 60
+    assert rep["configuration"]["block-size"] == 250 and rep["configuration"]["lr-max"] == 10
+
 
 
 def main():

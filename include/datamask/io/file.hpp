@@ -82,7 +82,12 @@ inline void check_writable(const std::string& path) {
   {
     std::ofstream out(probe, std::ios::binary | std::ios::trunc);
     if (!out) {
-      throw invalid_input(path, datamask::detail::concat("cannot write: ", std::strerror(errno)));
+      // The directory exists (checked above), so ENOENT means the file system refuses new files
+      // there (/proc, /sys): "No such file or directory" would send the user looking for one.
+      const int err = errno;
+      const std::string where = dir.empty() ? std::string(".") : dir.string();
+      throw invalid_input(path, err == ENOENT ? "cannot write: directory '" + where + "' does not accept new files"
+                                              : datamask::detail::concat("cannot write: ", std::strerror(err)));
     }
   }
   std::remove(probe.c_str());

@@ -73,7 +73,7 @@ class checkpoint_dir {
     std::ifstream in(manifest);
     std::string line, key;
     std::getline(in, line);
-    if (line != "datamask-select checkpoint 1") throw usage_error("--resume: " + manifest.string() + ": not a datamask-select manifest");
+    check_format(line, "datamask-select checkpoint ", manifest_format, manifest.string());
     std::string inputs, cfg;
     std::size_t nb = 0;
     while (std::getline(in, line)) {
@@ -108,12 +108,16 @@ class checkpoint_dir {
     if (nb != blocks_) throw usage_error("--resume: refused: the checkpoint has " + std::to_string(nb) + " blocks, this run " + std::to_string(blocks_));
   }
 
+  /// The formats this version writes and reads (snapshot 1 had no best rollout).
+  static constexpr int manifest_format = 1;
+  static constexpr int snapshot_format = 2;
+
   [[nodiscard]] bool active() const { return !dir_.empty(); }
   [[nodiscard]] bool done(std::size_t b) const { return done_.count(b) != 0; }
 
   void save_snapshot(const block_result& r, index_t step, std::span<const double> logits,
                      const datamask::best_rollout& best) const {
-    std::string s = "snapshot 2\nblock " + std::to_string(r.block) + "\nstep " + std::to_string(step) +
+    std::string s = "snapshot " + std::to_string(snapshot_format) + "\nblock " + std::to_string(r.block) + "\nstep " + std::to_string(step) +
                     "\nrows " + std::to_string(logits.size()) + "\n";
     s += history_text(r.history);
     s += "logits\n";
@@ -127,16 +131,18 @@ class checkpoint_dir {
 
   /// Loads the snapshot of block b if there is one: the step reached, the logits, the history.
   bool load_snapshot(index_t b, index_t rows, index_t& step, std::vector<double>& logits,
-                     std::vector<history_row>& history, datamask::best_rollout& best) const {
+                     std::vector<datamask::step_record>& history, datamask::best_rollout& best) const {
     std::ifstream in(path(b, "snapshot"), std::ios::binary);
     if (!in) return false;
     const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto at = all.find("logits\n");
     if (at == std::string::npos) throw usage_error("--resume: " + path(b, "snapshot") + ": damaged snapshot");
     std::istringstream ls(all.substr(0, at));
-    std::string key;
+    std::string key, first_line;
+    std::getline(ls, first_line);
+    check_format(first_line, "snapshot ", snapshot_format, path(b, "snapshot"));
     index_t blk = -1, n = -1;
-    ls >> key >> key >> key >> blk >> key >> step >> key >> n;
+    ls >> key >> blk >> key >> step >> key >> n;
     if (blk != b || n != rows) throw usage_error("--resume: " + path(b, "snapshot") + ": snapshot of another block");
     history = read_history(ls, path(b, "snapshot"));
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(double);
@@ -219,25 +225,41 @@ class checkpoint_dir {
   }
 
  private:
+  /// Refuses a file whose first line is not `prefix` + the expected format number, saying
+  /// whether an older or a newer datamask-select wrote it.
+  static void check_format(const std::string& line, const std::string& prefix, int expected, const std::string& file) {
+    if (line.rfind(prefix, 0) != 0) throw usage_error("--resume: " + file + ": not a datamask-select checkpoint file");
+    int found = 0;
+    try {
+      found = std::stoi(line.substr(prefix.size()));
+    } catch (const std::exception&) {
+      throw usage_error("--resume: " + file + ": damaged (no format number)");
+    }
+    if (found == expected) return;
+    throw usage_error("--resume: " + file + ": written by " +
+                      (found < expected ? "an older" : "a newer") + " version of datamask-select (format " +
+                      std::to_string(found) + ", this version reads " + std::to_string(expected) +
+                      "); finish it with that version, or remove the checkpoint directory to start over");
+  }
   [[nodiscard]] std::string path(index_t b, const char* what) const {
     return (std::filesystem::path(dir_) / ("block-" + std::to_string(b) + "." + what)).string();
   }
-  static std::string history_text(const std::vector<history_row>& h) {
+  static std::string history_text(const std::vector<datamask::step_record>& h) {
     std::ostringstream os;
-    os << "history " << h.size() << " " << (h.empty() ? 0 : h[0].terms.size()) << "\n";
+    os << "history " << h.size() << " " << (h.empty() ? 0 : h[0].term_means.size()) << "\n";
     for (const auto& r : h) {
       os << r.step << " " << hexf(r.lr) << " " << hexf(r.reward_mean) << " " << hexf(r.reward_max);
-      for (double t : r.terms) os << " " << hexf(t);
+      for (double t : r.term_means) os << " " << hexf(t);
       os << "\n";
     }
     return os.str();
   }
-  static std::vector<history_row> read_history(std::istream& in, const std::string& file) {
+  static std::vector<datamask::step_record> read_history(std::istream& in, const std::string& file) {
     std::string key, v;
     std::size_t rows = 0, terms = 0;
     in >> key >> rows >> terms;
     if (key != "history") throw usage_error("--resume: " + file + ": damaged history");
-    std::vector<history_row> h(rows);
+    std::vector<datamask::step_record> h(rows);
     for (auto& r : h) {
       in >> r.step;
       in >> v;
@@ -246,8 +268,8 @@ class checkpoint_dir {
       r.reward_mean = unhexf(v);
       in >> v;
       r.reward_max = unhexf(v);
-      r.terms.resize(terms);
-      for (auto& t : r.terms) {
+      r.term_means.resize(terms);
+      for (auto& t : r.term_means) {
         in >> v;
         t = unhexf(v);
       }
@@ -256,7 +278,7 @@ class checkpoint_dir {
     return h;
   }
   void write_manifest() const {
-    std::string s = "datamask-select checkpoint 1\nversion " + std::string(datamask::version_string) +
+    std::string s = "datamask-select checkpoint " + std::to_string(manifest_format) + "\nversion " + std::string(datamask::version_string) +
                     "\ninputs " + hex64(input_hash_) + "\nconfig " + hex64(config_hash_) + "\nblocks " +
                     std::to_string(blocks_) + "\n";
     for (auto b : done_) s += "done " + std::to_string(b) + "\n";

@@ -16,6 +16,8 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/csv.hpp>
 #include <datamask/io/npy.hpp>
+#include <datamask/pipeline.hpp>
+#include <datamask/synthetic.hpp>
 
 #include "args.hpp"
 
@@ -24,39 +26,8 @@ namespace dmselect {
 using datamask::id_t;
 using datamask::invalid_input;
 
-/// 64-bit mixing (the splitmix64 finaliser): block assignment and hashing.
-constexpr std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
-
-/// A content hash of a byte range: 8-byte words mixed in order, computed in 1 MiB chunks on all
-/// threads and combined in chunk order (so it does not depend on the thread count).
-inline std::uint64_t hash_bytes(std::span<const unsigned char> bytes, int threads) {
-  constexpr std::size_t chunk = std::size_t{1} << 20;
-  const auto chunks = static_cast<index_t>((bytes.size() + chunk - 1) / chunk);
-  std::vector<std::uint64_t> part(static_cast<std::size_t>(chunks));
-  datamask::detail::parallel_for(chunks, threads, [&](index_t c) {
-    const std::size_t lo = static_cast<std::size_t>(c) * chunk;
-    const std::size_t hi = std::min(bytes.size(), lo + chunk);
-    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ hi;
-    std::size_t i = lo;
-    for (; i + 8 <= hi; i += 8) {
-      std::uint64_t w;
-      std::memcpy(&w, bytes.data() + i, 8);
-      h = (h ^ mix64(w)) * 0x100000001B3ull;
-    }
-    for (; i < hi; ++i) h = (h ^ bytes[i]) * 0x100000001B3ull;
-    part[static_cast<std::size_t>(c)] = mix64(h);
-  });
-  std::uint64_t h = mix64(bytes.size());
-  for (std::uint64_t p : part) h = mix64(h ^ p) + 0x632BE59BD9B4E019ull;
-  return h;
-}
+using datamask::hash_bytes;
+using datamask::mix64;
 
 struct corpus {
   std::vector<datamask::io::npy_file> shards;
@@ -189,7 +160,7 @@ inline corpus load_corpus(const config& c) {
     }
     if (f.header().shape.size() != 2) {
       throw invalid_input(path, datamask::detail::concat("embeddings must be a 2-D array (n x d), found ",
-                                                        f.header().shape.size(), " dimensions"));
+                                                        f.header().shape.size(), f.header().shape.size() == 1 ? " dimension" : " dimensions"));
     }
     if (f.rows() == 0 || f.cols() == 0) {
       throw invalid_input(path, datamask::detail::concat("empty array (", f.rows(), " x ", f.cols(), ")"));
@@ -199,8 +170,8 @@ inline corpus load_corpus(const config& c) {
                                                         " has ", k.d, "; every shard needs the same d"));
     }
     k.d = f.cols();
-    detail::check_finite(f, c.threads);
-    h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+    detail::check_finite(f, c.run.threads);
+    h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
     k.shard_start.push_back(k.n);
     k.n += f.rows();
     k.shards.push_back(std::move(f));
@@ -221,7 +192,7 @@ inline corpus load_corpus(const config& c) {
       std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       h = mix64(h ^ hash_bytes(std::span<const unsigned char>(
                                    reinterpret_cast<const unsigned char*>(all.data()), all.size()),
-                               c.threads));
+                               c.run.threads));
     } else {
       datamask::io::npy_file f(q);
       if (!datamask::io::npy_is_float(f.dtype())) {
@@ -233,7 +204,7 @@ inline corpus load_corpus(const config& c) {
       }
       k.quality.push_back(f.read_doubles());
       k.quality_names.push_back(q);
-      h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+      h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
     }
     for (std::size_t col = first_col; col < k.quality.size(); ++col) {
       if (static_cast<index_t>(k.quality[col].size()) != k.n) {
@@ -272,85 +243,28 @@ inline corpus load_corpus(const config& c) {
       }
     }
     k.ids_source = c.ids;
-    h = mix64(h ^ hash_bytes(f.file_bytes(), c.threads));
+    h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
   }
   k.hash = h;
   return k;
 }
 
-/// The built-in synthetic corpus of --demo: clusters of different sizes and spreads on the unit
-/// sphere, quality higher in some clusters than others, so quality-only selection over-samples a
-/// few clusters and the diversity term visibly spreads the selection.
+/// The --demo corpus: the library's synthetic generator with its defaults (20000 x 32, 24
+/// clusters of Zipf-like sizes, quality varying between clusters).
 inline corpus demo_corpus(std::uint64_t seed) {
+  datamask::synthetic_options o;
+  o.seed = seed;
+  auto g = datamask::make_synthetic_corpus(o);
   corpus k;
-  k.n = 20000;
-  k.d = 32;
-  constexpr int clusters = 24;
-  const datamask::rng::philox_key key = datamask::rng::block_key(seed ^ 0xDE30ull, 0);
-  auto normal = [&](std::uint64_t id, std::uint32_t stream) {
-    const double u1 = datamask::rng::uniform01(key, id, 1u, stream);
-    const double u2 = datamask::rng::uniform01(key, id, 2u, stream);
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2);
-  };
-  std::vector<double> centre(static_cast<std::size_t>(clusters * k.d));
-  for (std::size_t i = 0; i < centre.size(); ++i) centre[i] = normal(i, 7u);
-  k.demo_rows.resize(static_cast<std::size_t>(k.n * k.d));
-  std::vector<double> q(static_cast<std::size_t>(k.n));
-  for (index_t r = 0; r < k.n; ++r) {
-    // Zipf-like cluster sizes: cluster c gets weight 1/(c+1).
-    const double u = datamask::rng::uniform01(key, static_cast<std::uint64_t>(r), 3u, 0u);
-    double total = 0.0;
-    for (int c = 0; c < clusters; ++c) total += 1.0 / (c + 1);
-    int cl = 0;
-    for (double acc = 0.0; cl < clusters - 1; ++cl) {
-      acc += 1.0 / (cl + 1) / total;
-      if (u < acc) break;
-    }
-    const double spread = 0.15 + 0.05 * (cl % 4);
-    for (index_t j = 0; j < k.d; ++j) {
-      k.demo_rows[static_cast<std::size_t>(r * k.d + j)] = static_cast<float>(
-          centre[static_cast<std::size_t>(cl * k.d + j)] + spread * normal(static_cast<std::uint64_t>(r * k.d + j), 11u));
-    }
-    q[static_cast<std::size_t>(r)] = 0.5 * std::cos(0.7 * cl) + 0.3 * normal(static_cast<std::uint64_t>(r), 13u);
-  }
-  k.quality.push_back(std::move(q));
+  k.n = g.n;
+  k.d = g.d;
+  k.demo_rows = std::move(g.embeddings);
+  k.quality.push_back(std::move(g.quality));
   k.quality_names.push_back("demo quality");
   k.quality_weights = {1.0};
   k.shard_start = {0, k.n};
   k.hash = mix64(seed ^ 0xDE30ull);
   return k;
-}
-
-/// The blocks: rows of each block in corpus order. One block when n <= block_size; otherwise
-/// ceil(n / block_size) blocks, item -> block by a hash of its id (so the split does not depend
-/// on the order or sharding of the files).
-inline std::vector<std::vector<index_t>> make_blocks(const corpus& k, index_t block_size) {
-  const index_t nb = k.n <= block_size ? 1 : (k.n + block_size - 1) / block_size;
-  std::vector<std::vector<index_t>> blocks(static_cast<std::size_t>(nb));
-  for (index_t r = 0; r < k.n; ++r) {
-    const auto b = nb == 1 ? 0 : static_cast<std::size_t>(mix64(k.id(r)) % static_cast<std::uint64_t>(nb));
-    blocks[b].push_back(r);
-  }
-  return blocks;
-}
-
-/// S_b per block: the exact quotas total * n_b / n rounded down, the remaining items given to the
-/// blocks with the largest remainders (ties: lower block), so that the sum is exactly `total`.
-inline std::vector<index_t> block_counts(const std::vector<std::vector<index_t>>& blocks, index_t n, index_t total) {
-  const std::size_t nb = blocks.size();
-  std::vector<index_t> s(nb);
-  std::vector<std::pair<long double, std::size_t>> rem(nb);
-  index_t used = 0;
-  for (std::size_t b = 0; b < nb; ++b) {
-    const long double quota = static_cast<long double>(total) * static_cast<long double>(blocks[b].size()) /
-                              static_cast<long double>(n);
-    s[b] = static_cast<index_t>(std::floor(quota));
-    rem[b] = {quota - static_cast<long double>(s[b]), b};
-    used += s[b];
-  }
-  std::stable_sort(rem.begin(), rem.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t i = 0; used < total && i < nb; ++i, ++used) ++s[rem[i].second];
-  return s;
 }
 
 }  // namespace dmselect

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The run report (JSON): built from the per-block results, and read back.
+///
+/// One definition of the report's fields serves every writer and reader: datamask-select writes
+/// it, a scale-out merge step reads the parts back and writes the merged report, and the Python
+/// package produces the same document. An optional adapter: it needs nlohmann-json
+/// (`nlohmann/json.hpp`, Debian `nlohmann-json3-dev`) and is not included by `datamask.hpp`.
+///
+/// Fields: program, version, configuration (an object given by the writer), input {rows, dims,
+/// hash}, resumed, prune_threshold (null: none), blocks [{block, items, kept, selected,
+/// steps_run, zero_variance_steps, nonfinite_steps, from_checkpoint, seconds {optimize,
+/// evaluate}, objective {total, terms {name: {raw, scale, weight}}}}], total {blocks, selected,
+/// steps_run, objective, seconds {phase: s}}. Non-finite numbers are written as null.
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <datamask/error.hpp>
+#include <datamask/pipeline.hpp>
+#include <datamask/version.hpp>
+
+namespace datamask::io {
+
+/// @brief Everything a report holds besides the blocks' own results.
+struct run_report {
+  std::string program = "datamask-select";
+  std::string version = version_string;
+  nlohmann::ordered_json configuration = nlohmann::ordered_json::object();  ///< the writer's settings
+  index_t rows = 0;                ///< n
+  index_t dims = 0;                ///< d
+  std::uint64_t input_hash = 0;    ///< the inputs' content hash
+  bool resumed = false;
+  double prune_threshold = -std::numeric_limits<double>::infinity();  ///< -inf: no prune
+  index_t selected = 0;            ///< S over the whole corpus
+  std::vector<block_result> blocks;
+  std::vector<std::pair<std::string, double>> seconds;  ///< wall time per phase, in order
+};
+
+namespace detail {
+
+inline nlohmann::ordered_json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+inline double number_from(const nlohmann::ordered_json& j, double if_null) {
+  return j.is_null() ? if_null : j.get<double>();
+}
+
+inline nlohmann::ordered_json objective_json(const std::vector<term_value>& terms, double total) {
+  nlohmann::ordered_json o;
+  o["total"] = number_or_null(total);
+  o["terms"] = nlohmann::ordered_json::object();
+  for (const auto& t : terms) {
+    o["terms"][t.name] = {{"raw", number_or_null(t.raw)}, {"scale", number_or_null(t.scale)},
+                          {"weight", number_or_null(t.weight)}};
+  }
+  return o;
+}
+
+inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objective, double& total) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  total = number_from(objective.at("total"), nan);
+  std::vector<term_value> terms;
+  for (const auto& [name, t] : objective.at("terms").items()) {
+    terms.push_back(term_value{name, number_from(t.at("weight"), nan), number_from(t.at("scale"), nan),
+                               number_from(t.at("raw"), nan)});
+  }
+  return terms;
+}
+
+inline nlohmann::ordered_json block_json(const block_result& b) {
+  nlohmann::ordered_json j;
+  j["block"] = b.block;
+  j["items"] = b.items;
+  j["kept"] = b.kept;
+  j["selected"] = b.selected;
+  j["steps_run"] = b.steps_run;
+  j["zero_variance_steps"] = b.zero_variance_steps;
+  j["nonfinite_steps"] = b.nonfinite_steps;
+  j["from_checkpoint"] = b.from_checkpoint;
+  j["seconds"] = {{"optimize", number_or_null(b.optimize_seconds)}, {"evaluate", number_or_null(b.evaluate_seconds)}};
+  j["objective"] = objective_json(b.terms, b.objective);
+  return j;
+}
+
+}  // namespace detail
+
+/// @brief The report as JSON (fields in the documented order).
+[[nodiscard]] inline nlohmann::ordered_json report_json(const run_report& r) {
+  nlohmann::ordered_json j;
+  char hash[24];
+  std::snprintf(hash, sizeof hash, "%016" PRIx64, r.input_hash);
+  j["program"] = r.program;
+  j["version"] = r.version;
+  j["configuration"] = r.configuration;
+  j["input"] = {{"rows", r.rows}, {"dims", r.dims}, {"hash", hash}};
+  j["resumed"] = r.resumed;
+  j["prune_threshold"] = detail::number_or_null(r.prune_threshold);
+  j["blocks"] = nlohmann::ordered_json::array();
+  index_t steps = 0;
+  for (const auto& b : r.blocks) {
+    j["blocks"].push_back(detail::block_json(b));
+    steps += b.steps_run;
+  }
+  double total = 0.0;
+  const auto terms = total_terms(r.blocks, total);
+  nlohmann::ordered_json& t = j["total"];
+  t["blocks"] = r.blocks.size();
+  t["selected"] = r.selected;
+  t["steps_run"] = steps;
+  t["objective"] = detail::objective_json(terms, total);
+  t["seconds"] = nlohmann::ordered_json::object();
+  for (const auto& [phase, s] : r.seconds) t["seconds"][phase] = detail::number_or_null(s);
+  return j;
+}
+
+/// @brief Reads a report back (the blocks without their ids and history, which a report does
+/// not hold). Parse the text into an `ordered_json`: the order of the terms is f's order, which a
+/// `nlohmann::json` (sorted keys) loses.
+/// @throws invalid_input (`source`) when a field is missing or has the wrong type
+[[nodiscard]] inline run_report read_report(const nlohmann::ordered_json& j, const std::string& source = "report") {
+  try {
+    run_report r;
+    r.program = j.at("program").get<std::string>();
+    r.version = j.at("version").get<std::string>();
+    r.configuration = nlohmann::ordered_json(j.at("configuration"));
+    r.rows = j.at("input").at("rows").get<index_t>();
+    r.dims = j.at("input").at("dims").get<index_t>();
+    r.input_hash = std::stoull(j.at("input").at("hash").get<std::string>(), nullptr, 16);
+    r.resumed = j.at("resumed").get<bool>();
+    r.prune_threshold = detail::number_from(j.at("prune_threshold"), -std::numeric_limits<double>::infinity());
+    r.selected = j.at("total").at("selected").get<index_t>();
+    for (const auto& b : j.at("blocks")) {
+      block_result x;
+      x.block = b.at("block").get<index_t>();
+      x.items = b.at("items").get<index_t>();
+      x.kept = b.at("kept").get<index_t>();
+      x.selected = b.at("selected").get<index_t>();
+      x.steps_run = b.at("steps_run").get<index_t>();
+      x.zero_variance_steps = b.at("zero_variance_steps").get<index_t>();
+      x.nonfinite_steps = b.at("nonfinite_steps").get<index_t>();
+      x.from_checkpoint = b.at("from_checkpoint").get<bool>();
+      x.optimize_seconds = detail::number_from(b.at("seconds").at("optimize"), 0.0);
+      x.evaluate_seconds = detail::number_from(b.at("seconds").at("evaluate"), 0.0);
+      x.terms = detail::terms_from(b.at("objective"), x.objective);
+      r.blocks.push_back(std::move(x));
+    }
+    for (const auto& [phase, s] : j.at("total").at("seconds").items()) {
+      r.seconds.emplace_back(phase, detail::number_from(s, 0.0));
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw invalid_input(source, std::string("not a datamask report: ") + e.what());
+  } catch (const std::logic_error& e) {  // stoull
+    throw invalid_input(source, std::string("not a datamask report: bad input.hash (") + e.what() + ")");
+  }
+}
+
+/// @brief Reads a report file.
+/// @throws invalid_input naming the file when it cannot be read or is not a report
+[[nodiscard]] inline run_report read_report_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw invalid_input(path, "cannot open the report");
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw invalid_input(path, "not JSON");
+  return read_report(j, path);
+}
+
+}  // namespace datamask::io

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+// The run report round trip: a report written by report_json (as datamask-select writes it) and
+// read back by read_report / read_report_file gives the same fields (datamask/io/report.hpp).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include <datamask/io/report.hpp>
+
+namespace {
+
+datamask::block_result make_block(datamask::index_t b, double raw) {
+  datamask::block_result r;
+  r.block = b;
+  r.items = 1000 + b;
+  r.kept = 900 + b;
+  r.selected = 100 + b;
+  r.steps_run = 250;
+  r.zero_variance_steps = b;
+  r.nonfinite_steps = 2 * b;
+  r.from_checkpoint = b == 1;
+  r.optimize_seconds = 1.25 + b;
+  r.evaluate_seconds = 0.125;
+  r.terms = {{"quality", 0.5, 0.0457, 0.185499 + b}, {"pairwise", 0.5, 0.0199, raw}};
+  r.objective = 0.5 * r.terms[0].raw / 0.0457 + 0.5 * raw / 0.0199;
+  r.ids = {1, 2, 3};  // not part of a report
+  return r;
+}
+
+datamask::io::run_report make_report() {
+  datamask::io::run_report r;
+  r.configuration = {{"ratio", 0.1}, {"objective", {"pairwise"}}, {"seed", 18446744073709551615ull}};
+  r.rows = 2001;
+  r.dims = 32;
+  r.input_hash = 0xF123456789ABCDEFull;  // high bit set: read back as unsigned 64-bit
+  r.resumed = true;
+  r.prune_threshold = -0.375;
+  r.selected = 201;
+  r.blocks = {make_block(0, -0.0727066), make_block(1, std::numeric_limits<double>::quiet_NaN())};
+  r.seconds = {{"load", 0.5}, {"prune", 0.0}, {"optimize", 3.5}};
+  return r;
+}
+
+void check_same(const datamask::io::run_report& a, const datamask::io::run_report& b) {
+  CHECK(b.program == a.program);
+  CHECK(b.version == a.version);
+  CHECK(b.configuration == a.configuration);
+  CHECK(b.rows == a.rows);
+  CHECK(b.dims == a.dims);
+  CHECK(b.input_hash == a.input_hash);
+  CHECK(b.resumed == a.resumed);
+  CHECK(b.prune_threshold == a.prune_threshold);
+  CHECK(b.selected == a.selected);
+  REQUIRE(b.blocks.size() == a.blocks.size());
+  for (std::size_t i = 0; i < a.blocks.size(); ++i) {
+    const auto &x = a.blocks[i], &y = b.blocks[i];
+    CHECK(y.block == x.block);
+    CHECK(y.items == x.items);
+    CHECK(y.kept == x.kept);
+    CHECK(y.selected == x.selected);
+    CHECK(y.steps_run == x.steps_run);
+    CHECK(y.zero_variance_steps == x.zero_variance_steps);
+    CHECK(y.nonfinite_steps == x.nonfinite_steps);
+    CHECK(y.from_checkpoint == x.from_checkpoint);
+    CHECK(y.optimize_seconds == x.optimize_seconds);
+    CHECK(y.evaluate_seconds == x.evaluate_seconds);
+    CHECK(y.ids.empty());  // a report holds no ids
+    CHECK((y.objective == x.objective || (std::isnan(y.objective) && std::isnan(x.objective))));
+    REQUIRE(y.terms.size() == x.terms.size());
+    for (std::size_t t = 0; t < x.terms.size(); ++t) {
+      CHECK(y.terms[t].name == x.terms[t].name);
+      CHECK(y.terms[t].weight == x.terms[t].weight);
+      CHECK(y.terms[t].scale == x.terms[t].scale);
+      // A non-finite value is written as null and read back as NaN.
+      CHECK((y.terms[t].raw == x.terms[t].raw || (std::isnan(y.terms[t].raw) && std::isnan(x.terms[t].raw))));
+    }
+  }
+  CHECK(b.seconds == a.seconds);
+}
+
+}  // namespace
+
+TEST_CASE("written by report_json, read back by read_report, field by field", "[report]") {
+  const auto rep = make_report();
+  const std::string text = datamask::io::report_json(rep).dump(2);
+  const auto back = datamask::io::read_report(nlohmann::ordered_json::parse(text));
+  check_same(rep, back);
+  REQUIRE(back.blocks[0].terms.size() == 2);
+  CHECK(back.blocks[0].terms[0].name == "quality");  // f's order, not sorted by name
+
+  // No prune threshold: written as null, read back as -inf.
+  auto none = rep;
+  none.prune_threshold = -std::numeric_limits<double>::infinity();
+  CHECK(datamask::io::report_json(none)["prune_threshold"].is_null());
+  check_same(none, datamask::io::read_report(nlohmann::ordered_json::parse(datamask::io::report_json(none).dump())));
+}
+
+TEST_CASE("read_report_file reads a written file and names a bad one", "[report]") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string path = (dir / "datamask_test_report.json").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << datamask::io::report_json(make_report()).dump(2) << "\n";
+  }
+  check_same(make_report(), datamask::io::read_report_file(path));
+
+  auto j = nlohmann::ordered_json::parse(datamask::io::report_json(make_report()).dump());
+  j["blocks"][0].erase("kept");
+  CHECK_THROWS_AS(datamask::io::read_report(j, "r.json"), datamask::invalid_input);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "{ not json";
+  }
+  CHECK_THROWS_AS(datamask::io::read_report_file(path), datamask::invalid_input);
+  std::filesystem::remove(path);
+}

@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: the command line (through CLI11) and the configuration. Every option that
+// sets a library setting is built from the library's settings table (datamask/settings.hpp:
+// name, help, default, range or choices); the program's own numeric options use the same entry
+// types in a small table of their own. Nothing here keeps a default, range or spelling twice.
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <datamask/datamask.hpp>
+#include <datamask/settings.hpp>
+
+namespace dmselect {
+
+using datamask::index_t;
+
+/// Bad usage or input: exit code 2, one line naming the option or file.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct config {
+  datamask::settings run;             // the library's settings of a run (ratio, lambda, steps, ...)
+  datamask::learner_settings learn;   // the policy, schedule and kernel settings
+  // The program's own options (their defaults live here, once).
+  std::vector<std::string> embeddings;
+  std::vector<std::string> quality;
+  std::vector<double> quality_weights;
+  std::string ids;
+  std::vector<std::string> objectives;  // empty until check_args: pairwise
+  std::vector<double> objective_weights;
+  std::string optimizer = "pg";
+  index_t block_size = 1000000;
+  std::string out, report, log, plot, checkpoint;
+  index_t checkpoint_every = 100;
+  bool resume = false;
+  bool demo = false;
+  bool quiet = false;
+  std::set<std::string> given;  // options set on the command line
+
+  [[nodiscard]] bool has(const std::string& name) const { return given.count(name) != 0; }
+
+  /// Everything that determines the selection, typed (the report's configuration); see canonical().
+  [[nodiscard]] nlohmann::ordered_json selection_json() const;
+  /// The same as "name=value" lines: the checkpoint refuses a resume when it changes. Output
+  /// paths, threads and progress settings are not part of it (the selection does not depend on them).
+  [[nodiscard]] std::string canonical() const {
+    std::string s;
+    const nlohmann::ordered_json j = selection_json();
+    for (const auto& [k, v] : j.items()) s += k + "=" + (v.is_string() ? v.get<std::string>() : v.dump()) + "\n";
+    return s;
+  }
+};
+
+namespace detail {
+
+using datamask::number_setting;
+inline constexpr index_t index_max = std::numeric_limits<index_t>::max();
+
+/// The program's own numeric options, as entries of the same kind as the library's table.
+template <class F>
+void visit_program_settings(F&& f) {
+  f(number_setting<config, index_t>{"block-size", "block_size",
+                                    "items per block; a larger corpus is split by a hash of the id",
+                                    &config::block_size, 2, index_max});
+  f(number_setting<config, index_t>{"checkpoint-every", "checkpoint_every", "steps between checkpoints",
+                                    &config::checkpoint_every, 1, index_max});
+}
+
+/// Library settings the program sets itself (per block, or from its own options).
+inline bool set_by_program(std::string_view name) {
+  return name == "block" || name == "prune-threshold" || name == "snapshot-every" || name == "evaluate-selection";
+}
+
+/// Settings that do not change the selection (left out of the canonical configuration).
+inline bool not_selection(std::string_view name) { return name == "threads"; }
+
+/// Every option entry: the library's table (less what the program sets), then the program's.
+template <class F>
+void visit_options(F&& f) {
+  datamask::visit_settings([&](const auto& s) {
+    if (!set_by_program(s.name)) f(s);
+  });
+  visit_program_settings(f);
+}
+
+/// The object of `c` that holds the members of table entry `Entry`.
+template <class Entry, class C>
+auto& owner(C& c) {
+  using O = typename Entry::owner_type;
+  if constexpr (std::is_same_v<O, datamask::settings>) {
+    return c.run;
+  } else if constexpr (std::is_same_v<O, datamask::learner_settings>) {
+    return c.learn;
+  } else {
+    return c;
+  }
+}
+
+/// What the program adds to a setting's help (never a default or a range: those come from the table).
+inline std::string program_note(std::string_view name) {
+  if (name == "prune") return "; global over the corpus (all blocks)";
+  if (name == "steps") return "; --demo: 300 unless given";
+  if (name == "rollouts") return "; --demo: 64 unless given";
+  if (name == "scales") return " (in the report's order); given alone, it sets --scaling fixed: one f for every block and seed";
+  if (name == "count") return "; excludes --ratio";
+  return "";
+}
+
+/// A comma-separated list of numbers, each in the entry's range when one is given.
+inline std::vector<double> parse_list(const std::string& opt, const std::string& v,
+                                      const std::function<std::string(double)>& check = {}) {
+  std::vector<double> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t c = v.find(',', start);
+    const std::string item = v.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    char* end = nullptr;
+    const double x = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(x)) {
+      throw usage_error(opt + ": expected a number, found '" + item + "'");
+    }
+    if (check && !check(x).empty()) throw usage_error(opt + ": every value " + check(x));
+    out.push_back(x);
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
+}
+
+/// The entry's range as help and messages say it (an unsigned setting: ">= 0", not "any value").
+template <class Entry>
+std::string range_text(const Entry& s) {
+  using V = typename Entry::value_type;
+  if constexpr (Entry::kind == datamask::setting_kind::number && std::is_unsigned_v<V>) {
+    if (!s.bounded_above()) return ">= 0";
+  }
+  return s.range_text();
+}
+
+/// "must be <range>, found x" when x is outside the entry's range, else empty.
+template <class Entry>
+std::string range_error(const Entry& s, double x) {
+  const auto lo = static_cast<double>(s.min), hi = static_cast<double>(s.max);
+  const bool ok = !std::isnan(x) && (s.min_open ? x > lo : x >= lo) && (s.max_open ? x < hi : x <= hi);
+  if (ok) return {};
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return "must be " + range_text(s) + ", found " + buf;
+}
+
+/// A CLI11 check of a numeric entry's range; its description is the range as --help shows it.
+template <class Entry>
+CLI::Validator range_check(const Entry& s) {
+  return CLI::Validator(
+      [s](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size()) return "expected a number, found '" + v + "'";
+        const std::string e = range_error(s, x);
+        return e.empty() ? e : "must be " + range_text(s) + ", found " + v;
+      },
+      range_text(s));
+}
+
+/// One option from one table entry: its help and default; the range or choices show as the
+/// option's check (a list's range in the help).
+template <class Entry>
+void add_entry(CLI::App& app, config& c, const Entry& s) {
+  using field_t = std::remove_cvref_t<decltype(owner<Entry>(c).*s.member)>;
+  auto& field = owner<Entry>(c).*s.member;
+  const std::string opt = "--" + std::string(s.name);
+  const bool list = std::is_same_v<field_t, std::vector<typename Entry::value_type>>;
+  const std::string help = std::string(s.help) + program_note(s.name) + " (" + (list ? "each " + range_text(s) + "; " : "") +
+                           "default " + s.default_text() + ")";
+  if constexpr (std::is_same_v<field_t, std::optional<typename Entry::value_type>>) {
+    throw std::logic_error("datamask-select: no option for the optional setting " + opt);
+  } else if constexpr (Entry::kind == datamask::setting_kind::flag) {
+    // An option on by default can be turned off: --no-NAME.
+    app.add_flag(s.default_value() ? opt + ",!--no-" + std::string(s.name) : opt, field, help);
+  } else if constexpr (Entry::kind == datamask::setting_kind::choice) {
+    std::vector<std::string> names;
+    for (const auto& ch : s.choices) names.emplace_back(ch.name);
+    app.add_option_function<std::string>(opt, [s, &c](const std::string& v) { s.parse(v, owner<Entry>(c)); }, help)
+        ->check(CLI::IsMember(names));
+  } else if constexpr (std::is_same_v<field_t, std::vector<typename Entry::value_type>>) {
+    app.add_option_function<std::string>(
+        opt, [s, opt, &field](const std::string& v) {
+          const auto values = parse_list(opt, v, [&](double x) { return range_error(s, x); });
+          field.assign(values.begin(), values.end());
+        },
+        help);
+  } else {
+    app.add_option(opt, field, help)->check(range_check(s));
+  }
+}
+
+/// The options that are the program's own: inputs, outputs, the objective list, the optimizer.
+inline void add_program_options(CLI::App& app, config& c) {
+  constexpr auto all = CLI::MultiOptionPolicy::TakeAll;
+  app.add_option("--embeddings", c.embeddings,
+                 "PATH: .npy float32 or float16, C order, n x d; memory-mapped. Repeat, or give a directory "
+                 "(its *.npy files in name order), to read shards as one corpus. Required unless --demo.")
+      ->multi_option_policy(all);
+  app.add_option("--quality", c.quality,
+                 "PATH: quality scores, a .npy float file (one column) or a CSV file (every column a score; "
+                 "optional header). May repeat. Required unless --lambda 0.")
+      ->multi_option_policy(all);
+  app.add_option_function<std::string>(
+      "--quality-weights", [&c](const std::string& v) { c.quality_weights = parse_list("--quality-weights", v); },
+      "W,...: weight per score column, in order, each >= 0 (default: all 1)");
+  app.add_option("--ids", c.ids, "PATH: .npy int64, one unique id per row (default: the row numbers)");
+  app.add_option("--objective", c.objectives, "pairwise | facility | disf (default pairwise); may repeat, each a "
+                                              "separately scaled term")
+      ->multi_option_policy(all)
+      ->check(CLI::IsMember({"pairwise", "facility", "disf"}));
+  app.add_option_function<std::string>(
+      "--objective-weights", [&c](const std::string& v) { c.objective_weights = parse_list("--objective-weights", v); },
+      "W,...: weight per --objective, in order, each >= 0 (default: all 1)");
+  app.add_option("--optimizer", c.optimizer, "pg | greedy | lazy | stochastic (pg: policy gradient); the "
+                                             "greedy baselines optimise the same f and write ids in the order picked")
+      ->check(CLI::IsMember({"pg", "greedy", "lazy", "stochastic"}))
+      ->capture_default_str();
+  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64), .csv or .txt, in selection order "
+                                 "(pg: by final logit, descending, block by block)");
+  app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
+                                       "selected, objective.total, objective.terms.<name>.{raw,scale,weight}, steps, seconds");
+  app.add_option("--log", c.log, "PATH: CSV, one row per block and step (reward mean and max, each term)");
+  app.add_option("--plot", c.plot, "PATH: SVG of the log");
+  app.add_option("--checkpoint", c.checkpoint,
+                 "DIR: save logits and step counters of each block every --checkpoint-every steps and on "
+                 "SIGINT/SIGTERM; a manifest records finished blocks and hashes of the inputs and options");
+  app.add_flag("--resume", c.resume, "continue the run in --checkpoint DIR, to exactly the selection of an "
+                                     "uninterrupted run; refused if inputs or options changed");
+  app.add_flag("--quiet", c.quiet, "no progress output");
+  app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/synthetic.hpp) "
+                                 "and run on it");
+}
+
+/// Every option of the program, bound to c.
+inline void add_options(CLI::App& app, config& c) {
+  // A repeated option takes its last value (scripts append overrides), except the lists.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  add_program_options(app, c);
+  visit_options([&](const auto& s) { add_entry(app, c, s); });
+}
+
+}  // namespace detail
+
+inline nlohmann::ordered_json config::selection_json() const {
+  nlohmann::ordered_json j;
+  j["objective"] = objectives;
+  j["objective-weights"] = objective_weights;
+  j["quality-weights"] = quality_weights;
+  j["optimizer"] = optimizer;
+  j["demo"] = demo;
+  detail::visit_options([&](const auto& s) {
+    using entry = std::remove_cvref_t<decltype(s)>;
+    if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
+    const auto& v = detail::owner<entry>(*this).*s.member;
+    if constexpr (entry::kind == datamask::setting_kind::choice) {
+      j[std::string(s.name)] = std::string(datamask::enum_name(v));
+    } else if constexpr (std::is_same_v<std::remove_cvref_t<decltype(v)>, std::optional<typename entry::value_type>>) {
+      j[std::string(s.name)] = v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+    } else {
+      j[std::string(s.name)] = v;
+    }
+  });
+  return j;
+}
+
+/// The help text's closing lines.
+inline constexpr const char* help_footer =
+    "Outputs are each written to a temporary file, then renamed; no two outputs may share a path, and no output "
+    "may be an input.\nExit codes: 0 success, 2 bad input or usage (one line on stderr naming the file or option), "
+    "1 internal error, 130/143 interrupted (SIGINT/SIGTERM; no output written).";
+
+inline void check_args(config& c);
+
+/// A library error as the program says it: settings named as the options they came from
+/// ("lr_min" -> "--lr-min"), in the input's place and where the message names a setting.
+inline std::string option_message(const datamask::invalid_input& e) {
+  const std::string input = e.input();
+  std::string msg = e.what();
+  std::vector<std::pair<std::string, std::string>> names;  // field -> option
+  detail::visit_options([&](const auto& s) { names.emplace_back(std::string(s.field), "--" + std::string(s.name)); });
+  config c;
+  CLI::App app;
+  detail::add_options(app, c);
+  std::string opt = "--" + input;
+  for (char& ch : opt) ch = ch == '_' ? '-' : ch;
+  if (app.get_option_no_throw(opt) == nullptr) {
+    opt.clear();
+    for (const auto& [field, name] : names) {
+      if (field == input) opt = name;
+    }
+  }
+  if (!opt.empty()) msg = opt + msg.substr(input.size());
+  for (const auto& [field, name] : names) {  // only the unambiguous names (with '_') inside the text
+    if (field.find('_') == std::string::npos) continue;
+    for (auto at = msg.find(field, opt.size()); at != std::string::npos; at = msg.find(field, at + name.size())) {
+      msg.replace(at, field.size(), name);
+    }
+  }
+  return msg;
+}
+
+/// Parses argv into c. Returns false when --help was printed. Throws usage_error.
+inline bool parse_args(int argc, char** argv, config& c) {
+  CLI::App app("datamask-select: select LLM pre-training data by policy-gradient mask learning (DATAMASK)",
+               "datamask-select");
+  app.footer(help_footer);
+  app.get_formatter()->column_width(26);
+  detail::add_options(app, c);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw usage_error(std::string(e.what()) + " (see --help)");
+  }
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->count() > 0) c.given.insert(o->get_name());
+  }
+  check_args(c);
+  return true;
+}
+
+namespace detail {
+
+/// The objective list and its weights.
+inline void check_objectives(config& c) {
+  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (c.objectives[i] == c.objectives[j]) throw usage_error("--objective: '" + c.objectives[i] + "' given twice");
+    }
+  }
+  if (c.objectives.empty()) c.objectives.push_back("pairwise");
+  if (!c.objective_weights.empty() && c.objective_weights.size() != c.objectives.size()) {
+    throw usage_error("--objective-weights: " + std::to_string(c.objective_weights.size()) +
+                      " weights for " + std::to_string(c.objectives.size()) + " --objective terms");
+  }
+  for (double w : c.objective_weights) {
+    if (w < 0.0) throw usage_error("--objective-weights: weights must be >= 0");
+  }
+}
+
+/// The inputs: where the corpus and the quality scores come from.
+inline void check_inputs(const config& c) {
+  if (c.demo && !c.embeddings.empty()) throw usage_error("--demo: generates its own corpus; drop --embeddings");
+  if (!c.demo && c.embeddings.empty()) throw usage_error("--embeddings: required (or --demo; see --help)");
+  const bool quality = c.demo || !c.quality.empty();
+  if (!quality && c.run.lambda > 0.0) {
+    throw usage_error("--quality: required unless --lambda 0 (lambda weighs the quality term)");
+  }
+  if (!quality && c.run.init == datamask::init_mode::quality) throw usage_error("--init: quality needs --quality");
+  if (!quality && c.run.prune > 0.0) throw usage_error("--prune: needs --quality");
+  if (!c.quality_weights.empty() && c.quality_weights.size() != c.quality.size() && !c.quality.empty()) {
+    // A CSV file holds several columns; the count is checked again once it is read.
+    bool csv = false;
+    for (const auto& q : c.quality) csv = csv || (q.size() >= 4 && q.substr(q.size() - 4) == ".csv");
+    if (!csv) {
+      throw usage_error("--quality-weights: " + std::to_string(c.quality_weights.size()) +
+                        " weights for " + std::to_string(c.quality.size()) + " --quality columns");
+    }
+  }
+  for (double w : c.quality_weights) {
+    if (w < 0.0) throw usage_error("--quality-weights: weights must be >= 0");
+  }
+}
+
+/// --scales: implies --scaling fixed; one value per term of f.
+inline void check_scales(config& c) {
+  using datamask::term_scaling;
+  if (c.run.scales.empty()) {
+    if (c.run.scaling == term_scaling::fixed) throw usage_error("--scaling: fixed needs --scales");
+    return;
+  }
+  if (c.has("--scaling") && c.run.scaling != term_scaling::fixed) {
+    throw usage_error("--scales: given with --scaling " + std::string(datamask::enum_name(c.run.scaling)) +
+                      "; fixed scales need --scaling fixed");
+  }
+  c.run.scaling = term_scaling::fixed;
+  std::size_t terms = c.run.lambda > 0.0 ? 1 : 0;
+  if (c.run.lambda < 1.0) {
+    for (std::size_t i = 0; i < c.objectives.size(); ++i) {
+      terms += c.objective_weights.empty() || c.objective_weights[i] > 0.0 ? 1 : 0;
+    }
+  }
+  if (c.run.scales.size() != terms) {
+    throw usage_error("--scales: " + std::to_string(c.run.scales.size()) + " values for " + std::to_string(terms) +
+                      " terms of f (quality when lambda > 0, then each --objective with a positive weight when "
+                      "lambda < 1)");
+  }
+}
+
+/// The output file name (its extension picks the format) and the checkpoint options.
+inline void check_outputs(const config& c) {
+  if (c.resume && c.checkpoint.empty()) throw usage_error("--resume: needs --checkpoint DIR");
+  if (c.out.empty()) return;
+  const auto dot = c.out.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : c.out.substr(dot);
+  if (ext != ".npy" && ext != ".csv" && ext != ".txt") throw usage_error(c.out + ": --out must end in .npy, .csv or .txt");
+}
+
+}  // namespace detail
+
+/// Checks that need no input file: combinations of options, then the library's own validation
+/// (every range and its rules between settings), whose messages name the options.
+inline void check_args(config& c) {
+  if (c.has("--ratio") && c.has("--count")) throw usage_error("--count: give --ratio or --count, not both");
+  detail::check_objectives(c);
+  detail::check_inputs(c);
+  detail::check_scales(c);
+  detail::check_outputs(c);
+  if (c.demo) {  // small, fast settings for the built-in corpus unless given
+    if (!c.has("--steps")) c.run.steps = 300;
+    if (!c.has("--rollouts")) c.run.rollouts = 64;
+  }
+  try {
+    datamask::validate(c.run);
+    datamask::validate(c.learn);
+  } catch (const datamask::invalid_input& e) {
+    throw usage_error(option_message(e));
+  }
+}
+
+}  // namespace dmselect

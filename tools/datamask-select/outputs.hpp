@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: the files written from the per-block results (ids, CSV log, SVG plot; the
+// JSON report's fields are the library's, datamask/io/report.hpp), each built in memory and
+// written atomically.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <datamask/datamask.hpp>
+#include <datamask/io/file.hpp>
+#include <datamask/io/npy.hpp>
+#include <datamask/io/report.hpp>
+#include <datamask/pipeline.hpp>
+
+#include "args.hpp"
+
+namespace dmselect {
+
+using datamask::block_result;
+
+inline std::string ids_file_bytes(const std::string& path, const std::vector<datamask::id_t>& ids) {
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
+    std::vector<std::int64_t> v(ids.begin(), ids.end());
+    const std::int64_t shape[1] = {static_cast<std::int64_t>(v.size())};
+    return datamask::io::npy_bytes(std::span<const std::int64_t>(v), std::span<const std::int64_t>(shape));
+  }
+  std::string out;
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0) out = "id\n";
+  for (auto id : ids) out += std::to_string(static_cast<std::int64_t>(id)) + "\n";
+  return out;
+}
+
+/// The report's "configuration": every option that determines the selection (the canonical
+/// configuration, typed), plus the inputs and the outputs.
+inline nlohmann::ordered_json configuration_json(const config& c) {
+  nlohmann::ordered_json j;
+  j["embeddings"] = c.embeddings;
+  j["quality"] = c.quality;
+  j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.ids);
+  j.update(c.selection_json());
+  j["threads"] = c.run.threads;
+  j["out"] = c.out;
+  j["checkpoint"] = c.checkpoint;
+  return j;
+}
+
+inline std::string log_csv(const std::vector<block_result>& blocks) {
+  std::ostringstream os;
+  os.precision(10);
+  os << "block,step,lr,reward_mean,reward_max";
+  const block_result* named = nullptr;
+  for (const auto& b : blocks) {
+    if (!b.terms.empty()) {
+      named = &b;
+      break;
+    }
+  }
+  if (named) {
+    for (const auto& t : named->terms) os << "," << t.name;
+  }
+  os << "\n";
+  for (const auto& b : blocks) {
+    for (const auto& h : b.history) {
+      os << b.block << "," << h.step << "," << h.lr << "," << h.reward_mean << "," << h.reward_max;
+      for (double v : h.term_means) os << "," << v;
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+/// An SVG of the log: the reward (mean and max) in the first panel, then one panel per term,
+/// each averaged over the blocks at every step.
+inline std::string plot_svg(const std::vector<block_result>& blocks) {
+  index_t steps = 0;
+  std::vector<std::string> names = {"reward"};
+  for (const auto& b : blocks) {
+    for (const auto& h : b.history) steps = std::max(steps, h.step);
+    if (names.size() == 1 && !b.terms.empty()) {
+      for (const auto& t : b.terms) names.push_back(t.name);
+    }
+  }
+  const std::size_t panels = names.size();
+  // series[p][0/1][step-1]: mean over blocks (for p = 0, series 1 is the max reward).
+  std::vector<std::vector<std::vector<double>>> sum(panels, std::vector<std::vector<double>>(2, std::vector<double>(static_cast<std::size_t>(steps), 0.0)));
+  std::vector<double> cnt(static_cast<std::size_t>(steps), 0.0);
+  for (const auto& b : blocks) {
+    for (const auto& h : b.history) {
+      const auto s = static_cast<std::size_t>(h.step - 1);
+      cnt[s] += 1.0;
+      sum[0][0][s] += h.reward_mean;
+      sum[0][1][s] += h.reward_max;
+      for (std::size_t t = 0; t < h.term_means.size() && t + 1 < panels; ++t) sum[t + 1][0][s] += h.term_means[t];
+    }
+  }
+  const double w = 760, ph = 170, left = 70, top = 40;
+  std::ostringstream os;
+  os.precision(6);
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w + 100 << "\" height=\""
+     << top + panels * (ph + 50) << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\">datamask-select: per-step rollout statistics"
+     << (blocks.size() > 1 ? " (mean over blocks)" : "") << "</text>\n";
+  for (std::size_t p = 0; p < panels; ++p) {
+    const double y0 = top + p * (ph + 50) + 20;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    const int nser = p == 0 ? 2 : 1;
+    for (int sidx = 0; sidx < nser; ++sidx) {
+      for (std::size_t s = 0; s < cnt.size(); ++s) {
+        if (cnt[s] == 0) continue;
+        const double v = sum[p][sidx][s] / cnt[s];
+        if (std::isfinite(v)) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+      }
+    }
+    if (!(hi >= lo)) lo = 0, hi = 1;
+    if (hi == lo) hi = lo + 1;
+    os << "<text x=\"" << left << "\" y=\"" << y0 - 6 << "\" font-weight=\"bold\">"
+       << (p == 0 ? "reward (blue: mean, orange: max)" : names[p] + " (raw, mean over rollouts)") << "</text>\n"
+       << "<rect x=\"" << left << "\" y=\"" << y0 << "\" width=\"" << w << "\" height=\"" << ph
+       << "\" fill=\"none\" stroke=\"#888\"/>\n"
+       << "<text x=\"" << left - 6 << "\" y=\"" << y0 + 10 << "\" text-anchor=\"end\">" << hi << "</text>\n"
+       << "<text x=\"" << left - 6 << "\" y=\"" << y0 + ph << "\" text-anchor=\"end\">" << lo << "</text>\n"
+       << "<text x=\"" << left << "\" y=\"" << y0 + ph + 15 << "\">1</text>\n"
+       << "<text x=\"" << left + w << "\" y=\"" << y0 + ph + 15 << "\" text-anchor=\"end\">step " << steps << "</text>\n";
+    const char* colour[2] = {"#1f77b4", "#ff7f0e"};
+    for (int sidx = nser - 1; sidx >= 0; --sidx) {
+      os << "<polyline fill=\"none\" stroke=\"" << colour[sidx] << "\" stroke-width=\"1.2\" points=\"";
+      // At most ~1500 points: average consecutive steps into buckets.
+      const std::size_t stride = std::max<std::size_t>(1, cnt.size() / 1500);
+      for (std::size_t s0 = 0; s0 < cnt.size(); s0 += stride) {
+        double acc = 0, m = 0;
+        for (std::size_t s = s0; s < std::min(cnt.size(), s0 + stride); ++s) {
+          if (cnt[s] > 0 && std::isfinite(sum[p][sidx][s])) {
+            acc += sum[p][sidx][s] / cnt[s];
+            m += 1;
+          }
+        }
+        if (m == 0) continue;
+        const double x = left + (steps > 1 ? w * static_cast<double>(s0) / static_cast<double>(steps - 1) : 0.0);
+        const double y = y0 + ph - ph * (acc / m - lo) / (hi - lo);
+        os << x << "," << y << " ";
+      }
+      os << "\"/>\n";
+    }
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+}  // namespace dmselect

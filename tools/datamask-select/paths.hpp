@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: the checks on output paths, run before any work. Each output must be
+// writable, no two outputs may be one file (the second would silently replace the first), and
+// no output may be an input (it would replace the data the run reads). Paths are compared
+// resolved: `./a`, `a`, `dir/../a` and symbolic links to one file are the same file.
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <datamask/io/file.hpp>
+
+#include "args.hpp"
+
+namespace dmselect {
+
+namespace detail {
+
+/// The resolved form of a path (symbolic links followed as far as the path exists).
+inline std::filesystem::path resolved(const std::string& p) {
+  std::error_code ec;
+  auto r = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+  return ec ? std::filesystem::absolute(p).lexically_normal() : r;
+}
+
+/// Whether `inner` is `outer` or lies inside it.
+inline bool within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+    if (o->empty() && std::next(o) == outer.end()) break;  // a trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+/// The input files and folders, each with the option that named it.
+inline std::vector<std::pair<std::string, std::filesystem::path>> inputs(const config& c) {
+  std::vector<std::pair<std::string, std::filesystem::path>> in;
+  for (const auto& e : c.embeddings) in.emplace_back("--embeddings", resolved(e));
+  for (const auto& q : c.quality) in.emplace_back("--quality", resolved(q));
+  if (!c.ids.empty()) in.emplace_back("--ids", resolved(c.ids));
+  return in;
+}
+
+}  // namespace detail
+
+/// Refuses (usage_error, exit 2) outputs that cannot be written, two outputs on one path, and an
+/// output that is an input file, a shard inside an input folder, or (the checkpoint folder) holds
+/// an input. Writes nothing.
+inline void check_output_paths(const config& c) {
+  namespace fs = std::filesystem;
+  const std::pair<const char*, const std::string*> named[] = {
+      {"--out", &c.out}, {"--report", &c.report}, {"--log", &c.log}, {"--plot", &c.plot}};
+  std::vector<std::pair<std::string, fs::path>> outs;
+  for (const auto& [opt, p] : named) {
+    if (p->empty()) continue;
+    const fs::path r = detail::resolved(*p);
+    for (const auto& [other, q] : outs) {
+      if (q == r) throw usage_error(other + " and " + opt + ": both write " + *p + "; give each output its own path");
+    }
+    outs.emplace_back(opt, r);
+  }
+  const auto in = detail::inputs(c);
+  for (const auto& [opt, r] : outs) {
+    for (const auto& [iopt, i] : in) {
+      // A file inside an input folder is an input when it is a shard (.npy) of that folder.
+      std::error_code ec;
+      const bool shard = fs::is_directory(i, ec) && r.extension() == ".npy" && detail::within(r, i);
+      if (r == i || shard) {
+        throw usage_error(opt + ": " + r.string() + " is an input (" + iopt + " " + i.string() +
+                          "); writing it would replace the data this run reads");
+      }
+    }
+  }
+  if (!c.checkpoint.empty()) {
+    const fs::path ck = detail::resolved(c.checkpoint);
+    for (const auto& [iopt, i] : in) {
+      if (detail::within(ck, i) || detail::within(i, ck)) {
+        throw usage_error("--checkpoint: " + ck.string() + " overlaps an input (" + iopt + " " + i.string() +
+                          "); the checkpoint folder must hold no input and be none");
+      }
+    }
+  }
+  for (const auto& [opt, p] : named) {
+    if (!p->empty()) datamask::io::check_writable(*p);
+  }
+}
+
+}  // namespace dmselect
