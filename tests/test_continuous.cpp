@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -243,6 +245,17 @@ bool optimal_once(const D& objective, std::uint64_t seed, bool polish) {
   o.common.seed = seed;
   o.common.threads = 1;
   o.polish.enabled = polish;
+  if (const char* e = std::getenv("DMX")) {  // TEMP sweep
+    char pa[32], ru[32], de[32];
+    double lr;
+    long it;
+    std::sscanf(e, "%31[^:]:%31[^:]:%lf:%31[^:]:%ld", pa, ru, &lr, de, &it);
+    o.ascent.parameterization = std::string(pa) == "logits" ? datamask::continuous_parameterization::logits : datamask::continuous_parameterization::projected;
+    o.ascent.rule = std::string(ru) == "adam" ? datamask::step_rule::adam : std::string(ru) == "plain" ? datamask::step_rule::plain : datamask::step_rule::normalized;
+    o.ascent.lr = lr;
+    o.ascent.decay = std::string(de) == "constant" ? datamask::step_decay::constant : std::string(de) == "cosine" ? datamask::step_decay::cosine : datamask::step_decay::linear;
+    o.ascent.iterations = it;
+  }
   const auto res = datamask::continuous_learner(o).select(blk.p, objective);
   REQUIRE(res.rows.size() == 3);
   std::vector<double> scales;

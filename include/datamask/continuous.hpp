@@ -83,6 +83,12 @@ struct continuous_settings {
   double beta1 = 0.9;            ///< Adam
   double beta2 = 0.999;          ///< Adam
   double epsilon = 1e-8;         ///< Adam
+  /// Evaluate f on the read-out (the S largest p) every this many iterations and keep the best
+  /// one (0: never). Why: the relaxation's maximiser need not round to f's best set (on tiny
+  /// blocks, DiSF's relaxation with W - 1 = S - 1 small differs much from the set function), but
+  /// the sets the ascent passes through are candidates worth one evaluation each (O(S d) for
+  /// pairwise similarity, O(S d^2) for DiSF: below one iteration's cost).
+  index_t track_every = 1;
 };
 
 /// @brief Settings of the 1-swap polish after the read-out.
@@ -253,6 +259,7 @@ inline std::vector<index_t> top_by(std::span<const double> key, std::span<const 
 /// @param s the selection size S
 /// @param cfg the parameterisation, step rule and schedule
 /// @param on_step, stop progress callback and early-stop predicate (may be empty)
+/// @param on_iterate called after each step with the iteration and the new p (may be empty)
 /// @return the final p (and logits), the relaxed value per iteration
 /// @throws invalid_input for bad settings
 template <class Relaxed>
@@ -261,7 +268,8 @@ template <class Relaxed>
                                         std::span<const index_t> candidates, index_t s,
                                         const continuous_settings& cfg,
                                         const std::function<void(const continuous_step_info&)>& on_step = {},
-                                        const std::function<bool(const continuous_step_info&)>& stop = {}) {
+                                        const std::function<bool(const continuous_step_info&)>& stop = {},
+                                        const std::function<void(index_t, std::span<const double>)>& on_iterate = {}) {
   DATAMASK_EXPECTS(cfg.iterations >= 0, "iterations", "must be >= 0, found ", cfg.iterations);
   DATAMASK_EXPECTS(std::isfinite(cfg.lr) && cfg.lr > 0.0, "lr", "must be finite and > 0, found ", cfg.lr);
   DATAMASK_EXPECTS(std::isfinite(cfg.final_fraction) && cfg.final_fraction >= 0.0, "final_fraction",
@@ -325,6 +333,7 @@ template <class Relaxed>
     double integ = 0.0;
     for (index_t i : candidates) integ += st.p[i] * (1.0 - st.p[i]);
     st.iterations_run = t;
+    if (on_iterate) on_iterate(t, std::span<const double>(st.p));
     const continuous_step_info info{t, cfg.iterations, lr, val, integ / sd};
     if (on_step) on_step(info);
     if (stop && stop(info)) {
@@ -703,7 +712,20 @@ class continuous_learner {
       res.rows = read_out(key, f.ids(), kept, s);
     } else {
       const auto relaxed = relaxed_objective(f, s, o.threads);
-      continuous_state st = optimize(relaxed, n, kept, s, opt_.ascent, opt_.on_step, opt_.stop);
+      std::vector<index_t> best_rows;
+      double best_f = -std::numeric_limits<double>::infinity();
+      const index_t every = opt_.ascent.track_every;
+      DATAMASK_EXPECTS(every >= 0, "track_every", "must be >= 0, found ", every);
+      auto track = [&](index_t t, std::span<const double> pcur) {
+        if (every == 0 || t % every != 0) return;
+        std::vector<index_t> rows = read_out(pcur, f.ids(), kept, s);
+        const double fv = f(std::span<const index_t>(rows));
+        if (fv > best_f) {
+          best_f = fv;
+          best_rows = std::move(rows);
+        }
+      };
+      continuous_state st = optimize(relaxed, n, kept, s, opt_.ascent, opt_.on_step, opt_.stop, track);
       res.steps_run = st.iterations_run;
       res.stopped_early = st.stopped_early;
       res.history.reserve(st.relaxed.size());
@@ -723,11 +745,26 @@ class continuous_learner {
       // Projected: p itself (ties among the exact ones go to the smaller id); logits: L - tau,
       // which orders as p does but does not round to 1.
       res.rows = read_out(st.logits.empty() ? st.p : st.logits, f.ids(), kept, s);
+      double f_rows = f(std::span<const index_t>(res.rows));
+      // The best tracked read-out, when it is a different set (ties keep the final read-out).
+      if (!best_rows.empty()) {
+        std::vector<index_t> a(res.rows);
+        std::vector<index_t> c(best_rows);
+        std::sort(a.begin(), a.end());
+        std::sort(c.begin(), c.end());
+        if (a == c) best_rows.clear();
+      }
       if (opt_.polish.enabled) {
         (void)polish_swaps(f, relaxed, res.rows, kept, opt_.polish, o.threads);
-        // Rows in read-out order: the key, ties to the smaller id.
-        res.rows = read_out(key, f.ids(), res.rows, s);
+        f_rows = f(std::span<const index_t>(res.rows));
+        if (!best_rows.empty()) {
+          (void)polish_swaps(f, relaxed, best_rows, kept, opt_.polish, o.threads);
+          best_f = f(std::span<const index_t>(best_rows));
+        }
       }
+      if (!best_rows.empty() && best_f > f_rows) res.rows = std::move(best_rows);
+      // Rows in read-out order: the key, ties to the smaller id.
+      res.rows = read_out(key, f.ids(), res.rows, s);
     }
     res.logits = key;
     {
