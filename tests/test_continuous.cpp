@@ -6,8 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -245,17 +243,6 @@ bool optimal_once(const D& objective, std::uint64_t seed, bool polish) {
   o.common.seed = seed;
   o.common.threads = 1;
   o.polish.enabled = polish;
-  if (const char* e = std::getenv("DMX")) {  // TEMP sweep
-    char pa[32], ru[32], de[32];
-    double lr;
-    long it;
-    std::sscanf(e, "%31[^:]:%31[^:]:%lf:%31[^:]:%ld", pa, ru, &lr, de, &it);
-    o.ascent.parameterization = std::string(pa) == "logits" ? datamask::continuous_parameterization::logits : datamask::continuous_parameterization::projected;
-    o.ascent.rule = std::string(ru) == "adam" ? datamask::step_rule::adam : std::string(ru) == "plain" ? datamask::step_rule::plain : datamask::step_rule::normalized;
-    o.ascent.lr = lr;
-    o.ascent.decay = std::string(de) == "constant" ? datamask::step_decay::constant : std::string(de) == "cosine" ? datamask::step_decay::cosine : datamask::step_decay::linear;
-    o.ascent.iterations = it;
-  }
   const auto res = datamask::continuous_learner(o).select(blk.p, objective);
   REQUIRE(res.rows.size() == 3);
   std::vector<double> scales;
@@ -269,6 +256,10 @@ bool optimal_once(const D& objective, std::uint64_t seed, bool polish) {
   return got >= best - 1e-12 * std::max(1.0, std::abs(best));
 }
 
+// Measured (default settings: 100 projected, normalised iterations, linear decay; best read-out
+// tracked; 1- and 2-swap polish): 19 of 20 for pairwise and for DiSF with polish; without polish
+// 13 (pairwise) and 6 (DiSF). On S = 3 DiSF's relaxation (W - 1 = 2) is far from the set
+// function, so the polish does most of the work there.
 template <class D>
 void check_optimum(const D& objective, const char* name) {
   int with = 0;

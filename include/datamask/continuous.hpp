@@ -102,6 +102,9 @@ struct polish_settings {
   bool enabled = true;
   index_t rounds = 10;      ///< at most this many gradient refreshes
   index_t candidates = 16;  ///< items considered on each side per round
+  /// Items on each side for a double swap when no single swap improves (0 or 1: none); the
+  /// search costs pair_candidates^4 / 2 exact gains.
+  index_t pair_candidates = 6;
   /// Wall-clock budget in seconds (0: none). A budget makes the result depend on the machine's
   /// speed; the round limit alone keeps it deterministic.
   double seconds = 0.0;
@@ -576,6 +579,37 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
   std::vector<double> p(static_cast<std::size_t>(n), 0.0);
   std::vector<double> grad(static_cast<std::size_t>(n), 0.0);
   const double qdiv = f.aggregate() == quality_aggregate::mean ? static_cast<double>(k) : 1.0;
+  // The exact change of f when r leaves and a joins, from the term states `st` (thread-safe).
+  auto pair_gain = [&](states_t& st, index_t r, index_t a) {
+    double gain = 0.0;
+    if (f.has_quality_term()) {
+      gain += terms[0].weight / terms[0].scale * (f.quality()[a] - f.quality()[r]) / qdiv;
+    }
+    f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
+      const int t = f.term_slots()[i];
+      if (t < 0) return;
+      auto& term = std::get<decltype(i)::value>(st);
+      double dlt = 0.0;
+      if constexpr (requires { term.scratch; }) {
+        auto copy = term;  // the generic state's scratch is per thread
+        dlt = copy.delta(r, a);
+      } else {
+        dlt = term.delta(r, a);
+      }
+      gain += terms[static_cast<std::size_t>(t)].weight / terms[static_cast<std::size_t>(t)].scale * dlt;
+    });
+    return gain;
+  };
+  auto apply_to = [&](states_t& st, index_t r, index_t a) {
+    f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
+      if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(st).apply(r, a);
+    });
+  };
+  auto prepare_all = [&](states_t& st, std::span<const index_t> rm, std::span<const index_t> ad) {
+    f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
+      if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(st).prepare(rm, ad);
+    });
+  };
   for (index_t round = 0; round < cfg.rounds && !out_of_time(); ++round) {
     ++rep.rounds;
     for (index_t i = 0; i < n; ++i) p[i] = in[i] ? 1.0 : 0.0;
@@ -589,9 +623,7 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
     std::vector<index_t> rems = dc::top_by(grad, f.ids(), rows, cfg.candidates, false);
     index_t swaps_this_round = 0;
     while (!adds.empty() && !rems.empty() && !out_of_time()) {
-      f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
-        if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(states).prepare(rems, adds);
-      });
+      prepare_all(states, rems, adds);
       // Exact gains of every pair, in parallel over the removals; the best by (gain, order).
       std::vector<double> best(rems.size(), -std::numeric_limits<double>::infinity());
       std::vector<std::size_t> best_a(rems.size(), 0);
@@ -599,23 +631,7 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
         const index_t r = rems[static_cast<std::size_t>(ri)];
         for (std::size_t ai = 0; ai < adds.size(); ++ai) {
           const index_t a = adds[ai];
-          double gain = 0.0;
-          if (f.has_quality_term()) {
-            gain += terms[0].weight / terms[0].scale * (f.quality()[a] - f.quality()[r]) / qdiv;
-          }
-          f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
-            const int t = f.term_slots()[i];
-            if (t < 0) return;
-            auto& term = std::get<decltype(i)::value>(states);
-            double dlt = 0.0;
-            if constexpr (requires { term.scratch; }) {
-              auto copy = term;  // the generic state's scratch is per thread
-              dlt = copy.delta(r, a);
-            } else {
-              dlt = term.delta(r, a);
-            }
-            gain += terms[static_cast<std::size_t>(t)].weight / terms[static_cast<std::size_t>(t)].scale * dlt;
-          });
+          const double gain = pair_gain(states, r, a);
           if (gain > best[static_cast<std::size_t>(ri)]) {
             best[static_cast<std::size_t>(ri)] = gain;
             best_a[static_cast<std::size_t>(ri)] = ai;
@@ -632,9 +648,7 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
       if (!(gain > 1e-12 * std::max(1.0, std::abs(rep.gain)))) break;
       const index_t r = rems[bi];
       const index_t a = adds[best_a[bi]];
-      f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
-        if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(states).apply(r, a);
-      });
+      apply_to(states, r, a);
       *std::find(rows.begin(), rows.end(), r) = a;
       in[r] = 0;
       in[a] = 1;
@@ -644,7 +658,51 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
       rems.erase(rems.begin() + static_cast<std::ptrdiff_t>(bi));
       adds.erase(adds.begin() + static_cast<std::ptrdiff_t>(best_a[bi]));
     }
-    if (swaps_this_round == 0) break;
+    if (swaps_this_round > 0) continue;
+    // A 1-swap local optimum: try the best double swap among the `pair_candidates` best-ranked
+    // items on each side (two removals, two additions), exact through a copy of the states.
+    const index_t b2 = std::min(cfg.pair_candidates, std::min<index_t>(k, static_cast<index_t>(outside.size())));
+    if (b2 < 2) break;
+    const std::vector<index_t> r2 = dc::top_by(grad, f.ids(), rows, b2, false);
+    const std::vector<index_t> a2 = dc::top_by(grad, f.ids(), outside, b2, true);
+    prepare_all(states, r2, a2);
+    const std::size_t nb = static_cast<std::size_t>(b2);
+    std::vector<double> best2(nb * nb, -std::numeric_limits<double>::infinity());
+    std::vector<std::size_t> arg2(nb * nb, 0);
+    detail::parallel_for(static_cast<index_t>(nb * nb), threads, [&](index_t c) {
+      const std::size_t i1 = static_cast<std::size_t>(c) / nb;
+      const std::size_t j1 = static_cast<std::size_t>(c) % nb;
+      const double g1 = pair_gain(states, r2[i1], a2[j1]);
+      states_t copy = states;
+      apply_to(copy, r2[i1], a2[j1]);
+      prepare_all(copy, r2, a2);
+      for (std::size_t i2 = i1 + 1; i2 < nb; ++i2) {
+        for (std::size_t j2 = 0; j2 < nb; ++j2) {
+          if (j2 == j1) continue;
+          const double g = g1 + pair_gain(copy, r2[i2], a2[j2]);
+          if (g > best2[static_cast<std::size_t>(c)]) {
+            best2[static_cast<std::size_t>(c)] = g;
+            arg2[static_cast<std::size_t>(c)] = i2 * nb + j2;
+          }
+        }
+      }
+    });
+    rep.evaluations += static_cast<index_t>(nb * nb * nb * nb / 2);
+    std::size_t bc = 0;
+    for (std::size_t c = 1; c < best2.size(); ++c) {
+      if (best2[c] > best2[bc]) bc = c;
+    }
+    if (!(best2[bc] > 1e-12 * std::max(1.0, std::abs(rep.gain)))) break;
+    const std::pair<index_t, index_t> moves[2] = {{r2[bc / nb], a2[bc % nb]},
+                                                  {r2[arg2[bc] / nb], a2[arg2[bc] % nb]}};
+    for (const auto& [r, a] : moves) {
+      apply_to(states, r, a);
+      *std::find(rows.begin(), rows.end(), r) = a;
+      in[r] = 0;
+      in[a] = 1;
+    }
+    rep.gain += best2[bc];
+    rep.swaps += 2;
   }
   return rep;
 }
