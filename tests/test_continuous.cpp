@@ -219,16 +219,15 @@ TEST_CASE("projection onto the capped simplex and the sigmoid shift keep sum p =
 
 namespace {
 
-struct block {
-  index_t n, d;
-  std::vector<double> x;
+/// A relax_block with quality scores, as a problem.
+struct block : relax_block {
   std::vector<double> q;
   datamask::problem<double> p;
   block(index_t n_, index_t d_, std::uint64_t seed)
-      : n(n_), d(d_), x(dmtest::random_embeddings<double>(n_, d_, seed)),
-        q(dmtest::random_quality(n_, seed + 7777)),
-        p{datamask::make_matrix_view(x.data(), n_, d_), {{q, 1.0}}, {}} {}
-  block(const block&) = delete;
+      : relax_block(n_, d_, seed, false), q(dmtest::random_quality(n_, seed + 7777)) {
+    p.embeddings = datamask::make_matrix_view(x.data(), n, d);
+    p.quality.push_back({std::span<const double>(q), 1.0});
+  }
 };
 
 /// Whether the continuous learner reaches the exhaustive optimum of its f (n = 12, S = 3,

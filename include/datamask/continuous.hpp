@@ -32,6 +32,7 @@
 #include <numeric>
 #include <span>
 #include <tuple>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -152,16 +153,21 @@ struct polish_report {
 
 namespace detail::continuous {
 
+/// The smallest and largest y_i over the rows in c.
+inline std::pair<double, double> range_of(std::span<const double> y, std::span<const index_t> c) {
+  std::pair<double, double> r{std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+  for (index_t i : c) {
+    r.first = std::min(r.first, y[i]);
+    r.second = std::max(r.second, y[i]);
+  }
+  return r;
+}
+
 /// tau such that sum_{i in c} clamp(y_i - tau, 0, 1) = s (bisection, then the exact value for the
 /// free set found), and p_i = clamp(y_i - tau, 0, 1). Serial: the same bits on any thread count.
 inline void project_capped_simplex(std::span<const double> y, std::span<const index_t> c, double s,
                                    std::span<double> p) {
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -lo;
-  for (index_t i : c) {
-    lo = std::min(lo, y[i]);
-    hi = std::max(hi, y[i]);
-  }
+  auto [lo, hi] = range_of(y, c);
   lo -= 1.0;  // sum = |c| >= s
   auto total = [&](double tau) {
     double t = 0.0;
@@ -209,12 +215,7 @@ inline double sigmoid(double z) {
 /// tau such that sum_{i in c} sigmoid(L_i - tau) = s (bisection); p_i = sigmoid(L_i - tau).
 inline double sigmoid_shift(std::span<const double> l, std::span<const index_t> c, double s,
                             std::span<double> p) {
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -lo;
-  for (index_t i : c) {
-    lo = std::min(lo, l[i]);
-    hi = std::max(hi, l[i]);
-  }
+  auto [lo, hi] = range_of(l, c);
   lo -= 50.0;
   hi += 50.0;
   for (int it = 0; it < 200 && hi - lo > 1e-13 * std::max(1.0, std::abs(hi)); ++it) {

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <concepts>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -89,6 +90,32 @@ void gather_rows(const matrix_view<const T>& x, index_t r0, index_t r1, const Ei
   }
 }
 
+/// sum_i w(i) x_i (a d-vector) and sum_i a(i), over the rows with p_i != 0, in fixed chunks
+/// summed in chunk order.
+template <class T, class W, class A>
+std::pair<Eigen::VectorXd, double> weighted_sum(const matrix_view<const T>& x, std::span<const double> p,
+                                                int threads, W&& w, A&& a) {
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  const index_t rows = chunk_rows(n, 64);
+  const index_t chunks = (n + rows - 1) / rows;
+  Eigen::MatrixXd vpart = Eigen::MatrixXd::Zero(d, chunks);
+  std::vector<double> spart(static_cast<std::size_t>(chunks), 0.0);
+  parallel_for(chunks, threads, [&](index_t c) {
+    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
+      if (p[i] == 0.0) continue;
+      vpart.col(c) += row_map<T>(x.row(i), d).template cast<double>() * w(i);
+      spart[static_cast<std::size_t>(c)] += a(i);
+    }
+  });
+  std::pair<Eigen::VectorXd, double> out{Eigen::VectorXd::Zero(d), 0.0};
+  for (index_t c = 0; c < chunks; ++c) {
+    out.first += vpart.col(c);
+    out.second += spart[static_cast<std::size_t>(c)];
+  }
+  return out;
+}
+
 }  // namespace detail::relax
 
 /// @brief The relaxation of pairwise similarity (method.md section 6): with u_i the unit rows
@@ -111,29 +138,11 @@ double relax_pairwise(const pairwise_similarity& /*objective*/, const relax_view
     std::fill(grad.begin(), grad.end(), 0.0);
     return 0.0;
   }
+  const auto [s, self_sum] = detail::relax::weighted_sum(
+      x, v.p, v.threads, [&](index_t i) { return v.p[i] * v.inv_norms[i]; },
+      [&](index_t i) { return v.p[i] * v.p[i] * v.sq_norms[i] * v.inv_norms[i] * v.inv_norms[i]; });
   const index_t rows = detail::relax::chunk_rows(n, 64);
   const index_t chunks = (n + rows - 1) / rows;
-  Eigen::MatrixXd partial = Eigen::MatrixXd::Zero(d, chunks);
-  std::vector<double> self(static_cast<std::size_t>(chunks), 0.0);
-  detail::parallel_for(chunks, v.threads, [&](index_t c) {
-    Eigen::VectorXd acc = Eigen::VectorXd::Zero(d);
-    double sf = 0.0;
-    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-      const double pi = v.p[i];
-      if (pi == 0.0) continue;
-      const double w = v.inv_norms[i];
-      acc += detail::relax::row_map<T>(x.row(i), d).template cast<double>() * (pi * w);
-      sf += pi * pi * v.sq_norms[i] * w * w;
-    }
-    partial.col(c) = acc;
-    self[c] = sf;
-  });
-  Eigen::VectorXd s = Eigen::VectorXd::Zero(d);
-  double self_sum = 0.0;
-  for (index_t c = 0; c < chunks; ++c) {
-    s += partial.col(c);
-    self_sum += self[c];
-  }
   detail::parallel_for(chunks, v.threads, [&](index_t c) {
     for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
       const double w = v.inv_norms[i];
@@ -168,25 +177,8 @@ double relax_disf(const disf& /*objective*/, const relax_view<T>& v, std::span<d
   const index_t chunks = (n + rows - 1) / rows;
 
   // Pass 1: W and X^T p.
-  Eigen::MatrixXd mpart = Eigen::MatrixXd::Zero(d, chunks);
-  std::vector<double> wpart(static_cast<std::size_t>(chunks), 0.0);
-  detail::parallel_for(chunks, v.threads, [&](index_t c) {
-    Eigen::VectorXd acc = Eigen::VectorXd::Zero(d);
-    double w = 0.0;
-    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-      if (v.p[i] == 0.0) continue;
-      acc += detail::relax::row_map<T>(x.row(i), d).template cast<double>() * v.p[i];
-      w += v.p[i];
-    }
-    mpart.col(c) = acc;
-    wpart[c] = w;
-  });
-  double wsum = 0.0;
-  Eigen::VectorXd mu = Eigen::VectorXd::Zero(d);
-  for (index_t c = 0; c < chunks; ++c) {
-    wsum += wpart[c];
-    mu += mpart.col(c);
-  }
+  auto [mu, wsum] = detail::relax::weighted_sum(
+      x, v.p, v.threads, [&](index_t i) { return v.p[i]; }, [&](index_t i) { return v.p[i]; });
   if (!(wsum > 1.0)) {
     std::fill(grad.begin(), grad.end(), 0.0);
     return 0.0;
