@@ -73,7 +73,17 @@ enum class step_decay {
 
 /// @brief Settings of the continuous ascent.
 ///
-/// Defaults chosen by benchmarks/continuous_tune.cpp (see the report of issue 10).
+/// Defaults chosen by benchmarks/continuous_tune.cpp (synthetic block, n = 20,000, d = 64,
+/// S = 2,000, lambda 0.5, 2 threads; share of naive greedy's gain, without polish):
+/// - pairwise, projected + normalised, lr 0.5 linear: 99.88% after 25 iterations (0.24 s),
+///   99.98% after 100 (0.78 s); with polish 100% (f above naive greedy's, 5.3 s);
+/// - projected + Adam (lr 0.05, linear): 73.9% / 77.8% after 25 / 100; logits + Adam (lr 0.3,
+///   constant): 46% / 77%, and 4x slower per iteration (no exact zeros: DiSF and the sums
+///   touch every row) -- the sigmoid saturates and items far from the boundary stop moving;
+/// - DiSF (d = 64), projected + normalised lr 0.5 linear: 99.77% / 99.96% after 25 / 100
+///   (1.1 s / 3.0 s; naive greedy 151 s); constant lr 0.2: 99.72% / 99.95%.
+/// The normalised step moves the most promising coordinate by lr whatever the scale of f, and
+/// the projection lets p reach exact 0 and 1, so the read-out rounds almost nothing.
 struct continuous_settings {
   index_t iterations = 100;
   continuous_parameterization parameterization = continuous_parameterization::projected;
