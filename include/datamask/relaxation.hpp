@@ -75,21 +75,6 @@ inline index_t chunk_rows(index_t n, index_t max_chunks, index_t min_rows = 1024
 template <class T>
 using row_map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 
-/// Rows multiplied by a per-row factor `w(i)`, centred on `mu` first when given, as a dense
-/// double block (rows in [r0, r1)).
-template <class T, class W>
-void gather_rows(const matrix_view<const T>& x, index_t r0, index_t r1, const Eigen::VectorXd* mu,
-                 W&& w, Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& out) {
-  const index_t d = x.cols;
-  out.resize(r1 - r0, d);
-  for (index_t i = r0; i < r1; ++i) {
-    auto row = out.row(i - r0);
-    row = row_map<T>(x.row(i), d).template cast<double>().transpose();
-    if (mu != nullptr) row -= mu->transpose();
-    row *= w(i);
-  }
-}
-
 /// sum_i w(i) x_i (a d-vector) and sum_i a(i), over the rows with p_i != 0, in fixed chunks
 /// summed in chunk order.
 template <class T, class W, class A>
@@ -153,31 +138,32 @@ double relax_pairwise(const pairwise_similarity& /*objective*/, const relax_view
   return -(s.squaredNorm() - self_sum) / norm;
 }
 
-/// @brief The relaxation of DiSF on p-weighted column statistics (method.md section 6): with
-/// W = sum p, mu = X^T p / W, Sigma = sum_i p_i (x_i - mu)(x_i - mu)^T / (W - 1) and
-/// v_a = Sigma_aa + 1e-8,
-///   F(p) = -(1 / 10^4) sum_{a != b} Sigma_ab^2 / (v_a v_b),
-///   dF/dp_i = ((x_i - mu)^T G (x_i - mu) - <G, Sigma>) / (W - 1),
-/// G = dF/dSigma (off-diagonal -(2 / 10^4) Sigma_ab / (v_a v_b), diagonal
-/// (2 / 10^4) sum_{b != a} Sigma_ab^2 / (v_a^2 v_b)). At integral p, Sigma is the unbiased
-/// covariance of the set and Sigma_ab^2 / (v_a v_b) its squared correlation C_ab^2: F_disf
-/// exactly. W is sum p (not v.total), so the gradient is that of F on the whole box.
-/// Cost O(n d^2): Sigma from the rows with p_i > 0 (one symmetric rank update per block of rows),
-/// the gradient from one (rows x d) (d x d) product per block. W <= 1 gives F = 0 and a zero
-/// gradient, as the objective scores sets of fewer than two items.
-template <class T>
-double relax_disf(const disf& /*objective*/, const relax_view<T>& v, std::span<double> grad) {
-  using rmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+namespace detail::relax {
+
+/// Rows from which relax_disf computes in the embedding precision T instead of double. Why a
+/// threshold: the O(n d^2) products in float run at about twice the double rate (half the memory
+/// traffic, twice the SIMD lanes), and at large n the ascent only needs the gradient's direction;
+/// but float rounding (relative 1e-7 per entry) is far above the step of a central finite
+/// difference, so small blocks (the tests' gradient checks, tiny selections) stay in double,
+/// where F and dF/dp are exact to double rounding. The choice depends on n only: deterministic.
+inline constexpr index_t disf_float_rows = 4096;
+
+/// Rows per block of the DiSF products: a fixed number, so the block partials (and their sum in
+/// block order, in double) do not depend on the thread count; 512 rows x 256 columns of float is
+/// 512 KiB, about an L2 cache.
+inline constexpr index_t disf_block_rows = 512;
+
+/// relax_disf computed with products in C (float or double), partials accumulated in double.
+template <class C, class T>
+double disf_relax_in(const relax_view<T>& v, std::span<double> grad) {
+  using cmat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using cvec = Eigen::Matrix<C, Eigen::Dynamic, 1>;
   const matrix_view<const T>& x = v.embeddings;
   const index_t n = x.rows;
   const index_t d = x.cols;
-  constexpr index_t block = 128;
-  // Few chunks: each holds a d x d partial.
-  const index_t rows = detail::relax::chunk_rows(n, 16);
-  const index_t chunks = (n + rows - 1) / rows;
-
-  // Pass 1: W and X^T p.
-  auto [mu, wsum] = detail::relax::weighted_sum(
+  constexpr index_t block = disf_block_rows;
+  // Pass 1: W and X^T p (double, O(n d)).
+  auto [mu, wsum] = weighted_sum(
       x, v.p, v.threads, [&](index_t i) { return v.p[i]; }, [&](index_t i) { return v.p[i]; });
   if (!(wsum > 1.0)) {
     std::fill(grad.begin(), grad.end(), 0.0);
@@ -185,26 +171,34 @@ double relax_disf(const disf& /*objective*/, const relax_view<T>& v, std::span<d
   }
   mu /= wsum;
   const double wm1 = wsum - 1.0;
+  const cvec muc = mu.template cast<C>();
 
-  // Pass 2: Sigma, centred on mu (no cancellation), only the rows with p_i > 0.
+  // Pass 2: Sigma from the rows with p_i > 0, centred on mu (no cancellation). A fixed number of
+  // chunks (16: each holds a d x d double partial); inside a chunk, blocks of `block` such rows,
+  // each a symmetric rank update Y^T Y in C added to the chunk's double partial in block order;
+  // the chunks added in chunk order.
+  const index_t rows = chunk_rows(n, 16);
+  const index_t chunks = (n + rows - 1) / rows;
   std::vector<Eigen::MatrixXd> spart(static_cast<std::size_t>(chunks));
-  detail::parallel_for(chunks, v.threads, [&](index_t c) {
+  parallel_for(chunks, v.threads, [&](index_t c) {
     Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(d, d);
-    std::vector<index_t> nz;
+    Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> part(d, d);
+    cmat y(block, d);
+    index_t cnt = 0;
+    auto flush = [&] {
+      if (cnt == 0) return;
+      part.setZero();
+      part.template selfadjointView<Eigen::Lower>().rankUpdate(y.topRows(cnt).transpose());
+      acc.template triangularView<Eigen::Lower>() += part.template cast<double>();
+      cnt = 0;
+    };
     for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-      if (v.p[i] != 0.0) nz.push_back(i);
+      if (v.p[i] == 0.0) continue;
+      y.row(cnt) = (row_map<T>(x.row(i), d).template cast<C>() - muc).transpose() *
+                   static_cast<C>(std::sqrt(v.p[i]));
+      if (++cnt == block) flush();
     }
-    rmat y(block, d);
-    for (std::size_t b0 = 0; b0 < nz.size(); b0 += block) {
-      const auto cnt = static_cast<index_t>(std::min<std::size_t>(block, nz.size() - b0));
-      y.resize(cnt, d);
-      for (index_t r = 0; r < cnt; ++r) {
-        const index_t i = nz[b0 + static_cast<std::size_t>(r)];
-        y.row(r) = (detail::relax::row_map<T>(x.row(i), d).template cast<double>() - mu).transpose() *
-                   std::sqrt(v.p[i]);
-      }
-      acc.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
-    }
+    flush();
     spart[static_cast<std::size_t>(c)] = std::move(acc);
   });
   Eigen::MatrixXd sigma = Eigen::MatrixXd::Zero(d, d);
@@ -213,12 +207,11 @@ double relax_disf(const disf& /*objective*/, const relax_view<T>& v, std::span<d
   sigma = sigma.selfadjointView<Eigen::Lower>();
   sigma /= wm1;
 
-  // F, G and <G, Sigma>.
+  // F, G and <G, Sigma> (double, O(d^2)).
   const double sc = disf::scale;
-  Eigen::VectorXd var = sigma.diagonal().array() + disf::epsilon;
+  const Eigen::VectorXd var = sigma.diagonal().array() + disf::epsilon;
   Eigen::MatrixXd g(d, d);
   double f = 0.0;
-  double gs = 0.0;
   for (index_t b = 0; b < d; ++b) {
     double diag = 0.0;
     for (index_t a = 0; a < d; ++a) {
@@ -231,26 +224,49 @@ double relax_disf(const disf& /*objective*/, const relax_view<T>& v, std::span<d
     }
     g(b, b) = 2.0 * sc * diag / var(b);
   }
-  for (index_t b = 0; b < d; ++b) {
-    for (index_t a = 0; a < d; ++a) gs += g(a, b) * sigma(a, b);
-  }
+  const double gs = (g.array() * sigma.array()).sum();
+  const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> gc = g.template cast<C>();
 
-  // Pass 3: (x_i - mu)^T G (x_i - mu) for every row, blocks of rows times G.
-  const index_t grows = detail::relax::chunk_rows(n, 64);
-  const index_t gchunks = (n + grows - 1) / grows;
-  detail::parallel_for(gchunks, v.threads, [&](index_t c) {
-    rmat y;
-    rmat z;
-    for (index_t r0 = c * grows; r0 < std::min(n, (c + 1) * grows); r0 += block) {
-      const index_t r1 = std::min({n, (c + 1) * grows, r0 + block});
-      detail::relax::gather_rows(x, r0, r1, &mu, [](index_t) { return 1.0; }, y);
-      z.noalias() = y * g;
-      for (index_t i = r0; i < r1; ++i) {
-        grad[i] = (y.row(i - r0).dot(z.row(i - r0)) - gs) / wm1;
-      }
+  // Pass 3: (x_i - mu)^T G (x_i - mu) for every row: one (block x d) (d x d) product per block
+  // of rows, blocks in parallel (each writes its own rows of grad).
+  const index_t blocks = (n + block - 1) / block;
+  parallel_for(blocks, v.threads, [&](index_t bi) {
+    const index_t r0 = bi * block;
+    const index_t r1 = std::min(n, r0 + block);
+    cmat y(r1 - r0, d);
+    for (index_t i = r0; i < r1; ++i) {
+      y.row(i - r0) = (row_map<T>(x.row(i), d).template cast<C>() - muc).transpose();
+    }
+    cmat z(r1 - r0, d);
+    z.noalias() = y * gc;
+    for (index_t i = r0; i < r1; ++i) {
+      const double quad = static_cast<double>(y.row(i - r0).dot(z.row(i - r0)));
+      grad[i] = (quad - gs) / wm1;
     }
   });
   return -sc * f;
+}
+
+}  // namespace detail::relax
+
+/// @brief The relaxation of DiSF on p-weighted column statistics (method.md section 6): with
+/// W = sum p, mu = X^T p / W, Sigma = sum_i p_i (x_i - mu)(x_i - mu)^T / (W - 1) and
+/// v_a = Sigma_aa + 1e-8,
+///   F(p) = -(1 / 10^4) sum_{a != b} Sigma_ab^2 / (v_a v_b),
+///   dF/dp_i = ((x_i - mu)^T G (x_i - mu) - <G, Sigma>) / (W - 1),
+/// G = dF/dSigma (off-diagonal -(2 / 10^4) Sigma_ab / (v_a v_b), diagonal
+/// (2 / 10^4) sum_{b != a} Sigma_ab^2 / (v_a^2 v_b)). At integral p, Sigma is the unbiased
+/// covariance of the set and Sigma_ab^2 / (v_a v_b) its squared correlation C_ab^2: F_disf
+/// exactly. W is sum p (not v.total), so the gradient is that of F on the whole box.
+/// Cost O(n d^2): Sigma from the rows with p_i > 0 (one symmetric rank update per block of rows),
+/// the gradient from one (rows x d) (d x d) product per block. From `disf_float_rows` rows on,
+/// the products run in the embedding precision T (accumulated in double); below, in double (see
+/// there why). W <= 1 gives F = 0 and a zero gradient, as the objective scores sets of fewer than
+/// two items.
+template <class T>
+double relax_disf(const disf& /*objective*/, const relax_view<T>& v, std::span<double> grad) {
+  if (v.embeddings.rows >= detail::relax::disf_float_rows) return detail::relax::disf_relax_in<T>(v, grad);
+  return detail::relax::disf_relax_in<double>(v, grad);
 }
 
 }  // namespace datamask
