@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,48 @@ TEST_CASE("relaxation gradients match central finite differences", "[continuous]
 // so F(p) = E[-(sum over ordered pairs of U of the cosines) / (S (S - 1))]. It is not E[F_pws(U)]
 // with the library's k (k - 1) normaliser of the random size k: that has no closed form, and
 // the two agree wherever |U| = S, i.e. at integral p (next test).
+TEST_CASE("DiSF relaxation in float (large blocks) agrees with the double path", "[continuous][relax]") {
+  // From detail::relax::disf_float_rows rows on, relax_disf multiplies in the embedding
+  // precision; the finite-difference checks above run below that size, in double. Here: the
+  // float path against the double path on the same rows (float rounding, relative ~1e-6, is the
+  // only difference), and the same bits on 1 and 2 threads.
+  const index_t n = datamask::detail::relax::disf_float_rows + 904;
+  const index_t d = 24;
+  std::mt19937_64 g(3);
+  std::normal_distribution<float> nd(0.0F, 1.0F);
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  std::vector<float> x(static_cast<std::size_t>(n * d));
+  for (index_t i = 0; i < n; ++i) {
+    const float shared = nd(g);
+    for (index_t j = 0; j < d; ++j) x[static_cast<std::size_t>(i * d + j)] = 2.0F + nd(g) + 0.7F * shared * (j % 3 == 0);
+  }
+  std::vector<double> ones(static_cast<std::size_t>(n), 1.0);
+  std::vector<double> p(static_cast<std::size_t>(n));
+  for (auto& v : p) v = ud(g) < 0.3 ? 0.0 : ud(g);
+  auto view = [&](int threads) {
+    return datamask::relax_view<float>{datamask::make_matrix_view(x.data(), n, d), ones.data(), ones.data(),
+                                       std::span<const double>(p), 0.3 * static_cast<double>(n), threads};
+  };
+  std::vector<double> gf(static_cast<std::size_t>(n));
+  std::vector<double> gf2(static_cast<std::size_t>(n));
+  std::vector<double> gd(static_cast<std::size_t>(n));
+  const double ff = datamask::disf{}.relax(view(1), std::span<double>(gf));
+  const double ff2 = datamask::disf{}.relax(view(2), std::span<double>(gf2));
+  const double fd = datamask::detail::relax::disf_relax_in<double>(view(0), std::span<double>(gd));
+  CHECK(std::memcmp(&ff, &ff2, sizeof ff) == 0);
+  CHECK(std::memcmp(gf.data(), gf2.data(), gf.size() * sizeof(double)) == 0);
+  REQUIRE(fd < 0.0);
+  CHECK(ff == Approx(fd).epsilon(1e-5));
+  double gmax = 0.0;
+  double diff = 0.0;
+  for (index_t i = 0; i < n; ++i) {
+    gmax = std::max(gmax, std::abs(gd[i]));
+    diff = std::max(diff, std::abs(gf[i] - gd[i]));
+  }
+  REQUIRE(gmax > 0.0);
+  CHECK(diff <= 1e-4 * gmax);
+}
+
 TEST_CASE("pairwise relaxation equals the expectation under independent inclusion (n = 6)",
           "[continuous][relax]") {
   const index_t n = 6;
