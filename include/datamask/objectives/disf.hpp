@@ -290,6 +290,15 @@ struct disf {
       exec.for_each(cg, detail::device_passes::scaled_row_sum{partial, d, -scale * 2.0, km1 * km1, out + g0});
     }
   }
+
+  /// @brief The relaxation of DiSF at the probabilities `v.p` (a `relax_view`): returns F(p)
+  /// and writes dF/dp into `grad` (the `relaxable_objective` capability). Defined by
+  /// `relax_disf` in datamask/relaxation.hpp, which a caller includes (the umbrella of the
+  /// continuous learner does); found at instantiation, so this header needs no new include.
+  template <class View>
+  double relax(const View& v, std::span<double> grad) const {
+    return relax_disf(*this, v, grad);
+  }
 };
 
 }  // namespace datamask

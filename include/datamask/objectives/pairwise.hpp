@@ -149,6 +149,15 @@ struct pairwise_similarity {
     exec.for_each(g_count * d, detail::pairwise_impl::column_sum<T>{b, s});
     exec.for_each(g_count, detail::pairwise_impl::finish<T>{b, s, out});
   }
+
+  /// @brief The relaxation of pairwise similarity at the probabilities `v.p` (a `relax_view`): returns F(p)
+  /// and writes dF/dp into `grad` (the `relaxable_objective` capability). Defined by
+  /// `relax_pairwise` in datamask/relaxation.hpp, which a caller includes (the umbrella of the
+  /// continuous learner does); found at instantiation, so this header needs no new include.
+  template <class View>
+  double relax(const View& v, std::span<double> grad) const {
+    return relax_pairwise(*this, v, grad);
+  }
 };
 
 }  // namespace datamask

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+// datamask_bench_fronts: one point of a time-quality front (issue 10's benchmark). One run of
+// one method on the benchmark's synthetic block (synthetic.hpp), printed as one JSON line:
+// method, setting, seconds, f, and the process's peak resident set. benchmarks/fronts.py runs
+// one process per point (so each peak-RSS figure belongs to one run), computes the shares and
+// renders the RESULTS.md section.
+//
+// Every f is evaluated by the same function: objective_function with lambda 0.5, mean quality,
+// and the scales the policy-gradient learner calibrates with default options (seed 0); the
+// continuous learner and the policy-gradient learner set up the same f internally (their time
+// includes that calibration; a greedy's time does not: it receives f ready, as in tune.cpp).
+//
+//   datamask_bench_fronts --objective pws|disf --n N [--d 256] --method M [--setting X]
+//       [--polish 0|1] [--rounds K] [--threads T]
+// Methods: random (X = number of random subsets, mean f), continuous (X = iterations),
+// learner (policy gradient, paper's estimator, default options; X = steps), naive, lazy,
+// stochastic (X = epsilon). --rounds K with naive: run K rounds only and report the time of
+// all S rounds as K rounds' time * S / K ("estimated": true, no f); naive's rounds all score
+// every remaining item, so a round's cost changes by at most S / n = 10% over the run.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <datamask/continuous.hpp>
+#include <datamask/datamask.hpp>
+#include <datamask/greedy/greedy.hpp>
+
+#include "synthetic.hpp"
+
+namespace dm = datamask;
+using dm::index_t;
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+double since(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "datamask_bench_fronts: %s (see benchmarks/fronts.cpp)\n", why.c_str());
+  std::exit(2);
+}
+
+double number(const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) usage("expected a number, found '" + v + "'");
+  return x;
+}
+
+struct settings {
+  std::string objective = "pws";
+  index_t n = 100000;
+  index_t d = 256;
+  std::string method;
+  std::string setting;
+  int polish = 0;
+  index_t rounds = 0;
+  int threads = 0;
+};
+
+settings parse(int argc, char** argv) {
+  settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage(a + ": needs a value");
+    const std::string v = argv[++i];
+    if (a == "--objective") s.objective = v;
+    else if (a == "--n") s.n = static_cast<index_t>(number(v));
+    else if (a == "--d") s.d = static_cast<index_t>(number(v));
+    else if (a == "--method") s.method = v;
+    else if (a == "--setting") s.setting = v;
+    else if (a == "--polish") s.polish = static_cast<int>(number(v));
+    else if (a == "--rounds") s.rounds = static_cast<index_t>(number(v));
+    else if (a == "--threads") s.threads = static_cast<int>(number(v));
+    else usage("unknown option '" + a + "'");
+  }
+  if (s.objective != "pws" && s.objective != "disf") usage("--objective: pws or disf");
+  if (s.method.empty()) usage("--method is required");
+  return s;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+template <class D>
+int run(const settings& s, const D& div) {
+  const auto& b = dm_bench::data(s.n, s.d);
+  const auto p = b.problem();
+  dm::options opt;
+  opt.ratio = 0.1;
+  opt.lambda = 0.5;
+  opt.threads = s.threads;
+  const index_t count = std::llround(0.1 * static_cast<double>(s.n));
+  const auto t_setup = clk::now();
+  dm::objective_function<float, D> f(p, div, 0.5, dm::quality_aggregate::mean, false, s.threads);
+  std::vector<double> scales;
+  for (const auto& t : dm::learner<>(opt).calibrate(p, div)) scales.push_back(t.scale);
+  f.set_scales(scales);
+  const double setup = since(t_setup);
+
+  double seconds = 0.0;
+  double fv = std::nan("");
+  bool estimated = false;
+  long long evaluations = 0;  // a greedy's candidate gains (fronts.py estimates greedy runs from them)
+  std::string setting = s.setting;
+  std::string method = s.method;
+  if (s.method == "random") {
+    const int subsets = setting.empty() ? 16 : static_cast<int>(number(setting));
+    std::mt19937_64 g(7);
+    std::vector<index_t> all(static_cast<std::size_t>(s.n));
+    for (index_t i = 0; i < s.n; ++i) all[i] = i;
+    const auto t0 = clk::now();
+    fv = 0.0;
+    for (int r = 0; r < subsets; ++r) {
+      for (index_t i = 0; i < count; ++i) {
+        std::swap(all[i], all[i + static_cast<index_t>(g() % static_cast<std::uint64_t>(s.n - i))]);
+      }
+      fv += f(std::span<const index_t>(all.data(), static_cast<std::size_t>(count))) / subsets;
+    }
+    seconds = since(t0) / subsets;
+    setting = std::to_string(subsets);
+  } else if (s.method == "continuous") {
+    dm::continuous_options o;
+    o.common = opt;
+    o.ascent.iterations = static_cast<index_t>(number(setting));
+    o.polish.enabled = s.polish == 1;
+    if (s.polish == 1) method = "continuous+polish";
+    const auto t0 = clk::now();
+    const auto res = dm::continuous_learner(o).select(p, div);
+    seconds = since(t0);
+    fv = f(res.rows);
+  } else if (s.method == "learner") {
+    dm::options o = opt;
+    o.steps = static_cast<index_t>(number(setting));
+    const auto t0 = clk::now();
+    const auto res = dm::learner<>(o).select(p, div);
+    seconds = since(t0);
+    fv = f(res.rows);
+  } else if (s.method == "naive" || s.method == "lazy" || s.method == "stochastic") {
+    dm::greedy_options go;
+    go.threads = s.threads;
+    go.method = s.method == "naive"  ? dm::greedy_method::naive
+                : s.method == "lazy" ? dm::greedy_method::lazy
+                                     : dm::greedy_method::stochastic;
+    if (s.method == "stochastic") go.epsilon = number(setting);
+    const bool partial = s.method == "naive" && s.rounds > 0 && s.rounds < count;
+    const auto t0 = clk::now();
+    const auto res = dm::greedy_select(f, partial ? s.rounds : count, go);
+    seconds = since(t0);
+    evaluations = static_cast<long long>(res.evaluations);
+    if (partial) {
+      seconds *= static_cast<double>(count) / static_cast<double>(s.rounds);
+      estimated = true;
+      setting = "estimated from " + std::to_string(s.rounds) + " rounds";
+    } else {
+      fv = f(res.rows);
+    }
+  } else {
+    usage("--method: random, continuous, learner, naive, lazy or stochastic");
+  }
+  char fbuf[64] = "null";
+  if (!std::isnan(fv)) std::snprintf(fbuf, sizeof fbuf, "%.12g", fv);
+  std::printf(
+      "{\"objective\": \"%s\", \"n\": %lld, \"d\": %lld, \"S\": %lld, \"method\": \"%s\", "
+      "\"setting\": \"%s\", \"seconds\": %.6g, \"setup_seconds\": %.6g, \"f\": %s, "
+      "\"estimated\": %s, \"evaluations\": %lld, \"peak_rss_mb\": %.1f}\n",
+      s.objective.c_str(), static_cast<long long>(s.n), static_cast<long long>(s.d),
+      static_cast<long long>(count), method.c_str(), setting.c_str(), seconds, setup,
+      fbuf, estimated ? "true" : "false", evaluations,
+      peak_rss_mb());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const settings s = parse(argc, argv);
+  try {
+    if (s.objective == "pws") return run(s, dm::pairwise_similarity{});
+    return run(s, dm::disf{});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "datamask_bench_fronts: %s\n", e.what());
+    return 1;
+  }
+}
