@@ -494,6 +494,17 @@ def wait_for(pred, proc, timeout=60):
         time.sleep(0.01)
 
 
+def interrupt(args, marker, sig, out):
+    """Starts a run, sends `sig` once `marker` exists: exit 128 + sig, the checkpoint named, no `out`."""
+    proc = subprocess.Popen([PROG] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: os.path.exists(marker), proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert b"--resume" in err, err
+    assert not os.path.exists(out)
+
+
 def test_resume():
     rows, q, ids = make_corpus(2400, 16, seed=9)
     e = npy_f32(path("emb.npy"), rows)
@@ -506,15 +517,9 @@ def test_resume():
     full = read_npy_ids(path("full.npy"))
     ck = path("ck")
     # 1. SIGTERM in the middle of the first block: a snapshot is saved, exit 143, no output.
-    proc = subprocess.Popen([PROG] + base + ["--out", path("r.npy"), "--log", path("r.csv"), "--report",
-                                             path("r.json"), "--checkpoint", ck, "--checkpoint-every", "25"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wait_for(lambda: os.path.exists(os.path.join(ck, "block-0.snapshot")), proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, (proc.returncode, err)
-    assert b"--resume" in err, err
-    assert not os.path.exists(path("r.npy"))
+    interrupt(base + ["--out", path("r.npy"), "--log", path("r.csv"), "--report", path("r.json"), "--checkpoint",
+                      ck, "--checkpoint-every", "25"], os.path.join(ck, "block-0.snapshot"), signal.SIGTERM,
+              path("r.npy"))
     # 2. Resume, and SIGKILL it once block 0 is done and block 1 has a snapshot.
     proc = subprocess.Popen([PROG] + base + ["--out", path("r.npy"), "--log", path("r.csv"), "--report",
                                              path("r.json"), "--checkpoint", ck, "--checkpoint-every", "25",
@@ -772,14 +777,8 @@ def test_continuous_interrupt():
     run(base + ["--out", path("full.npy")])
     full = read_npy_ids(path("full.npy"))
     ck = path("ck")
-    proc = subprocess.Popen([PROG] + base + ["--out", path("r.npy"), "--checkpoint", ck],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wait_for(lambda: os.path.exists(os.path.join(ck, "block-0.done")), proc)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (proc.returncode, err)
-    assert b"--resume" in err, err
-    assert not os.path.exists(path("r.npy"))
+    interrupt(base + ["--out", path("r.npy"), "--checkpoint", ck], os.path.join(ck, "block-0.done"), signal.SIGINT,
+              path("r.npy"))
     assert "done 0" in open(os.path.join(ck, "manifest")).read()
     run(base + ["--out", path("r.npy"), "--report", path("r.json"), "--checkpoint", ck, "--resume"])
     assert read_npy_ids(path("r.npy")) == full, "resumed selection differs from the uninterrupted run"
