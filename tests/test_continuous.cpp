@@ -378,3 +378,75 @@ TEST_CASE("continuous learner: the ascent raises the relaxed f; polish never low
   CHECK(stopped.steps_run == 7);
   CHECK(stopped.stopped_early);
 }
+
+TEST_CASE("continuous learner: the shared phases give the policy-gradient learner's S, kept rows, "
+          "scales and evaluation",
+          "[continuous][phases]") {
+  block blk(500, 8, 91);
+  datamask::continuous_options o;
+  o.common.ratio = 0.1;
+  o.common.prune = 0.3;
+  o.common.threads = 1;
+  o.ascent.iterations = 30;
+  const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0},
+                                 datamask::weighted{datamask::disf{}, 0.5});
+  const auto res = datamask::continuous_learner(o).select(blk.p, mix);
+  const auto pg_terms = datamask::learner<>(o.common).calibrate(blk.p, mix);
+  datamask::options pg = o.common;
+  pg.steps = 0;
+  const auto pg_res = datamask::learner<>(pg).select(blk.p, mix);
+  REQUIRE(res.terms.size() == 3);
+  for (std::size_t t = 0; t < res.terms.size(); ++t) {
+    CHECK(res.terms[t].name == pg_terms[t].name);
+    CHECK(res.terms[t].scale == pg_terms[t].scale);  // same calibration subsets, same bits
+  }
+  CHECK(res.selected == 50);
+  CHECK(res.kept == pg_res.kept);
+  CHECK(res.prune_threshold == pg_res.prune_threshold);
+  CHECK(res.steps_run == 30);
+  REQUIRE(res.ids.size() == 50);
+  // Rows are distinct, kept, in read-out order (logit descending, ties to the smaller id).
+  for (std::size_t i = 0; i < res.rows.size(); ++i) {
+    CHECK(blk.q[res.rows[i]] >= res.prune_threshold);
+    if (i > 0) {
+      const double a = res.logits[res.rows[i - 1]];
+      const double b = res.logits[res.rows[i]];
+      CHECK((a > b || (a == b && res.ids[i - 1] < res.ids[i])));
+    }
+  }
+  // The reported f is the objective function's on the selection, with the reported scales.
+  datamask::objective_function<double, decltype(mix)> f(blk.p, mix, o.common.lambda);
+  std::vector<double> scales;
+  for (const auto& t : res.terms) scales.push_back(t.scale);
+  f.set_scales(scales);
+  REQUIRE(res.evaluated);
+  CHECK(res.objective == Approx(f(std::span<const index_t>(res.rows))).epsilon(1e-12));
+  // Pruned rows read out as -infinity.
+  for (index_t i = 0; i < 500; ++i) {
+    if (blk.q[i] < res.prune_threshold) CHECK(res.logits[i] == -std::numeric_limits<double>::infinity());
+  }
+}
+
+TEST_CASE("continuous settings: the table's ranges, named by their fields", "[continuous][settings]") {
+  datamask::continuous_settings a;
+  REQUIRE_NOTHROW(datamask::validate(a));
+  a.lr = 0.0;
+  CHECK_THROWS_WITH(datamask::validate(a), Catch::Contains("lr") && Catch::Contains("> 0"));
+  a = {};
+  a.beta2 = 1.0;
+  CHECK_THROWS_WITH(datamask::validate(a), Catch::Contains("beta2"));
+  datamask::polish_settings p;
+  p.candidates = 0;
+  CHECK_THROWS_WITH(datamask::validate(p), Catch::Contains("polish_candidates"));
+  // The learner validates through the same table.
+  block blk(60, 4, 5);
+  datamask::continuous_options o;
+  o.common.ratio = 0.1;
+  o.ascent.iterations = -1;
+  CHECK_THROWS_WITH(datamask::continuous_learner(o).select(blk.p, datamask::pairwise_similarity{}),
+                    Catch::Contains("iterations"));
+  // The program builds one flag per entry: every member of both structs has one.
+  int entries = 0;
+  datamask::visit_continuous_settings([&](const auto&) { ++entries; });
+  CHECK(entries == 16);
+}

@@ -54,6 +54,22 @@ struct batch_view {
   }
 };
 
+/// @brief What a relaxation sees: the block, the probabilities and the selection size.
+///
+/// `embeddings`, `inv_norms` and `sq_norms` are as in `subset_view` (n rows). `p` holds one
+/// probability per row, in [0, 1] (rows outside the candidate set hold 0). `total` is S, the
+/// number of items a selection holds: objectives whose normaliser depends on the set size use
+/// it (the relaxation is exact where sum p = S). `threads` as in `options::threads` (0: all).
+template <class T>
+struct relax_view {
+  matrix_view<const T> embeddings;
+  const double* inv_norms = nullptr;
+  const double* sq_norms = nullptr;
+  std::span<const double> p;
+  double total = 0.0;
+  int threads = 0;
+};
+
 /// @brief A set-level diversity objective: `double d(const subset_view<T>&) const`.
 ///
 /// Required: `d(s)` converts to double. Rules the compiler cannot check: the value does not
@@ -174,6 +190,22 @@ concept device_evaluable =
     diversity_objective<D, T> &&
     requires(const D& d, detail::device_executor_archetype& exec, const batch_view<T>& b, double* out) {
       { d.evaluate_device(exec, b, out) } -> std::same_as<void>;
+    };
+
+/// @brief Refinement of `diversity_objective`: a relaxation F(p) with its gradient,
+/// `double d.relax(const relax_view<T>& v, std::span<double> grad) const`, which returns F(p)
+/// and writes dF/dp_i into grad[i] for every row i (grad.size() == n).
+///
+/// Rules the compiler cannot check: at every p in {0, 1}^n with sum p = v.total, F(p) equals
+/// the objective on the set {i : p_i = 1} (up to rounding); F is differentiable in p on the
+/// box, and grad is its exact gradient (the continuous learner's tests compare it with finite
+/// differences); the value and gradient are deterministic and do not depend on v.threads; the
+/// call is thread-safe. Larger is more diverse, as for the objective.
+template <class D, class T = float>
+concept relaxable_objective =
+    diversity_objective<D, T> &&
+    requires(const D& d, const relax_view<T>& v, std::span<double> grad) {
+      { d.relax(v, grad) } -> std::convertible_to<double>;
     };
 
 /// @brief A per-item quality metric: `double q(index_t row) const`, evaluated once per item

@@ -12,9 +12,10 @@
 /// over the block and carries a separate signal for every item.
 ///
 /// Layout: `optimize` is the core (any relaxed function, any candidate set); `read_out` and
-/// `polish_swaps` are the two finishing steps; `continuous_learner` is a thin wrapper that sets
-/// up f as the policy-gradient learner does (prune, selection size, calibrated scales) and runs
-/// the three.
+/// `polish_swaps` are the two finishing steps; `continuous_learner` runs the three between the
+/// phases every optimiser shares (phases.hpp), so S, the kept rows, the scales and the reported
+/// f are those of the policy-gradient learner. Its settings (`continuous_settings`,
+/// `polish_settings`) are a group of the settings table (settings.hpp).
 ///
 /// Choice of the parameterisation and step rule (measured with benchmarks/continuous_tune.cpp
 /// on the benchmark's synthetic block, share of naive greedy's gain over random subsets; the
@@ -39,96 +40,20 @@
 #include <Eigen/Core>
 
 #include "datamask/detail/parallel.hpp"
-#include "datamask/detail/prepare.hpp"
 #include "datamask/error.hpp"
+#include "datamask/backend/concept.hpp"
+#include "datamask/backend/default.hpp"
 #include "datamask/learner.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/objectives/disf.hpp"
 #include "datamask/objectives/mix.hpp"
 #include "datamask/objectives/pairwise.hpp"
 #include "datamask/options.hpp"
+#include "datamask/phases.hpp"
 #include "datamask/relaxation.hpp"
+#include "datamask/settings.hpp"
 
 namespace datamask {
-
-/// @brief What the continuous learner's iterate is.
-enum class continuous_parameterization {
-  projected,  ///< p itself; after each step, Euclidean projection onto {0 <= p <= 1, sum p = S}
-  logits      ///< logits L; p_i = sigmoid(L_i - tau), tau by bisection so that sum p = S
-};
-
-/// @brief How a gradient becomes a step.
-enum class step_rule {
-  plain,       ///< lr * g
-  normalized,  ///< lr * g / max_i |g_i|: scale-free
-  adam         ///< Adam (beta1, beta2, epsilon) on the iterate: scale-free per coordinate
-};
-
-/// @brief How the step size changes over the iterations.
-enum class step_decay {
-  constant,  ///< lr throughout
-  linear,    ///< lr to lr * final_fraction, linearly
-  cosine     ///< lr to lr * final_fraction, half a cosine
-};
-
-/// @brief Settings of the continuous ascent.
-///
-/// Defaults chosen by benchmarks/continuous_tune.cpp (synthetic block, n = 20,000, d = 64,
-/// S = 2,000, lambda 0.5, 2 threads; share of naive greedy's gain, without polish):
-/// - pairwise, projected + normalised, lr 0.5 linear: 99.88% after 25 iterations (0.24 s),
-///   99.98% after 100 (0.78 s); with polish 100% (f above naive greedy's, 5.3 s);
-/// - projected + Adam (lr 0.05, linear): 73.9% / 77.8% after 25 / 100; logits + Adam (lr 0.3,
-///   constant): 46% / 77%, and 4x slower per iteration (no exact zeros: DiSF and the sums
-///   touch every row) -- the sigmoid saturates and items far from the boundary stop moving;
-/// - DiSF (d = 64), projected + normalised lr 0.5 linear: 99.77% / 99.96% after 25 / 100
-///   (1.1 s / 3.0 s; naive greedy 151 s); constant lr 0.2: 99.72% / 99.95%.
-/// The normalised step moves the most promising coordinate by lr whatever the scale of f, and
-/// the projection lets p reach exact 0 and 1, so the read-out rounds almost nothing.
-struct continuous_settings {
-  index_t iterations = 100;
-  continuous_parameterization parameterization = continuous_parameterization::projected;
-  step_rule rule = step_rule::normalized;
-  double lr = 0.5;
-  step_decay decay = step_decay::linear;
-  double final_fraction = 0.05;  ///< last step size as a fraction of lr (linear, cosine)
-  double beta1 = 0.9;            ///< Adam
-  double beta2 = 0.999;          ///< Adam
-  double epsilon = 1e-8;         ///< Adam
-  /// Evaluate f on the read-out (the S largest p) every this many iterations and keep the best
-  /// one (0: never). Why: the relaxation's maximiser need not round to f's best set (on tiny
-  /// blocks, DiSF's relaxation with W - 1 = S - 1 small differs much from the set function), but
-  /// the sets the ascent passes through are candidates worth one evaluation each (O(S d) for
-  /// pairwise similarity, O(S d^2) for DiSF: below one iteration's cost).
-  index_t track_every = 1;
-};
-
-/// @brief Settings of the 1-swap polish after the read-out.
-///
-/// A round ranks by the gradient of the relaxation at the (integral) selection (refreshed every
-/// `refresh_every` rounds), takes
-/// the `candidates` unselected items with the largest gradient and the `candidates` selected
-/// items with the smallest, and applies, one at a time, the best improving swap among those
-/// pairs by its exact gain (incremental for quality, pairwise similarity and DiSF; by evaluation
-/// for other objectives), until no pair improves f. Rounds stop when one makes no swap.
-struct polish_settings {
-  bool enabled = true;
-  index_t rounds = 10;      ///< at most this many rounds (each at most one gradient refresh)
-  index_t candidates = 16;  ///< items considered on each side per round
-  /// Items on each side for a double swap when no single swap improves (0 or 1: none); the
-  /// search costs pair_candidates^4 / 2 exact gains.
-  index_t pair_candidates = 6;
-  /// Rounds between two refreshes of the relaxation's gradient that ranks the candidates (1:
-  /// every round). Why: on DiSF a refresh costs one ascent iteration (O(n d^2)), and refreshing
-  /// every round made polish cost as much as dozens of iterations; between refreshes a round
-  /// ranks the current selection and the rest by the last gradient (the swapped items have moved
-  /// sides, so new candidates come in). A round without any swap on a stale gradient refreshes
-  /// it and retries before polish stops, so polish still stops only where the fresh ranking
-  /// offers no improving swap (or at `rounds`).
-  index_t refresh_every = 4;
-  /// Wall-clock budget in seconds (0: none). A budget makes the result depend on the machine's
-  /// speed; the round limit alone keeps it deterministic.
-  double seconds = 0.0;
-};
 
 /// @brief What a progress callback and a stop predicate see after each iteration.
 struct continuous_step_info {
@@ -293,12 +218,7 @@ template <class Relaxed>
                                         const std::function<void(const continuous_step_info&)>& on_step = {},
                                         const std::function<bool(const continuous_step_info&)>& stop = {},
                                         const std::function<void(index_t, std::span<const double>)>& on_iterate = {}) {
-  DATAMASK_EXPECTS(cfg.iterations >= 0, "iterations", "must be >= 0, found ", cfg.iterations);
-  DATAMASK_EXPECTS(std::isfinite(cfg.lr) && cfg.lr > 0.0, "lr", "must be finite and > 0, found ", cfg.lr);
-  DATAMASK_EXPECTS(std::isfinite(cfg.final_fraction) && cfg.final_fraction >= 0.0, "final_fraction",
-                   "must be finite and >= 0, found ", cfg.final_fraction);
-  DATAMASK_EXPECTS(cfg.beta1 >= 0.0 && cfg.beta1 < 1.0 && cfg.beta2 >= 0.0 && cfg.beta2 < 1.0,
-                   "adam betas", "must be in [0, 1), found ", cfg.beta1, " and ", cfg.beta2);
+  validate(cfg);
   DATAMASK_EXPECTS(static_cast<index_t>(candidates.size()) >= s && s >= 1, "candidates", "has ",
                    candidates.size(), " rows, fewer than S = ", s);
   namespace dc = detail::continuous;
@@ -590,10 +510,7 @@ template <class T, class Diversity, class Relaxed>
 polish_report polish_swaps(const objective_function<T, Diversity>& f, const Relaxed& relaxed,
                            std::vector<index_t>& rows, std::span<const index_t> candidates,
                            const polish_settings& cfg, int threads = 0) {
-  DATAMASK_EXPECTS(cfg.rounds >= 0, "polish rounds", "must be >= 0, found ", cfg.rounds);
-  DATAMASK_EXPECTS(cfg.candidates >= 1, "polish candidates", "must be >= 1, found ", cfg.candidates);
-  DATAMASK_EXPECTS(cfg.seconds >= 0.0, "polish seconds", "must be >= 0, found ", cfg.seconds);
-  DATAMASK_EXPECTS(cfg.refresh_every >= 1, "polish refresh_every", "must be >= 1, found ", cfg.refresh_every);
+  validate(cfg);
   namespace dc = detail::continuous;
   polish_report rep;
   const index_t n = f.size();
@@ -764,143 +681,156 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
   return rep;
 }
 
-/// @brief Selection by the continuous learner (method.md section 6) on the default CPU path:
-/// f set up as by `learner<>` (selection size, prune, calibrated or fixed scales), the relaxation
-/// of f ascended by `optimize`, read out, and polished.
+/// @brief Selection by the continuous learner (method.md section 6): the phases every optimiser
+/// of a block shares (phases.hpp: validation, kept rows, S, calibrated or fixed scales, read-out
+/// order, final evaluation into a `selection_result`) around the continuous ascent of the
+/// relaxation of f, its read-out and the polish.
 ///
 /// Every diversity term with a positive weight must be a `relaxable_objective` (pairwise
 /// similarity, DiSF, or a user objective with `relax`); facility location has no relaxation yet
 /// (use `learner`).
-class continuous_learner {
+///
+/// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
+///         evaluation); the ascent and the polish run on the host.
+template <backend Backend = default_backend>
+class basic_continuous_learner {
  public:
-  explicit continuous_learner(continuous_options opt = {}) : opt_(std::move(opt)) {}
+  explicit basic_continuous_learner(continuous_options opt = {}, Backend b = {})
+      : opt_(std::move(opt)), backend_(std::move(b)) {}
 
   [[nodiscard]] const continuous_options& settings() const { return opt_; }
 
   /// @brief Selects S items of one block.
   /// @param p the block: embeddings, quality columns, ids
   /// @param diversity a relaxable diversity objective or a `diversity_mix` of them
-  /// @return the selection; `history` holds one record per iteration (reward_mean = reward_max =
-  ///         the relaxed f before the step, term_means empty); `logits` holds logit(p) clamped to
-  ///         [-40, 40] (projected) or L - tau (logits), -infinity for pruned rows
+  /// @return the selection, filled as the policy-gradient learner fills it (ids and rows in
+  ///         read-out order, terms, objective when `evaluate_selection`, kept, prune_threshold);
+  ///         `history` holds one record per iteration (reward_mean = reward_max = the relaxed f
+  ///         before the step, term_means empty); `steps_run` counts iterations; `logits` holds
+  ///         logit(p) clamped to [-40, 40] (projected) or L - tau (logits), -infinity for pruned
+  ///         rows
   /// @throws invalid_input for bad input or settings (term_scaling::group is refused: f must be
   ///         a fixed function)
   template <class T, class Diversity>
   [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity) const {
+    static_assert(std::is_floating_point_v<T>, "datamask: embeddings must be float or double");
+    static_assert(detail::mix_models<Diversity, T>::value,
+                  "datamask::continuous_learner::select: the diversity argument does not model "
+                  "datamask::diversity_objective<D, T>");
+    return run(p, detail::as_mix(diversity));
+  }
+
+ private:
+  template <class T, class Mix>
+  selection_result run(const problem<T>& p, const Mix& mix) const {
     const options& o = opt_.common;
     DATAMASK_EXPECTS(o.scaling != term_scaling::group, "scaling",
                      "group scaling makes f a different function at every step; the continuous "
                      "learner needs calibrated, fixed or raw scales");
-    DATAMASK_EXPECTS(o.threads >= 0, "threads", "must be >= 0 (0: all), found ", o.threads);
-    objective_function<T, Diversity> f(p, diversity, o.lambda, o.quality, o.normalized, o.threads);
-    const index_t n = f.size();
-    const index_t s = detail::selection_size(o, n);
+    validate(opt_.ascent);
+    validate(opt_.polish);
+    Backend b = backend_;
+    if constexpr (requires { b.threads = o.threads; }) b.threads = o.threads;
+    phases::block_plan blk = phases::prepare_block(p, mix, o);
+    auto dev = phases::upload(b, p, blk);
     selection_result res;
-    res.selected = s;
-    std::vector<index_t> kept;
-    kept.reserve(static_cast<std::size_t>(n));
-    std::vector<double> qv(f.quality().begin(), f.quality().end());
-    DATAMASK_EXPECTS((o.prune == 0.0 && !o.prune_threshold) || !qv.empty(), "prune",
-                     "pruning by quality needs quality scores");
-    if (!qv.empty()) {
-      res.prune_threshold = detail::prune_threshold(o, qv);
-      for (index_t i = 0; i < n; ++i) {
-        if (qv[i] >= res.prune_threshold) kept.push_back(i);
-      }
-    } else {
-      for (index_t i = 0; i < n; ++i) kept.push_back(i);
+    res.active = blk.kept_count();  // every kept item takes part in every iteration
+    res.rollout_size = blk.selected;
+    std::vector<double> key(static_cast<std::size_t>(blk.rows()), 0.0);
+    std::vector<index_t> rows;
+    if (phases::learns(blk, o)) {
+      const phases::batch_size size = phases::batch_sizes(blk, o);
+      // The scales of the policy-gradient learner with the same settings: one f for both.
+      phases::calibrate_scales(b, dev, mix, blk.plan, o, size.active, size.rollout);
+      rows = ascend(p, mix, blk, key, res);
     }
-    res.kept = static_cast<index_t>(kept.size());
-    res.active = res.kept;
-    res.rollout_size = s;
-    DATAMASK_EXPECTS(res.kept >= s, "prune", "keeps ", res.kept, " items (threshold ",
-                     res.prune_threshold, "), fewer than the S = ", s, " to select");
-    // The scales of the policy-gradient learner with the same options: one f for both.
-    std::vector<double> scales;
-    for (const auto& t : learner<>(o).calibrate(p, diversity)) scales.push_back(t.scale);
-    f.set_scales(scales);
-
-    std::vector<double> key(static_cast<std::size_t>(n), 0.0);
-    if (o.lambda == 1.0 || s == res.kept) {
-      // f is modular (or every kept item is selected): the top S by quality is exact.
-      if (!qv.empty()) key = qv;
-      res.rows = read_out(key, f.ids(), kept, s);
-    } else {
-      const auto relaxed = relaxed_objective(f, s, o.threads);
-      std::vector<index_t> best_rows;
-      double best_f = -std::numeric_limits<double>::infinity();
-      const index_t every = opt_.ascent.track_every;
-      DATAMASK_EXPECTS(every >= 0, "track_every", "must be >= 0, found ", every);
-      auto track = [&](index_t t, std::span<const double> pcur) {
-        if (every == 0 || t % every != 0) return;
-        std::vector<index_t> rows = read_out(pcur, f.ids(), kept, s);
-        const double fv = f(std::span<const index_t>(rows));
-        if (fv > best_f) {
-          best_f = fv;
-          best_rows = std::move(rows);
-        }
-      };
-      continuous_state st = optimize(relaxed, n, kept, s, opt_.ascent, opt_.on_step, opt_.stop, track);
-      res.steps_run = st.iterations_run;
-      res.stopped_early = st.stopped_early;
-      res.history.reserve(st.relaxed.size());
-      for (std::size_t t = 0; t < st.relaxed.size(); ++t) {
-        res.history.push_back(step_record{static_cast<index_t>(t + 1),
-                                          detail::continuous::step_size(opt_.ascent, static_cast<index_t>(t + 1)),
-                                          st.relaxed[t], st.relaxed[t], {}});
-      }
-      if (st.logits.empty()) {
-        for (index_t i : kept) {
-          const double pi = std::clamp(st.p[i], 1e-300, 1.0);
-          key[i] = std::clamp(std::log(pi) - std::log1p(-std::min(pi, 1.0 - 1e-17)), -40.0, 40.0);
-        }
-      } else {
-        key = st.logits;
-      }
-      // Projected: p itself (ties among the exact ones go to the smaller id); logits: L - tau,
-      // which orders as p does but does not round to 1.
-      res.rows = read_out(st.logits.empty() ? st.p : st.logits, f.ids(), kept, s);
-      double f_rows = f(std::span<const index_t>(res.rows));
-      // The best tracked read-out, when it is a different set (ties keep the final read-out).
-      if (!best_rows.empty()) {
-        std::vector<index_t> a(res.rows);
-        std::vector<index_t> c(best_rows);
-        std::sort(a.begin(), a.end());
-        std::sort(c.begin(), c.end());
-        if (a == c) best_rows.clear();
-      }
-      if (opt_.polish.enabled) {
-        (void)polish_swaps(f, relaxed, res.rows, kept, opt_.polish, o.threads);
-        f_rows = f(std::span<const index_t>(res.rows));
-        if (!best_rows.empty()) {
-          (void)polish_swaps(f, relaxed, best_rows, kept, opt_.polish, o.threads);
-          best_f = f(std::span<const index_t>(best_rows));
-        }
-      }
-      if (!best_rows.empty() && best_f > f_rows) res.rows = std::move(best_rows);
-      // Rows in read-out order: the key, ties to the smaller id.
-      res.rows = read_out(key, f.ids(), res.rows, s);
-    }
-    res.logits = key;
-    {
-      std::vector<char> is_kept(static_cast<std::size_t>(n), 0);
-      for (index_t r : kept) is_kept[r] = 1;
-      for (index_t i = 0; i < n; ++i) {
-        if (!is_kept[i]) res.logits[i] = -std::numeric_limits<double>::infinity();
-      }
-    }
-    res.ids.reserve(res.rows.size());
-    for (index_t r : res.rows) res.ids.push_back(f.ids()[r]);
-    const std::vector<double> raw = f.raw(res.rows);
-    res.terms = f.terms();
-    for (std::size_t t = 0; t < raw.size(); ++t) res.terms[t].raw = raw[t];
-    res.objective = f.combine(raw);
-    res.evaluated = true;
+    const auto key_dev = b.to_device(std::span<const double>(key));
+    // Read-out order: the key, ties to the smaller id (the top S by quality when f is modular).
+    std::vector<index_t> ordered =
+        phases::learns(blk, o)
+            ? b.top_rows(key_dev, dev.ds, b.to_device(std::span<const index_t>(rows)), blk.selected)
+            : phases::read_out(b, dev, blk, o, key_dev);
+    phases::finish(b, dev, mix, blk, o, phases::scored_rows{std::move(ordered), {}, false},
+                   std::move(key), nullptr, res);
     return res;
   }
 
- private:
+  /// The ascent, its read-out and the polish on f with the block's scales. Fills `key` (the
+  /// read-out key per row), the history and the counters; returns the selected rows.
+  template <class T, class Mix>
+  std::vector<index_t> ascend(const problem<T>& p, const Mix& mix, const phases::block_plan& blk,
+                              std::vector<double>& key, selection_result& res) const {
+    const options& o = opt_.common;
+    const index_t s = blk.selected;
+    objective_function<T, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
+    std::vector<double> scales;
+    for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
+    f.set_scales(scales);
+    const auto relaxed = relaxed_objective(f, s, o.threads);
+    std::vector<index_t> best_rows;
+    double best_f = -std::numeric_limits<double>::infinity();
+    const index_t every = opt_.ascent.track_every;
+    auto track = [&](index_t t, std::span<const double> pcur) {
+      if (every == 0 || t % every != 0) return;
+      std::vector<index_t> r = read_out(pcur, f.ids(), blk.kept, s);
+      const double fv = f(std::span<const index_t>(r));
+      if (fv > best_f) {
+        best_f = fv;
+        best_rows = std::move(r);
+      }
+    };
+    continuous_state st = optimize(relaxed, blk.rows(), blk.kept, s, opt_.ascent, opt_.on_step, opt_.stop, track);
+    res.steps_run = st.iterations_run;
+    res.stopped_early = st.stopped_early;
+    res.history.reserve(st.relaxed.size());
+    for (std::size_t t = 0; t < st.relaxed.size(); ++t) {
+      const auto it = static_cast<index_t>(t + 1);
+      res.history.push_back(step_record{it, detail::continuous::step_size(opt_.ascent, it), st.relaxed[t],
+                                        st.relaxed[t], {}});
+    }
+    if (st.logits.empty()) {
+      for (index_t i : blk.kept) {
+        const double pi = std::clamp(st.p[i], 1e-300, 1.0);
+        key[i] = std::clamp(std::log(pi) - std::log1p(-std::min(pi, 1.0 - 1e-17)), -40.0, 40.0);
+      }
+    } else {
+      key = st.logits;
+    }
+    // Projected: p itself (ties among the exact ones go to the smaller id); logits: L - tau,
+    // which orders as p does but does not round to 1.
+    std::vector<index_t> rows = read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s);
+    return polish_best(f, relaxed, blk.kept, std::move(rows), std::move(best_rows), best_f);
+  }
+
+  /// Polishes the final read-out and the best tracked one (when it is another set); the better
+  /// by f, ties to the final read-out.
+  template <class F, class Relaxed>
+  std::vector<index_t> polish_best(const F& f, const Relaxed& relaxed, std::span<const index_t> kept,
+                                   std::vector<index_t> rows, std::vector<index_t> best_rows,
+                                   double best_f) const {
+    if (!best_rows.empty()) {
+      std::vector<index_t> a(rows);
+      std::vector<index_t> c(best_rows);
+      std::sort(a.begin(), a.end());
+      std::sort(c.begin(), c.end());
+      if (a == c) best_rows.clear();
+    }
+    if (opt_.polish.enabled) {
+      (void)polish_swaps(f, relaxed, rows, kept, opt_.polish, opt_.common.threads);
+      if (!best_rows.empty()) {
+        (void)polish_swaps(f, relaxed, best_rows, kept, opt_.polish, opt_.common.threads);
+        best_f = f(std::span<const index_t>(best_rows));
+      }
+    }
+    if (!best_rows.empty() && best_f > f(std::span<const index_t>(rows))) return best_rows;
+    return rows;
+  }
+
   continuous_options opt_;
+  Backend backend_;
 };
+
+/// @brief The continuous learner on the default backend (`default_backend`, as `learner<>`).
+using continuous_learner = basic_continuous_learner<>;
 
 }  // namespace datamask

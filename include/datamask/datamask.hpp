@@ -27,6 +27,7 @@
 #include "datamask/learner.hpp"
 #include "datamask/select.hpp"
 #include "datamask/greedy/greedy.hpp"
+#include "datamask/continuous.hpp"
 
 namespace datamask {
 static_assert(diversity_objective<pairwise_similarity, float>);
@@ -35,6 +36,9 @@ static_assert(diversity_objective<disf, float>);
 static_assert(diversity_objective<pairwise_similarity, double>);
 static_assert(diversity_objective<facility_location, double>);
 static_assert(diversity_objective<disf, double>);
+static_assert(relaxable_objective<pairwise_similarity, float>);
+static_assert(relaxable_objective<disf, float>);
+static_assert(!relaxable_objective<facility_location, float>);
 static_assert(mask_policy<softmax_policy, eigen_backend>);
 static_assert(rollout_sampler<gumbel_top_k_sampler, eigen_backend>);
 }  // namespace datamask

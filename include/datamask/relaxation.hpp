@@ -7,6 +7,11 @@
 /// with its gradient dF/dp. The continuous learner (continuous.hpp, method.md section 6)
 /// ascends the relaxation of f instead of sampling rollouts.
 ///
+/// The capability (`relax_view`, `relaxable_objective`) is in concepts.hpp; each built-in
+/// objective owns its relaxation: pairwise similarity's is defined in objectives/pairwise.hpp.
+/// DiSF's (`relax_disf`) is still here, reached from `disf::relax` by argument-dependent lookup;
+/// it moves into objectives/disf.hpp once its tuning settles.
+///
 /// Why a separate capability and not a generic one: a relaxation is only useful when its value
 /// and gradient cost about one pass over the block (O(n d) for pairwise similarity, O(n d^2) for
 /// DiSF); evaluating the objective per coordinate would cost n times the objective. So each
@@ -27,116 +32,12 @@
 
 #include "datamask/concepts.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/objectives/detail/relax_sums.hpp"
 #include "datamask/objectives/disf.hpp"
 #include "datamask/objectives/pairwise.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask {
-
-/// @brief What a relaxation sees: the block, the probabilities and the selection size.
-///
-/// `embeddings`, `inv_norms` and `sq_norms` are as in `subset_view` (n rows). `p` holds one
-/// probability per row, in [0, 1] (rows outside the candidate set hold 0). `total` is S, the
-/// number of items a selection holds: objectives whose normaliser depends on the set size use
-/// it (the relaxation is exact where sum p = S). `threads` as in `options::threads` (0: all).
-template <class T>
-struct relax_view {
-  matrix_view<const T> embeddings;
-  const double* inv_norms = nullptr;
-  const double* sq_norms = nullptr;
-  std::span<const double> p;
-  double total = 0.0;
-  int threads = 0;
-};
-
-/// @brief Refinement of `diversity_objective`: a relaxation F(p) with its gradient,
-/// `double d.relax(const relax_view<T>& v, std::span<double> grad) const`, which returns F(p)
-/// and writes dF/dp_i into grad[i] for every row i (grad.size() == n).
-///
-/// Rules the compiler cannot check: at every p in {0, 1}^n with sum p = v.total, F(p) equals
-/// the objective on the set {i : p_i = 1} (up to rounding); F is differentiable in p on the
-/// box, and grad is its exact gradient (the continuous learner's tests compare it with finite
-/// differences); the value and gradient are deterministic and do not depend on v.threads; the
-/// call is thread-safe. Larger is more diverse, as for the objective.
-template <class D, class T = float>
-concept relaxable_objective =
-    diversity_objective<D, T> &&
-    requires(const D& d, const relax_view<T>& v, std::span<double> grad) {
-      { d.relax(v, grad) } -> std::convertible_to<double>;
-    };
-
-namespace detail::relax {
-
-/// Rows per chunk: at least `min_rows`, and at most `max_chunks` chunks. Depends on n only.
-inline index_t chunk_rows(index_t n, index_t max_chunks, index_t min_rows = 1024) {
-  return std::max<index_t>(min_rows, (n + max_chunks - 1) / max_chunks);
-}
-
-template <class T>
-using row_map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
-
-/// sum_i w(i) x_i (a d-vector) and sum_i a(i), over the rows with p_i != 0, in fixed chunks
-/// summed in chunk order.
-template <class T, class W, class A>
-std::pair<Eigen::VectorXd, double> weighted_sum(const matrix_view<const T>& x, std::span<const double> p,
-                                                int threads, W&& w, A&& a) {
-  const index_t n = x.rows;
-  const index_t d = x.cols;
-  const index_t rows = chunk_rows(n, 64);
-  const index_t chunks = (n + rows - 1) / rows;
-  Eigen::MatrixXd vpart = Eigen::MatrixXd::Zero(d, chunks);
-  std::vector<double> spart(static_cast<std::size_t>(chunks), 0.0);
-  parallel_for(chunks, threads, [&](index_t c) {
-    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-      if (p[i] == 0.0) continue;
-      vpart.col(c) += row_map<T>(x.row(i), d).template cast<double>() * w(i);
-      spart[static_cast<std::size_t>(c)] += a(i);
-    }
-  });
-  std::pair<Eigen::VectorXd, double> out{Eigen::VectorXd::Zero(d), 0.0};
-  for (index_t c = 0; c < chunks; ++c) {
-    out.first += vpart.col(c);
-    out.second += spart[static_cast<std::size_t>(c)];
-  }
-  return out;
-}
-
-}  // namespace detail::relax
-
-/// @brief The relaxation of pairwise similarity (method.md section 6): with u_i the unit rows
-/// (u_i = e_i / ||e_i||, 0 for a zero row), c_i = ||u_i||^2 (1, or 0 for a zero row, as the
-/// objective counts it) and s = sum_i p_i u_i,
-///   F(p) = -(||s||^2 - sum_i p_i^2 c_i) / (S (S - 1)),
-///   dF/dp_i = -(2 u_i . s - 2 p_i c_i) / (S (S - 1)).
-/// The numerator is the expected sum of cosines over ordered pairs when each item is included
-/// independently with probability p_i; the normaliser is the fixed S (S - 1), so F is that
-/// expectation divided by S (S - 1), and at an integral p of sum S it is F_pws exactly. O(n d).
-/// S < 2 gives F = 0 and a zero gradient, as the objective scores sets of fewer than two items.
-template <class T>
-double relax_pairwise(const pairwise_similarity& /*objective*/, const relax_view<T>& v,
-                      std::span<double> grad) {
-  const matrix_view<const T>& x = v.embeddings;
-  const index_t n = x.rows;
-  const index_t d = x.cols;
-  const double norm = v.total * (v.total - 1.0);
-  if (!(v.total >= 2.0)) {
-    std::fill(grad.begin(), grad.end(), 0.0);
-    return 0.0;
-  }
-  const auto [s, self_sum] = detail::relax::weighted_sum(
-      x, v.p, v.threads, [&](index_t i) { return v.p[i] * v.inv_norms[i]; },
-      [&](index_t i) { return v.p[i] * v.p[i] * v.sq_norms[i] * v.inv_norms[i] * v.inv_norms[i]; });
-  const index_t rows = detail::relax::chunk_rows(n, 64);
-  const index_t chunks = (n + rows - 1) / rows;
-  detail::parallel_for(chunks, v.threads, [&](index_t c) {
-    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-      const double w = v.inv_norms[i];
-      const double us = detail::relax::row_map<T>(x.row(i), d).template cast<double>().dot(s) * w;
-      grad[i] = -(2.0 * us - 2.0 * v.p[i] * v.sq_norms[i] * w * w) / norm;
-    }
-  });
-  return -(s.squaredNorm() - self_sum) / norm;
-}
 
 namespace detail::relax {
 

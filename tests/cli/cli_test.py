@@ -22,6 +22,7 @@ import time
 
 PROG = None
 TMP = None
+REF = None  # tests/cli/continuous_reference.cpp, built as datamask_continuous_reference
 
 
 # --- .npy writing and reading -------------------------------------------------------------------
@@ -106,7 +107,9 @@ def run(args, expect=0, **kw):
     return p
 
 
-FAST = ["--rollouts", "16", "--steps", "40", "--min-active", "200", "--quiet"]
+# The policy-gradient learner, few steps: most scenarios are about the program around it (the
+# default optimizer, auto, picks the continuous learner for these objectives).
+FAST = ["--optimizer", "pg", "--rollouts", "16", "--steps", "40", "--min-active", "200", "--quiet"]
 
 
 def path(name):
@@ -169,15 +172,24 @@ def test_help():
 
 
 def test_demo():
-    p = run(["--demo", "--steps", "30", "--out", path("d.npy"), "--report", path("d.json"), "--log", path("d.csv"),
-             "--plot", path("d.svg")])
-    assert "selected 2000 of 20000" in p.stdout, p.stdout
+    # No optimizer named: auto picks the continuous learner (pairwise has a relaxation).
+    p = run(["--demo", "--iterations", "30", "--out", path("d.npy"), "--report", path("d.json"), "--log",
+             path("d.csv"), "--plot", path("d.svg")])
+    assert "selected 2000 of 20000" in p.stdout and "optimizer continuous" in p.stdout, p.stdout
+    assert "optimizer: continuous (auto" in p.stderr, p.stderr
     ids = read_npy_ids(path("d.npy"))
     check_ids(ids, list(range(20000)), 2000)
     rep = json.load(open(path("d.json")))
     assert rep["total"]["selected"] == 2000
+    assert rep["configuration"]["optimizer"] == "continuous", rep["configuration"]
+    assert rep["configuration"]["optimizer-requested"] == "auto", rep["configuration"]
     assert open(path("d.svg")).read().startswith("<svg")
-    assert len(open(path("d.csv")).read().splitlines()) == 31
+    log = open(path("d.csv")).read().splitlines()
+    assert log[0] == "block,iteration,step_size,relaxed_f" and len(log) == 31, log[:2]
+    # The paper's learner is one flag away.
+    p = run(["--demo", "--optimizer", "pg", "--steps", "30", "--log", path("p.csv")])
+    assert "optimizer pg" in p.stdout, p.stdout
+    assert len(open(path("p.csv")).read().splitlines()) == 31
 
 
 def test_exact_count():
@@ -355,7 +367,7 @@ def expect_bad(args, names, out=None):
     out = out or path("bad_out.npy")
     if os.path.exists(out):
         os.remove(out)
-    p = run(args + ["--out", out] + FAST, expect=2)
+    p = run(FAST + args + ["--out", out], expect=2)  # args after FAST: the last value of an option wins
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, "expected one line on stderr, got:\n" + p.stderr
     for nm in names:
@@ -439,8 +451,8 @@ def test_bad_inputs():
 def test_optimizers():
     rows, q, ids, e, qf, idf = standard_files()
     for opt in ["greedy", "lazy", "stochastic"]:
-        p = run(["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "20", "--optimizer", opt,
-                 "--out", path("g.npy"), "--report", path("g.json")] + FAST, expect=None)
+        p = run(FAST + ["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "20", "--optimizer", opt,
+                        "--out", path("g.npy"), "--report", path("g.json")], expect=None)
         assert p.returncode == 0, p.stderr
         sel = read_npy_ids(path("g.npy"))
         check_ids(sel, ids, 20)
@@ -448,8 +460,8 @@ def test_optimizers():
     # With --prune, the greedies pick only among the kept items; naive greedy's picks, in order,
     # are a plain Python greedy's over the kept rows on the report's f.
     for opt in ["greedy", "lazy", "stochastic"]:
-        run(["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "12", "--optimizer", opt,
-             "--prune", "0.5", "--out", path("gp.npy"), "--report", path("gp.json")] + FAST)
+        run(FAST + ["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "12", "--optimizer", opt,
+                    "--prune", "0.5", "--out", path("gp.npy"), "--report", path("gp.json")])
         sel = read_npy_ids(path("gp.npy"))
         check_ids(sel, ids, 12)
         rep = json.load(open(path("gp.json")))
@@ -482,26 +494,32 @@ def wait_for(pred, proc, timeout=60):
         time.sleep(0.01)
 
 
+def interrupt(args, marker, sig, out):
+    """Starts a run, sends `sig` once `marker` exists: exit 128 + sig, the checkpoint named, no `out`."""
+    proc = subprocess.Popen([PROG] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: os.path.exists(marker), proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert b"--resume" in err, err
+    assert not os.path.exists(out)
+
+
 def test_resume():
     rows, q, ids = make_corpus(2400, 16, seed=9)
     e = npy_f32(path("emb.npy"), rows)
     qf = npy_vec(path("q.npy"), q)
     idf = npy_vec(path("ids.npy"), ids, "<i8")
-    base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--rollouts", "32", "--steps", "200",
+    base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--optimizer", "pg", "--rollouts", "32",
+            "--steps", "200",
             "--min-active", "300", "--block-size", "1000", "--objective", "pairwise", "--quiet"]
     run(base + ["--out", path("full.npy"), "--log", path("full.csv"), "--report", path("full.json")])
     full = read_npy_ids(path("full.npy"))
     ck = path("ck")
     # 1. SIGTERM in the middle of the first block: a snapshot is saved, exit 143, no output.
-    proc = subprocess.Popen([PROG] + base + ["--out", path("r.npy"), "--log", path("r.csv"), "--report",
-                                             path("r.json"), "--checkpoint", ck, "--checkpoint-every", "25"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wait_for(lambda: os.path.exists(os.path.join(ck, "block-0.snapshot")), proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, (proc.returncode, err)
-    assert b"--resume" in err, err
-    assert not os.path.exists(path("r.npy"))
+    interrupt(base + ["--out", path("r.npy"), "--log", path("r.csv"), "--report", path("r.json"), "--checkpoint",
+                      ck, "--checkpoint-every", "25"], os.path.join(ck, "block-0.snapshot"), signal.SIGTERM,
+              path("r.npy"))
     # 2. Resume, and SIGKILL it once block 0 is done and block 1 has a snapshot.
     proc = subprocess.Popen([PROG] + base + ["--out", path("r.npy"), "--log", path("r.csv"), "--report",
                                              path("r.json"), "--checkpoint", ck, "--checkpoint-every", "25",
@@ -538,7 +556,7 @@ def test_resume():
 
 def test_single_block_resume():
     rows, q, ids, e, qf, idf = standard_files(1200, 16)
-    base = ["--embeddings", e, "--quality", qf, "--ratio", "0.1", "--rollouts", "32", "--steps", "250",
+    base = ["--embeddings", e, "--quality", qf, "--ratio", "0.1", "--optimizer", "pg", "--rollouts", "32", "--steps", "250",
             "--min-active", "300", "--quiet", "--init", "quality", "--logprob", "plackett-luce"]
     run(base + ["--out", path("full.npy")])
     ck = path("ck1")
@@ -640,7 +658,7 @@ def test_option_ranges():
     for extra, names in bad:
         expect_refused(base + extra, names)
     # --steps 0 is documented: calibrate and read out the initial logits (S items, no step run).
-    run(base + ["--steps", "0", "--report", path("z.json")] + FAST[:2] + FAST[4:])
+    run(base + ["--steps", "0", "--report", path("z.json")] + FAST[:4] + FAST[6:])
     rep = json.load(open(path("z.json")))
     assert rep["total"]["selected"] == 60 and rep["total"]["steps_run"] == 0, rep["total"]
     p = run(["--help"])
@@ -675,10 +693,104 @@ def test_report_readback():
 
 
 
+# --- the continuous learner (--optimizer continuous, and auto) ------------------------------------
+
+def refused(args, names):
+    """Exit 2, one line on stderr naming `names`."""
+    p = run(args + ["--quiet"], expect=2)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, "expected one line on stderr, got:\n" + p.stderr
+    for nm in names:
+        assert nm in lines[0], "'%s' not in: %s" % (nm, lines[0])
+    return lines[0]
+
+
+def test_continuous():
+    # The program's selection is the library's continuous learner's on the same inputs
+    # (tests/cli/continuous_reference.cpp), for pairwise similarity and DiSF.
+    for objective in ["pairwise", "disf"]:
+        ref = subprocess.run([REF, "20", objective], stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+        run(["--demo", "--optimizer", "continuous", "--iterations", "20", "--objective", objective, "--quiet",
+             "--out", path("c.txt"), "--report", path("c.json"), "--log", path("c.csv")])
+        assert read_text_ids(path("c.txt")) == [int(x) for x in ref], objective
+        rep = json.load(open(path("c.json")))
+        cfg = rep["configuration"]
+        assert cfg["optimizer"] == "continuous" and cfg["optimizer-requested"] == "continuous", cfg
+        assert cfg["iterations"] == 20 and cfg["step-rule"] == "normalized" and cfg["polish"] is True, cfg
+        assert cfg["step-size"] == 0.5 and cfg["polish-rounds"] == 10, cfg
+        assert rep["total"]["steps_run"] == 20
+        log = open(path("c.csv")).read().splitlines()
+        assert len(log) == 21 and [r.split(",")[1] for r in log[1:]] == [str(i) for i in range(1, 21)], log[:3]
+    # Other step settings change the selection and are reported.
+    run(["--demo", "--optimizer", "continuous", "--iterations", "20", "--step-rule", "adam", "--step-size", "0.05",
+         "--no-polish", "--quiet", "--out", path("a.txt"), "--report", path("a.json")])
+    cfg = json.load(open(path("a.json")))["configuration"]
+    assert cfg["step-rule"] == "adam" and cfg["step-size"] == 0.05 and cfg["polish"] is False, cfg
+    assert read_text_ids(path("a.txt")) != read_text_ids(path("c.txt"))
+    # The report's values against brute force, on the continuous learner's selection.
+    rows, q, ids, e, qf, idf = standard_files()
+    run(["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "20", "--optimizer", "continuous",
+         "--iterations", "25", "--quiet", "--out", path("s.npy"), "--report", path("r.json")])
+    sel = read_npy_ids(path("s.npy"))
+    check_ids(sel, ids, 20)
+    check_report(json.load(open(path("r.json"))), rows, q, ids, sel, [])
+    # Auto falls back to the policy gradient when an objective has no relaxation (facility).
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility"] + FAST[2:],
+            expect=None)
+    assert p.returncode == 0, p.stderr
+    assert "optimizer pg" in p.stdout, p.stdout
+
+
+def test_continuous_refusals():
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--out", path("x.npy")]
+    line = refused(base + ["--optimizer", "continuous", "--objective", "facility"], ["--optimizer continuous",
+                                                                                    "facility", "no relaxation"])
+    assert "pg" in line, line
+    refused(base + ["--optimizer", "continuous", "--objective", "pairwise", "--objective", "facility"], ["facility"])
+    refused(base + ["--optimizer", "continuous", "--steps", "100"], ["--steps", "--optimizer pg"])
+    refused(base + ["--steps", "100"], ["--steps", "auto", "--optimizer pg"])
+    refused(base + ["--rollouts", "8"], ["--rollouts", "--optimizer pg"])
+    refused(base + ["--optimizer", "pg", "--iterations", "10"], ["--iterations", "--optimizer continuous"])
+    refused(base + ["--optimizer", "greedy", "--no-polish"], ["--polish", "--optimizer continuous"])
+    refused(base + ["--optimizer", "continuous", "--scaling", "group"], ["--scaling", "group"])
+    refused(base + ["--checkpoint", path("ck"), "--checkpoint-every", "5"], ["--checkpoint-every", "whole blocks"])
+    for extra, names in [(["--iterations", "-1"], ["--iterations"]), (["--step-size", "0"], ["--step-size"]),
+                         (["--step-rule", "newton"], ["--step-rule"]), (["--adam-beta1", "1"], ["--adam-beta1"]),
+                         (["--polish-candidates", "0"], ["--polish-candidates"]),
+                         (["--polish-seconds", "-1"], ["--polish-seconds"])]:
+        refused(base + ["--optimizer", "continuous"] + extra, names)
+    assert not os.path.exists(path("x.npy"))
+    assert not os.path.exists(path("ck"))
+
+
+def test_continuous_interrupt():
+    # Continuous blocks are checkpointed whole: SIGINT after block 0 finished exits 130 with no
+    # output; --resume skips block 0 and reruns block 1 from its start, to the uninterrupted
+    # selection.
+    rows, q, ids = make_corpus(2400, 16, seed=9)
+    e = npy_f32(path("emb.npy"), rows)
+    qf = npy_vec(path("q.npy"), q)
+    idf = npy_vec(path("ids.npy"), ids, "<i8")
+    base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--block-size", "1000",
+            "--optimizer", "continuous", "--iterations", "6000", "--quiet"]
+    run(base + ["--out", path("full.npy")])
+    full = read_npy_ids(path("full.npy"))
+    ck = path("ck")
+    interrupt(base + ["--out", path("r.npy"), "--checkpoint", ck], os.path.join(ck, "block-0.done"), signal.SIGINT,
+              path("r.npy"))
+    assert "done 0" in open(os.path.join(ck, "manifest")).read()
+    run(base + ["--out", path("r.npy"), "--report", path("r.json"), "--checkpoint", ck, "--resume"])
+    assert read_npy_ids(path("r.npy")) == full, "resumed selection differs from the uninterrupted run"
+    rep = json.load(open(path("r.json")))
+    assert rep["blocks"][0]["from_checkpoint"] and not rep["blocks"][1]["from_checkpoint"], rep["blocks"]
+
+
 def main():
-    global PROG, TMP
+    global PROG, TMP, REF
     PROG = os.path.abspath(sys.argv[1])
     name = sys.argv[2]
+    REF = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
     with tempfile.TemporaryDirectory(prefix="dmcli-") as d:
         TMP = d
         globals()["test_" + name]()

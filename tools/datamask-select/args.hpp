@@ -38,6 +38,8 @@ struct usage_error : std::runtime_error {
 struct config {
   datamask::settings run;             // the library's settings of a run (ratio, lambda, steps, ...)
   datamask::learner_settings learn;   // the policy, schedule and kernel settings
+  datamask::continuous_settings ascent;  // the continuous learner's ascent (--optimizer continuous)
+  datamask::polish_settings polish;      // and its polish
   // The program's own options (their defaults live here, once).
   std::vector<std::string> embeddings;
   std::vector<std::string> quality;
@@ -45,7 +47,10 @@ struct config {
   std::string ids;
   std::vector<std::string> objectives;  // empty until check_args: pairwise
   std::vector<double> objective_weights;
-  std::string optimizer = "pg";
+  // auto: continuous when every diversity term of f has a relaxation, else pg (check_args
+  // resolves it; `requested` keeps what was asked for, for the report).
+  std::string optimizer = "auto";
+  std::string requested;
   index_t block_size = 1000000;
   std::string out, report, log, plot, checkpoint;
   index_t checkpoint_every = 100;
@@ -97,7 +102,25 @@ void visit_options(F&& f) {
   datamask::visit_settings([&](const auto& s) {
     if (!set_by_program(s.name)) f(s);
   });
+  datamask::visit_continuous_settings(f);
   visit_program_settings(f);
+}
+
+/// Options that only the policy-gradient learner reads (the calibration settings, which both
+/// learners use, are not among them).
+inline bool pg_only(std::string_view name) {
+  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "readout", "keep-best-rollout", "lr-max",
+                             "lr-min", "schedule", "logprob"}) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+/// Whether a table entry belongs to the continuous learner's group.
+template <class Entry>
+constexpr bool continuous_entry() {
+  using O = typename Entry::owner_type;
+  return std::is_same_v<O, datamask::continuous_settings> || std::is_same_v<O, datamask::polish_settings>;
 }
 
 /// The object of `c` that holds the members of table entry `Entry`.
@@ -108,6 +131,10 @@ auto& owner(C& c) {
     return c.run;
   } else if constexpr (std::is_same_v<O, datamask::learner_settings>) {
     return c.learn;
+  } else if constexpr (std::is_same_v<O, datamask::continuous_settings>) {
+    return c.ascent;
+  } else if constexpr (std::is_same_v<O, datamask::polish_settings>) {
+    return c.polish;
   } else {
     return c;
   }
@@ -116,7 +143,8 @@ auto& owner(C& c) {
 /// What the program adds to a setting's help (never a default or a range: those come from the table).
 inline std::string program_note(std::string_view name) {
   if (name == "prune") return "; global over the corpus (all blocks)";
-  if (name == "steps") return "; --demo: 300 unless given";
+  if (name == "steps") return "; --demo: 300 unless given; --optimizer pg only";
+  if (name == "iterations") return "; --optimizer continuous only (as every option below it up to --polish-seconds)";
   if (name == "rollouts") return "; --demo: 64 unless given";
   if (name == "scales") return " (in the report's order); given alone, it sets --scaling fixed: one f for every block and seed";
   if (name == "count") return "; excludes --ratio";
@@ -233,9 +261,12 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option_function<std::string>(
       "--objective-weights", [&c](const std::string& v) { c.objective_weights = parse_list("--objective-weights", v); },
       "W,...: weight per --objective, in order, each >= 0 (default: all 1)");
-  app.add_option("--optimizer", c.optimizer, "pg | greedy | lazy | stochastic (pg: policy gradient); the "
-                                             "greedy baselines optimise the same f and write ids in the order picked")
-      ->check(CLI::IsMember({"pg", "greedy", "lazy", "stochastic"}))
+  app.add_option("--optimizer", c.optimizer,
+                 "auto | continuous | pg | greedy | lazy | stochastic. continuous: gradient ascent of a relaxation "
+                 "of f (--iterations); pg: the paper's policy gradient (--steps); auto: continuous when every "
+                 "--objective has a relaxation (pairwise, disf), else pg. The greedy baselines optimise the same "
+                 "f and write ids in the order picked")
+      ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
       ->capture_default_str();
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64), .csv or .txt, in selection order "
                                  "(pg: by final logit, descending, block by block)");
@@ -273,6 +304,8 @@ inline nlohmann::ordered_json config::selection_json() const {
   detail::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
+    // The continuous learner's settings only where it runs: the other optimizers ignore them.
+    if (detail::continuous_entry<entry>() && optimizer != "continuous") return;
     const auto& v = detail::owner<entry>(*this).*s.member;
     if constexpr (entry::kind == datamask::setting_kind::choice) {
       j[std::string(s.name)] = std::string(datamask::enum_name(v));
@@ -323,7 +356,7 @@ inline std::string option_message(const datamask::invalid_input& e) {
 
 /// Parses argv into c. Returns false when --help was printed. Throws usage_error.
 inline bool parse_args(int argc, char** argv, config& c) {
-  CLI::App app("datamask-select: select LLM pre-training data by policy-gradient mask learning (DATAMASK)",
+  CLI::App app("datamask-select: select LLM pre-training data by mask learning (DATAMASK)",
                "datamask-select");
   app.footer(help_footer);
   app.get_formatter()->column_width(26);
@@ -411,6 +444,51 @@ inline void check_scales(config& c) {
   }
 }
 
+/// Whether every diversity term of f (an --objective with a positive weight, when lambda < 1) has
+/// a relaxation the continuous learner can ascend. Facility location has none yet.
+inline bool relaxable(const config& c) {
+  if (c.run.lambda >= 1.0) return true;  // f is the quality term alone
+  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
+    const bool on = c.objective_weights.empty() || c.objective_weights[i] > 0.0;
+    if (on && c.objectives[i] == "facility") return false;
+  }
+  return true;
+}
+
+/// Resolves --optimizer auto and refuses options that the chosen optimizer would ignore.
+inline void check_optimizer(config& c) {
+  c.requested = c.optimizer;
+  if (c.optimizer == "auto") c.optimizer = relaxable(c) ? "continuous" : "pg";
+  const bool cont = c.optimizer == "continuous";
+  if (cont && !relaxable(c)) {
+    throw usage_error("--optimizer continuous: --objective facility has no relaxation yet (it comes with the kNN "
+                      "facility-location work); use --optimizer pg, greedy, lazy or stochastic for it");
+  }
+  const std::string why = c.requested == "auto" ? " (chosen by --optimizer auto)" : "";
+  for (const std::string& given : c.given) {
+    const std::string name = given.substr(2);
+    bool cont_only = false;
+    datamask::visit_continuous_settings([&](const auto& s) { cont_only = cont_only || s.name == name; });
+    if (name == "no-polish") cont_only = true;
+    if (cont_only && !cont) {
+      throw usage_error(given + ": sets the continuous learner, but the optimizer is " + c.optimizer + why +
+                        "; add --optimizer continuous");
+    }
+    if (pg_only(name) && cont) {
+      throw usage_error(given + ": sets the policy-gradient learner, but the optimizer is continuous" + why +
+                        "; add --optimizer pg (or use --iterations for the continuous learner)");
+    }
+  }
+  if (cont && c.run.scaling == datamask::term_scaling::group) {
+    throw usage_error("--scaling: group makes f a different function at every step; --optimizer continuous needs "
+                      "calibrated, fixed or raw scales");
+  }
+  if (cont && c.has("--checkpoint-every")) {
+    throw usage_error("--checkpoint-every: the continuous learner checkpoints whole blocks (each finished block is "
+                      "recorded; an interrupted block restarts on --resume); drop it, or use --optimizer pg");
+  }
+}
+
 /// The output file name (its extension picks the format) and the checkpoint options.
 inline void check_outputs(const config& c) {
   if (c.resume && c.checkpoint.empty()) throw usage_error("--resume: needs --checkpoint DIR");
@@ -430,6 +508,7 @@ inline void check_args(config& c) {
   detail::check_inputs(c);
   detail::check_scales(c);
   detail::check_outputs(c);
+  detail::check_optimizer(c);
   if (c.demo) {  // small, fast settings for the built-in corpus unless given
     if (!c.has("--steps")) c.run.steps = 300;
     if (!c.has("--rollouts")) c.run.rollouts = 64;
@@ -437,6 +516,8 @@ inline void check_args(config& c) {
   try {
     datamask::validate(c.run);
     datamask::validate(c.learn);
+    datamask::validate(c.ascent);
+    datamask::validate(c.polish);
   } catch (const datamask::invalid_input& e) {
     throw usage_error(option_message(e));
   }

@@ -70,7 +70,7 @@ mix_type make_mix(const config& c) {
 /// every 10% or 30 seconds otherwise.
 class progress {
  public:
-  progress(bool quiet, index_t total) : quiet_(quiet), total_(total) {
+  progress(bool quiet, index_t total, const char* unit) : quiet_(quiet), unit_(unit), total_(total) {
 #if __has_include(<unistd.h>)
     tty_ = ::isatty(2) != 0;
 #endif
@@ -87,19 +87,19 @@ class progress {
       last_ = el;
       const int width = 30;
       const int fill = static_cast<int>(frac * width);
-      std::fprintf(stderr, "\r[%s%s] %3.0f%% %lld/%lld steps, block %lld/%lld, %.1f steps/s, %s left   ",
+      std::fprintf(stderr, "\r[%s%s] %3.0f%% %lld/%lld %s, block %lld/%lld, %.1f %s/s, %s left   ",
                    std::string(static_cast<std::size_t>(fill), '#').c_str(),
                    std::string(static_cast<std::size_t>(width - fill), '.').c_str(), 100 * frac,
-                   static_cast<long long>(done_), static_cast<long long>(total_), static_cast<long long>(block + 1),
-                   static_cast<long long>(blocks), rate, clock_text(left).c_str());
+                   static_cast<long long>(done_), static_cast<long long>(total_), unit_, static_cast<long long>(block + 1),
+                   static_cast<long long>(blocks), rate, unit_, clock_text(left).c_str());
       if (done_ == total_) std::fprintf(stderr, "\n");
       std::fflush(stderr);
     } else if (frac >= next_ || el - last_ >= 30.0 || done_ == total_) {
       last_ = el;
       while (next_ <= frac) next_ += 0.1;
-      std::fprintf(stderr, "progress: %lld/%lld steps (%.0f%%), block %lld/%lld, %.1f steps/s, %s left\n",
-                   static_cast<long long>(done_), static_cast<long long>(total_), 100 * frac,
-                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, clock_text(left).c_str());
+      std::fprintf(stderr, "progress: %lld/%lld %s (%.0f%%), block %lld/%lld, %.1f %s/s, %s left\n",
+                   static_cast<long long>(done_), static_cast<long long>(total_), unit_, 100 * frac,
+                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, unit_, clock_text(left).c_str());
     }
   }
   void skip(index_t steps) { total_ -= steps; }
@@ -112,6 +112,7 @@ class progress {
     return buf;
   }
   bool quiet_;
+  const char* unit_;  // "steps" (pg) or "iterations" (continuous)
   bool tty_ = false;
   index_t total_;
   index_t done_ = 0;
@@ -182,6 +183,43 @@ std::vector<index_t> learn_block(run_context& ctx, const datamask::problem<float
   return std::move(res.rows);
 }
 
+/// The continuous learner on one block: progress per iteration, stop on a signal. The mix holds
+/// only the relaxable objectives (facility location, which has no relaxation, is refused by
+/// check_args); its terms are those of ctx.mix, whose facility term then weighs 0. A block is
+/// checkpointed when it finishes (an interrupted block restarts: its ascent is short).
+std::vector<index_t> continuous_block(run_context& ctx, const datamask::problem<float>& p, const datamask::options& o,
+                                      block_result& r, std::vector<double>& scales) {
+  const config& c = ctx.cfg;
+  const index_t b = r.block;
+  const auto blocks = static_cast<index_t>(ctx.blocks);
+  datamask::continuous_options co;
+  static_cast<datamask::settings&>(co.common) = static_cast<const datamask::settings&>(o);
+  co.ascent = c.ascent;
+  co.polish = c.polish;
+  co.on_step = [&](const datamask::continuous_step_info& s) {
+    r.history.push_back(datamask::step_record{s.iteration, s.lr, s.relaxed, s.relaxed, {}});
+    ctx.prog.step(b, blocks);
+  };
+  co.stop = [](const datamask::continuous_step_info&) { return g_signal != 0; };
+  double w[2] = {0, 0};
+  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
+    const double wi = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
+    if (c.objectives[i] == "pairwise") w[0] = wi;
+    if (c.objectives[i] == "disf") w[1] = wi;
+  }
+  const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]},
+                                 datamask::weighted{datamask::disf{}, w[1]});
+  const datamask::basic_continuous_learner<datamask::eigen_backend> L(co);
+  auto res = L.select(p, mix);
+  if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
+  r.ids = std::move(res.ids);
+  r.kept = res.kept;
+  r.steps_run = res.steps_run;
+  scales.clear();
+  for (const auto& t : res.terms) scales.push_back(t.scale);
+  return std::move(res.rows);
+}
+
 /// One block: gather its data, select (learner or greedy baseline), evaluate.
 block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& rows, index_t s_b) {
   const config& c = ctx.cfg;
@@ -203,6 +241,8 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   std::vector<double> scales;
   if (c.optimizer == "pg") {
     sel_rows = learn_block(ctx, p, o, r, scales);
+  } else if (c.optimizer == "continuous") {
+    sel_rows = continuous_block(ctx, p, o, r, scales);
   } else {
     datamask::greedy_options g;
     g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
@@ -211,7 +251,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
     sel_rows = datamask::greedy_select_block(p, ctx.mix, o, g, scales, r.kept);
     // A greedy run cannot stop midway: honour a signal that came during it, before any output.
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-    ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for every optimizer
+    ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for the greedy baselines
     for (index_t row : sel_rows) r.ids.push_back(data.ids[static_cast<std::size_t>(row)]);
   }
   r.optimize_seconds = seconds_since(t0);
@@ -256,15 +296,17 @@ void write_outputs(const config& c, datamask::io::run_report& rep, const std::ve
                    double optimize) {
   const auto t_write = clock_type::now();
   if (!c.out.empty()) datamask::io::write_file_atomic(c.out, ids_file_bytes(c.out, selected));
-  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(rep.blocks));
-  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(rep.blocks));
+  const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
+  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(rep.blocks, relaxed));
+  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(rep.blocks, relaxed));
   rep.seconds.emplace_back("write", seconds_since(t_write));
   if (!c.report.empty()) datamask::io::write_file_atomic(c.report, datamask::io::report_json(rep).dump(2) + "\n");
 
   double f_total = 0.0;
   const auto terms = datamask::total_terms(rep.blocks, f_total);
-  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising)\n", static_cast<long long>(rep.selected),
-              static_cast<long long>(rep.rows), rep.blocks.size(), rep.blocks.size() == 1 ? "" : "s", optimize);
+  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising, optimizer %s)\n",
+              static_cast<long long>(rep.selected), static_cast<long long>(rep.rows), rep.blocks.size(),
+              rep.blocks.size() == 1 ? "" : "s", optimize, c.optimizer.c_str());
   std::printf("objective %.6g =", f_total);
   for (std::size_t t = 0; t < terms.size(); ++t) {
     std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,
@@ -307,14 +349,19 @@ int run(int argc, char** argv) {
   if (!c.checkpoint.empty()) ckpt = checkpoint_dir(c, k.hash, blocks.size());
   rep.resumed = c.resume;
   index_t planned = 0;
+  const bool cont = c.optimizer == "continuous";
   for (std::size_t b = 0; b < blocks.size(); ++b) {
-    if (!ckpt.done(b) && counts[b] > 0) planned += c.run.steps;
+    if (!ckpt.done(b) && counts[b] > 0) planned += cont ? c.ascent.iterations : c.run.steps;
   }
-  progress prog(c.quiet, planned);
+  progress prog(c.quiet, planned, cont ? "iterations" : "steps");
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
                  blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
+    std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
+                 c.requested != "auto" ? ""
+                 : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"
+                        : " (auto: facility location has no relaxation yet)");
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

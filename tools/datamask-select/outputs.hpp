@@ -45,15 +45,25 @@ inline nlohmann::ordered_json configuration_json(const config& c) {
   j["quality"] = c.quality;
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.ids);
   j.update(c.selection_json());
+  j["optimizer-requested"] = c.requested;  // "auto", or the optimizer named
   j["threads"] = c.run.threads;
   j["out"] = c.out;
   j["checkpoint"] = c.checkpoint;
   return j;
 }
 
-inline std::string log_csv(const std::vector<block_result>& blocks) {
+/// The per-step log. `relaxed`: the continuous learner's, one row per iteration with its step
+/// size and the relaxed f before the step (no rollouts, so no reward max and no term means).
+inline std::string log_csv(const std::vector<block_result>& blocks, bool relaxed = false) {
   std::ostringstream os;
   os.precision(10);
+  if (relaxed) {
+    os << "block,iteration,step_size,relaxed_f\n";
+    for (const auto& b : blocks) {
+      for (const auto& h : b.history) os << b.block << "," << h.step << "," << h.lr << "," << h.reward_mean << "\n";
+    }
+    return os.str();
+  }
   os << "block,step,lr,reward_mean,reward_max";
   const block_result* named = nullptr;
   for (const auto& b : blocks) {
@@ -78,12 +88,13 @@ inline std::string log_csv(const std::vector<block_result>& blocks) {
 
 /// An SVG of the log: the reward (mean and max) in the first panel, then one panel per term,
 /// each averaged over the blocks at every step.
-inline std::string plot_svg(const std::vector<block_result>& blocks) {
+/// `relaxed`: the continuous learner's log, one panel (the relaxed f per iteration).
+inline std::string plot_svg(const std::vector<block_result>& blocks, bool relaxed = false) {
   index_t steps = 0;
   std::vector<std::string> names = {"reward"};
   for (const auto& b : blocks) {
     for (const auto& h : b.history) steps = std::max(steps, h.step);
-    if (names.size() == 1 && !b.terms.empty()) {
+    if (!relaxed && names.size() == 1 && !b.terms.empty()) {
       for (const auto& t : b.terms) names.push_back(t.name);
     }
   }
@@ -106,12 +117,13 @@ inline std::string plot_svg(const std::vector<block_result>& blocks) {
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w + 100 << "\" height=\""
      << top + panels * (ph + 50) << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\">datamask-select: per-step rollout statistics"
+     << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\">datamask-select: "
+     << (relaxed ? "relaxed f per iteration (continuous learner)" : "per-step rollout statistics")
      << (blocks.size() > 1 ? " (mean over blocks)" : "") << "</text>\n";
   for (std::size_t p = 0; p < panels; ++p) {
     const double y0 = top + p * (ph + 50) + 20;
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    const int nser = p == 0 ? 2 : 1;
+    const int nser = p == 0 && !relaxed ? 2 : 1;
     for (int sidx = 0; sidx < nser; ++sidx) {
       for (std::size_t s = 0; s < cnt.size(); ++s) {
         if (cnt[s] == 0) continue;
@@ -125,13 +137,15 @@ inline std::string plot_svg(const std::vector<block_result>& blocks) {
     if (!(hi >= lo)) lo = 0, hi = 1;
     if (hi == lo) hi = lo + 1;
     os << "<text x=\"" << left << "\" y=\"" << y0 - 6 << "\" font-weight=\"bold\">"
-       << (p == 0 ? "reward (blue: mean, orange: max)" : names[p] + " (raw, mean over rollouts)") << "</text>\n"
+       << (p == 0 ? (relaxed ? "relaxed f, before each iteration's step" : "reward (blue: mean, orange: max)")
+                  : names[p] + " (raw, mean over rollouts)")
+       << "</text>\n"
        << "<rect x=\"" << left << "\" y=\"" << y0 << "\" width=\"" << w << "\" height=\"" << ph
        << "\" fill=\"none\" stroke=\"#888\"/>\n"
        << "<text x=\"" << left - 6 << "\" y=\"" << y0 + 10 << "\" text-anchor=\"end\">" << hi << "</text>\n"
        << "<text x=\"" << left - 6 << "\" y=\"" << y0 + ph << "\" text-anchor=\"end\">" << lo << "</text>\n"
        << "<text x=\"" << left << "\" y=\"" << y0 + ph + 15 << "\">1</text>\n"
-       << "<text x=\"" << left + w << "\" y=\"" << y0 + ph + 15 << "\" text-anchor=\"end\">step " << steps << "</text>\n";
+       << "<text x=\"" << left + w << "\" y=\"" << y0 + ph + 15 << "\" text-anchor=\"end\">" << (relaxed ? "iteration " : "step ") << steps << "</text>\n";
     const char* colour[2] = {"#1f77b4", "#ff7f0e"};
     for (int sidx = nser - 1; sidx >= 0; --sidx) {
       os << "<polyline fill=\"none\" stroke=\"" << colour[sidx] << "\" stroke-width=\"1.2\" points=\"";

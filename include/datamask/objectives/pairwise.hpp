@@ -4,7 +4,8 @@
 /// @file
 /// @brief Pairwise similarity (PWS): minus the mean cosine similarity over ordered pairs, with
 /// everything the backends and the greedy baselines need from it: host evaluation, the greedy
-/// state (`incremental_objective`) and the device evaluator (`device_evaluable`).
+/// state (`incremental_objective`), the device evaluator (`device_evaluable`) and the
+/// relaxation the continuous learner ascends (`relaxable_objective`).
 
 #include <algorithm>
 #include <span>
@@ -16,6 +17,7 @@
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
+#include "datamask/objectives/detail/relax_sums.hpp"
 
 namespace datamask {
 
@@ -104,6 +106,40 @@ struct state {
   }
 };
 
+/// @brief The relaxation of pairwise similarity (method.md section 6): with u_i the unit rows
+/// (u_i = e_i / ||e_i||, 0 for a zero row), c_i = ||u_i||^2 (1, or 0 for a zero row, as the
+/// objective counts it) and s = sum_i p_i u_i,
+///   F(p) = -(||s||^2 - sum_i p_i^2 c_i) / (S (S - 1)),
+///   dF/dp_i = -(2 u_i . s - 2 p_i c_i) / (S (S - 1)).
+/// The numerator is the expected sum of cosines over ordered pairs when each item is included
+/// independently with probability p_i; the normaliser is the fixed S (S - 1), so F is that
+/// expectation divided by S (S - 1), and at an integral p of sum S it is F_pws exactly. O(n d).
+/// S < 2 gives F = 0 and a zero gradient, as the objective scores sets of fewer than two items.
+template <class T>
+double relax(const relax_view<T>& v, std::span<double> grad) {
+  const matrix_view<const T>& x = v.embeddings;
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  const double norm = v.total * (v.total - 1.0);
+  if (!(v.total >= 2.0)) {
+    std::fill(grad.begin(), grad.end(), 0.0);
+    return 0.0;
+  }
+  const auto [s, self_sum] = detail::relax::weighted_sum(
+      x, v.p, v.threads, [&](index_t i) { return v.p[i] * v.inv_norms[i]; },
+      [&](index_t i) { return v.p[i] * v.p[i] * v.sq_norms[i] * v.inv_norms[i] * v.inv_norms[i]; });
+  const index_t rows = detail::relax::chunk_rows(n, 64);
+  const index_t chunks = (n + rows - 1) / rows;
+  detail::parallel_for(chunks, v.threads, [&](index_t c) {
+    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
+      const double w = v.inv_norms[i];
+      const double us = detail::relax::row_map<T>(x.row(i), d).template cast<double>().dot(s) * w;
+      grad[i] = -(2.0 * us - 2.0 * v.p[i] * v.sq_norms[i] * w * w) / norm;
+    }
+  });
+  return -(s.squaredNorm() - self_sum) / norm;
+}
+
 }  // namespace detail::pairwise_impl
 
 /// @brief F_pws(U) = -(1 / (k (k - 1))) * sum_{i != j in U} cos(e_i, e_j). Larger is more diverse.
@@ -150,13 +186,12 @@ struct pairwise_similarity {
     exec.for_each(g_count, detail::pairwise_impl::finish<T>{b, s, out});
   }
 
-  /// @brief The relaxation of pairwise similarity at the probabilities `v.p` (a `relax_view`): returns F(p)
-  /// and writes dF/dp into `grad` (the `relaxable_objective` capability). Defined by
-  /// `relax_pairwise` in datamask/relaxation.hpp, which a caller includes (the umbrella of the
-  /// continuous learner does); found at instantiation, so this header needs no new include.
-  template <class View>
-  double relax(const View& v, std::span<double> grad) const {
-    return relax_pairwise(*this, v, grad);
+  /// @brief The relaxation of pairwise similarity at the probabilities `v.p`: returns F(p) and
+  /// writes dF/dp into `grad` (the `relaxable_objective` capability); the formula is at
+  /// `detail::pairwise_impl::relax`.
+  template <class T>
+  double relax(const relax_view<T>& v, std::span<double> grad) const {
+    return detail::pairwise_impl::relax(v, grad);
   }
 };
 
