@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include <datamask/options.hpp>
 #include <datamask/rng/philox.hpp>
 #include <datamask/types.hpp>
 
