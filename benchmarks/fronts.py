@@ -40,8 +40,8 @@ PLAN = {
                        ("stochastic", "0.001", 0, 300), ("lazy", "", 0, 300),
                        ("continuous", "5", 0, 300), ("continuous", "10", 0, 300), ("continuous", "25", 0, 300),
                        ("continuous", "10", 1, 300), ("learner", "100", 0, 400)],
-    ("disf", 1000000): [("random", "2", 0, 300), ("continuous", "5", 0, 400), ("continuous", "10", 0, 500),
-                        ("continuous", "5", 1, 500)],
+    ("disf", 1000000): [("random", "2", 0, 300), ("continuous", "10", 0, 400), ("continuous", "25", 0, 500),
+                        ("continuous", "10", 1, 500)],
 }
 # Greedy runs estimated from a measured run's seconds per candidate gain (see the docstring).
 ESTIMATE = {
@@ -123,7 +123,12 @@ def add_estimates(recs, objective, n, all_runs):
         if rate is not None:
             break
     out = []
-    for name in ESTIMATE.get((objective, n), []):
+    names = list(ESTIMATE.get((objective, n), []))
+    # A greedy run that did not finish within its limit is estimated too.
+    for r in recs:
+        if "error" in r and r["method"] in ("naive", "stochastic"):
+            names.append(r["method"] + (" " + r["setting"] if r["method"] == "stochastic" else ""))
+    for name in names:
         if rate is None:
             continue
         if name == "naive":
@@ -298,7 +303,7 @@ def render(args):
             f = "" if r.get("f") is None else f"{r['f']:.6g}"
             sh_ = "" if r.get("share") is None else f"{100 * r['share']:.2f}%"
             rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else ""
-            est = " (estimated)" if r.get("estimated") else ""
+            est = " (estimated)" if r.get("estimated") and "estimated" not in str(r.get("setting")) else ""
             md.append(f"| {label(r)}{est} | {r['seconds']:.3g} | {f} | {sh_} | {rss} |")
         for r in d["errors"]:
             md.append(f"| {label(r)}: not finished ({r['error'][:120]}) | | | | |")
