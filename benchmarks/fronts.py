@@ -116,7 +116,8 @@ def add_estimates(recs, objective, n, all_runs):
     # The same objective's measured greedy with the most gains (this size first, then 10^5).
     for pool in (recs, all_runs.get((objective, 100000)) or []):
         for r in pool:
-            if r.get("method") in ("stochastic", "naive", "lazy") and r.get("f") is not None and r.get("evaluations"):
+            # Not lazy: its seconds per gain include the priority queue's work.
+            if r.get("method") in ("stochastic", "naive") and r.get("f") is not None and r.get("evaluations"):
                 cand = (r["seconds"] / r["evaluations"], r)
                 if rate is None or r["evaluations"] > source["evaluations"]:
                     rate, source = cand[0], r
@@ -303,7 +304,9 @@ def render(args):
             f = "" if r.get("f") is None else f"{r['f']:.6g}"
             sh_ = "" if r.get("share") is None else f"{100 * r['share']:.2f}%"
             rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else ""
-            est = " (estimated)" if r.get("estimated") and "estimated" not in str(r.get("setting")) else ""
+            est = ""
+            if r.get("estimated"):
+                est = " (estimated)" if "estimated" in label(r) else f" ({r['setting'].split(', ', 1)[-1]})"
             md.append(f"| {label(r)}{est} | {r['seconds']:.3g} | {f} | {sh_} | {rss} |")
         for r in d["errors"]:
             md.append(f"| {label(r)}: not finished ({r['error'][:120]}) | | | | |")
