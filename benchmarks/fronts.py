@@ -77,10 +77,11 @@ NOTES = [
     "- **Polish** costs more than a few iterations at these sizes on DiSF (its exact 2-swap "
     "search and the f evaluations of two read-outs), and adds little once the ascent has run "
     "25 iterations; at 10 iterations it adds most of what 25 iterations add.",
-    "- **Noise.** Other engineers' builds ran on the same 2 cores; one process's calibration "
-    "took 0.2 s in one run and 0.4 s in another. The pairwise points at both sizes were "
-    "re-measured back to back (continuous, then stochastic greedy) so that those compared in the "
-    "goals ran under similar load.",
+    "- **Noise.** Other engineers' builds ran on the same 2 cores (load average 4 to 8). The "
+    "last column, the time of the same calibration in each process, shows the load a point ran "
+    "under: it varies up to 5x between points. The pairwise points were re-measured after the "
+    "last code change, the continuous runs first and the stochastic greedy runs some minutes "
+    "later (at 10^6 under heavier load: compare that column), so ratios near 1 are not decisive.",
 ]
 
 
@@ -358,8 +359,8 @@ def render(args):
         md.append(f"Mean f of random subsets {d['random']:.6g}; " +
                   (f"best greedy: {label(d['best'])}, f = {d['best']['f']:.6g}.\n" if d["best"] else
                    "no greedy finished within the budget: no shares.\n"))
-        md.append("| method | seconds | f | share | peak RSS MB |")
-        md.append("|---|---:|---:|---:|---:|")
+        md.append("| method | seconds | f | share | peak RSS MB | calibration s |")
+        md.append("|---|---:|---:|---:|---:|---:|")
         for r in sorted(d["runs"], key=lambda r: r["seconds"]):
             if r["method"] == "random":
                 continue
@@ -370,11 +371,12 @@ def render(args):
             if r.get("estimated"):
                 est = "" if "estimated" in label(r) else f" ({r['setting'].split(', ', 1)[-1]})"
             sec = f"{r['seconds']:.3g}" + (f" ({r['greedy_only_s']:.3g})" if "greedy_only_s" in r else "")
-            md.append(f"| {label(r)}{est} | {sec} | {f} | {sh_} | {rss} |")
+            cal = f"{r['setup_seconds']:.2g}" if "setup_seconds" in r else ""
+            md.append(f"| {label(r)}{est} | {sec} | {f} | {sh_} | {rss} | {cal} |")
         for r in d["errors"]:
-            md.append(f"| {label(r)}: not finished ({r['error'][:120]}) | | | | |")
+            md.append(f"| {label(r)}: not finished ({r['error'][:120]}) | | | | | |")
         for s in SKIP.get((objective, n), []):
-            md.append(f"| skipped: {s} | | | | |")
+            md.append(f"| skipped: {s} | | | | | |")
         md.append("")
     path = os.path.join(HERE, "RESULTS.md")
     with open(path) as f:
