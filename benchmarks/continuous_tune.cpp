@@ -25,6 +25,7 @@
 #include <datamask/datamask.hpp>
 #include <datamask/greedy/greedy.hpp>
 
+#include "bench_common.hpp"
 #include "synthetic.hpp"
 
 namespace dm = datamask;
@@ -32,8 +33,9 @@ using dm::index_t;
 
 namespace {
 
-using clk = std::chrono::steady_clock;
-double since(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
+using dm_bench::clk;
+using dm_bench::since;
+using dm_bench::split;
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "datamask_bench_continuous_tune: %s (see benchmarks/continuous_tune.cpp)\n",
@@ -41,23 +43,7 @@ double since(clk::time_point t0) { return std::chrono::duration<double>(clk::now
   std::exit(2);
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  for (std::size_t start = 0;;) {
-    const std::size_t c = s.find(',', start);
-    out.push_back(s.substr(start, c - start));
-    if (c == std::string::npos) break;
-    start = c + 1;
-  }
-  return out;
-}
-
-double number(const std::string& v) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(x)) usage("expected a number, found '" + v + "'");
-  return x;
-}
+double number(const std::string& v) { return dm_bench::number(v, usage); }
 
 struct config {
   std::string text;
@@ -132,26 +118,11 @@ template <class D>
 int run(const settings& s, const D& div) {
   const auto& b = dm_bench::data(s.n, s.d);
   const auto p = b.problem();
-  dm::options eval_opt;
-  eval_opt.ratio = 0.1;
-  eval_opt.lambda = 0.5;
-  eval_opt.threads = s.threads;
+  const dm::options eval_opt = dm_bench::bench_options(s.threads);
   dm::objective_function<float, D> f(p, div, 0.5, dm::quality_aggregate::mean, false, s.threads);
-  std::vector<double> scales;
-  for (const auto& t : dm::learner<>(eval_opt).calibrate(p, div)) scales.push_back(t.scale);
-  f.set_scales(scales);
+  dm_bench::calibrate(f, p, div, eval_opt);
   const index_t count = std::llround(0.1 * static_cast<double>(s.n));
-
-  std::mt19937_64 g(7);
-  std::vector<index_t> all(static_cast<std::size_t>(s.n));
-  for (index_t i = 0; i < s.n; ++i) all[i] = i;
-  double f_random = 0.0;
-  for (int r = 0; r < 64; ++r) {
-    for (index_t i = 0; i < count; ++i) {
-      std::swap(all[i], all[i + static_cast<index_t>(g() % static_cast<std::uint64_t>(s.n - i))]);
-    }
-    f_random += f(std::span<const index_t>(all.data(), static_cast<std::size_t>(count))) / 64.0;
-  }
+  const double f_random = dm_bench::random_mean(f, s.n, count, 64);
   std::printf("%s n=%lld d=%lld S=%lld: random f %.6g\n", s.objective.c_str(), static_cast<long long>(s.n),
               static_cast<long long>(s.d), static_cast<long long>(count), f_random);
   double f_ref = 0.0;
@@ -199,11 +170,5 @@ int run(const settings& s, const D& div) {
 
 int main(int argc, char** argv) {
   const settings s = parse(argc, argv);
-  try {
-    if (s.objective == "pws") return run(s, dm::pairwise_similarity{});
-    return run(s, dm::disf{});
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "datamask_bench_continuous_tune: %s\n", e.what());
-    return 1;
-  }
+  return dm_bench::run_objective("datamask_bench_continuous_tune", s.objective, [&](const auto& div) { return run(s, div); });
 }

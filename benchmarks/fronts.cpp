@@ -7,8 +7,9 @@
 //
 // Every f is evaluated by the same function: objective_function with lambda 0.5, mean quality,
 // and the scales the policy-gradient learner calibrates with default options (seed 0); the
-// continuous learner and the policy-gradient learner set up the same f internally (their time
-// includes that calibration; a greedy's time does not: it receives f ready, as in tune.cpp).
+// continuous learner and the policy-gradient learner set up the same f inside `select` (their
+// time includes that calibration). A greedy receives f ready; the calibration time is printed
+// as setup_seconds and fronts.py adds it to the greedy's time.
 //
 //   datamask_bench_fronts --objective pws|disf --n N [--d 256] --method M [--setting X]
 //       [--polish 0|1] [--rounds K] [--threads T]
@@ -32,6 +33,7 @@
 #include <datamask/datamask.hpp>
 #include <datamask/greedy/greedy.hpp>
 
+#include "bench_common.hpp"
 #include "synthetic.hpp"
 
 namespace dm = datamask;
@@ -39,20 +41,15 @@ using dm::index_t;
 
 namespace {
 
-using clk = std::chrono::steady_clock;
-double since(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
+using dm_bench::clk;
+using dm_bench::since;
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "datamask_bench_fronts: %s (see benchmarks/fronts.cpp)\n", why.c_str());
   std::exit(2);
 }
 
-double number(const std::string& v) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(x)) usage("expected a number, found '" + v + "'");
-  return x;
-}
+double number(const std::string& v) { return dm_bench::number(v, usage); }
 
 struct settings {
   std::string objective = "pws";
@@ -96,16 +93,11 @@ template <class D>
 int run(const settings& s, const D& div) {
   const auto& b = dm_bench::data(s.n, s.d);
   const auto p = b.problem();
-  dm::options opt;
-  opt.ratio = 0.1;
-  opt.lambda = 0.5;
-  opt.threads = s.threads;
+  const dm::options opt = dm_bench::bench_options(s.threads);
   const index_t count = std::llround(0.1 * static_cast<double>(s.n));
   const auto t_setup = clk::now();
   dm::objective_function<float, D> f(p, div, 0.5, dm::quality_aggregate::mean, false, s.threads);
-  std::vector<double> scales;
-  for (const auto& t : dm::learner<>(opt).calibrate(p, div)) scales.push_back(t.scale);
-  f.set_scales(scales);
+  dm_bench::calibrate(f, p, div, opt);
   const double setup = since(t_setup);
 
   double seconds = 0.0;
@@ -116,17 +108,8 @@ int run(const settings& s, const D& div) {
   std::string method = s.method;
   if (s.method == "random") {
     const int subsets = setting.empty() ? 16 : static_cast<int>(number(setting));
-    std::mt19937_64 g(7);
-    std::vector<index_t> all(static_cast<std::size_t>(s.n));
-    for (index_t i = 0; i < s.n; ++i) all[i] = i;
     const auto t0 = clk::now();
-    fv = 0.0;
-    for (int r = 0; r < subsets; ++r) {
-      for (index_t i = 0; i < count; ++i) {
-        std::swap(all[i], all[i + static_cast<index_t>(g() % static_cast<std::uint64_t>(s.n - i))]);
-      }
-      fv += f(std::span<const index_t>(all.data(), static_cast<std::size_t>(count))) / subsets;
-    }
+    fv = dm_bench::random_mean(f, s.n, count, subsets);
     seconds = since(t0) / subsets;
     setting = std::to_string(subsets);
   } else if (s.method == "continuous") {
@@ -185,11 +168,5 @@ int run(const settings& s, const D& div) {
 
 int main(int argc, char** argv) {
   const settings s = parse(argc, argv);
-  try {
-    if (s.objective == "pws") return run(s, dm::pairwise_similarity{});
-    return run(s, dm::disf{});
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "datamask_bench_fronts: %s\n", e.what());
-    return 1;
-  }
+  return dm_bench::run_objective("datamask_bench_fronts", s.objective, [&](const auto& div) { return run(s, div); });
 }
