@@ -3,20 +3,18 @@
 # datamask_add_install_test(): registers the ctest `install_consumer`, which proves the package
 # works as users get it. It installs this build into a throwaway prefix under the build tree,
 # moves that prefix (so any absolute path baked into the package config breaks the test), then
-# configures, builds and runs tests/install -- a separate project that only does
-# find_package(datamask CONFIG REQUIRED) and links datamask::datamask -- against it.
+# configures, builds and runs test_package/ -- a separate project that only does
+# find_package(datamask CONFIG REQUIRED) and links datamask::datamask -- against it. The same
+# folder is the Conan test_package (plain CMake ignores its conanfile.py), so the Conan test and
+# the install test build one program.
 #
 # Use from tests/CMakeLists.txt:
 #   include(datamask_install_test)
 #   datamask_add_install_test()
 #
-# When test_package/ exists it also registers `conan_test_package_in_sync_*`, which fail if
-# test_package/CMakeLists.txt or main.cpp differ from the consumer's: the Conan test and the
-# install test must build the same program.
-#
 # Optional arguments:
 #   NAME <name>          test name (default: install_consumer)
-#   CONSUMER_DIR <dir>   consumer project (default: <source>/tests/install)
+#   CONSUMER_DIR <dir>   consumer project (default: <source>/test_package)
 set(_datamask_install_test_script "${CMAKE_CURRENT_LIST_DIR}/install_test.cmake")
 
 function(datamask_add_install_test)
@@ -25,7 +23,7 @@ function(datamask_add_install_test)
     set(arg_NAME install_consumer)
   endif()
   if(NOT arg_CONSUMER_DIR)
-    set(arg_CONSUMER_DIR "${PROJECT_SOURCE_DIR}/tests/install")
+    set(arg_CONSUMER_DIR "${PROJECT_SOURCE_DIR}/test_package")
   endif()
   if(NOT DATAMASK_INSTALL)
     message(STATUS "datamask: DATAMASK_INSTALL is OFF; not registering the ${arg_NAME} test")
@@ -47,14 +45,4 @@ function(datamask_add_install_test)
       "-DDATAMASK_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
       -P "${_datamask_install_test_script}")
   set_tests_properties(${arg_NAME} PROPERTIES LABELS "install;packaging" TIMEOUT 900)
-
-  set(conan_dir "${PROJECT_SOURCE_DIR}/test_package")
-  if(EXISTS "${conan_dir}/conanfile.py")
-    foreach(file IN ITEMS CMakeLists.txt main.cpp)
-      add_test(NAME conan_test_package_in_sync_${file}
-               COMMAND "${CMAKE_COMMAND}" -E compare_files "${arg_CONSUMER_DIR}/${file}"
-                       "${conan_dir}/${file}")
-      set_tests_properties(conan_test_package_in_sync_${file} PROPERTIES LABELS "packaging")
-    endforeach()
-  endif()
 endfunction()

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Conan test_package: builds the same consumer as tests/install against the Conan package."""
+"""Conan test_package: builds this folder's consumer (also the install_consumer ctest's) against the Conan package."""
 
 import os
 

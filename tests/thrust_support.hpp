@@ -7,17 +7,19 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <random>
+#include <utility>
 #include <vector>
 
 #include <datamask/datamask.hpp>
 #include <datamask/backend/thrust.hpp>
+#include <datamask/synthetic.hpp>
 
 namespace dm_test {
 
 using datamask::index_t;
 
-/// n x d float embeddings in `clusters` Gaussian clusters, quality scores and shuffled ids.
+/// n x d float embeddings in `clusters` Gaussian clusters (datamask::make_synthetic_corpus),
+/// quality scores and shuffled ids.
 struct instance {
   index_t n = 0;
   index_t d = 0;
@@ -26,17 +28,19 @@ struct instance {
   std::vector<datamask::id_t> ids;
 
   instance(index_t rows, index_t cols, std::uint64_t seed, int clusters = 8) : n(rows), d(cols) {
-    std::mt19937_64 gen(seed);
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::vector<double> centers(static_cast<std::size_t>(clusters * d));
-    for (double& c : centers) c = 3.0 * normal(gen);
-    x.resize(static_cast<std::size_t>(n * d));
-    q.resize(static_cast<std::size_t>(n));
-    for (index_t i = 0; i < n; ++i) {
-      const auto c = static_cast<index_t>(gen() % static_cast<std::uint64_t>(clusters));
-      for (index_t j = 0; j < d; ++j) x[i * d + j] = static_cast<float>(centers[c * d + j] + normal(gen));
-      q[i] = normal(gen) + 0.2 * static_cast<double>(c);
-    }
+    // The library's one generator: equal clusters, each with the same spread of a third of the
+    // centres' scale (the 3:1 ratio of centre scale to noise these tests always had).
+    datamask::synthetic_options o;
+    o.n = rows;
+    o.d = cols;
+    o.clusters = clusters;
+    o.seed = seed;
+    o.sizes = datamask::cluster_sizes::equal;
+    o.spread = 1.0 / 3.0;
+    o.spread_step = 0.0;
+    auto g = datamask::make_synthetic_corpus(o);
+    x = std::move(g.embeddings);
+    q = std::move(g.quality);
     ids.resize(static_cast<std::size_t>(n));
     for (index_t i = 0; i < n; ++i) ids[i] = static_cast<datamask::id_t>(1000 + 7919 * ((i * 37) % n));
   }

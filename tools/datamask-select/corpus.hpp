@@ -9,8 +9,12 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numeric>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <datamask/datamask.hpp>
@@ -128,92 +132,142 @@ inline void check_column(const std::string& name, const std::vector<double>& v) 
 
 }  // namespace detail
 
-/// Opens, validates and hashes every input. Throws invalid_input naming the file.
-inline corpus load_corpus(const config& c) {
+namespace detail {
+
+/// The embedding shards, in order: each file as given; a directory contributes its *.npy files
+/// in name order.
+inline std::vector<std::string> embedding_files(const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& e : inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(e, ec)) {
+      files.push_back(e);
+      continue;
+    }
+    std::vector<std::string> in_dir;
+    for (const auto& entry : fs::directory_iterator(e)) {
+      if (entry.is_regular_file() && ends_with(entry.path().string(), ".npy")) {
+        in_dir.push_back(entry.path().string());
+      }
+    }
+    std::sort(in_dir.begin(), in_dir.end());
+    if (in_dir.empty()) throw invalid_input(e, "directory holds no .npy files");
+    files.insert(files.end(), in_dir.begin(), in_dir.end());
+  }
+  return files;
+}
+
+/// Opens and checks one embedding shard (2-D, float32 or float16, non-empty, the same d as
+/// `first`, every value finite) and appends it to `k`. Returns the hash of its bytes.
+inline std::uint64_t add_shard(corpus& k, const std::string& path, const std::string& first, int threads) {
+  datamask::io::npy_file f(path);
+  const auto dt = f.dtype();
+  if (dt != datamask::io::npy_dtype::float32 && dt != datamask::io::npy_dtype::float16) {
+    throw invalid_input(path, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(dt),
+                                                      "' for embeddings; expected float32 (<f4) or float16 (<f2)"));
+  }
+  if (f.header().shape.size() != 2) {
+    throw invalid_input(path, datamask::detail::concat("embeddings must be a 2-D array (n x d), found ",
+                                                      f.header().shape.size(), f.header().shape.size() == 1 ? " dimension" : " dimensions"));
+  }
+  if (f.rows() == 0 || f.cols() == 0) {
+    throw invalid_input(path, datamask::detail::concat("empty array (", f.rows(), " x ", f.cols(), ")"));
+  }
+  if (k.d != 0 && f.cols() != k.d) {
+    throw invalid_input(path, datamask::detail::concat("has ", f.cols(), " columns, but ", first, " has ", k.d,
+                                                      "; every shard needs the same d"));
+  }
+  k.d = f.cols();
+  check_finite(f, threads);
+  const std::uint64_t h = hash_bytes(f.file_bytes(), threads);
+  k.shard_start.push_back(k.n);
+  k.n += f.rows();
+  k.shards.push_back(std::move(f));
+  return h;
+}
+
+/// Reads one quality source into `k`: every column of a CSV file ("file (column)"), or a 1-D
+/// .npy array of floats. Returns the hash of its bytes.
+inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int threads) {
+  if (ends_with(q, ".csv")) {
+    const auto t = datamask::io::read_csv(q);
+    for (std::size_t col = 0; col < t.columns.size(); ++col) {
+      k.quality.push_back(t.columns[col]);
+      k.quality_names.push_back(q + " (" + t.names[col] + ")");
+    }
+    std::ifstream in(q, std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return hash_bytes(
+        std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(all.data()), all.size()), threads);
+  }
+  datamask::io::npy_file f(q);
+  if (!datamask::io::npy_is_float(f.dtype())) {
+    throw invalid_input(q, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(f.dtype()),
+                                                   "' for quality scores; expected float32, float64 or float16"));
+  }
+  if (f.header().shape.size() != 1 && !(f.header().shape.size() == 2 && f.cols() == 1)) {
+    throw invalid_input(q, "quality scores must be a 1-D array (one score per row)");
+  }
+  k.quality.push_back(f.read_doubles());
+  k.quality_names.push_back(q);
+  return hash_bytes(f.file_bytes(), threads);
+}
+
+/// Checks that the score columns from `first_col` on have one finite score per row.
+inline void check_columns_from(const corpus& k, std::size_t first_col, const std::string& rows_of) {
+  for (std::size_t col = first_col; col < k.quality.size(); ++col) {
+    if (static_cast<index_t>(k.quality[col].size()) != k.n) {
+      throw invalid_input(k.quality_names[col],
+                          datamask::detail::concat("has ", k.quality[col].size(), " rows, expected ", k.n,
+                                                   " (the rows of ", rows_of, ")"));
+    }
+    check_column(k.quality_names[col], k.quality[col]);
+  }
+}
+
+/// Reads the ids file (1-D, one id per row, no id twice) into `k`. Returns the hash of its bytes.
+inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::string& rows_of, int threads) {
+  datamask::io::npy_file f(path);
+  if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
+  const auto v = f.read_int64();
+  if (static_cast<index_t>(v.size()) != k.n) {
+    throw invalid_input(path, datamask::detail::concat("has ", v.size(), " rows, expected ", k.n,
+                                                      " (the rows of ", rows_of, ")"));
+  }
+  k.ids.assign(v.begin(), v.end());
+  std::vector<index_t> order(k.ids.size());
+  std::iota(order.begin(), order.end(), index_t{0});
+  std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+    return k.ids[a] != k.ids[b] ? k.ids[a] < k.ids[b] : a < b;
+  });
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    if (k.ids[order[i]] == k.ids[order[i - 1]]) {
+      throw invalid_input(path, datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(k.ids[order[i]]),
+                                                        " at rows ", order[i - 1], " and ", order[i]));
+    }
+  }
+  k.ids_source = path;
+  return hash_bytes(f.file_bytes(), threads);
+}
+
+}  // namespace detail
+
+/// Opens, validates and hashes every input: the embedding shards, the quality columns, the ids.
+/// Throws invalid_input naming the file. The hash chains each file's bytes in that order.
+inline corpus load_corpus(const config& c) {
+  const int threads = c.run.threads;
   corpus k;
   std::uint64_t h = mix64(0x64617461ull);
-  // Embedding shards: files in order; a directory contributes its *.npy files in name order.
-  std::vector<std::string> files;
-  for (const auto& e : c.embeddings) {
-    std::error_code ec;
-    if (fs::is_directory(e, ec)) {
-      std::vector<std::string> in_dir;
-      for (const auto& entry : fs::directory_iterator(e)) {
-        if (entry.is_regular_file() && detail::ends_with(entry.path().string(), ".npy")) {
-          in_dir.push_back(entry.path().string());
-        }
-      }
-      std::sort(in_dir.begin(), in_dir.end());
-      if (in_dir.empty()) throw invalid_input(e, "directory holds no .npy files");
-      files.insert(files.end(), in_dir.begin(), in_dir.end());
-    } else {
-      files.push_back(e);
-    }
-  }
-  for (const auto& path : files) {
-    datamask::io::npy_file f(path);
-    const auto dt = f.dtype();
-    if (dt != datamask::io::npy_dtype::float32 && dt != datamask::io::npy_dtype::float16) {
-      throw invalid_input(path, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(dt),
-                                                        "' for embeddings; expected float32 (<f4) or float16 (<f2)"));
-    }
-    if (f.header().shape.size() != 2) {
-      throw invalid_input(path, datamask::detail::concat("embeddings must be a 2-D array (n x d), found ",
-                                                        f.header().shape.size(), f.header().shape.size() == 1 ? " dimension" : " dimensions"));
-    }
-    if (f.rows() == 0 || f.cols() == 0) {
-      throw invalid_input(path, datamask::detail::concat("empty array (", f.rows(), " x ", f.cols(), ")"));
-    }
-    if (k.d != 0 && f.cols() != k.d) {
-      throw invalid_input(path, datamask::detail::concat("has ", f.cols(), " columns, but ", files[0],
-                                                        " has ", k.d, "; every shard needs the same d"));
-    }
-    k.d = f.cols();
-    detail::check_finite(f, c.run.threads);
-    h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
-    k.shard_start.push_back(k.n);
-    k.n += f.rows();
-    k.shards.push_back(std::move(f));
-  }
+  const std::vector<std::string> files = detail::embedding_files(c.embeddings);
+  for (const auto& path : files) h = mix64(h ^ detail::add_shard(k, path, files[0], threads));
   k.shard_start.push_back(k.n);
   const std::string rows_of = files.size() == 1 ? files[0] : "the embedding shards";
 
-  // Quality columns.
   for (const auto& q : c.quality) {
     const std::size_t first_col = k.quality.size();
-    if (detail::ends_with(q, ".csv")) {
-      const auto t = datamask::io::read_csv(q);
-      for (std::size_t col = 0; col < t.columns.size(); ++col) {
-        k.quality.push_back(t.columns[col]);
-        k.quality_names.push_back(q + " (" + t.names[col] + ")");
-      }
-      std::ifstream in(q, std::ios::binary);
-      std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      h = mix64(h ^ hash_bytes(std::span<const unsigned char>(
-                                   reinterpret_cast<const unsigned char*>(all.data()), all.size()),
-                               c.run.threads));
-    } else {
-      datamask::io::npy_file f(q);
-      if (!datamask::io::npy_is_float(f.dtype())) {
-        throw invalid_input(q, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(f.dtype()),
-                                                       "' for quality scores; expected float32, float64 or float16"));
-      }
-      if (f.header().shape.size() != 1 && !(f.header().shape.size() == 2 && f.cols() == 1)) {
-        throw invalid_input(q, "quality scores must be a 1-D array (one score per row)");
-      }
-      k.quality.push_back(f.read_doubles());
-      k.quality_names.push_back(q);
-      h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
-    }
-    for (std::size_t col = first_col; col < k.quality.size(); ++col) {
-      if (static_cast<index_t>(k.quality[col].size()) != k.n) {
-        throw invalid_input(k.quality_names[col],
-                            datamask::detail::concat("has ", k.quality[col].size(), " rows, expected ", k.n,
-                                                     " (the rows of ", rows_of, ")"));
-      }
-      detail::check_column(k.quality_names[col], k.quality[col]);
-    }
+    h = mix64(h ^ detail::add_quality_source(k, q, threads));
+    detail::check_columns_from(k, first_col, rows_of);
   }
   if (!c.quality_weights.empty() && c.quality_weights.size() != k.quality.size()) {
     throw invalid_input("--quality-weights", datamask::detail::concat(c.quality_weights.size(), " weights for ",
@@ -221,30 +275,7 @@ inline corpus load_corpus(const config& c) {
   }
   k.quality_weights = c.quality_weights.empty() ? std::vector<double>(k.quality.size(), 1.0) : c.quality_weights;
 
-  // Ids.
-  if (!c.ids.empty()) {
-    datamask::io::npy_file f(c.ids);
-    if (f.header().shape.size() != 1) throw invalid_input(c.ids, "ids must be a 1-D array");
-    const auto v = f.read_int64();
-    if (static_cast<index_t>(v.size()) != k.n) {
-      throw invalid_input(c.ids, datamask::detail::concat("has ", v.size(), " rows, expected ", k.n,
-                                                         " (the rows of ", rows_of, ")"));
-    }
-    k.ids.assign(v.begin(), v.end());
-    std::vector<index_t> order(k.ids.size());
-    std::iota(order.begin(), order.end(), index_t{0});
-    std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
-      return k.ids[a] != k.ids[b] ? k.ids[a] < k.ids[b] : a < b;
-    });
-    for (std::size_t i = 1; i < order.size(); ++i) {
-      if (k.ids[order[i]] == k.ids[order[i - 1]]) {
-        throw invalid_input(c.ids, datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(k.ids[order[i]]),
-                                                           " at rows ", order[i - 1], " and ", order[i]));
-      }
-    }
-    k.ids_source = c.ids;
-    h = mix64(h ^ hash_bytes(f.file_bytes(), c.run.threads));
-  }
+  if (!c.ids.empty()) h = mix64(h ^ detail::add_ids(k, c.ids, rows_of, threads));
   k.hash = h;
   return k;
 }

@@ -2,9 +2,12 @@
 //
 // datamask-select: the command-line program of datamask. Reads memory-mapped .npy embeddings
 // (one file or shards), quality scores and ids; splits the corpus into blocks by a hash of the
-// id; selects exactly round(ratio * n) items with the policy-gradient learner; writes the ids,
-// a JSON report, a per-step CSV log and an SVG plot, each atomically. --checkpoint/--resume
-// continue an interrupted run to exactly the selection an uninterrupted run gives.
+// id; selects exactly round(ratio * n) items with the optimizer --optimizer names: continuous
+// (the continuous learner), pg (the policy-gradient learner), or a greedy baseline (greedy,
+// lazy, stochastic); auto, the default, takes the continuous learner when every objective has a
+// relaxation and pg otherwise. Writes the ids, a JSON report, a per-step CSV log and an SVG
+// plot, each atomically. --checkpoint/--resume continue an interrupted run to exactly the
+// selection an uninterrupted run gives.
 //
 // Exit codes: 0 success; 2 bad input or usage; 1 internal error; 130/143 interrupted.
 

@@ -102,13 +102,7 @@ class npy_dict_parser {
     npy_header h;
     bool have_descr = false, have_order = false, have_shape = false;
     skip();
-    expect('{');
-    for (;;) {
-      skip();
-      if (peek() == '}') {
-        ++i_;
-        break;
-      }
+    sequence('{', '}', [&] {
       const std::string key = string_literal();
       skip();
       expect(':');
@@ -128,15 +122,7 @@ class npy_dict_parser {
       } else {
         fail(datamask::detail::concat("unexpected key '", key, "' in the header"));
       }
-      skip();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      skip();
-      expect('}');
-      break;
-    }
+    });
     skip();
     if (i_ != s_.size()) fail("unexpected text after the header dictionary");
     if (!have_descr || !have_order || !have_shape) {
@@ -158,6 +144,21 @@ class npy_dict_parser {
       fail(datamask::detail::concat("expected '", c, "' at byte ", i_, " of the header"));
     }
     ++i_;
+  }
+  /// `open item, item, ... close` (a trailing comma and an empty sequence allowed): calls
+  /// `item()` at each item's first non-blank character.
+  template <class Item>
+  void sequence(char open, char close, Item item) {
+    expect(open);
+    for (;;) {
+      skip();
+      if (peek() == close) break;
+      item();
+      skip();
+      if (peek() != ',') break;
+      ++i_;
+    }
+    expect(close);
   }
   std::string string_literal() {
     const char q = peek();
@@ -185,14 +186,8 @@ class npy_dict_parser {
     fail("'fortran_order' must be True or False");
   }
   std::vector<std::int64_t> tuple() {
-    expect('(');
     std::vector<std::int64_t> out;
-    for (;;) {
-      skip();
-      if (peek() == ')') {
-        ++i_;
-        break;
-      }
+    sequence('(', ')', [&] {
       if (peek() < '0' || peek() > '9') fail("the shape must be a tuple of non-negative integers");
       std::int64_t v = 0;
       while (peek() >= '0' && peek() <= '9') {
@@ -204,15 +199,7 @@ class npy_dict_parser {
       if (peek() == 'L') ++i_;  // Python 2 longs
       out.push_back(v);
       if (out.size() > 32) fail("more than 32 dimensions");
-      skip();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      skip();
-      expect(')');
-      break;
-    }
+    });
     return out;
   }
   npy_dtype dtype(const std::string& d) const {

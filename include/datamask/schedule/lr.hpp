@@ -20,14 +20,23 @@ inline constexpr double default_max_lr = 10.0;
 /// @brief The last learning rate of the reference script (every schedule's default).
 inline constexpr double default_min_lr = 1.0;
 
+namespace detail {
+/// `shape(x)` at x = (step - 1) / (total - 1), the fraction of the run done (0 at step 1, 1 at
+/// the last step); a run of one step gets `max_lr`.
+template <class Shape>
+[[nodiscard]] double over_the_run(index_t step, index_t total, double max_lr, Shape shape) {
+  if (total <= 1) return max_lr;
+  return shape(static_cast<double>(step - 1) / static_cast<double>(total - 1));
+}
+}  // namespace detail
+
 /// @brief Linear from `max_lr` at step 1 to `min_lr` at the last step (reference defaults 10, 1).
 struct linear_lr {
   double max_lr = default_max_lr;
   double min_lr = default_min_lr;
   [[nodiscard]] double operator()(index_t step, index_t total) const {
-    if (total <= 1) return max_lr;
-    const double x = static_cast<double>(step - 1) / static_cast<double>(total - 1);
-    return max_lr + (min_lr - max_lr) * x;
+    return detail::over_the_run(step, total, max_lr,
+                                [&](double x) { return max_lr + (min_lr - max_lr) * x; });
   }
 };
 
@@ -36,9 +45,9 @@ struct cosine_lr {
   double max_lr = default_max_lr;
   double min_lr = default_min_lr;
   [[nodiscard]] double operator()(index_t step, index_t total) const {
-    if (total <= 1) return max_lr;
-    const double x = static_cast<double>(step - 1) / static_cast<double>(total - 1);
-    return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * x));
+    return detail::over_the_run(step, total, max_lr, [&](double x) {
+      return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * x));
+    });
   }
 };
 
