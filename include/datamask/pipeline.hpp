@@ -273,7 +273,7 @@ struct block_result {
 /// @return the rows picked, in order
 /// @throws invalid_input ("prune") when the prune keeps fewer rows than S_b
 template <class Mix>
-[[nodiscard]] std::vector<index_t> greedy_block(const problem<float>& p, const Mix& mix, const options& o,
+[[nodiscard]] std::vector<index_t> greedy_on_block(const problem<float>& p, const Mix& mix, const options& o,
                                                 greedy_options g, std::vector<double>& scales, index_t& kept) {
   const learner<> calibrating(o);
   scales.clear();

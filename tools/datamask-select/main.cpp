@@ -208,7 +208,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
     g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
                : c.optimizer == "lazy" ? datamask::greedy_method::lazy
                                        : datamask::greedy_method::stochastic;
-    sel_rows = datamask::greedy_block(p, ctx.mix, o, g, scales, r.kept);
+    sel_rows = datamask::greedy_on_block(p, ctx.mix, o, g, scales, r.kept);
     // A greedy run cannot stop midway: honour a signal that came during it, before any output.
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for every optimizer
