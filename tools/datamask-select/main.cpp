@@ -30,6 +30,7 @@
 #include "corpus.hpp"
 #include "outputs.hpp"
 #include "paths.hpp"
+#include "wait_policy.hpp"
 
 namespace dmselect {
 
@@ -343,6 +344,7 @@ int run(int argc, char** argv) {
 }  // namespace dmselect
 
 int main(int argc, char** argv) {
+  dmselect::passive_wait_unless_set(argv);  // first: no thread exists yet
   try {
     return dmselect::run(argc, argv);
   } catch (const dmselect::interrupted& i) {
