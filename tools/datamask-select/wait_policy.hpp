@@ -23,12 +23,15 @@
 namespace dmselect {
 
 /// Re-executes this program (same pid, arguments and descriptors) with OMP_WAIT_POLICY=PASSIVE
-/// when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set; a user's explicit setting is kept.
+/// when none of OMP_WAIT_POLICY, GOMP_SPINCOUNT (libgomp) and KMP_BLOCKTIME (LLVM's libomp) is
+/// set: a user's explicit setting is kept.
 /// Returns only when nothing was done or the exec failed (the run then goes on as it is). Call
 /// it first in main(), before any thread or output exists. Linux only (/proc/self/exe).
 inline void passive_wait_unless_set(char** argv) {
 #if defined(__linux__) && DATAMASK_HAS_OPENMP
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  for (const char* chosen : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"}) {
+    if (std::getenv(chosen) != nullptr) return;
+  }
   // Set before the exec, so the new image sees it and does not execute itself again.
   if (::setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
   ::execv("/proc/self/exe", argv);
