@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Wall time of datamask-select with 1 and 2 threads, on an idle machine and beside a competing
-# CPU load (busy-loop processes started here), under OpenMP's default wait policy (spinning)
-# and OMP_WAIT_POLICY=PASSIVE. Why: issue 9 found the default threads 5x slower than one
-# thread on a busy 2-core machine; this shows when to set --threads and the wait policy.
+# CPU load (busy-loop processes started here), under three wait policies: the program's default
+# (no variable set: it re-executes itself with OMP_WAIT_POLICY=PASSIVE), spinning (libgomp's own
+# default, GOMP_SPINCOUNT=300000, which the program leaves alone as an explicit setting) and
+# OMP_WAIT_POLICY=PASSIVE. Why: issue 9 found the default threads 5x slower than one thread on a
+# busy 2-core machine; this shows when to set --threads and the wait policy.
 #
 # Usage: benchmarks/threads.sh PATH/TO/datamask-select [LOAD_PROCESSES=2] [TIMEOUT_S=60]
 # Each case: `--demo --optimizer greedy` and a short policy-gradient `--demo --steps 100`.
@@ -34,9 +36,11 @@ trap 'stop_load; rm -rf "$out"' EXIT
 echo "machine: $(nproc) cores; load: $load busy-loop processes; limit ${limit} s per run"
 for state in idle loaded; do
   [ "$state" = loaded ] && start_load
-  for policy in default PASSIVE; do
+  for policy in default spin PASSIVE; do
     for t in 1 2; do
-      if [ "$policy" = default ]; then unset OMP_WAIT_POLICY; else export OMP_WAIT_POLICY=PASSIVE; fi
+      unset OMP_WAIT_POLICY GOMP_SPINCOUNT
+      [ "$policy" = spin ] && export GOMP_SPINCOUNT=300000
+      [ "$policy" = PASSIVE ] && export OMP_WAIT_POLICY=PASSIVE
       run "$state wait=$policy threads=$t greedy" --demo --optimizer greedy --threads "$t"
       run "$state wait=$policy threads=$t pg 100 steps" --demo --steps 100 --threads "$t"
     done

@@ -42,12 +42,8 @@ outcome converge_once(const D& objective, std::uint64_t seed) {
   opt.ratio = 0.25;  // S = 3
   opt.lambda = 0.5;
   opt.seed = seed;
-  // One thread: the result does not depend on the thread count (the determinism test proves
-  // it), and 128 tiny rollouts per step on contended cores (ctest -j2 on a 2-core CI machine)
-  // spend far longer in OpenMP barriers than in work: 1 s alone became 200 s under ctest -j2.
-  // The rollouts' region is opened by eigen_backend::evaluate, which passes no work estimate
-  // to parallel_for yet; measured again after the threshold: 167 s without this pin.
-  opt.threads = 1;
+  // Default threads: eigen_backend::evaluate passes a work estimate, so 128 tiny rollouts per
+  // step run on the calling thread (no OpenMP region, no barrier on contended cores).
   const datamask::learner<> learner(opt);
   const auto res = learner.select(blk.p, objective);
   REQUIRE(res.selected == 3);
@@ -92,7 +88,7 @@ void check_convergence(const D& objective, const char* name) {
 }  // namespace
 
 // n = 12, S = 3 (ratio 0.25), d = 6, lambda = 0.5, every other option at its default (G = 128,
-// 1000 steps, linear 10 -> 1, calibrated scales, relaxed gradient; threads = 1, see above). With min_active = 1024 the
+// 1000 steps, linear 10 -> 1, calibrated scales, relaxed gradient, default threads). With min_active = 1024 the
 // active batch is the whole block, so the learner's f (reference set = active batch) is exactly
 // objective_function's f (reference set = whole block).
 // On such a block every rollout is a complete selection and the learner also keeps the best one it
@@ -282,7 +278,6 @@ TEST_CASE("fixed scales: the calibrated scales given back reproduce the run; oth
                                        datamask::weighted{datamask::facility_location{}, 0.5});
   auto o = c.opt;
   o.seed = 5;
-  o.threads = 1;
   const auto calibrated = datamask::learner<>(o).select(c.p, objective);
   REQUIRE(calibrated.terms.size() == 3u);
   std::vector<double> scales;
@@ -438,7 +433,6 @@ TEST_CASE("best rollout: kept, switchable, and exact across a snapshot and resum
     datamask::options opt;
     opt.ratio = 0.25;
     opt.seed = seed;
-    opt.threads = 1;
     opt.steps = 200;
     const auto full = datamask::learner<>(opt).select(blk.p, datamask::disf{});
     used += full.best_rollout_used ? 1 : 0;

@@ -114,7 +114,8 @@ class objective_function {
         mix_(detail::as_mix(diversity)),
         plan_(detail::plan_terms(mix_, lambda, !data_.quality.empty())),
         aggregate_(aggregate),
-        all_(static_cast<std::size_t>(data_.n)) {
+        all_(static_cast<std::size_t>(data_.n)),
+        threads_(threads) {
     std::iota(all_.begin(), all_.end(), index_t{0});
   }
 
@@ -150,7 +151,9 @@ class objective_function {
                                         std::span<const index_t> reference = {}) const {
     std::vector<double> out(plan_.terms.size(), 0.0);
     const index_view ref = reference.empty() ? index_view(all_) : index_view(reference);
-    const subset_view<T> s{x_, data_.inv_norms.data(), data_.sq_norms.data(), index_view(rows), ref};
+    // The objectives' own loops (facility location's tiles) use the threads this f was built
+    // with, not all cores: a caller that asked for one thread gets one.
+    const subset_view<T> s{x_, data_.inv_norms.data(), data_.sq_norms.data(), index_view(rows), ref, threads_};
     if (plan_.quality) {
       double q = 0.0;
       for (index_t r : rows) q += data_.quality[r];
@@ -177,6 +180,7 @@ class objective_function {
   detail::term_plan plan_;
   quality_aggregate aggregate_;
   std::vector<index_t> all_;
+  int threads_ = 0;
 };
 
 }  // namespace datamask

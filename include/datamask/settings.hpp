@@ -53,15 +53,6 @@
 
 namespace datamask {
 
-template <>
-struct enum_traits<similarity_kernel> {
-  static constexpr std::array<enum_choice<similarity_kernel>, 4> choices{
-      {{"cosine", similarity_kernel::cosine},
-       {"cosine2", similarity_kernel::cosine2},
-       {"dot", similarity_kernel::dot},
-       {"rbf", similarity_kernel::rbf}}};
-};
-
 /// @brief The constructor settings of the policy, the schedule and facility location that a
 /// program exposes (the learner takes the objects themselves; this group builds them). The
 /// defaults are those of `runtime_lr`, `softmax_policy` and `facility_location`, read from them.

@@ -33,6 +33,7 @@
 #include "corpus.hpp"
 #include "outputs.hpp"
 #include "paths.hpp"
+#include "wait_policy.hpp"
 
 namespace dmselect {
 
@@ -251,8 +252,10 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
     g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
                : c.optimizer == "lazy" ? datamask::greedy_method::lazy
                                        : datamask::greedy_method::stochastic;
+    // A signal ends the greedy within about 0.1 s (greedy_options::stop); its partial
+    // selection is dropped: an interrupted run writes no output.
+    g.stop = [] { return g_signal != 0; };
     sel_rows = datamask::greedy_select_block(p, ctx.mix, o, g, scales, r.kept);
-    // A greedy run cannot stop midway: honour a signal that came during it, before any output.
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for the greedy baselines
     for (index_t row : sel_rows) r.ids.push_back(data.ids[static_cast<std::size_t>(row)]);
@@ -393,6 +396,7 @@ int run(int argc, char** argv) {
 }  // namespace dmselect
 
 int main(int argc, char** argv) {
+  dmselect::passive_wait_unless_set(argv);  // first: no thread exists yet
   try {
     return dmselect::run(argc, argv);
   } catch (const dmselect::interrupted& i) {

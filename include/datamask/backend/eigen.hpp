@@ -128,11 +128,15 @@ struct eigen_backend {
     } else {
       // One subset (a read-out, an evaluation) may parallelise inside itself, on this
       // backend's threads; several are spread over the threads one per subset.
+      // Work per subset: about k d max(k, |V|) (facility location against V; pairwise similarity
+      // and DiSF cost less), so small batches (tests, tiny blocks) open no region.
+      const double work = static_cast<double>(k) * static_cast<double>(ds.embeddings.cols) *
+                          static_cast<double>(std::max<index_t>(k, b.reference.size));
       detail::parallel_for(g_count, threads, [&](index_t g) {
         subset_view<T> s = b[g];
         s.threads = threads;
         out[g] = objective(s);
-      });
+      }, work);
     }
   }
 

@@ -31,6 +31,15 @@
 
 namespace datamask::detail::greedy {
 
+/// Operations to evaluate an objective we know nothing about on k rows of dimension d with a
+/// reference set of n rows: k d max(k, n), the cost of the dearest built-in (facility location
+/// against the block; pairwise similarity costs k d). An over-estimate only opens the one region
+/// a round would have opened anyway; an under-estimate would leave each evaluation to open its
+/// own region, one per candidate, which is what made greedy slow on a loaded machine (issue 9).
+inline double evaluation_work(index_t k, index_t d, index_t n) {
+  return static_cast<double>(k) * static_cast<double>(d) * static_cast<double>(std::max(k, n));
+}
+
 /// Quality: F = sum q or mean q over the set. Ranked by the candidate-dependent part of the
 /// gain, (q_i - min q) / (k + 1) for the mean (non-increasing in k), q_i for the sum.
 struct quality_state {
@@ -79,11 +88,14 @@ struct evaluated_state {
     return static_cast<double>((*objective)(s));
   }
   void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    // One region per round at most, and none for a small round (see evaluation_work).
+    const double work = evaluation_work(static_cast<index_t>(rows.size()) + 1, block.embeddings.cols,
+                                        block.embeddings.rows);
     parallel_for(static_cast<index_t>(cands.size()), block.threads, [&](index_t c) {
       std::vector<index_t> r(rows);
       r.push_back(cands[c]);
       out[c] += w * (eval(r) - current);
-    });
+    }, work);
   }
   [[nodiscard]] double common() const { return 0.0; }
   void add(index_t j) {
@@ -207,11 +219,12 @@ struct blackbox_scorer {
   [[nodiscard]] bool term_on(std::size_t /*t*/) const { return true; }
   [[nodiscard]] bool term_bounded(std::size_t /*t*/) const { return false; }
   void term_accumulate(std::size_t /*t*/, std::span<const index_t> cands, std::span<double> out) const {
+    const double work = evaluation_work(static_cast<index_t>(rows.size()) + 1, f->embeddings().cols, f->size());
     parallel_for(static_cast<index_t>(cands.size()), threads, [&](index_t c) {
       std::vector<index_t> r(rows);
       r.push_back(cands[c]);
       out[c] += (*f)(std::span<const index_t>(r)) - current;
-    });
+    }, work);
   }
   void priorities(std::span<const index_t> cands, std::span<double> out) const {
     std::fill(out.begin(), out.end(), 0.0);

@@ -86,13 +86,14 @@ struct state {
   void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
     if (k == 0) return;  // a singleton scores 0
     const auto nc = static_cast<index_t>(cands.size());
+    // Work per chunk: two chunk x d x d products. Small rounds stay on this thread.
     detail::parallel_for((nc + chunk - 1) / chunk, threads, [&](index_t b) {
       const index_t c0 = b * chunk;
       const index_t n = std::min(chunk, nc - c0);
       std::vector<double> val(static_cast<std::size_t>(n));
       chunk_values(cands.data() + c0, n, val.data());
       for (index_t c = 0; c < n; ++c) out[c0 + c] += w * (val[c] - current);
-    });
+    }, 4.0 * static_cast<double>(chunk) * static_cast<double>(x.cols) * static_cast<double>(x.cols));
   }
   [[nodiscard]] double common() const { return 0.0; }
   void add(index_t j) {

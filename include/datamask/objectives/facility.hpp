@@ -7,6 +7,7 @@
 /// state (`incremental_objective`) and the device evaluator (`device_evaluable`).
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -18,6 +19,7 @@
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/enum_names.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/error.hpp"
 
@@ -31,14 +33,21 @@ enum class similarity_kernel {
   rbf       ///< exp(-gamma * ||a - b||^2)
 };
 
-/// @brief Parses "cosine", "cosine2", "dot" or "rbf".
+/// The kernels' spellings, next to the enum (read by `parse_enum`, the settings table and the
+/// program's --kernel flag): one list, no second string map.
+template <>
+struct enum_traits<similarity_kernel> {
+  static constexpr std::array<enum_choice<similarity_kernel>, 4> choices{
+      {{"cosine", similarity_kernel::cosine},
+       {"cosine2", similarity_kernel::cosine2},
+       {"dot", similarity_kernel::dot},
+       {"rbf", similarity_kernel::rbf}}};
+};
+
+/// @brief Parses "cosine", "cosine2", "dot" or "rbf" (`parse_enum` over `enum_traits`).
 /// @throws invalid_input naming `input` for any other text.
 inline similarity_kernel parse_kernel(std::string_view text, const char* input = "kernel") {
-  if (text == "cosine") return similarity_kernel::cosine;
-  if (text == "cosine2") return similarity_kernel::cosine2;
-  if (text == "dot") return similarity_kernel::dot;
-  if (text == "rbf") return similarity_kernel::rbf;
-  throw invalid_input(input, detail::concat("expected cosine, cosine2, dot or rbf, found '", text, "'"));
+  return parse_enum<similarity_kernel>(text, input);
 }
 
 namespace detail::facility_impl {
@@ -94,7 +103,7 @@ struct state {
             unit[i * d + j] = static_cast<T>(static_cast<double>(raw(i, j)) * b.inv_norms[i]);
           }
         }
-      });
+      }, 1024.0 * static_cast<double>(d));
       x = matrix_view<const T>(unit.data(), n, d, d);
     } else {
       x = raw;
@@ -171,7 +180,7 @@ struct state {
       std::vector<double> acc(static_cast<std::size_t>(m));
       chunk_gains(cands.data() + c0, m, acc.data());
       for (index_t c = 0; c < m; ++c) out[c0 + c] += w * acc[c] * inv_n;
-    });
+    }, 2.0 * static_cast<double>(width) * static_cast<double>(x.rows) * static_cast<double>(x.cols));
   }
   [[nodiscard]] double common() const { return 0.0; }
   void add(index_t j) {
@@ -185,7 +194,7 @@ struct state {
         const double s = sim(static_cast<double>(dots(r)), r0 + r, j);
         best[r0 + r] = k == 0 ? s : std::max(best[r0 + r], s);
       }
-    });
+    }, 2.0 * 4096.0 * static_cast<double>(x.cols));
     ++k;
   }
 
@@ -295,7 +304,7 @@ struct facility_location {
       double sum = 0.0;
       for (index_t a = 0; a < t; ++a) sum += best(sim.row(a), s, s.reference[v0 + a]);
       partial[c] = sum;
-    });
+    }, 2.0 * static_cast<double>(tl) * static_cast<double>(k) * static_cast<double>(d));
     double total = 0.0;
     for (double p : partial) total += p;
     return total / static_cast<double>(nv);

@@ -89,11 +89,13 @@ struct state {
     if (k == 0) return;  // a singleton scores 0
     const double div = static_cast<double>(k + 1) * static_cast<double>(k);
     const auto nc = static_cast<index_t>(cands.size());
-    detail::parallel_for((nc + 255) / 256, nc > 256 ? threads : 1, [&](index_t b) {
+    // A dot product (2 d operations) per candidate: below parallel_min_work the round opens no
+    // region (a region per round costs more than it saves then, and far more on a loaded machine).
+    detail::parallel_for((nc + 255) / 256, threads, [&](index_t b) {
       for (index_t c = b * 256; c < std::min(nc, (b + 1) * 256); ++c) {
         out[c] += w * (-2.0 * dot(cands[c]) / div);
       }
-    });
+    }, 256.0 * 2.0 * static_cast<double>(x.cols));
   }
   [[nodiscard]] double common() const {
     if (k == 0) return 0.0;
