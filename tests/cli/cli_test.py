@@ -786,6 +786,26 @@ def test_continuous_interrupt():
     assert rep["blocks"][0]["from_checkpoint"] and not rep["blocks"][1]["from_checkpoint"], rep["blocks"]
 
 
+def test_greedy_interrupt():
+    # A signal ends a greedy block mid-run (greedy_options::stop), not after the block: a naive
+    # facility-location greedy that needs minutes stops within seconds, exit 130, no output.
+    rows, q, ids = make_corpus(6000, 32, seed=3)
+    e = npy_f32(path("emb.npy"), rows)
+    qf = npy_vec(path("q.npy"), q)
+    proc = subprocess.Popen([PROG, "--embeddings", e, "--quality", qf, "--count", "600", "--optimizer", "greedy",
+                             "--objective", "facility", "--quiet", "--out", path("g.npy")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.0)
+    assert proc.poll() is None, "the greedy run ended before it could be interrupted"
+    t0 = time.time()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    waited = time.time() - t0
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert waited < 5.0, "the greedy took %.1f s to stop after SIGINT" % waited
+    assert not os.path.exists(path("g.npy"))
+
+
 def main():
     global PROG, TMP, REF
     PROG = os.path.abspath(sys.argv[1])
