@@ -8,7 +8,7 @@
 # busy 2-core machine; this shows when to set --threads and the wait policy.
 #
 # Usage: benchmarks/threads.sh PATH/TO/datamask-select [LOAD_PROCESSES=2] [TIMEOUT_S=60]
-# Each case: `--demo --optimizer greedy` and a short policy-gradient `--demo --steps 100`.
+# Each case: `--demo --optimizer greedy` and a short policy-gradient `--demo --optimizer pg --steps 100`.
 set -u
 prog=${1:?usage: threads.sh PATH/TO/datamask-select [load processes] [timeout s]}
 load=${2:-2}
@@ -42,7 +42,7 @@ for state in idle loaded; do
       [ "$policy" = spin ] && export GOMP_SPINCOUNT=300000
       [ "$policy" = PASSIVE ] && export OMP_WAIT_POLICY=PASSIVE
       run "$state wait=$policy threads=$t greedy" --demo --optimizer greedy --threads "$t"
-      run "$state wait=$policy threads=$t pg 100 steps" --demo --steps 100 --threads "$t"
+      run "$state wait=$policy threads=$t pg 100 steps" --demo --optimizer pg --steps 100 --threads "$t"
     done
   done
   [ "$state" = loaded ] && stop_load
