@@ -45,6 +45,26 @@ inline std::vector<std::string> split(const std::string& s, char sep = ',') {
   return out;
 }
 
+/// Parses the arguments, all "--name value" pairs: the options every benchmark program takes
+/// (--objective pws|disf, --n, --d, --polish, --threads) into `s`, the others through
+/// `other(name, value)` (false: unknown). Every error goes to `usage(message)` (which must not
+/// return).
+template <class Settings, class Usage, class Other>
+void parse_args(int argc, char** argv, Settings& s, Usage&& usage, Other&& other) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage(a + ": needs a value");
+    const std::string v = argv[++i];
+    if (a == "--objective") s.objective = v;
+    else if (a == "--n") s.n = static_cast<index_t>(number(v, usage));
+    else if (a == "--d") s.d = static_cast<index_t>(number(v, usage));
+    else if (a == "--polish") s.polish = static_cast<int>(number(v, usage));
+    else if (a == "--threads") s.threads = static_cast<int>(number(v, usage));
+    else if (!other(a, v)) usage("unknown option '" + a + "'");
+  }
+  if (s.objective != "pws" && s.objective != "disf") usage("--objective: pws or disf");
+}
+
 /// The benchmark's options: S = 0.1 n, lambda 0.5, seed 0, the given threads.
 inline dm::options bench_options(int threads) {
   dm::options o;

@@ -89,16 +89,8 @@ struct settings {
 
 settings parse(int argc, char** argv) {
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) usage(a + ": needs a value");
-    const std::string v = argv[++i];
-    if (a == "--objective") s.objective = v;
-    else if (a == "--n") s.n = static_cast<index_t>(number(v));
-    else if (a == "--d") s.d = static_cast<index_t>(number(v));
-    else if (a == "--final") s.final_fraction = number(v);
-    else if (a == "--polish") s.polish = static_cast<int>(number(v));
-    else if (a == "--threads") s.threads = static_cast<int>(number(v));
+  dm_bench::parse_args(argc, argv, s, usage, [&](const std::string& a, const std::string& v) {
+    if (a == "--final") s.final_fraction = number(v);
     else if (a == "--greedy") s.greedy = split(v);
     else if (a == "--iterations") {
       s.iterations.clear();
@@ -106,10 +98,10 @@ settings parse(int argc, char** argv) {
     } else if (a == "--configs") {
       for (const auto& t : split(v)) s.configs.push_back(parse_config(t));
     } else {
-      usage("unknown option '" + a + "'");
+      return false;
     }
-  }
-  if (s.objective != "pws" && s.objective != "disf") usage("--objective: pws or disf");
+    return true;
+  });
   if (s.configs.empty()) s.configs.push_back(config{"default", {}});
   return s;
 }

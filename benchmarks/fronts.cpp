@@ -64,21 +64,13 @@ struct settings {
 
 settings parse(int argc, char** argv) {
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) usage(a + ": needs a value");
-    const std::string v = argv[++i];
-    if (a == "--objective") s.objective = v;
-    else if (a == "--n") s.n = static_cast<index_t>(number(v));
-    else if (a == "--d") s.d = static_cast<index_t>(number(v));
-    else if (a == "--method") s.method = v;
+  dm_bench::parse_args(argc, argv, s, usage, [&](const std::string& a, const std::string& v) {
+    if (a == "--method") s.method = v;
     else if (a == "--setting") s.setting = v;
-    else if (a == "--polish") s.polish = static_cast<int>(number(v));
     else if (a == "--rounds") s.rounds = static_cast<index_t>(number(v));
-    else if (a == "--threads") s.threads = static_cast<int>(number(v));
-    else usage("unknown option '" + a + "'");
-  }
-  if (s.objective != "pws" && s.objective != "disf") usage("--objective: pws or disf");
+    else return false;
+    return true;
+  });
   if (s.method.empty()) usage("--method is required");
   return s;
 }

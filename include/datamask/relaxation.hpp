@@ -54,30 +54,17 @@ inline constexpr index_t disf_float_rows = 4096;
 /// 512 KiB, about an L2 cache.
 inline constexpr index_t disf_block_rows = 512;
 
-/// relax_disf computed with products in C (float or double), partials accumulated in double.
+/// Pass 2 of relax_disf: Sigma from the rows with p_i > 0, centred on mu (no cancellation), in
+/// double, divided by W - 1. A fixed number of chunks (16: each holds a d x d double partial);
+/// inside a chunk, blocks of `disf_block_rows` such rows, each a symmetric rank update Y^T Y in
+/// C added to the chunk's double partial in block order; the chunks added in chunk order.
 template <class C, class T>
-double disf_relax_in(const relax_view<T>& v, std::span<double> grad) {
+Eigen::MatrixXd disf_sigma(const relax_view<T>& v, const Eigen::Matrix<C, Eigen::Dynamic, 1>& muc, double wm1) {
   using cmat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using cvec = Eigen::Matrix<C, Eigen::Dynamic, 1>;
   const matrix_view<const T>& x = v.embeddings;
   const index_t n = x.rows;
   const index_t d = x.cols;
   constexpr index_t block = disf_block_rows;
-  // Pass 1: W and X^T p (double, O(n d)).
-  auto [mu, wsum] = weighted_sum(
-      x, v.p, v.threads, [&](index_t i) { return v.p[i]; }, [&](index_t i) { return v.p[i]; });
-  if (!(wsum > 1.0)) {
-    std::fill(grad.begin(), grad.end(), 0.0);
-    return 0.0;
-  }
-  mu /= wsum;
-  const double wm1 = wsum - 1.0;
-  const cvec muc = mu.template cast<C>();
-
-  // Pass 2: Sigma from the rows with p_i > 0, centred on mu (no cancellation). A fixed number of
-  // chunks (16: each holds a d x d double partial); inside a chunk, blocks of `block` such rows,
-  // each a symmetric rank update Y^T Y in C added to the chunk's double partial in block order;
-  // the chunks added in chunk order.
   const index_t rows = chunk_rows(n, 16);
   const index_t chunks = (n + rows - 1) / rows;
   std::vector<Eigen::MatrixXd> spart(static_cast<std::size_t>(chunks));
@@ -107,11 +94,15 @@ double disf_relax_in(const relax_view<T>& v, std::span<double> grad) {
   spart.clear();
   sigma = sigma.selfadjointView<Eigen::Lower>();
   sigma /= wm1;
+  return sigma;
+}
 
-  // F, G and <G, Sigma> (double, O(d^2)).
+/// F / (-scale) = sum_{a != b} Sigma_ab^2 / (v_a v_b) and G = dF/dSigma into g (double, O(d^2)).
+inline double disf_sum_and_gradient(const Eigen::MatrixXd& sigma, Eigen::MatrixXd& g) {
+  const index_t d = sigma.rows();
   const double sc = disf::scale;
   const Eigen::VectorXd var = sigma.diagonal().array() + disf::epsilon;
-  Eigen::MatrixXd g(d, d);
+  g.resize(d, d);
   double f = 0.0;
   for (index_t b = 0; b < d; ++b) {
     double diag = 0.0;
@@ -125,11 +116,20 @@ double disf_relax_in(const relax_view<T>& v, std::span<double> grad) {
     }
     g(b, b) = 2.0 * sc * diag / var(b);
   }
-  const double gs = (g.array() * sigma.array()).sum();
-  const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> gc = g.template cast<C>();
+  return f;
+}
 
-  // Pass 3: (x_i - mu)^T G (x_i - mu) for every row: one (block x d) (d x d) product per block
-  // of rows, blocks in parallel (each writes its own rows of grad).
+/// Pass 3 of relax_disf: grad_i = ((x_i - mu)^T G (x_i - mu) - gs) / (W - 1) for every row: one
+/// (block x d) (d x d) product per block of rows, blocks in parallel (each writes its own rows).
+template <class C, class T>
+void disf_quadratic_forms(const relax_view<T>& v, const Eigen::Matrix<C, Eigen::Dynamic, 1>& muc,
+                          const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic>& gc, double gs, double wm1,
+                          std::span<double> grad) {
+  using cmat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const matrix_view<const T>& x = v.embeddings;
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  constexpr index_t block = disf_block_rows;
   const index_t blocks = (n + block - 1) / block;
   parallel_for(blocks, v.threads, [&](index_t bi) {
     const index_t r0 = bi * block;
@@ -145,7 +145,31 @@ double disf_relax_in(const relax_view<T>& v, std::span<double> grad) {
       grad[i] = (quad - gs) / wm1;
     }
   });
-  return -sc * f;
+}
+
+/// relax_disf computed with products in C (float or double), partials accumulated in double.
+template <class C, class T>
+double disf_relax_in(const relax_view<T>& v, std::span<double> grad) {
+  using cvec = Eigen::Matrix<C, Eigen::Dynamic, 1>;
+  const index_t d = v.embeddings.cols;
+  // Pass 1: W and X^T p (double, O(n d)).
+  auto [mu, wsum] = weighted_sum(
+      v.embeddings, v.p, v.threads, [&](index_t i) { return v.p[i]; }, [&](index_t i) { return v.p[i]; });
+  if (!(wsum > 1.0)) {
+    std::fill(grad.begin(), grad.end(), 0.0);
+    return 0.0;
+  }
+  mu /= wsum;
+  const double wm1 = wsum - 1.0;
+  const cvec muc = mu.template cast<C>();
+  const Eigen::MatrixXd sigma = disf_sigma<C>(v, muc, wm1);  // pass 2
+  // F, G and <G, Sigma> (double, O(d^2)).
+  Eigen::MatrixXd g(d, d);
+  const double f = disf_sum_and_gradient(sigma, g);
+  const double gs = (g.array() * sigma.array()).sum();
+  const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> gc = g.template cast<C>();
+  disf_quadratic_forms<C>(v, muc, gc, gs, wm1, grad);  // pass 3
+  return -disf::scale * f;
 }
 
 }  // namespace detail::relax
