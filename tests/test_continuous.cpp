@@ -90,11 +90,11 @@ TEST_CASE("relaxation gradients match central finite differences", "[continuous]
 // with the library's k (k - 1) normaliser of the random size k: that has no closed form, and
 // the two agree wherever |U| = S, i.e. at integral p (next test).
 TEST_CASE("DiSF relaxation in float (large blocks) agrees with the double path", "[continuous][relax]") {
-  // From detail::relax::disf_float_rows rows on, relax_disf multiplies in the embedding
+  // From detail::disf_impl::disf_float_rows rows on, the DiSF relaxation multiplies in the embedding
   // precision; the finite-difference checks above run below that size, in double. Here: the
   // float path against the double path on the same rows (float rounding, relative ~1e-6, is the
   // only difference), and the same bits on 1 and 2 threads.
-  const index_t n = datamask::detail::relax::disf_float_rows + 904;
+  const index_t n = datamask::detail::disf_impl::disf_float_rows + 904;
   const index_t d = 24;
   std::mt19937_64 g(3);
   std::normal_distribution<float> nd(0.0F, 1.0F);
@@ -116,7 +116,7 @@ TEST_CASE("DiSF relaxation in float (large blocks) agrees with the double path",
   std::vector<double> gd(static_cast<std::size_t>(n));
   const double ff = datamask::disf{}.relax(view(1), std::span<double>(gf));
   const double ff2 = datamask::disf{}.relax(view(2), std::span<double>(gf2));
-  const double fd = datamask::detail::relax::disf_relax_in<double>(view(0), std::span<double>(gd));
+  const double fd = datamask::detail::disf_impl::disf_relax_in<double>(view(0), std::span<double>(gd));
   CHECK(std::memcmp(&ff, &ff2, sizeof ff) == 0);
   CHECK(std::memcmp(gf.data(), gf2.data(), gf.size() * sizeof(double)) == 0);
   REQUIRE(fd < 0.0);

@@ -201,6 +201,12 @@ concept device_evaluable =
 /// box, and grad is its exact gradient (the continuous learner's tests compare it with finite
 /// differences); the value and gradient are deterministic and do not depend on v.threads; the
 /// call is thread-safe. Larger is more diverse, as for the objective.
+///
+/// Why a separate capability and not a generic one: a relaxation is only useful when its value
+/// and gradient cost about one pass over the block (O(n d) for pairwise similarity, O(n d^2) for
+/// DiSF); evaluating the objective per coordinate would cost n times the objective. So each
+/// objective that has a cheap closed form opts in with a `relax` member, defined with the
+/// objective (objectives/pairwise.hpp, objectives/disf.hpp).
 template <class D, class T = float>
 concept relaxable_objective =
     diversity_objective<D, T> &&

@@ -45,12 +45,12 @@
 #include "datamask/backend/default.hpp"
 #include "datamask/learner.hpp"
 #include "datamask/objective_function.hpp"
+#include "datamask/objectives/detail/relax_sums.hpp"
 #include "datamask/objectives/disf.hpp"
 #include "datamask/objectives/mix.hpp"
 #include "datamask/objectives/pairwise.hpp"
 #include "datamask/options.hpp"
 #include "datamask/phases.hpp"
-#include "datamask/relaxation.hpp"
 #include "datamask/settings.hpp"
 
 namespace datamask {
