@@ -63,17 +63,13 @@ inline std::uint64_t hash_bytes(std::span<const unsigned char> bytes, int thread
 }
 
 /// @brief The number of items a run selects from n: `count` when it is positive, otherwise
-/// round(ratio * n).
+/// round(ratio * n): the library's one rule (detail::selection_size), applied to the corpus.
 /// @throws invalid_input ("count") when count exceeds n; ("ratio") when the ratio selects none.
 inline index_t selection_size(index_t n, double ratio, index_t count) {
-  if (count > 0) {
-    DATAMASK_EXPECTS(count <= n, "count", "asks for ", count, " items but the input has only ", n);
-    return count;
-  }
-  const auto total = static_cast<index_t>(std::llround(ratio * static_cast<double>(n)));
-  DATAMASK_EXPECTS(total >= 1, "ratio", ratio, " of ", n,
-                   " items selects none; S = round(ratio * n) must be at least 1");
-  return total;
+  settings s;
+  s.ratio = ratio;
+  s.count = count;
+  return detail::selection_size(s, n);
 }
 
 /// @brief The number of blocks of a corpus of n items: 1 when n <= block_size, otherwise
@@ -134,16 +130,16 @@ template <class IdOf>
   return comb;
 }
 
-/// @brief The global prune threshold: the value at rank floor(prune * n) of the combined quality
-/// over the whole corpus (the learner's rank rule, applied once to all blocks together). Rows
-/// whose combined quality is at least the threshold are kept.
-/// @param combined the combined quality of every row (consumed: reordered)
-/// @param prune the quantile dropped, in (0, 1)
-[[nodiscard]] inline double prune_threshold(std::vector<double> combined, double prune) {
-  DATAMASK_EXPECTS(prune > 0.0 && prune < 1.0 && !combined.empty(), "prune", "must be in (0, 1), found ", prune);
-  const auto rank = static_cast<std::size_t>(std::floor(prune * static_cast<double>(combined.size())));
-  std::nth_element(combined.begin(), combined.begin() + static_cast<std::ptrdiff_t>(rank), combined.end());
-  return combined[rank];
+/// @brief The global prune threshold: the learner's rank rule (detail::prune_threshold: the
+/// value at rank floor(prune * n)) applied once to the combined quality of the whole corpus.
+/// Rows whose combined quality is at least the threshold are kept.
+/// @param combined the combined quality of every row
+/// @param prune the quantile dropped, in [0, 1)
+[[nodiscard]] inline double prune_threshold(const std::vector<double>& combined, double prune) {
+  DATAMASK_EXPECTS(!combined.empty(), "prune", "the corpus has no quality scores to rank");
+  settings s;
+  s.prune = prune;
+  return detail::prune_threshold(s, combined);
 }
 
 /// @brief The rows of a block a prune keeps: combined quality >= threshold. The greedy
