@@ -4,7 +4,8 @@
 /// @file
 /// @brief The continuous learner (method.md section 6): gradient ascent of a relaxation F(p) of
 /// f on the inclusion probabilities p (sum p = S, 0 <= p <= 1), read-out of the S largest p, and
-/// an optional 1-swap polish with exact incremental gains.
+/// an optional polish with exact incremental gains (1-swaps, then one 2-swap search at a 1-swap
+/// optimum).
 ///
 /// Why: the policy-gradient learner gives every item of a rollout the same scalar credit, so it
 /// needs about 10^5 steps to come near greedy quality (benchmarks/RESULTS.md). Where each term of
@@ -191,12 +192,15 @@ inline double sigmoid_shift(std::span<const double> l, std::span<const index_t> 
   return tau;
 }
 
+/// The step size of iteration t: the learner's own schedules, from lr to lr * final_fraction.
 inline double step_size(const continuous_settings& s, index_t t) {
-  if (s.iterations <= 1 || s.decay == step_decay::constant) return s.lr;
-  const double x = static_cast<double>(t - 1) / static_cast<double>(s.iterations - 1);
   const double lo = s.lr * s.final_fraction;
-  if (s.decay == step_decay::linear) return s.lr + (lo - s.lr) * x;
-  return lo + 0.5 * (s.lr - lo) * (1.0 + std::cos(3.141592653589793 * x));
+  switch (s.decay) {
+    case step_decay::linear: return linear_lr{s.lr, lo}(t, s.iterations);
+    case step_decay::cosine: return cosine_lr{s.lr, lo}(t, s.iterations);
+    case step_decay::constant: break;
+  }
+  return s.lr;
 }
 
 /// Rows ordered by key descending, ties to the smaller id; the first `s` of them.
@@ -775,7 +779,8 @@ struct polisher {
 
 }  // namespace detail::continuous
 
-/// @brief 1-swap local search on a selection (see `polish_settings`): each applied swap raises f
+/// @brief Swap local search on a selection (see `polish_settings`): 1-swaps, then a 2-swap search
+/// at a 1-swap optimum; each applied swap raises f
 /// by its exact gain; candidates come from the gradient of `relaxed` at the selection.
 ///
 /// @param f the objective (terms, weights, scales)

@@ -19,7 +19,9 @@
 ///   if (phases::learns(blk, opt)) phases::calibrate_scales(b, dev, mix, blk.plan, opt, m, k);
 ///   ... optimise the logits ...
 ///   auto rows = phases::read_out(b, dev, blk, opt, logits);
-///   auto res = phases::finish(b, dev, mix, blk, opt, std::move(rows), host_logits);
+///   selection_result res;
+///   phases::finish(b, dev, mix, blk, opt, phases::scored_rows{std::move(rows), {}, false},
+///                  host_logits, nullptr, res);
 /// @endcode
 
 #include <algorithm>

@@ -721,9 +721,10 @@ def test_continuous():
         assert rep["total"]["steps_run"] == 20
         log = open(path("c.csv")).read().splitlines()
         assert len(log) == 21 and [r.split(",")[1] for r in log[1:]] == [str(i) for i in range(1, 21)], log[:3]
-    # Other step settings change the selection and are reported.
-    run(["--demo", "--optimizer", "continuous", "--iterations", "20", "--step-rule", "adam", "--step-size", "0.05",
-         "--no-polish", "--quiet", "--out", path("a.txt"), "--report", path("a.json")])
+    # Other step settings change the selection and are reported: the same run as the last
+    # baseline (DiSF) but for the step settings.
+    run(["--demo", "--optimizer", "continuous", "--iterations", "20", "--objective", "disf", "--step-rule", "adam",
+         "--step-size", "0.05", "--no-polish", "--quiet", "--out", path("a.txt"), "--report", path("a.json")])
     cfg = json.load(open(path("a.json")))["configuration"]
     assert cfg["step-rule"] == "adam" and cfg["step-size"] == 0.05 and cfg["polish"] is False, cfg
     assert read_text_ids(path("a.txt")) != read_text_ids(path("c.txt"))

@@ -272,11 +272,12 @@ inline void add_program_options(CLI::App& app, config& c) {
                                  "(pg: by final logit, descending, block by block)");
   app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
                                        "selected, objective.total, objective.terms.<name>.{raw,scale,weight}, steps, seconds");
-  app.add_option("--log", c.log, "PATH: CSV, one row per block and step (reward mean and max, each term)");
+  app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f)");
   app.add_option("--plot", c.plot, "PATH: SVG of the log");
   app.add_option("--checkpoint", c.checkpoint,
-                 "DIR: save logits and step counters of each block every --checkpoint-every steps and on "
-                 "SIGINT/SIGTERM; a manifest records finished blocks and hashes of the inputs and options");
+                 "DIR: a manifest records finished blocks and hashes of the inputs and options; with pg also "
+                 "each block's logits and step every --checkpoint-every steps and on SIGINT/SIGTERM "
+                 "(continuous and the greedies keep whole blocks only)");
   app.add_flag("--resume", c.resume, "continue the run in --checkpoint DIR, to exactly the selection of an "
                                      "uninterrupted run; refused if inputs or options changed");
   app.add_flag("--quiet", c.quiet, "no progress output");

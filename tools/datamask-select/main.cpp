@@ -337,7 +337,6 @@ int run(int argc, char** argv) {
   rep.input_hash = k.hash;
   rep.rows = k.n;
   rep.dims = k.d;
-  if (c.run.lambda > 0.0 && k.quality.empty()) throw usage_error("--quality: required unless --lambda 0");
 
   const index_t total = datamask::selection_size(k.n, c.run.ratio, c.run.count);
   rep.selected = total;
