@@ -14,8 +14,12 @@
 
 #include <datamask/block_select.hpp>
 
+#include "helpers.hpp"
+
 namespace dm = datamask;
 using dm::index_t;
+using dmtest::random_embeddings;
+using dmtest::random_quality;
 
 namespace {
 
@@ -32,15 +36,8 @@ struct block {
   }
 };
 
-block random_block(index_t n, index_t d, unsigned seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  block b;
-  b.n = n;
-  b.d = d;
-  for (index_t i = 0; i < n * d; ++i) b.x.push_back(nd(g));
-  for (index_t i = 0; i < n; ++i) b.q.push_back(static_cast<double>(nd(g)));
-  return b;
+block random_block(index_t n, index_t d, std::uint64_t seed) {
+  return block{n, d, random_embeddings<float>(n, d, seed), random_quality(n, seed + 1)};
 }
 
 std::vector<index_t> rows_of(const dm::block_result& r) {

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -99,6 +101,24 @@ struct block_run_settings {
   objective_weights weights;
 };
 
+/// @brief The member of `s` that holds the settings of table entry `Entry` (settings.hpp):
+/// `run`, `learn`, `ascent` or `polish`.
+template <class Entry, class Settings>
+  requires std::same_as<std::remove_const_t<Settings>, block_run_settings>
+[[nodiscard]] auto& settings_of(Settings& s) {
+  using O = typename Entry::owner_type;
+  if constexpr (std::is_same_v<O, settings>) {
+    return s.run;
+  } else if constexpr (std::is_same_v<O, learner_settings>) {
+    return s.learn;
+  } else if constexpr (std::is_same_v<O, continuous_settings>) {
+    return s.ascent;
+  } else {
+    static_assert(std::is_same_v<O, polish_settings>, "datamask::settings_of: not an entry of the settings table");
+    return s.polish;
+  }
+}
+
 /// @brief `auto` made concrete: continuous when `relaxable`, else pg.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
@@ -138,6 +158,13 @@ inline constexpr index_t default_block_size = 1000000;
   }
   return false;
 }
+
+/// @brief Whether table entry `Entry` sets the continuous learner (its ascent or polish): a
+/// front end refuses it with another optimizer.
+template <class Entry>
+inline constexpr bool continuous_only_setting =
+    std::is_same_v<typename Entry::owner_type, continuous_settings> ||
+    std::is_same_v<typename Entry::owner_type, polish_settings>;
 
 /// @brief How a corpus is split for a run: what `select_block` is called with, block by block.
 struct corpus_plan {

@@ -208,23 +208,9 @@ void visit_options(F&& f) {
   datamask::visit_continuous_settings(f);
 }
 
-template <class Entry, class R>
-auto& owner(const Entry& /*s*/, R& r) {
-  using O = typename Entry::owner_type;
-  if constexpr (std::is_same_v<O, datamask::settings>) {
-    return r.run;
-  } else if constexpr (std::is_same_v<O, datamask::learner_settings>) {
-    return r.learn;
-  } else if constexpr (std::is_same_v<O, datamask::continuous_settings>) {
-    return r.ascent;
-  } else {
-    return r.polish;
-  }
-}
-
 template <class Entry>
 nb::object value_object(const Entry& s, const datamask::block_run_settings& r) {
-  const auto& v = owner(s, r).*s.member;
+  const auto& v = datamask::settings_of<Entry>(r).*s.member;
   if constexpr (Entry::kind == datamask::setting_kind::choice) {
     return nb::str(std::string(datamask::enum_name(v)).c_str());
   } else {
@@ -250,8 +236,7 @@ nb::list settings_table() {
       for (const auto& c : s.choices) choices.append(std::string(c.name));
     }
     e["choices"] = choices;
-    using O = typename entry::owner_type;
-    e["continuous_only"] = std::is_same_v<O, datamask::continuous_settings> || std::is_same_v<O, datamask::polish_settings>;
+    e["continuous_only"] = datamask::continuous_only_setting<entry>;
     e["pg_only"] = datamask::policy_gradient_only(s.name);
     out.append(e);
   });
@@ -265,11 +250,11 @@ void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
     const std::string k = keyword(s.name);
     if (!given.contains(k.c_str())) return;
     nb::handle v = given[k.c_str()];
-    auto& field = owner(s, r).*s.member;
+    auto& field = datamask::settings_of<entry>(r).*s.member;
     using F = std::remove_cvref_t<decltype(field)>;
     try {
       if constexpr (entry::kind == datamask::setting_kind::choice) {
-        s.parse(nb::cast<std::string>(v), owner(s, r));
+        s.parse(nb::cast<std::string>(v), datamask::settings_of<entry>(r));
       } else if constexpr (std::is_same_v<F, std::optional<typename entry::value_type>>) {
         field = nb::cast<typename entry::value_type>(v);
       } else {
@@ -389,15 +374,29 @@ void refuse_unused(datamask::block_optimizer opt, const nb::dict& given) {
   const bool cont = opt == datamask::block_optimizer::continuous;
   const std::string name(datamask::enum_name(opt));
   visit_options([&](const auto& s) {
-    using O = typename std::remove_cvref_t<decltype(s)>::owner_type;
     const std::string k = keyword(s.name);
     if (!given.contains(k.c_str())) return;
-    const bool cont_only = std::is_same_v<O, datamask::continuous_settings> || std::is_same_v<O, datamask::polish_settings>;
+    const bool cont_only = datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>>;
     DATAMASK_EXPECTS(!cont_only || cont, k, "sets the continuous learner, but the optimizer is ", name,
                      "; add optimizer=\"continuous\"");
     DATAMASK_EXPECTS(!datamask::policy_gradient_only(s.name) || !cont, k,
                      "sets the policy-gradient learner, but the optimizer is continuous; add optimizer=\"pg\"");
   });
+}
+
+/// The per-block part of the program's report.
+nb::dict block_dict(const datamask::block_result& b) {
+  nb::dict d;
+  d["block"] = b.block;
+  d["items"] = b.items;
+  d["selected"] = b.selected;
+  d["kept"] = b.kept;
+  d["steps_run"] = b.steps_run;
+  d["zero_variance_steps"] = b.zero_variance_steps;
+  d["nonfinite_steps"] = b.nonfinite_steps;
+  d["objective"] = b.objective;
+  d["terms"] = terms_list(b.terms);
+  return d;
 }
 
 datamask::block_run_settings run_settings(const nb::dict& options, const std::vector<std::string>& objectives,
@@ -478,17 +477,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   for (const auto& b : results) {
     optimize += b.optimize_seconds;
     evaluate += b.evaluate_seconds;
-    nb::dict d;
-    d["block"] = b.block;
-    d["items"] = b.items;
-    d["selected"] = b.selected;
-    d["kept"] = b.kept;
-    d["steps_run"] = b.steps_run;
-    d["zero_variance_steps"] = b.zero_variance_steps;
-    d["nonfinite_steps"] = b.nonfinite_steps;
-    d["objective"] = b.objective;
-    d["terms"] = terms_list(b.terms);
-    blocks.append(d);
+    blocks.append(block_dict(b));
   }
   nb::dict out;
   out["ids"] = id_array(std::move(selected));
