@@ -144,3 +144,35 @@ def test_every_option_of_the_program_is_a_keyword():
         assert key in opts, f"--{name} has no keyword in datamask.select"
     block_size_help = text.split("--block-size", 1)[1].split("\n  --", 1)[0]
     assert f"default {datamask._core.default_block_size}" in " ".join(block_size_help.split())
+
+
+# (program arguments after the inputs, keywords, a change to the data) -> the same problem text
+MESSAGES = {
+    "NaN": ([], {}, "nan"),
+    "duplicate ids": ([], {}, "dup"),
+    "ratio": (["--ratio", "0"], dict(ratio=0.0), None),
+    "lambda": (["--lambda", "2"], dict(lam=2.0), None),
+    "count": (["--count", "101"], dict(count=101), None),
+}
+
+
+@needs_program
+@pytest.mark.parametrize("case", sorted(MESSAGES))
+def test_bad_input_messages_are_the_programs(tmp_path, case):
+    args, kw, change = MESSAGES[case]
+    rng = np.random.default_rng(0)
+    x, q, ids = rng.standard_normal((100, 4)).astype(np.float32), rng.random(100), np.arange(100)
+    if change == "nan":
+        x[3, 1] = np.nan
+    if change == "dup":
+        ids[99] = 5
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "ids.npy", ids)
+    run = subprocess.run([PROGRAM, "--embeddings", str(tmp_path / "x.npy"), "--quality", str(tmp_path / "q.npy"),
+                          "--ids", str(tmp_path / "ids.npy"), *args], stderr=subprocess.PIPE, text=True)
+    assert run.returncode == 2
+    program_problem = run.stderr.strip().split(": ", 2)[2].replace(" (see --help)", "")
+    with pytest.raises(datamask.InvalidInput) as e:
+        datamask.select(x, q, ids=ids, **kw)
+    assert str(e.value).split(": ", 1)[1] == program_problem
