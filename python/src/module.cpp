@@ -261,8 +261,12 @@ void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
         field = nb::cast<F>(v);
       }
     } catch (const nb::cast_error&) {
-      throw invalid_input(k, datamask::detail::concat("expected ", std::is_same_v<F, bool> ? "a bool" : "a number",
-                                                      ", found ", nb::cast<std::string>(nb::str(v.type()))));
+      // The value did not convert: a wrong type, or an integer outside the field's type.
+      const char* expected = std::is_same_v<F, bool>       ? "a bool"
+                             : std::is_unsigned_v<F>          ? "an integer >= 0"
+                             : std::is_integral_v<F>          ? "an integer"
+                                                              : "a number";
+      throw invalid_input(k, datamask::detail::concat("expected ", expected, ", found ", nb::cast<std::string>(nb::repr(v))));
     }
   });
 }

@@ -105,7 +105,8 @@ BAD = {
     "quality weights": ((X, Q), dict(quality_weights=[1, 1]), "quality_weights: 2 weights for 1 score columns"),
     "block size": ((X, Q), dict(block_size=1), "block_size: must be at least 2"),
     "scales count": ((X, Q), dict(scales=[1.0]), "scales"),
-    "number type": ((X, Q), dict(min_active="many"), "min_active: expected a number"),
+    "number type": ((X, Q), dict(min_active="many"), "min_active: expected an integer, found 'many'"),
+    "negative seed": ((X, Q), dict(seed=-1), "seed: expected an integer >= 0, found -1"),
 }
 
 
