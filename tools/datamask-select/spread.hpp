@@ -62,22 +62,16 @@ inline double hex_at(const nlohmann::ordered_json& j, const char* key) { return 
 
 }  // namespace detail
 
-/// One block's result, every field of it (the report's, the ids, the per-step history).
+/// One block's result, every field of it: the report's (datamask/io/report.hpp), then its
+/// doubles exactly, the ids and the per-step history.
 inline nlohmann::ordered_json block_record(const block_result& r) {
-  nlohmann::ordered_json j;
-  j["block"] = r.block;
-  j["items"] = r.items;
-  j["selected"] = r.selected;
-  j["kept"] = r.kept;
-  j["steps_run"] = r.steps_run;
-  j["zero_variance_steps"] = r.zero_variance_steps;
-  j["nonfinite_steps"] = r.nonfinite_steps;
-  j["from_checkpoint"] = r.from_checkpoint;
-  j["objective"] = hexf(r.objective);
-  j["optimize_seconds"] = hexf(r.optimize_seconds);
-  j["evaluate_seconds"] = hexf(r.evaluate_seconds);
-  j["terms"] = nlohmann::ordered_json::array();
-  for (const auto& t : r.terms) j["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
+  nlohmann::ordered_json j = datamask::io::detail::block_json(r);
+  auto& x = j["exact"];
+  x["objective"] = hexf(r.objective);
+  x["optimize_seconds"] = hexf(r.optimize_seconds);
+  x["evaluate_seconds"] = hexf(r.evaluate_seconds);
+  x["terms"] = nlohmann::ordered_json::array();
+  for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
   j["ids"] = r.ids;
   auto& h = j["history"] = nlohmann::ordered_json::array();
   for (const auto& s : r.history) {
@@ -97,19 +91,20 @@ inline block_result read_block_record(const nlohmann::ordered_json& j) {
   r.zero_variance_steps = j.at("zero_variance_steps").get<index_t>();
   r.nonfinite_steps = j.at("nonfinite_steps").get<index_t>();
   r.from_checkpoint = j.at("from_checkpoint").get<bool>();
-  r.objective = detail::hex_at(j, "objective");
-  r.optimize_seconds = detail::hex_at(j, "optimize_seconds");
-  r.evaluate_seconds = detail::hex_at(j, "evaluate_seconds");
-  for (const auto& t : j.at("terms")) {
+  const auto& x = j.at("exact");
+  r.objective = detail::hex_at(x, "objective");
+  r.optimize_seconds = detail::hex_at(x, "optimize_seconds");
+  r.evaluate_seconds = detail::hex_at(x, "evaluate_seconds");
+  for (const auto& t : x.at("terms")) {
     r.terms.push_back(datamask::term_value{t.at(0).get<std::string>(), unhexf(t.at(1).get<std::string>()),
                                            unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
   }
   r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
   for (const auto& s : j.at("history")) {
-    datamask::step_record x{s.at(0).get<index_t>(), unhexf(s.at(1).get<std::string>()),
-                            unhexf(s.at(2).get<std::string>()), unhexf(s.at(3).get<std::string>()), {}};
-    for (const auto& t : s.at(4)) x.term_means.push_back(unhexf(t.get<std::string>()));
-    r.history.push_back(std::move(x));
+    datamask::step_record step{s.at(0).get<index_t>(), unhexf(s.at(1).get<std::string>()),
+                               unhexf(s.at(2).get<std::string>()), unhexf(s.at(3).get<std::string>()), {}};
+    for (const auto& t : s.at(4)) step.term_means.push_back(unhexf(t.get<std::string>()));
+    r.history.push_back(std::move(step));
   }
   return r;
 }
