@@ -28,6 +28,7 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/report.hpp>
+#include <datamask/block_select.hpp>
 #include <datamask/pipeline.hpp>
 
 #include "args.hpp"
@@ -57,22 +58,6 @@ struct interrupted {
 using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-/// The diversity mix the flags choose: every objective is present, those not chosen weigh 0.
-using mix_type = datamask::diversity_mix<datamask::pairwise_similarity, datamask::facility_location, datamask::disf>;
-
-mix_type make_mix(const config& c) {
-  double w[3] = {0, 0, 0};
-  const char* names[3] = {"pairwise", "facility", "disf"};
-  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
-    for (int j = 0; j < 3; ++j) {
-      if (c.objectives[i] == names[j]) w[j] = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
-    }
-  }
-  const datamask::facility_location fl = c.learn.facility_object();
-  return datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]}, datamask::weighted{fl, w[1]},
-                       datamask::weighted{datamask::disf{}, w[2]});
 }
 
 /// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
@@ -133,143 +118,65 @@ class progress {
 struct run_context {
   const config& cfg;
   const corpus& data;
-  const mix_type& mix;
   std::optional<double> prune_threshold;
   checkpoint_dir& ckpt;
   progress& prog;
   std::size_t blocks = 1;
 };
 
-/// The learner's options for block b (the flags, S_b, the global prune threshold).
-datamask::options block_options(const config& c, index_t b, index_t s_b, std::optional<double> threshold) {
-  datamask::options o;
-  static_cast<datamask::settings&>(o) = c.run;
-  o.count = s_b;
-  o.prune = 0.0;  // the corpus-level threshold below replaces the per-block quantile
-  o.prune_threshold = threshold;
-  o.block = static_cast<std::uint64_t>(b);
-  o.evaluate_selection = false;  // evaluated by evaluate_block, timed on its own
-  return o;
+/// The library's settings of a block run: the flags as datamask-select parsed them.
+datamask::block_run_settings block_settings(const config& c) {
+  datamask::block_run_settings s;
+  s.run = c.run;
+  s.learn = c.learn;
+  s.ascent = c.ascent;
+  s.polish = c.polish;
+  s.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.optimizer, "optimizer");
+  s.weights = datamask::weights_of(c.objectives, c.objective_weights);
+  return s;
 }
 
-/// The program's side of a learner run: resume from the block's snapshot, progress, stop on a
-/// signal, snapshots. Returns the rows selected and their scales.
-std::vector<index_t> learn_block(run_context& ctx, const datamask::problem<float>& p, datamask::options& o,
-                                 block_result& r, std::vector<double>& scales) {
-  const config& c = ctx.cfg;
-  const index_t b = r.block;
-  if (ctx.ckpt.active()) {
-    index_t step = 0;
-    std::vector<double> logits;
-    if (ctx.ckpt.load_snapshot(b, r.items, step, logits, r.history, o.initial_best)) {
-      o.first_step = step + 1;
-      o.initial_logits = std::move(logits);
-      ctx.prog.skip(std::min(step, c.run.steps));
-    }
-  }
+/// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
+/// policy gradient's snapshots and their resume.
+datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
+  datamask::block_hooks h;
   const auto blocks = static_cast<index_t>(ctx.blocks);
-  o.on_step = [&](const datamask::step_info& s) {
-    r.history.push_back(datamask::step_record{s.step, s.lr, s.reward_mean, s.reward_max,
-                                              std::vector<double>(s.term_means.begin(), s.term_means.end())});
-    ctx.prog.step(b, blocks);
+  h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
+  h.stop = [] { return g_signal != 0; };
+  if (!ctx.ckpt.active()) return h;
+  h.snapshot_every = ctx.cfg.checkpoint_every;
+  h.on_snapshot = [&ctx](const block_result& r, index_t step, std::span<const double> logits,
+                         const datamask::best_rollout& best) { ctx.ckpt.save_snapshot(r, step, logits, best); };
+  h.resume = [&ctx](block_result& r, index_t& step, std::vector<double>& logits, datamask::best_rollout& best) {
+    if (!ctx.ckpt.load_snapshot(r.block, r.items, step, logits, r.history, best)) return false;
+    ctx.prog.skip(std::min(step, ctx.cfg.run.steps));
+    return true;
   };
-  o.stop = [](const datamask::step_info&) { return g_signal != 0; };
-  o.snapshot_every = ctx.ckpt.active() ? c.checkpoint_every : 0;
-  o.on_snapshot = [&](const datamask::step_info& s, std::span<const double> logits, const datamask::best_rollout& best) {
-    if (ctx.ckpt.active()) ctx.ckpt.save_snapshot(r, s.step, logits, best);
-    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-  };
-  const datamask::learner<datamask::eigen_backend, datamask::softmax_policy, datamask::runtime_lr> L(
-      o, c.learn.policy_object(), c.learn.schedule_object());
-  auto res = L.select(p, ctx.mix);
-  r.ids = std::move(res.ids);
-  r.kept = res.kept;
-  r.steps_run = res.steps_run;
-  r.zero_variance_steps = res.zero_variance_steps;
-  r.nonfinite_steps = res.nonfinite_steps;
-  scales.clear();
-  for (const auto& t : res.terms) scales.push_back(t.scale);
-  return std::move(res.rows);
+  return h;
 }
 
-/// The continuous learner on one block: progress per iteration, stop on a signal. The mix holds
-/// only the relaxable objectives (facility location, which has no relaxation, is refused by
-/// check_args); its terms are those of ctx.mix, whose facility term then weighs 0. A block is
-/// checkpointed when it finishes (an interrupted block restarts: its ascent is short).
-std::vector<index_t> continuous_block(run_context& ctx, const datamask::problem<float>& p, const datamask::options& o,
-                                      block_result& r, std::vector<double>& scales) {
-  const config& c = ctx.cfg;
-  const index_t b = r.block;
-  const auto blocks = static_cast<index_t>(ctx.blocks);
-  datamask::continuous_options co;
-  static_cast<datamask::settings&>(co.common) = static_cast<const datamask::settings&>(o);
-  co.ascent = c.ascent;
-  co.polish = c.polish;
-  co.on_step = [&](const datamask::continuous_step_info& s) {
-    r.history.push_back(datamask::step_record{s.iteration, s.lr, s.relaxed, s.relaxed, {}});
-    ctx.prog.step(b, blocks);
-  };
-  co.stop = [](const datamask::continuous_step_info&) { return g_signal != 0; };
-  double w[2] = {0, 0};
-  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
-    const double wi = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
-    if (c.objectives[i] == "pairwise") w[0] = wi;
-    if (c.objectives[i] == "disf") w[1] = wi;
-  }
-  const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]},
-                                 datamask::weighted{datamask::disf{}, w[1]});
-  const datamask::basic_continuous_learner<datamask::eigen_backend> L(co);
-  auto res = L.select(p, mix);
-  if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-  r.ids = std::move(res.ids);
-  r.kept = res.kept;
-  r.steps_run = res.steps_run;
-  scales.clear();
-  for (const auto& t : res.terms) scales.push_back(t.scale);
-  return std::move(res.rows);
-}
-
-/// One block: gather its data, select (learner or greedy baseline), evaluate.
+/// One block: gather its data, then the library's selection and evaluation.
 block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& rows, index_t s_b) {
   const config& c = ctx.cfg;
   const corpus& k = ctx.data;
-  block_result r;
-  r.block = b;
-  r.items = static_cast<index_t>(rows.size());
-  r.selected = s_b;
-  if (s_b == 0) return r;
+  if (s_b == 0) {  // nothing to select: no data to gather
+    block_result r;
+    r.block = b;
+    r.items = static_cast<index_t>(rows.size());
+    return r;
+  }
   const auto data = datamask::gather_block(
       rows, k.d, ctx.blocks == 1 ? k.whole_view() : datamask::matrix_view<const float>{},
       [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.run.threads); },
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
-  const datamask::problem<float> p = data.view();
-  datamask::options o = block_options(c, b, s_b, ctx.prune_threshold);
-
-  const auto t0 = clock_type::now();
-  std::vector<index_t> sel_rows;
-  std::vector<double> scales;
-  if (c.optimizer == "pg") {
-    sel_rows = learn_block(ctx, p, o, r, scales);
-  } else if (c.optimizer == "continuous") {
-    sel_rows = continuous_block(ctx, p, o, r, scales);
-  } else {
-    datamask::greedy_options g;
-    g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
-               : c.optimizer == "lazy" ? datamask::greedy_method::lazy
-                                       : datamask::greedy_method::stochastic;
-    // A signal ends the greedy within about 0.1 s (greedy_options::stop); its partial
-    // selection is dropped: an interrupted run writes no output.
-    g.stop = [] { return g_signal != 0; };
-    sel_rows = datamask::greedy_select_block(p, ctx.mix, o, g, scales, r.kept);
-    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-    ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for the greedy baselines
-    for (index_t row : sel_rows) r.ids.push_back(data.ids[static_cast<std::size_t>(row)]);
+  block_result r;
+  try {
+    r = datamask::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c), block_hooks(ctx, b));
+  } catch (const datamask::run_stopped&) {
+    throw interrupted{g_signal, ctx.ckpt.active()};
   }
-  r.optimize_seconds = seconds_since(t0);
-
-  const auto t1 = clock_type::now();
-  datamask::evaluate_block(p, ctx.mix, o, scales, sel_rows, r);
-  r.evaluate_seconds = seconds_since(t1);
+  // The progress plan counts --steps per block for the greedy baselines.
+  if (c.optimizer != "pg" && c.optimizer != "continuous") ctx.prog.skip(c.run.steps);
   return r;
 }
 
@@ -421,8 +328,7 @@ int run(int argc, char** argv, const mpi_world& world) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const mix_type mix = make_mix(c);
-  run_context ctx{c, k, mix, threshold, ckpt, prog, blocks.size()};
+  run_context ctx{c, k, threshold, ckpt, prog, blocks.size()};
   std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
   if (!c.shard.empty()) {
     write_part(part, header, done);
