@@ -37,11 +37,20 @@ inline bool launched_as_ranks() {
   return false;
 }
 
+/// Whether an MPI launcher started this process, as one rank or several: Open MPI's mpirun sets
+/// OMPI_COMM_WORLD_RANK, PMIx launchers (srun --mpi=pmix) PMIX_RANK, PMI-1/2 ones PMI_RANK.
+inline bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
 class mpi_world {
  public:
   mpi_world(int& argc, char**& argv) {
 #if DATAMASK_SELECT_MPI
-    if (launched_as_ranks() || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
+    if (launched_by_mpi()) {
       MPI_Init(&argc, &argv);
       MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
       MPI_Comm_size(MPI_COMM_WORLD, &size_);
