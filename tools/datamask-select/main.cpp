@@ -256,7 +256,10 @@ std::vector<block_result> gather_blocks(const mpi_world& world, const run_header
 }
 
 int run(int argc, char** argv, const mpi_world& world) {
-  if (argc > 1 && std::string_view(argv[1]) == "merge") return merge_main(argc - 1, argv + 1);
+  if (argc > 1 && std::string_view(argv[1]) == "merge") {
+    if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
+    return merge_main(argc - 1, argv + 1);
+  }
   config c;
   if (!parse_args(argc, argv, c)) return 0;
   mpi_world::check_supported();
