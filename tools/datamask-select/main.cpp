@@ -15,8 +15,10 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #if __has_include(<unistd.h>)
@@ -32,8 +34,11 @@
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "corpus.hpp"
+#include "mpi.hpp"
 #include "outputs.hpp"
 #include "paths.hpp"
+#include "shards.hpp"
+#include "spread.hpp"
 #include "wait_policy.hpp"
 
 namespace dmselect {
@@ -180,58 +185,86 @@ std::optional<double> corpus_prune_threshold(const config& c, const corpus& k) {
   return datamask::corpus_prune_threshold(c.run.prune, k.quality, k.quality_weights);
 }
 
-/// Runs (or loads from the checkpoint) every block, in order.
+/// Runs (or loads from the checkpoint) the blocks `mine`, in block order; `record` keeps a
+/// finished block in the checkpoint.
 std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::vector<index_t>>& blocks,
-                                     const std::vector<index_t>& counts) {
+                                     const std::vector<index_t>& counts, std::span<const index_t> mine,
+                                     const std::function<void(const block_result&)>& record) {
   std::vector<block_result> results;
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
+  for (const index_t block : mine) {
+    const auto b = static_cast<std::size_t>(block);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     if (ctx.ckpt.done(b)) {
-      results.push_back(ctx.ckpt.load_block(static_cast<index_t>(b)));
+      results.push_back(ctx.ckpt.load_block(block));
       continue;
     }
     try {
-      results.push_back(run_block(ctx, static_cast<index_t>(b), blocks[b], counts[b]));
+      results.push_back(run_block(ctx, block, blocks[b], counts[b]));
     } catch (const datamask::invalid_input& e) {
       if (blocks.size() == 1) throw;
       throw datamask::invalid_input(e.input(), "block " + std::to_string(b) + ": " +
                                                    std::string(e.what()).substr(e.input().size() + 2));
     }
-    if (ctx.ckpt.active()) ctx.ckpt.finish_block(results.back());
+    if (ctx.ckpt.active()) record(results.back());
   }
   return results;
 }
 
-/// Writes the outputs, then prints the summary on stdout.
-void write_outputs(const config& c, datamask::io::run_report& rep, const std::vector<datamask::id_t>& selected,
-                   double optimize) {
-  const auto t_write = clock_type::now();
-  if (!c.out.empty()) datamask::io::write_file_atomic(c.out, ids_file_bytes(c.out, selected));
-  const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
-  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(rep.blocks, relaxed));
-  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(rep.blocks, relaxed));
-  rep.seconds.emplace_back("write", seconds_since(t_write));
-  if (!c.report.empty()) datamask::io::write_file_atomic(c.report, datamask::io::report_json(rep).dump(2) + "\n");
-
-  double f_total = 0.0;
-  const auto terms = datamask::total_terms(rep.blocks, f_total);
-  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising, optimizer %s)\n",
-              static_cast<long long>(rep.selected), static_cast<long long>(rep.rows), rep.blocks.size(),
-              rep.blocks.size() == 1 ? "" : "s", optimize, c.optimizer.c_str());
-  std::printf("objective %.6g =", f_total);
-  for (std::size_t t = 0; t < terms.size(); ++t) {
-    std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,
-                terms[t].scale);
+/// The checkpoint folder, if --checkpoint. The ranks of an MPI job share it: on a fresh run rank
+/// 0 creates it, then the other ranks open it as a resume does.
+checkpoint_dir open_checkpoint(const config& c, std::uint64_t hash, std::size_t blocks, const mpi_world& world) {
+  if (c.checkpoint.empty()) return {};
+  if (!world.spread() || c.resume) return checkpoint_dir(c, hash, blocks);
+  checkpoint_dir ckpt;
+  if (world.rank() == 0) ckpt = checkpoint_dir(c, hash, blocks);
+  world.barrier();
+  if (world.rank() != 0) {
+    config again = c;
+    again.resume = true;
+    ckpt = checkpoint_dir(again, hash, blocks);
   }
-  std::printf("\n");
-  for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
-    if (!out->empty()) std::printf("wrote %s\n", out->c_str());
-  }
+  return ckpt;
 }
 
-int run(int argc, char** argv) {
+/// Rank 0's side of an MPI run: every rank's blocks (its own included), in block order. The
+/// other ranks send theirs and get an empty list.
+std::vector<block_result> gather_blocks(const mpi_world& world, const run_header& header,
+                                        std::vector<block_result> mine, bool quiet) {
+  const auto texts = world.gather(worker_json(header, mine).dump());
+  if (world.rank() != 0) return {};
+  std::vector<block_result> all;
+  std::vector<std::string> from;
+  std::size_t bytes = 0;
+  for (std::size_t r = 0; r < texts.size(); ++r) {
+    const std::string name = "rank " + std::to_string(r);
+    std::vector<block_result> got;
+    check_same_run(header, "rank 0", read_worker_json(texts[r], name, got), name);
+    bytes += r == 0 ? 0 : texts[r].size();
+    for (auto& b : got) {
+      all.push_back(std::move(b));
+      from.push_back(name);
+    }
+  }
+  if (!quiet) {
+    std::fprintf(stderr, "gathered %zu bytes from %zu other rank%s (%zu blocks; %.0f bytes per block received)\n", bytes,
+                 texts.size() - 1, texts.size() == 2 ? "" : "s", all.size() - mine.size(),
+                 all.size() > mine.size() ? static_cast<double>(bytes) / static_cast<double>(all.size() - mine.size()) : 0.0);
+  }
+  return blocks_in_order(std::move(all), from, header.blocks);
+}
+
+int run(int argc, char** argv, const mpi_world& world) {
+  if (argc > 1 && std::string_view(argv[1]) == "merge") {
+    if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
+    return merge_main(argc - 1, argv + 1);
+  }
   config c;
   if (!parse_args(argc, argv, c)) return 0;
+  mpi_world::check_supported();
+  const worker_share shard = shard_share(c);
+  if (world.spread() && !c.shard.empty()) throw usage_error("--shard: not with mpirun (the ranks share the blocks)");
+  const worker_share share = world.spread() ? worker_share{world.rank(), world.size()} : shard;
+  if (world.rank() != 0) c.quiet = true;  // progress and messages from rank 0
   check_output_paths(c);  // before any work: writable, distinct, none an input
 
   datamask::io::run_report rep;
@@ -249,25 +282,46 @@ int run(int argc, char** argv) {
   std::vector<index_t> sizes;
   for (const auto& b : blocks) sizes.push_back(static_cast<index_t>(b.size()));
   const auto counts = datamask::split_selection(sizes, k.n, total);
+  const auto nb = static_cast<index_t>(blocks.size());
 
+  // Every worker computes the threshold from every quality score: the value one process computes.
   const auto t_prune = clock_type::now();
   const std::optional<double> threshold = corpus_prune_threshold(c, k);
   if (threshold) rep.prune_threshold = *threshold;
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
 
-  checkpoint_dir ckpt;
-  if (!c.checkpoint.empty()) ckpt = checkpoint_dir(c, k.hash, blocks.size());
+  const run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
+  const auto part = part_paths(c, shard);
+  if (!c.shard.empty() && shard_finished(part, header)) {
+    if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());
+    return 0;
+  }
+  const auto mine = datamask::worker_blocks(nb, share.index, share.count);
+  checkpoint_dir ckpt = open_checkpoint(c, k.hash, blocks.size(), world);
+  // A rank re-reads the shared manifest before adding its block, so the blocks the other ranks
+  // recorded stay in it (one lost to two simultaneous rewrites is only run again on --resume).
+  const auto record = [&](const block_result& r) {
+    if (!world.spread()) return ckpt.finish_block(r);
+    config again = c;
+    again.resume = true;
+    checkpoint_dir(again, k.hash, blocks.size()).finish_block(r);
+  };
   rep.resumed = c.resume;
   index_t planned = 0;
   const bool cont = c.optimizer == "continuous";
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    if (!ckpt.done(b) && counts[b] > 0) planned += cont ? c.ascent.iterations : c.run.steps;
+  for (const index_t b : mine) {
+    if (!ckpt.done(static_cast<std::size_t>(b)) && counts[static_cast<std::size_t>(b)] > 0) planned += cont ? c.ascent.iterations : c.run.steps;
   }
   progress prog(c.quiet, planned, cont ? "iterations" : "steps");
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
                  blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
+    if (share.count > 1) {
+      std::fprintf(stderr, "%s %lld of %lld: %zu of the %lld blocks\n", world.spread() ? "rank" : "shard",
+                   static_cast<long long>(share.index), static_cast<long long>(share.count), mine.size(),
+                   static_cast<long long>(nb));
+    }
     std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
                  c.requested != "auto" ? ""
                  : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"
@@ -276,23 +330,45 @@ int run(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   run_context ctx{c, k, threshold, ckpt, prog, blocks.size()};
-  rep.blocks = run_blocks(ctx, blocks, counts);
-  double optimize = 0.0, evaluate = 0.0;
-  for (const auto& r : rep.blocks) {
-    optimize += r.optimize_seconds;
-    evaluate += r.evaluate_seconds;
+  std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
+  if (!c.shard.empty()) {
+    write_part(part, header, done);
+    if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());
+    return 0;
   }
-  rep.seconds.emplace_back("optimize", optimize);
-  rep.seconds.emplace_back("evaluate", evaluate);
-
-  // Block by block, each in its selection order.
-  std::vector<datamask::id_t> selected;
-  for (const auto& r : rep.blocks) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
-  if (static_cast<index_t>(selected.size()) != total) {
-    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(total));
+  if (world.spread()) {
+    const auto t_gather = clock_type::now();
+    done = gather_blocks(world, header, std::move(done), c.quiet);
+    if (world.rank() != 0) return 0;
+    rep.seconds.emplace_back("gather", seconds_since(t_gather));
   }
-  write_outputs(c, rep, selected, optimize);
+  rep.blocks = std::move(done);
+  write_run_outputs(c, rep);
   return 0;
+}
+
+/// run() with its errors said and turned into exit codes. Under MPI every message names the rank.
+int run_and_report(int argc, char** argv, const mpi_world& world) {
+  const std::string who = world.spread() ? "datamask-select (rank " + std::to_string(world.rank()) + " of " +
+                                               std::to_string(world.size()) + ")"
+                                         : "datamask-select";
+  try {
+    return run(argc, argv, world);
+  } catch (const interrupted& i) {
+    std::fprintf(stderr, "\n%s: interrupted by signal %d; no output written%s\n", who.c_str(), i.sig,
+                 i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");
+    return 128 + i.sig;
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+    return 2;
+  } catch (const datamask::invalid_input& e) {
+    // The library names its settings (prune, count, ...); say them as the options they came from.
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), option_message(e).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", who.c_str(), e.what());
+    return 1;
+  }
 }
 
 }  // namespace
@@ -300,21 +376,12 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   dmselect::passive_wait_unless_set(argv);  // first: no thread exists yet
-  try {
-    return dmselect::run(argc, argv);
-  } catch (const dmselect::interrupted& i) {
-    std::fprintf(stderr, "\ndatamask-select: interrupted by signal %d; no output written%s\n", i.sig,
-                 i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");
-    return 128 + i.sig;
-  } catch (const dmselect::usage_error& e) {
-    std::fprintf(stderr, "datamask-select: %s\n", e.what());
-    return 2;
-  } catch (const datamask::invalid_input& e) {
-    // The library names its settings (prune, count, ...); say them as the options they came from.
-    std::fprintf(stderr, "datamask-select: %s\n", dmselect::option_message(e).c_str());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "datamask-select: internal error: %s\n", e.what());
-    return 1;
+  const dmselect::mpi_world world(argc, argv);
+  const int code = dmselect::run_and_report(argc, argv, world);
+  // A failing rank ends the whole job (the others may wait for it); rank 0 then writes nothing.
+  if (code != 0 && world.spread()) {
+    std::fflush(stderr);
+    world.abort(code);
   }
+  return code;
 }
