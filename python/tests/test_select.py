@@ -133,7 +133,9 @@ def test_every_option_of_the_program_is_a_keyword():
         pytest.skip("datamask-select not built: set DATAMASK_SELECT to its path")
     text = subprocess.run([PROGRAM, "--help"], check=True, stdout=subprocess.PIPE, text=True).stdout
     program_only = {"help", "embeddings", "quality", "ids", "out", "report", "log", "plot", "checkpoint",
-                    "checkpoint-every", "resume", "quiet", "demo", "no-polish"}
+                    "checkpoint-every", "resume", "quiet", "demo", "no-polish",
+                    # which blocks one process of a spread run takes: not a setting of the selection
+                    "shard", "parts"}
     named = {"objective", "objective-weights", "quality-weights", "optimizer", "block-size"}
     names = re.findall(r"^\s+--([a-z0-9-]+)", text, flags=re.M)
     assert len(names) > 40
