@@ -2,7 +2,8 @@
 #pragma once
 
 /// @file
-/// @brief One block's selection as every front end runs it: the optimizer a run names (the
+/// @brief A corpus's plan (selection size, blocks, their quotas, the global prune threshold)
+/// and one block's selection as every front end runs it: the optimizer a run names (the
 /// continuous learner, the policy gradient, or a greedy baseline) on the diversity mix the run's
 /// objective weights choose, with the learner's options for that block, its per-step history,
 /// then the evaluation of the selection (whole block as reference set).
@@ -13,6 +14,7 @@
 
 #include <array>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -20,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -98,6 +101,24 @@ struct block_run_settings {
   objective_weights weights;
 };
 
+/// @brief The member of `s` that holds the settings of table entry `Entry` (settings.hpp):
+/// `run`, `learn`, `ascent` or `polish`.
+template <class Entry, class Settings>
+  requires std::same_as<std::remove_const_t<Settings>, block_run_settings>
+[[nodiscard]] auto& settings_of(Settings& s) {
+  using O = typename Entry::owner_type;
+  if constexpr (std::is_same_v<O, settings>) {
+    return s.run;
+  } else if constexpr (std::is_same_v<O, learner_settings>) {
+    return s.learn;
+  } else if constexpr (std::is_same_v<O, continuous_settings>) {
+    return s.ascent;
+  } else {
+    static_assert(std::is_same_v<O, polish_settings>, "datamask::settings_of: not an entry of the settings table");
+    return s.polish;
+  }
+}
+
 /// @brief `auto` made concrete: continuous when `relaxable`, else pg.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
@@ -116,6 +137,74 @@ using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf>
 [[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls) {
   return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), w.facility},
              weighted{disf{}, w.disf});
+}
+
+/// @brief The block size of a run that does not name one: the paper's blocks of 1M documents.
+inline constexpr index_t default_block_size = 1000000;
+
+/// @brief Settings of the table that `select_block` sets itself for every block (from its
+/// arguments and hooks): a front end offers no option for them.
+[[nodiscard]] constexpr bool set_per_block(std::string_view name) {
+  return name == "block" || name == "prune-threshold" || name == "snapshot-every" || name == "evaluate-selection";
+}
+
+/// @brief Settings of the table that only the policy-gradient learner reads (the calibration
+/// settings, which both learners use, are not among them): a front end refuses them with
+/// another optimizer instead of ignoring them.
+[[nodiscard]] constexpr bool policy_gradient_only(std::string_view name) {
+  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "readout", "keep-best-rollout", "lr-max",
+                             "lr-min", "schedule", "logprob"}) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+/// @brief Whether table entry `Entry` sets the continuous learner (its ascent or polish): a
+/// front end refuses it with another optimizer.
+template <class Entry>
+inline constexpr bool continuous_only_setting =
+    std::is_same_v<typename Entry::owner_type, continuous_settings> ||
+    std::is_same_v<typename Entry::owner_type, polish_settings>;
+
+/// @brief How a corpus is split for a run: what `select_block` is called with, block by block.
+struct corpus_plan {
+  index_t total = 0;                        ///< S over the corpus (`selection_size`)
+  std::vector<std::vector<index_t>> blocks; ///< the rows of each block (`assign_blocks`)
+  std::vector<index_t> counts;              ///< S_b (`split_selection`)
+  std::optional<double> prune_threshold;    ///< the global threshold when `run.prune` > 0
+};
+
+/// @brief The global prune threshold over the corpus's combined quality, when `prune` > 0.
+/// @param quality one vector of n scores per column; @param weights their weights
+[[nodiscard]] inline std::optional<double> corpus_prune_threshold(double prune,
+                                                                  std::span<const std::vector<double>> quality,
+                                                                  std::span<const double> weights) {
+  if (prune <= 0.0) return std::nullopt;
+  const std::vector<std::span<const double>> columns(quality.begin(), quality.end());
+  return prune_threshold(combined_quality(columns, weights), prune);
+}
+
+/// @brief Plans a run over a corpus of n items.
+/// @param id_of callable `id_t(index_t row)`
+/// @throws invalid_input ("count", "ratio", "prune") as `selection_size` and `prune_threshold` do
+template <class IdOf>
+[[nodiscard]] corpus_plan plan_corpus(index_t n, const settings& run, index_t block_size, IdOf&& id_of,
+                                      std::span<const std::vector<double>> quality,
+                                      std::span<const double> weights) {
+  corpus_plan plan;
+  plan.total = selection_size(n, run.ratio, run.count);
+  plan.blocks = assign_blocks(n, block_size, id_of);
+  std::vector<index_t> sizes;
+  for (const auto& b : plan.blocks) sizes.push_back(static_cast<index_t>(b.size()));
+  plan.counts = split_selection(sizes, n, plan.total);
+  plan.prune_threshold = corpus_prune_threshold(run.prune, quality, weights);
+  return plan;
+}
+
+/// @brief A block's error as a run over several blocks reports it: "block b: " before the
+/// problem, the input named as before.
+[[nodiscard]] inline invalid_input in_block(const invalid_input& e, index_t b) {
+  return invalid_input(e.input(), "block " + std::to_string(b) + ": " + std::string(e.what()).substr(e.input().size() + 2));
 }
 
 /// @brief Thrown by `select_block` when its `stop` hook asked a run to stop: the block's partial
@@ -280,6 +369,34 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   const auto t1 = std::chrono::steady_clock::now();
   evaluate_block(p, m, o, scales, rows, r);
   r.evaluate_seconds = detail::blocks::seconds_since(t1);
+  return r;
+}
+
+/// @brief Evaluates f and its terms on any subset of a block, with the scales a selection of
+/// that size would use (calibrated as the learners calibrate them for block `b`, or fixed/raw).
+/// With the rows `select_block` selected, the result's terms and objective are its own.
+/// @param rows the subset, as rows of `p` (any order, no row twice)
+/// @throws invalid_input ("rows") for a row outside the block or given twice
+[[nodiscard]] inline block_result evaluate_rows(const problem<float>& p, index_t b, std::span<const index_t> rows,
+                                                std::optional<double> threshold, const block_run_settings& s) {
+  std::vector<char> seen(static_cast<std::size_t>(p.embeddings.rows), 0);
+  for (index_t r : rows) {
+    DATAMASK_EXPECTS(r >= 0 && r < p.embeddings.rows, "rows", "row ", r, " is outside the block of ",
+                     p.embeddings.rows, " rows");
+    DATAMASK_EXPECTS(!seen[static_cast<std::size_t>(r)], "rows", "row ", r, " is given twice");
+    seen[static_cast<std::size_t>(r)] = 1;
+  }
+  block_result r;
+  r.block = b;
+  r.items = p.embeddings.rows;
+  r.selected = static_cast<index_t>(rows.size());
+  DATAMASK_EXPECTS(!rows.empty(), "rows", "the subset is empty; f needs at least one item");
+  const options o = block_options(s.run, b, r.selected, threshold);
+  const standard_mix m = make_mix(s.weights, s.learn);
+  std::vector<double> scales;
+  for (const auto& t : learner<>(o).calibrate(p, m)) scales.push_back(t.scale);
+  for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
+  evaluate_block(p, m, o, scales, rows, r);
   return r;
 }
 

@@ -182,9 +182,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
 
 /// The global prune threshold over the whole corpus (the library's rank rule), if --prune.
 std::optional<double> corpus_prune_threshold(const config& c, const corpus& k) {
-  if (c.run.prune <= 0.0) return std::nullopt;
-  std::vector<std::span<const double>> columns(k.quality.begin(), k.quality.end());
-  return datamask::prune_threshold(datamask::combined_quality(columns, k.quality_weights), c.run.prune);
+  return datamask::corpus_prune_threshold(c.run.prune, k.quality, k.quality_weights);
 }
 
 /// Runs (or loads from the checkpoint) the blocks `mine`, in block order; `record` keeps a

@@ -1,0 +1,480 @@
+# SPDX-License-Identifier: Apache-2.0
+"""datamask: select LLM pre-training data by quality and set-level diversity (DATAMASK).
+
+The same selection as the C++ library and the datamask-select program: for the same inputs,
+options and seed, :func:`select` returns the ids the program writes, in the program's order.
+
+>>> import numpy as np, datamask
+>>> x = np.random.default_rng(0).standard_normal((5000, 32), dtype=np.float32)
+>>> q = np.random.default_rng(1).random(5000)
+>>> sel = datamask.select(x, q, ratio=0.1, seed=1)
+>>> len(sel.ids)
+500
+
+Every option of datamask-select that sets the selection is a keyword of :func:`select` and
+:func:`evaluate`, with the program's default; :func:`options` lists them (keyword, default, range,
+help), read from the library's settings table.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from ._core import InvalidInput
+
+__all__ = [
+    "InvalidInput",
+    "Objective",
+    "Option",
+    "ParquetCorpus",
+    "ProgressEvent",
+    "Selection",
+    "Term",
+    "demo_corpus",
+    "evaluate",
+    "options",
+    "read_parquet",
+    "select",
+]
+
+__version__: str = _core.version
+
+
+@dataclass(frozen=True)
+class Option:
+    """One keyword of :func:`select`: its default, valid range or choices, and help."""
+
+    keyword: str
+    option: str  #: the datamask-select option it mirrors, e.g. "--active-fraction"
+    default: Any
+    range: str
+    choices: tuple
+    help: str
+    continuous_only: bool  #: read by the continuous learner only
+    pg_only: bool  #: read by the policy-gradient learner only
+
+
+_TABLE = {
+    e["keyword"]: Option(
+        keyword=e["keyword"],
+        option=e["option"],
+        default=e["default"],
+        range=e["range"],
+        choices=tuple(e["choices"]),
+        help=e["help"],
+        continuous_only=e["continuous_only"],
+        pg_only=e["pg_only"],
+    )
+    for e in _core.settings_table()
+}
+# Keywords that select() names in its signature (the rest come through **options).
+_EXPLICIT = ("ratio", "count", "lam", "seed")
+_OPTIMIZERS = ("auto", "continuous", "pg", "greedy", "lazy", "stochastic")
+
+
+def options() -> dict:
+    """Every keyword option of :func:`select`, by keyword (from the library's settings table).
+
+    The program's own options that are not settings of the library are keywords too:
+    ``objective``, ``objective_weights``, ``quality_weights``, ``optimizer`` and ``block_size``.
+    """
+    return dict(_TABLE)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of f: ``weight * raw / scale`` is its share of the total."""
+
+    name: str
+    raw: float
+    scale: float
+    weight: float
+
+
+@dataclass(frozen=True)
+class Objective:
+    """f on a selection: its total and its terms (quality, then each diversity objective)."""
+
+    total: float
+    terms: tuple
+
+    def __getitem__(self, name: str) -> Term:
+        for t in self.terms:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What :func:`select` returns.
+
+    ``ids``: the selected ids (int64), block by block, each block in selection order (the order
+    of datamask-select's ``--out``); ``objective``: f in total and per term, as in the program's
+    report; ``history``: one dict per step or iteration (block, step, lr, reward_mean,
+    reward_max, term_means); ``seconds``: optimize, evaluate and total wall time; ``blocks``: the
+    per-block part of the report; ``optimizer``: the optimizer that ran (``auto`` resolved).
+    """
+
+    ids: np.ndarray
+    objective: Objective
+    history: list
+    seconds: dict
+    blocks: list
+    optimizer: str
+    prune_threshold: Optional[float]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """What a progress callable receives after each step (pg) or iteration (continuous)."""
+
+    block: int  #: 0-based block number
+    blocks: int  #: blocks in the run
+    step: int  #: 1-based step within the block
+    done: int  #: steps done over the run
+    total: int  #: steps planned over the run
+    value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step
+
+
+def _objective(d: Mapping) -> Objective:
+    return Objective(
+        total=d["objective"],
+        terms=tuple(Term(t["name"], t["raw"], t["scale"], t["weight"]) for t in d["terms"]),
+    )
+
+
+def _shards(embeddings: Any) -> list:
+    """The embedding arrays as the core reads them: float32 or float16, C order, used as
+    given; any other dtype or layout converted once to float32 (C order)."""
+    if isinstance(embeddings, (list, tuple)) and embeddings and all(
+        np.ndim(a) == 2 for a in embeddings
+    ):
+        arrays = list(embeddings)
+    else:
+        arrays = [embeddings]
+    out = []
+    for i, a in enumerate(arrays):
+        name = "embeddings" if len(arrays) == 1 else f"embeddings[{i}]"
+        a = np.asarray(a)
+        if a.ndim != 2:
+            raise InvalidInput(
+                f"{name}: embeddings must be a 2-D array (n x d), found {a.ndim} "
+                f"dimension{'' if a.ndim == 1 else 's'}"
+            )
+        if a.dtype.kind not in "fiu":
+            raise InvalidInput(
+                f"{name}: unsupported dtype '{a.dtype}' for embeddings; expected float32 or "
+                "float16 (other real types are converted to float32)"
+            )
+        native = a.dtype.byteorder in "=|" or (a.dtype.byteorder == "<") == (sys.byteorder == "little")
+        if not (a.dtype in (np.float32, np.float16) and native and a.flags.c_contiguous):
+            a = np.ascontiguousarray(a, dtype=np.float32)
+        out.append(a)
+    return out
+
+
+def _columns(quality: Any) -> list:
+    """Quality as float64 columns: None, one 1-D array, an n x k array, or a sequence of 1-D arrays."""
+    if quality is None:
+        return []
+    if isinstance(quality, (list, tuple)) and quality and all(np.ndim(q) == 1 for q in quality):
+        cols = [np.asarray(q) for q in quality]
+    else:
+        q = np.asarray(quality)
+        if q.ndim == 1:
+            cols = [q]
+        elif q.ndim == 2:
+            cols = [q[:, j] for j in range(q.shape[1])]
+        else:
+            raise InvalidInput(f"quality: expected one score per row (1-D, or n x k), found {q.ndim} dimensions")
+    out = []
+    for j, c in enumerate(cols):
+        if c.dtype.kind not in "fiub":
+            name = "quality" if len(cols) == 1 else f"quality[{j}]"
+            raise InvalidInput(f"{name}: unsupported dtype '{c.dtype}' for quality scores; expected numbers")
+        out.append(np.ascontiguousarray(c, dtype=np.float64))
+    return out
+
+
+def _ids(ids: Any, name: str = "ids") -> Optional[np.ndarray]:
+    if ids is None:
+        return None
+    a = np.asarray(ids)
+    if a.ndim != 1:
+        raise InvalidInput(f"{name}: must be a 1-D array (one id per row)")
+    if a.size and a.dtype.kind not in "iu":
+        raise InvalidInput(f"{name}: expected integer ids, found dtype '{a.dtype}'")
+    if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
+        raise InvalidInput(f"{name}: ids must fit in int64")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _objectives(objective: Union[str, Sequence[str]]) -> list:
+    return [objective] if isinstance(objective, str) else list(objective)
+
+
+def _options(given: Mapping, quality: list) -> dict:
+    """The keywords given, checked against the table; the program's checks between options."""
+    out = {}
+    for k, v in given.items():
+        if k not in _TABLE:
+            near = difflib.get_close_matches(k, list(_TABLE) + ["objective_weights", "quality_weights", "block_size"])
+            hint = f"; did you mean {near[0]!r}?" if near else "; datamask.options() lists them"
+            raise TypeError(f"datamask: unknown option {k!r}{hint}")
+        if v is None:
+            continue
+        if k == "scales":
+            v = [float(x) for x in np.atleast_1d(v)]
+        out[k] = v
+    if out.get("ratio") is not None and out.get("count") is not None:
+        raise InvalidInput("count: give ratio or count, not both")
+    if not quality:
+        lam = out.get("lam", _TABLE["lam"].default)
+        if lam > 0:
+            raise InvalidInput("quality: required unless lam = 0 (lam weighs the quality term)")
+        if out.get("init") == "quality":
+            raise InvalidInput("init: quality needs quality scores")
+        if out.get("prune", 0) > 0:
+            raise InvalidInput("prune: needs quality scores")
+    return out
+
+
+class _Progress:
+    """Turns the core's step events into a tqdm bar, a plain line, or calls of a callable."""
+
+    def __init__(self, progress: Union[bool, Callable[[ProgressEvent], Any]]):
+        self.callback = progress if callable(progress) else None
+        self.bar = None
+        self.plain = False
+        self.next = 0.1
+        self.t0 = time.monotonic()
+        if progress is True:
+            try:
+                from tqdm.auto import tqdm  # optional
+
+                self.tqdm = tqdm
+            except ImportError:
+                self.tqdm = None
+                self.plain = True
+        else:
+            self.tqdm = None
+
+    def __call__(self, block: int, blocks: int, step: int, done: int, total: int, value: float) -> None:
+        if self.callback is not None:
+            self.callback(ProgressEvent(block, blocks, step, done, total, value))
+            return
+        if self.tqdm is not None:
+            if self.bar is None:
+                self.bar = self.tqdm(total=total, unit="step", desc="datamask")
+            self.bar.set_postfix_str(f"block {block + 1}/{blocks}", refresh=False)
+            self.bar.update(1)
+            return
+        if self.plain and total > 0:
+            frac = done / total
+            if frac >= self.next or done == total:
+                while self.next <= frac:
+                    self.next += 0.1
+                rate = done / max(time.monotonic() - self.t0, 1e-9)
+                print(
+                    f"datamask: {done}/{total} steps ({100 * frac:.0f}%), block {block + 1}/{blocks}, "
+                    f"{rate:.1f} steps/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def select(
+    embeddings: Any,
+    quality: Any = None,
+    *,
+    ratio: Optional[float] = None,
+    count: Optional[int] = None,
+    objective: Union[str, Sequence[str]] = "pairwise",
+    lam: float = _TABLE["lam"].default,
+    optimizer: Optional[str] = None,
+    seed: int = _TABLE["seed"].default,
+    ids: Any = None,
+    progress: Union[bool, Callable[[ProgressEvent], Any]] = False,
+    objective_weights: Optional[Sequence[float]] = None,
+    quality_weights: Optional[Sequence[float]] = None,
+    block_size: int = _core.default_block_size,
+    **options: Any,
+) -> Selection:
+    """Selects round(ratio * n) (or ``count``) items maximising quality + set-level diversity.
+
+    Args:
+        embeddings: an n x d array, or a sequence of 2-D arrays read as shards of one corpus (in
+            order). float32 and float16 C-contiguous arrays are read without a copy; any other
+            real dtype or layout is converted once to float32.
+        quality: quality scores: a 1-D array of n, an n x k array, or a sequence of 1-D arrays
+            (k columns, each weighted by ``quality_weights``); converted to float64. Required
+            unless ``lam`` is 0.
+        ratio: fraction of items to select (default 0.1); ``count`` selects exactly that many.
+        objective: "pairwise", "facility", "disf", or a sequence of them (each a separately
+            scaled term, weighted by ``objective_weights``).
+        lam: weight of quality against diversity (1: top by quality, 0: diversity only).
+        optimizer: "auto" (default: "continuous" when every objective has a relaxation, else
+            "pg"), "continuous", "pg", or the greedy baselines "greedy", "lazy", "stochastic".
+        seed: random seed; the same seed gives the same selection on any thread count.
+        ids: one unique int64 id per row (default: the row numbers); blocks are assigned by a
+            hash of the id, and ``Selection.ids`` reports these ids.
+        progress: True for a tqdm bar (a plain line on stderr without tqdm), or a callable that
+            receives a :class:`ProgressEvent` after each step; an exception it raises stops the
+            run and propagates.
+        block_size: items per block; a larger corpus is split by a hash of the id.
+        **options: every other option of datamask-select with its default; see :func:`options`.
+
+    Returns:
+        the :class:`Selection`.
+
+    Raises:
+        InvalidInput: (a ValueError) for bad input or options, naming the argument.
+        KeyboardInterrupt: on Ctrl-C, within about a second; nothing is returned.
+    """
+    shards = _shards(embeddings)
+    cols = _columns(quality)
+    given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
+    opts = _options(given, cols)
+    sink = _Progress(progress) if progress else None
+    try:
+        out = _core.select(
+            shards,
+            cols,
+            [float(w) for w in quality_weights] if quality_weights is not None else [],
+            _ids(ids),
+            opts,
+            _objectives(objective),
+            [float(w) for w in objective_weights] if objective_weights is not None else [],
+            optimizer or "auto",
+            int(block_size),
+            sink,
+        )
+    finally:
+        if sink is not None:
+            sink.close()
+    return Selection(
+        ids=out["ids"],
+        objective=_objective(out),
+        history=out["history"],
+        seconds=out["seconds"],
+        blocks=out["blocks"],
+        optimizer=out["optimizer"],
+        prune_threshold=out["prune_threshold"],
+    )
+
+
+def evaluate(
+    embeddings: Any,
+    quality: Any,
+    ids: Any,
+    *,
+    corpus_ids: Any = None,
+    objective: Union[str, Sequence[str]] = "pairwise",
+    lam: float = _TABLE["lam"].default,
+    optimizer: Optional[str] = None,
+    seed: int = _TABLE["seed"].default,
+    objective_weights: Optional[Sequence[float]] = None,
+    quality_weights: Optional[Sequence[float]] = None,
+    **options: Any,
+) -> Objective:
+    """f and its terms on any subset of the corpus (the whole corpus as one block).
+
+    ``ids`` names the subset by id (``corpus_ids``, or the row numbers when it is None). The
+    scales are those a selection of that size would use: with the options of a one-block
+    :func:`select` call and its ids, the result is that selection's objective.
+    """
+    shards = _shards(embeddings)
+    cols = _columns(quality)
+    subset = _ids(ids, "ids")
+    opts = _options(dict(options, lam=lam, seed=seed), cols)
+    out = _core.evaluate(
+        shards,
+        cols,
+        [float(w) for w in quality_weights] if quality_weights is not None else [],
+        _ids(corpus_ids, "corpus_ids"),
+        subset,
+        opts,
+        _objectives(objective),
+        [float(w) for w in objective_weights] if objective_weights is not None else [],
+        optimizer or "auto",
+    )
+    return _objective(out)
+
+
+def demo_corpus(seed: int = 0) -> tuple:
+    """The corpus of ``datamask-select --demo``: (embeddings float32 20000 x 32, quality)."""
+    return _core.demo_corpus(seed)
+
+
+@dataclass(frozen=True)
+class ParquetCorpus:
+    """What :func:`read_parquet` returns: arguments for :func:`select` (``ids=corpus.ids``)."""
+
+    embeddings: list  #: one 2-D array per record batch (shards), zero-copy where Arrow allows
+    quality: list  #: one float64 array per quality column
+    ids: Optional[np.ndarray]
+
+
+def _embedding_chunk(chunk: Any, column: str) -> np.ndarray:
+    import pyarrow as pa
+
+    if chunk.null_count:
+        raise InvalidInput(f"{column}: {chunk.null_count} rows are null")
+    n = len(chunk)
+    if pa.types.is_fixed_size_list(chunk.type):
+        d = chunk.type.list_size
+    elif pa.types.is_list(chunk.type) or pa.types.is_large_list(chunk.type):
+        lengths = np.diff(np.asarray(chunk.offsets))
+        if n and (lengths != lengths[0]).any():
+            raise InvalidInput(f"{column}: rows have different lengths ({lengths.min()} to {lengths.max()})")
+        d = int(lengths[0]) if n else 0
+    else:
+        raise InvalidInput(f"{column}: expected a list or fixed-size list of floats, found {chunk.type}")
+    values = chunk.flatten()
+    try:
+        flat = values.to_numpy(zero_copy_only=True)
+    except (pa.ArrowInvalid, NotImplementedError):
+        flat = values.to_numpy(zero_copy_only=False)
+    return flat.reshape(n, d)
+
+
+def read_parquet(
+    path: str,
+    embedding_column: str = "feature_arr",
+    quality_columns: Union[str, Sequence[str], None] = ("quality_score",),
+    id_column: Optional[str] = "chunk_id",
+) -> ParquetCorpus:
+    """Reads a Parquet file (the DATAMASK script's layout by default) through pyarrow.
+
+    List and fixed-size-list float columns become one n_i x d array per record batch, viewing
+    Arrow's buffers without a copy when Arrow allows (float values, no nulls); float64 values
+    are converted once by :func:`select`. Needs pyarrow (``pip install datamask[parquet]``).
+    """
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise ImportError("datamask.read_parquet needs pyarrow: pip install pyarrow") from e
+    if isinstance(quality_columns, str):
+        quality_columns = [quality_columns]
+    quality_columns = list(quality_columns or [])
+    wanted = [embedding_column, *quality_columns] + ([id_column] if id_column else [])
+    table = pq.read_table(path, columns=wanted)
+    emb = [_embedding_chunk(c, embedding_column) for c in table.column(embedding_column).chunks if len(c)]
+    quality = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in quality_columns]
+    ids = _ids(table.column(id_column).to_numpy(), id_column) if id_column else None
+    return ParquetCorpus(embeddings=emb, quality=quality, ids=ids)

@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Type stub of datamask._core, the native half of the package (use the datamask module)."""
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+version: str
+default_block_size: int
+
+class InvalidInput(ValueError):
+    """Bad input or options: the message names the argument, what was expected and found."""
+
+def settings_table() -> list[dict[str, Any]]: ...
+def select(
+    shards: Sequence[npt.NDArray[Any]],
+    quality: Sequence[npt.NDArray[np.float64]],
+    quality_weights: Sequence[float],
+    ids: Optional[npt.NDArray[np.int64]],
+    options: dict[str, Any],
+    objectives: Sequence[str],
+    objective_weights: Sequence[float],
+    optimizer: str,
+    block_size: int,
+    on_event: Optional[Callable[[int, int, int, int, int, float], Any]],
+) -> dict[str, Any]: ...
+def evaluate(
+    shards: Sequence[npt.NDArray[Any]],
+    quality: Sequence[npt.NDArray[np.float64]],
+    quality_weights: Sequence[float],
+    ids: Optional[npt.NDArray[np.int64]],
+    subset: npt.NDArray[np.int64],
+    options: dict[str, Any],
+    objectives: Sequence[str],
+    objective_weights: Sequence[float],
+    optimizer: str,
+) -> dict[str, Any]: ...
+def demo_corpus(seed: int = 0) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]: ...
+def buffer_address(array: npt.NDArray[Any]) -> int: ...

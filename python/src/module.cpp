@@ -1,0 +1,567 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// datamask._core: the Python binding of the library (nanobind). It holds no selection logic:
+// the corpus plan, each block's selection and its evaluation are the library's
+// (datamask/block_select.hpp), called exactly as datamask-select calls them, so the same inputs,
+// options and seed give the same ids. Here: numpy arrays viewed without a copy, options applied
+// through the library's settings table, the GIL released while selecting, progress and Ctrl-C
+// through the library's hooks, and the result as Python objects.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include <datamask/block_select.hpp>
+#include <datamask/datamask.hpp>
+#include <datamask/io/npy.hpp>
+#include <datamask/pipeline.hpp>
+#include <datamask/synthetic.hpp>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using datamask::index_t;
+using datamask::invalid_input;
+
+namespace {
+
+/// Any 2-D C-contiguous CPU array, accepted as it is (never converted here: the Python layer
+/// converts what is neither float32 nor float16, once, before the call).
+using shard_array = nb::ndarray<nb::ro, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using column_array = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using ids_array = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+/// One embedding shard as the binding sees it: a view of the caller's buffer.
+struct shard {
+  const void* data = nullptr;
+  bool half = false;  // float16, else float32
+  index_t rows = 0;
+};
+
+/// The corpus of one call: views of the caller's arrays (kept alive by the caller's frame).
+struct corpus {
+  std::vector<shard> shards;
+  std::vector<index_t> shard_start;  // first row of each shard, then n
+  index_t n = 0;
+  index_t d = 0;
+  std::vector<std::vector<double>> quality;  // copied: the library's blocks gather them anyway
+  std::vector<double> weights;
+  std::span<const std::int64_t> ids;          // empty: the row numbers
+
+  [[nodiscard]] datamask::id_t id(index_t r) const {
+    return static_cast<datamask::id_t>(ids.empty() ? static_cast<std::int64_t>(r) : ids[static_cast<std::size_t>(r)]);
+  }
+
+  /// The whole corpus as one float32 matrix when it is one float32 shard (no copy then).
+  [[nodiscard]] datamask::matrix_view<const float> whole_view() const {
+    if (shards.size() != 1 || shards[0].half) return {};
+    return datamask::make_matrix_view(static_cast<const float*>(shards[0].data), n, d);
+  }
+
+  void gather(std::span<const index_t> rows, float* out, int threads) const {
+    const auto count = static_cast<index_t>(rows.size());
+    datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
+      for (index_t i = c * 256; i < std::min(count, (c + 1) * 256); ++i) {
+        const index_t r = rows[static_cast<std::size_t>(i)];
+        const auto s = static_cast<std::size_t>(std::upper_bound(shard_start.begin(), shard_start.end(), r) -
+                                                shard_start.begin() - 1);
+        const index_t local = r - shard_start[s];
+        float* o = out + i * d;
+        if (shards[s].half) {
+          const auto* h = static_cast<const std::uint16_t*>(shards[s].data) + local * d;
+          for (index_t j = 0; j < d; ++j) o[j] = datamask::io::half_to_float(h[j]);
+        } else {
+          std::memcpy(o, static_cast<const float*>(shards[s].data) + local * d, sizeof(float) * static_cast<std::size_t>(d));
+        }
+      }
+    });
+  }
+
+  /// Block b of a plan, gathered as datamask-select gathers it.
+  [[nodiscard]] datamask::block_data block(std::span<const index_t> rows, bool whole, int threads) const {
+    return datamask::gather_block(
+        rows, d, whole ? whole_view() : datamask::matrix_view<const float>{},
+        [&](std::span<const index_t> rs, float* out) { gather(rs, out, threads); },
+        std::span<const std::vector<double>>(quality), weights, [&](index_t r) { return id(r); });
+  }
+};
+
+/// The first non-finite value of a shard, on the raw bits (no conversion), or -1.
+std::int64_t first_non_finite(const shard& s, index_t d) {
+  const std::size_t count = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(d);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (s.half) {
+      std::uint16_t w;
+      std::memcpy(&w, static_cast<const unsigned char*>(s.data) + 2 * i, 2);
+      if ((w & 0x7C00u) == 0x7C00u) return static_cast<std::int64_t>(i);
+    } else {
+      std::uint32_t w;
+      std::memcpy(&w, static_cast<const unsigned char*>(s.data) + 4 * i, 4);
+      if ((w & 0x7F800000u) == 0x7F800000u) return static_cast<std::int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+std::string shard_name(std::size_t i, std::size_t count) {
+  return count == 1 ? std::string("embeddings") : "embeddings[" + std::to_string(i) + "]";
+}
+
+/// Views and checks the inputs: the messages name the argument as the Python call gave it.
+corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
+                   const std::vector<double>& quality_weights, const std::optional<ids_array>& ids) {
+  corpus k;
+  DATAMASK_EXPECTS(!shards.empty(), "embeddings", "no arrays were given");
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const shard_array& a = shards[i];
+    const std::string name = shard_name(i, shards.size());
+    const auto dt = a.dtype();
+    const bool f32 = dt == nb::dtype<float>();
+    const bool f16 = dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float) && dt.bits == 16 && dt.lanes == 1;
+    DATAMASK_EXPECTS(f32 || f16, name, "unsupported dtype; expected float32 or float16");
+    const auto rows = static_cast<index_t>(a.shape(0));
+    const auto cols = static_cast<index_t>(a.shape(1));
+    DATAMASK_EXPECTS(rows > 0 && cols > 0, name, "empty array (", rows, " x ", cols, ")");
+    DATAMASK_EXPECTS(k.d == 0 || cols == k.d, name, "has ", cols, " columns, but embeddings[0] has ", k.d,
+                     "; every shard needs the same d");
+    k.d = cols;
+    const shard s{a.data(), f16, rows};
+    const std::int64_t bad = first_non_finite(s, cols);
+    if (bad >= 0) {
+      float v = 0.0f;
+      if (f16) {
+        v = datamask::io::half_to_float(static_cast<const std::uint16_t*>(s.data)[bad]);
+      } else {
+        v = static_cast<const float*>(s.data)[bad];
+      }
+      throw invalid_input(name, datamask::detail::concat("row ", bad / cols, ", column ", bad % cols, " is ",
+                                                         std::isnan(v) ? "NaN" : "infinite", "; every value must be finite"));
+    }
+    k.shard_start.push_back(k.n);
+    k.n += rows;
+    k.shards.push_back(s);
+  }
+  k.shard_start.push_back(k.n);
+  for (std::size_t c = 0; c < quality.size(); ++c) {
+    const std::string name = quality.size() == 1 ? std::string("quality") : "quality[" + std::to_string(c) + "]";
+    const column_array& q = quality[c];
+    DATAMASK_EXPECTS(static_cast<index_t>(q.shape(0)) == k.n, name, "has ", q.shape(0), " rows, expected ", k.n,
+                     " (the rows of the embeddings)");
+    k.quality.emplace_back(q.data(), q.data() + q.shape(0));
+    for (std::size_t i = 0; i < k.quality.back().size(); ++i) {
+      const double v = k.quality.back()[i];
+      DATAMASK_EXPECTS(std::isfinite(v), name, "score at row ", i, " is ", std::isnan(v) ? "NaN" : "infinite",
+                       "; every score must be finite");
+    }
+  }
+  DATAMASK_EXPECTS(quality_weights.empty() || quality_weights.size() == quality.size(), "quality_weights",
+                   quality_weights.size(), " weights for ", quality.size(), " score columns");
+  for (double w : quality_weights) DATAMASK_EXPECTS(w >= 0.0, "quality_weights", "weights must be >= 0, found ", w);
+  k.weights = quality_weights.empty() ? std::vector<double>(quality.size(), 1.0) : quality_weights;
+  if (ids) {
+    DATAMASK_EXPECTS(static_cast<index_t>(ids->shape(0)) == k.n, "ids", "has ", ids->shape(0), " rows, expected ",
+                     k.n, " (the rows of the embeddings)");
+    k.ids = std::span<const std::int64_t>(ids->data(), ids->shape(0));
+    std::vector<index_t> order(k.ids.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<index_t>(i);
+    std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+      return k.ids[static_cast<std::size_t>(a)] != k.ids[static_cast<std::size_t>(b)]
+                 ? k.ids[static_cast<std::size_t>(a)] < k.ids[static_cast<std::size_t>(b)]
+                 : a < b;
+    });
+    for (std::size_t i = 1; i < order.size(); ++i) {
+      DATAMASK_EXPECTS(k.ids[static_cast<std::size_t>(order[i])] != k.ids[static_cast<std::size_t>(order[i - 1])], "ids",
+                       "duplicate id ", k.ids[static_cast<std::size_t>(order[i])], " at rows ", order[i - 1], " and ",
+                       order[i]);
+    }
+  }
+  return k;
+}
+
+// --- options: the library's settings table ------------------------------------------------------
+
+/// The Python keyword of a table entry: its command-line name with '_' for '-'.
+std::string keyword(std::string_view name) {
+  std::string k(name);
+  std::replace(k.begin(), k.end(), '-', '_');
+  return k == "lambda" ? std::string("lam") : k;
+}
+
+/// Every entry a Python call may set, in the table's order.
+template <class F>
+void visit_options(F&& f) {
+  datamask::visit_settings([&](const auto& s) {
+    if (!datamask::set_per_block(s.name)) f(s);
+  });
+  datamask::visit_continuous_settings(f);
+}
+
+template <class Entry>
+nb::object value_object(const Entry& s, const datamask::block_run_settings& r) {
+  const auto& v = datamask::settings_of<Entry>(r).*s.member;
+  if constexpr (Entry::kind == datamask::setting_kind::choice) {
+    return nb::str(std::string(datamask::enum_name(v)).c_str());
+  } else {
+    return nb::cast(v);
+  }
+}
+
+/// The table as Python sees it: keyword -> (help, default, range, choices, group).
+nb::list settings_table() {
+  nb::list out;
+  const datamask::block_run_settings defaults;
+  visit_options([&](const auto& s) {
+    using entry = std::remove_cvref_t<decltype(s)>;
+    nb::dict e;
+    e["keyword"] = keyword(s.name);
+    e["option"] = "--" + std::string(s.name);
+    e["field"] = std::string(s.field);
+    e["help"] = std::string(s.help);
+    e["default"] = value_object(s, defaults);
+    e["range"] = s.range_text();
+    nb::list choices;
+    if constexpr (entry::kind == datamask::setting_kind::choice) {
+      for (const auto& c : s.choices) choices.append(std::string(c.name));
+    }
+    e["choices"] = choices;
+    e["continuous_only"] = datamask::continuous_only_setting<entry>;
+    e["pg_only"] = datamask::policy_gradient_only(s.name);
+    out.append(e);
+  });
+  return out;
+}
+
+/// Applies the keywords given (already checked against the table's names by the Python layer).
+void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
+  visit_options([&](const auto& s) {
+    using entry = std::remove_cvref_t<decltype(s)>;
+    const std::string k = keyword(s.name);
+    if (!given.contains(k.c_str())) return;
+    nb::handle v = given[k.c_str()];
+    auto& field = datamask::settings_of<entry>(r).*s.member;
+    using F = std::remove_cvref_t<decltype(field)>;
+    try {
+      if constexpr (entry::kind == datamask::setting_kind::choice) {
+        s.parse(nb::cast<std::string>(v), datamask::settings_of<entry>(r));
+      } else if constexpr (std::is_same_v<F, std::optional<typename entry::value_type>>) {
+        field = nb::cast<typename entry::value_type>(v);
+      } else {
+        field = nb::cast<F>(v);
+      }
+    } catch (const nb::cast_error&) {
+      // The value did not convert: a wrong type, or an integer outside the field's type.
+      const char* expected = std::is_same_v<F, bool>       ? "a bool"
+                             : std::is_unsigned_v<F>          ? "an integer >= 0"
+                             : std::is_integral_v<F>          ? "an integer"
+                                                              : "a number";
+      throw invalid_input(k, datamask::detail::concat("expected ", expected, ", found ", nb::cast<std::string>(nb::repr(v))));
+    }
+  });
+}
+
+/// A library message with the setting named as the Python keyword it came from.
+invalid_input as_keyword(const invalid_input& e) {
+  std::string input = e.input();
+  visit_options([&](const auto& s) {
+    if (s.field == e.input()) input = keyword(s.name);
+  });
+  if (input == e.input()) return e;
+  return invalid_input(input, std::string(e.what()).substr(e.input().size() + 2));
+}
+
+// --- progress and interruption ---------------------------------------------------------------------
+
+/// The hooks of one call: progress events to a Python callable, and a stop that checks for
+/// Python signals (Ctrl-C) at most every 50 ms. Both take the GIL, which is otherwise released.
+/// The first Python exception (KeyboardInterrupt, or one the callable raised) stops the run and
+/// is raised again once the library returns.
+class python_side {
+ public:
+  explicit python_side(nb::object on_event) : on_event_(std::move(on_event)) {}
+  void plan(index_t total) { total_ = total; }
+
+  datamask::block_hooks hooks(index_t block, index_t blocks) {
+    datamask::block_hooks h;
+    h.on_step = [this, block, blocks](const datamask::step_record& rec) { step(block, blocks, rec); };
+    h.stop = [this] { return poll(); };
+    return h;
+  }
+  /// Raises the Python error that stopped the run, if any (with the GIL held).
+  void rethrow() {
+    if (error_) {
+      nb::python_error e = std::move(*error_);
+      error_.reset();
+      throw e;
+    }
+  }
+
+ private:
+  void step(index_t block, index_t blocks, const datamask::step_record& rec) {
+    ++done_;
+    if (!on_event_.is_valid() || on_event_.is_none() || error_) return;
+    nb::gil_scoped_acquire gil;
+    try {
+      on_event_(block, blocks, rec.step, done_, total_, rec.reward_mean);
+    } catch (nb::python_error& e) {
+      error_.emplace(std::move(e));
+    }
+  }
+  bool poll() {
+    if (error_) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(50)) return false;
+    last_ = now;
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) error_.emplace();  // captures the pending KeyboardInterrupt
+    return error_.has_value();
+  }
+
+  nb::object on_event_;
+  index_t total_ = 0;
+  index_t done_ = 0;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::optional<nb::python_error> error_;
+};
+
+// --- results ---------------------------------------------------------------------------------------
+
+nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>> id_array(std::vector<std::int64_t> ids) {
+  auto* heap = new std::vector<std::int64_t>(std::move(ids));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<std::int64_t>*>(p); });
+  return nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>>(heap->data(), {heap->size()}, owner);
+}
+
+nb::list terms_list(const std::vector<datamask::term_value>& terms) {
+  nb::list out;
+  for (const auto& t : terms) {
+    nb::dict d;
+    d["name"] = t.name;
+    d["raw"] = t.raw;
+    d["scale"] = t.scale;
+    d["weight"] = t.weight;
+    out.append(d);
+  }
+  return out;
+}
+
+nb::list history_list(const std::vector<datamask::block_result>& blocks) {
+  nb::list out;
+  for (const auto& b : blocks) {
+    for (const auto& h : b.history) {
+      nb::dict d;
+      d["block"] = b.block;
+      d["step"] = h.step;
+      d["lr"] = h.lr;
+      d["reward_mean"] = h.reward_mean;
+      d["reward_max"] = h.reward_max;
+      d["term_means"] = nb::cast(h.term_means);
+      out.append(d);
+    }
+  }
+  return out;
+}
+
+/// Refuses, as datamask-select does, a keyword that the chosen optimizer would ignore.
+void refuse_unused(datamask::block_optimizer opt, const nb::dict& given) {
+  const bool cont = opt == datamask::block_optimizer::continuous;
+  const std::string name(datamask::enum_name(opt));
+  visit_options([&](const auto& s) {
+    const std::string k = keyword(s.name);
+    if (!given.contains(k.c_str())) return;
+    const bool cont_only = datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>>;
+    DATAMASK_EXPECTS(!cont_only || cont, k, "sets the continuous learner, but the optimizer is ", name,
+                     "; add optimizer=\"continuous\"");
+    DATAMASK_EXPECTS(!datamask::policy_gradient_only(s.name) || !cont, k,
+                     "sets the policy-gradient learner, but the optimizer is continuous; add optimizer=\"pg\"");
+  });
+}
+
+/// The per-block part of the program's report.
+nb::dict block_dict(const datamask::block_result& b) {
+  nb::dict d;
+  d["block"] = b.block;
+  d["items"] = b.items;
+  d["selected"] = b.selected;
+  d["kept"] = b.kept;
+  d["steps_run"] = b.steps_run;
+  d["zero_variance_steps"] = b.zero_variance_steps;
+  d["nonfinite_steps"] = b.nonfinite_steps;
+  d["objective"] = b.objective;
+  d["terms"] = terms_list(b.terms);
+  return d;
+}
+
+datamask::block_run_settings run_settings(const nb::dict& options, const std::vector<std::string>& objectives,
+                                          const std::vector<double>& objective_weights, const std::string& optimizer) {
+  datamask::block_run_settings r;
+  apply_options(r, options);
+  r.weights = datamask::weights_of(objectives, objective_weights);
+  r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
+  r.optimizer = datamask::resolve_optimizer(r);
+  refuse_unused(r.optimizer, options);
+  if (!r.run.scales.empty() && !options.contains("scaling")) r.run.scaling = datamask::term_scaling::fixed;
+  try {
+    datamask::validate(r.run);
+    datamask::validate(r.learn);
+    datamask::validate(r.ascent);
+    datamask::validate(r.polish);
+  } catch (const invalid_input& e) {
+    throw as_keyword(e);
+  }
+  return r;
+}
+
+/// datamask.select's engine: the corpus plan, then every block through the library, as
+/// datamask-select runs them.
+nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
+                const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
+                const nb::dict& options, const std::vector<std::string>& objectives,
+                const std::vector<double>& objective_weights, const std::string& optimizer, index_t block_size,
+                nb::object on_event) {
+  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer);
+  DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
+  const corpus k = make_corpus(shards, quality, quality_weights, ids);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<datamask::block_result> results;
+  datamask::corpus_plan plan;
+  const bool cont = r.optimizer == datamask::block_optimizer::continuous;
+  const bool learns = cont || r.optimizer == datamask::block_optimizer::pg;
+  python_side side(std::move(on_event));  // before the GIL is released: it holds a reference
+  {
+    nb::gil_scoped_release nogil;
+    plan = datamask::plan_corpus(k.n, r.run, block_size, [&](index_t row) { return k.id(row); },
+                                 std::span<const std::vector<double>>(k.quality), k.weights);
+    index_t planned = 0;
+    for (index_t c : plan.counts) planned += c > 0 && learns ? (cont ? r.ascent.iterations : r.run.steps) : 0;
+    side.plan(planned);
+    const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
+    for (index_t b = 0; b < nb_blocks; ++b) {
+      const auto& rows = plan.blocks[static_cast<std::size_t>(b)];
+      const index_t s_b = plan.counts[static_cast<std::size_t>(b)];
+      if (s_b == 0) {
+        datamask::block_result empty;
+        empty.block = b;
+        empty.items = static_cast<index_t>(rows.size());
+        results.push_back(std::move(empty));
+        continue;
+      }
+      const datamask::block_data data = k.block(rows, nb_blocks == 1, r.run.threads);
+      try {
+        results.push_back(datamask::select_block(data.view(), b, s_b, plan.prune_threshold, r, side.hooks(b, nb_blocks)));
+      } catch (const datamask::run_stopped&) {
+        break;
+      } catch (const invalid_input& e) {
+        if (nb_blocks == 1) throw as_keyword(e);
+        throw as_keyword(datamask::in_block(e, b));
+      }
+    }
+  }
+  side.rethrow();  // KeyboardInterrupt or the callable's exception
+  std::vector<std::int64_t> selected;
+  for (const auto& b : results) selected.insert(selected.end(), b.ids.begin(), b.ids.end());
+  if (static_cast<index_t>(selected.size()) != plan.total) {
+    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(plan.total));
+  }
+  double total = 0.0;
+  const auto terms = datamask::total_terms(results, total);
+  double optimize = 0.0, evaluate = 0.0;
+  nb::list blocks;
+  for (const auto& b : results) {
+    optimize += b.optimize_seconds;
+    evaluate += b.evaluate_seconds;
+    blocks.append(block_dict(b));
+  }
+  nb::dict out;
+  out["ids"] = id_array(std::move(selected));
+  out["objective"] = total;
+  out["terms"] = terms_list(terms);
+  out["history"] = history_list(results);
+  out["blocks"] = blocks;
+  out["optimizer"] = std::string(datamask::enum_name(r.optimizer));
+  out["prune_threshold"] = plan.prune_threshold;
+  nb::dict seconds;
+  seconds["optimize"] = optimize;
+  seconds["evaluate"] = evaluate;
+  seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out["seconds"] = seconds;
+  return out;
+}
+
+/// datamask.evaluate's engine: f and its terms on a subset of the corpus, as one block.
+nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
+                  const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
+                  const ids_array& subset, const nb::dict& options, const std::vector<std::string>& objectives,
+                  const std::vector<double>& objective_weights, const std::string& optimizer) {
+  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer);
+  const corpus k = make_corpus(shards, quality, quality_weights, ids);
+  datamask::block_result res;
+  {
+    nb::gil_scoped_release nogil;
+    std::unordered_map<datamask::id_t, index_t> row_of;
+    row_of.reserve(static_cast<std::size_t>(k.n));
+    for (index_t i = 0; i < k.n; ++i) row_of.emplace(k.id(i), i);
+    std::vector<index_t> rows;
+    for (std::size_t i = 0; i < subset.shape(0); ++i) {
+      const auto it = row_of.find(static_cast<datamask::id_t>(subset.data()[i]));
+      DATAMASK_EXPECTS(it != row_of.end(), "subset", "id ", subset.data()[i], " (position ", i, ") is not in the corpus");
+      rows.push_back(it->second);
+    }
+    std::vector<index_t> all(static_cast<std::size_t>(k.n));
+    for (index_t i = 0; i < k.n; ++i) all[static_cast<std::size_t>(i)] = i;
+    const auto threshold = datamask::corpus_prune_threshold(r.run.prune, k.quality, k.weights);
+    const datamask::block_data data = k.block(all, true, r.run.threads);
+    try {
+      res = datamask::evaluate_rows(data.view(), 0, rows, threshold, r);
+    } catch (const invalid_input& e) {
+      throw as_keyword(e.input() == "rows" ? invalid_input("subset", std::string(e.what()).substr(6)) : e);
+    }
+  }
+  nb::dict out;
+  out["objective"] = res.objective;
+  out["terms"] = terms_list(res.terms);
+  return out;
+}
+
+/// The corpus of datamask-select --demo (the library's synthetic generator with its defaults).
+nb::tuple demo_corpus(std::uint64_t seed) {
+  datamask::synthetic_options o;
+  o.seed = seed;
+  auto g = datamask::make_synthetic_corpus(o);
+  auto* emb = new std::vector<float>(std::move(g.embeddings));
+  auto* q = new std::vector<double>(std::move(g.quality));
+  nb::capsule emb_owner(emb, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  nb::capsule q_owner(q, [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
+  return nb::make_tuple(
+      nb::ndarray<nb::numpy, float, nb::ndim<2>>(emb->data(), {static_cast<std::size_t>(g.n), static_cast<std::size_t>(g.d)}, emb_owner),
+      nb::ndarray<nb::numpy, double, nb::ndim<1>>(q->data(), {q->size()}, q_owner));
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "datamask's native core (see the datamask package for the documented API)";
+  nb::exception<invalid_input>(m, "InvalidInput", PyExc_ValueError);
+  m.attr("version") = datamask::version_string;
+  m.attr("default_block_size") = datamask::default_block_size;
+  m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
+  m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,
+        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "on_event"_a.none());
+  m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "subset"_a,
+        "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a);
+  m.def("demo_corpus", &demo_corpus, "seed"_a = 0, "The corpus of datamask-select --demo: (embeddings, quality).");
+  m.def(
+      "buffer_address", [](const shard_array& a) { return reinterpret_cast<std::uintptr_t>(a.data()); }, "array"_a.noconvert(),
+      "The address of the buffer the binding reads (a test of zero-copy).");
+}

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Inputs: zero-copy views, one conversion, and every bad input raising InvalidInput."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import datamask
+from datamask import _core
+
+
+def data(n=400, d=8, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, d)).astype(dtype), rng.random(n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_float32_and_float16_are_read_without_a_copy(dtype):
+    x, _ = data(dtype=dtype)
+    (seen,) = datamask._shards(x)
+    assert seen is x
+    assert _core.buffer_address(seen) == x.ctypes.data  # the core reads the caller's buffer
+
+
+def peak_python_allocations(fn):
+    """The peak of memory allocated through Python's allocators (numpy's arrays included)."""
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_float32_select_allocates_no_copy_and_float64_one_conversion():
+    x32, q = data(n=20000, d=64)
+    x64 = x32.astype(np.float64)
+    run = dict(count=20, iterations=2, polish=False, lam=0.5)
+    peak32 = peak_python_allocations(lambda: datamask.select(x32, q, **run))
+    peak64 = peak_python_allocations(lambda: datamask.select(x64, q, **run))
+    assert peak32 < 0.1 * x32.nbytes
+    # one float32 copy of the float64 input, not two
+    assert x32.nbytes <= peak64 < 1.5 * x32.nbytes
+    np.testing.assert_array_equal(datamask.select(x32, q, **run).ids, datamask.select(x64, q, **run).ids)
+
+
+def test_other_layouts_are_converted_once():
+    x, q = data()
+    fortran = np.asfortranarray(x)
+    (seen,) = datamask._shards(fortran)
+    assert seen is not fortran and seen.flags.c_contiguous and seen.dtype == np.float32
+    np.testing.assert_array_equal(datamask.select(fortran, q).ids, datamask.select(x, q).ids)
+    ints = (x * 100).astype(np.int32)
+    assert datamask._shards(ints)[0].dtype == np.float32
+
+
+def test_a_sequence_of_arrays_is_read_as_shards():
+    x, q = data()
+    whole = datamask.select(x, q, ratio=0.2, block_size=150)
+    shards = datamask.select([x[:100], x[100:250], x[250:]], q, ratio=0.2, block_size=150)
+    np.testing.assert_array_equal(whole.ids, shards.ids)
+
+
+X, Q = data(n=100, d=4)
+NAN = X.copy()
+NAN[3, 1] = np.nan
+INF = X.astype(np.float16)
+INF[7, 2] = np.inf
+QNAN = Q.copy()
+QNAN[5] = np.nan
+
+# (arguments, keywords, what the message must say)
+BAD = {
+    "1-D embeddings": ((X[0], Q), {}, "embeddings: embeddings must be a 2-D array (n x d), found 1 dimension"),
+    "empty": ((X[:0], Q[:0]), {}, "embeddings: empty array (0 x 4)"),
+    "NaN": ((NAN, Q), {}, "embeddings: row 3, column 1 is NaN"),
+    "infinite float16": ((INF, Q), {}, "embeddings: row 7, column 2 is infinite"),
+    "strings": ((np.full((3, 2), "a"), Q[:3]), {}, "unsupported dtype"),
+    "shards of different d": (([X, X[:, :3]], np.concatenate([Q, Q])), {}, "embeddings[1]: has 3 columns"),
+    "quality length": ((X, Q[:99]), {}, "quality: has 99 rows, expected 100"),
+    "quality NaN": ((X, QNAN), {}, "quality: score at row 5 is NaN"),
+    "quality missing": ((X,), {}, "quality: required unless lam = 0"),
+    "ids length": ((X, Q), dict(ids=np.arange(99)), "ids: has 99 rows, expected 100"),
+    "duplicate ids": ((X, Q), dict(ids=np.r_[np.arange(99), 5]), "ids: duplicate id 5 at rows 5 and 99"),
+    "float ids": ((X, Q), dict(ids=np.arange(100.0)), "ids: expected integer ids"),
+    "ratio 0": ((X, Q), dict(ratio=0.0), "ratio: must be in (0, 1], found 0"),
+    "ratio above 1": ((X, Q), dict(ratio=1.5), "ratio: must be in (0, 1]"),
+    "count above n": ((X, Q), dict(count=101), "count"),
+    "ratio and count": ((X, Q), dict(ratio=0.1, count=5), "count: give ratio or count, not both"),
+    "lam": ((X, Q), dict(lam=2.0), "lam: must be in [0, 1], found 2"),
+    "rollouts": ((X, Q), dict(optimizer="pg", rollouts=1), "rollouts: G must be at least 2, found 1"),
+    "objective name": ((X, Q), dict(objective="cosine"), "objective: must be one of pairwise, facility, disf"),
+    "objective twice": ((X, Q), dict(objective=["disf", "disf"]), "objective: 'disf' given twice"),
+    "objective weights": ((X, Q), dict(objective=["disf"], objective_weights=[1, 2]), "objective_weights: 2 weights for 1"),
+    "optimizer name": ((X, Q), dict(optimizer="adam"), "optimizer"),
+    "continuous facility": ((X, Q), dict(optimizer="continuous", objective="facility"),
+                            "optimizer: continuous: facility location has no relaxation"),
+    "continuous option with pg": ((X, Q), dict(optimizer="pg", step_size=0.1), "step_size: sets the continuous learner"),
+    "pg option with continuous": ((X, Q), dict(steps=10), "steps: sets the policy-gradient learner"),
+    "choice": ((X, Q), dict(optimizer="pg", init="random"), "init"),
+    "lr_min above lr_max": ((X, Q), dict(optimizer="pg", lr_max=0.1, lr_min=0.2), "lr_min: must not exceed lr_max"),
+    "continuous step size": ((X, Q), dict(step_size=-1.0), "step_size: must be > 0, found -1"),
+    "prune": ((X, Q), dict(prune=1.0), "prune: must be in [0, 1)"),
+    "quality weights": ((X, Q), dict(quality_weights=[1, 1]), "quality_weights: 2 weights for 1 score columns"),
+    "block size": ((X, Q), dict(block_size=1), "block_size: must be at least 2"),
+    "scales count": ((X, Q), dict(scales=[1.0]), "scales"),
+    "number type": ((X, Q), dict(min_active="many"), "min_active: expected an integer, found 'many'"),
+    "negative seed": ((X, Q), dict(seed=-1), "seed: expected an integer >= 0, found -1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_raises_invalid_input_naming_it(case):
+    args, kw, message = BAD[case]
+    with pytest.raises(datamask.InvalidInput) as e:
+        datamask.select(*args, **kw)
+    assert isinstance(e.value, ValueError)
+    assert message in str(e.value)
+
+
+def test_an_unknown_keyword_is_a_type_error_with_a_suggestion():
+    with pytest.raises(TypeError, match="did you mean 'rollouts'"):
+        datamask.select(X, Q, rollout=3)
+
+
+def test_evaluate_names_a_subset_id_that_is_not_in_the_corpus():
+    with pytest.raises(datamask.InvalidInput, match="subset: id 1000 .position 1. is not in the corpus"):
+        datamask.evaluate(X, Q, [1, 1000])
+    with pytest.raises(datamask.InvalidInput, match="subset: row 1 is given twice"):
+        datamask.evaluate(X, Q, [1, 1])

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Parquet in (the DATAMASK script's layout), the same selection as from numpy."""
+
+import numpy as np
+import pytest
+
+import datamask
+
+pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install pyarrow)")
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow.parquet is not installed")
+
+
+def corpus(n=1500, d=12):
+    rng = np.random.default_rng(4)
+    return rng.standard_normal((n, d)).astype(np.float32), rng.random(n), rng.permutation(n).astype(np.int64) * 7
+
+
+@pytest.mark.parametrize("layout", ["fixed_size_list", "list", "list_float64"])
+def test_parquet_round_trip(tmp_path, layout):
+    x, q, ids = corpus()
+    values = x.astype(np.float64) if layout == "list_float64" else x
+    flat = pa.array(values.reshape(-1))
+    if layout == "fixed_size_list":
+        emb = pa.FixedSizeListArray.from_arrays(flat, x.shape[1])
+    else:
+        offsets = pa.array(np.arange(0, x.size + 1, x.shape[1], dtype=np.int32))
+        emb = pa.ListArray.from_arrays(offsets, flat)
+    table = pa.table({"chunk_id": ids, "quality_score": q, "feature_arr": emb})
+    path = tmp_path / "corpus.parquet"
+    pq.write_table(table, path, row_group_size=500)
+
+    c = datamask.read_parquet(str(path))
+    assert sum(len(e) for e in c.embeddings) == len(x)
+    assert all(e.flags.c_contiguous for e in c.embeddings)
+    if layout != "list_float64":  # float32 values: views of Arrow's buffers, no copy
+        assert all(e.dtype == np.float32 and not e.flags.owndata for e in c.embeddings)
+    np.testing.assert_array_equal(np.concatenate(c.embeddings), values)
+    np.testing.assert_array_equal(c.ids, ids)
+
+    got = datamask.select(c.embeddings, c.quality, ids=c.ids, ratio=0.1, seed=9)
+    want = datamask.select(x, q, ids=ids, ratio=0.1, seed=9)
+    np.testing.assert_array_equal(got.ids, want.ids)
+
+
+def test_parquet_rows_of_different_lengths_are_refused(tmp_path):
+    table = pa.table({"chunk_id": [1, 2], "quality_score": [0.1, 0.2],
+                      "feature_arr": pa.array([[1.0, 2.0], [3.0]], type=pa.list_(pa.float32()))})
+    pq.write_table(table, tmp_path / "bad.parquet")
+    with pytest.raises(datamask.InvalidInput, match="feature_arr: rows have different lengths"):
+        datamask.read_parquet(str(tmp_path / "bad.parquet"))

@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A running selection: progress events, Ctrl-C, a failing callback, the GIL."""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import datamask
+
+
+def data(n=4000, d=32):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, d)).astype(np.float32), rng.random(n)
+
+
+# A run that takes minutes unless stopped.
+LONG = dict(optimizer="pg", steps=10**6, rollouts=64, ratio=0.1)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_a_long_run_within_a_second():
+    x, q = data()
+    events = []
+    sent = []
+
+    def interrupt():
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(1.0, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            datamask.select(x, q, progress=events.append, **LONG)
+        stopped = time.monotonic()
+    finally:
+        timer.cancel()
+    assert sent and stopped - sent[0] < 1.0
+    assert events and isinstance(events[0], datamask.ProgressEvent)
+    assert [e.done for e in events] == list(range(1, len(events) + 1))
+    assert events[0].total == 10**6 and events[0].blocks == 1
+
+
+def test_an_exception_in_the_progress_callable_stops_the_run():
+    x, q = data()
+
+    def fail(event):
+        if event.step == 3:
+            raise RuntimeError("stop here")
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="stop here"):
+        datamask.select(x, q, progress=fail, **LONG)
+    assert time.monotonic() - start < 30
+
+
+def test_progress_events_count_every_iteration():
+    x, q = data(n=1000)
+    events = []
+    datamask.select(x, q, iterations=12, progress=events.append)
+    assert [e.step for e in events] == list(range(1, 13))
+    assert all(e.total == 12 for e in events)
+
+
+def test_progress_true_shows_a_bar_or_a_line(capsys):
+    x, q = data(n=1000)
+    datamask.select(x, q, iterations=5, progress=True)
+    assert "5/5" in capsys.readouterr().err
+
+
+def test_the_gil_is_released_while_selecting():
+    x, q = data()
+    done = threading.Event()
+    result = []
+
+    def work():
+        result.append(datamask.select(x, q, optimizer="pg", steps=40, rollouts=32))
+        done.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    ticks = 0
+    while not done.is_set():
+        ticks += 1
+        time.sleep(0.001)
+    t.join()
+    assert result and ticks > 20  # the main thread ran while the selection did

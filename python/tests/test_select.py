@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: Apache-2.0
+"""datamask.select against datamask-select: the same ids and report totals on the same inputs.
+
+The program is found through the environment variable DATAMASK_SELECT (scripts/python-test sets
+it to the build folder's datamask-select); these tests are skipped, saying so, without it.
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import datamask
+
+PROGRAM = os.environ.get("DATAMASK_SELECT", "")
+needs_program = pytest.mark.skipif(
+    not (PROGRAM and os.access(PROGRAM, os.X_OK)),
+    reason="datamask-select not built: set DATAMASK_SELECT to its path (scripts/python-test does)",
+)
+
+
+def corpus(n=3000, d=16, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((12, d))
+    x = centers[rng.integers(0, 12, n)] + 0.3 * rng.standard_normal((n, d))
+    q = rng.random(n)
+    ids = rng.permutation(10 * n)[:n].astype(np.int64) + 1000
+    return x.astype(dtype), q, ids
+
+
+def run_program(tmp_path, shards, q, ids, args):
+    paths = []
+    for i, s in enumerate(shards):
+        p = tmp_path / f"emb{i}.npy"
+        np.save(p, s)
+        paths += ["--embeddings", str(p)]
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "ids.npy", ids)
+    out, report = tmp_path / "out.npy", tmp_path / "report.json"
+    cmd = [PROGRAM, *paths, "--quality", str(tmp_path / "q.npy"), "--ids", str(tmp_path / "ids.npy"),
+           "--out", str(out), "--report", str(report), "--quiet", *args]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return np.load(out), json.loads(report.read_text())["total"]["objective"]
+
+
+# (program arguments, the same as keywords of datamask.select)
+CASES = {
+    "continuous_pairwise": (["--ratio", "0.1", "--seed", "3"], dict(ratio=0.1, seed=3)),
+    "pg_disf": (["--optimizer", "pg", "--objective", "disf", "--steps", "15", "--rollouts", "16", "--seed", "5"],
+                dict(optimizer="pg", objective="disf", steps=15, rollouts=16, seed=5)),
+    "lazy_facility_prune": (["--optimizer", "lazy", "--objective", "facility", "--count", "120", "--prune", "0.2"],
+                            dict(optimizer="lazy", objective="facility", count=120, prune=0.2)),
+    "blocks_mix": (["--block-size", "1000", "--objective", "pairwise", "--objective", "disf",
+                    "--objective-weights", "1,0.5", "--lambda", "0.3", "--iterations", "20", "--no-polish"],
+                   dict(block_size=1000, objective=["pairwise", "disf"], objective_weights=[1, 0.5], lam=0.3,
+                        iterations=20, polish=False)),
+}
+
+
+@needs_program
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_ids_and_totals_as_the_program(tmp_path, case):
+    args, kw = CASES[case]
+    x, q, ids = corpus()
+    expected, report = run_program(tmp_path, [x], q, ids, args)
+    sel = datamask.select(x, q, ids=ids, **kw)
+    assert sel.ids.dtype == np.int64
+    np.testing.assert_array_equal(sel.ids, expected)
+    assert sel.objective.total == report["total"]
+    for t in sel.objective.terms:
+        assert (t.raw, t.scale, t.weight) == tuple(report["terms"][t.name][k] for k in ("raw", "scale", "weight"))
+
+
+@needs_program
+def test_float16_shards_as_the_program(tmp_path):
+    x, q, ids = corpus(dtype=np.float16)
+    shards = [x[:1200], x[1200:]]
+    expected, _ = run_program(tmp_path, shards, q, ids, ["--ratio", "0.05", "--block-size", "2000"])
+    sel = datamask.select(shards, q, ids=ids, ratio=0.05, block_size=2000)
+    np.testing.assert_array_equal(sel.ids, expected)
+
+
+def test_same_seed_same_selection_any_thread_count():
+    x, q, _ = corpus(n=2000)
+    a = datamask.select(x, q, seed=7, threads=1)
+    b = datamask.select(x, q, seed=7, threads=2)
+    np.testing.assert_array_equal(a.ids, b.ids)
+    assert len(a) == 200 and len(np.unique(a.ids)) == 200
+
+
+def test_report_parts():
+    x, q, ids = corpus(n=2000)
+    sel = datamask.select(x, q, ids=ids, count=50, optimizer="pg", steps=5, rollouts=8)
+    assert sel.optimizer == "pg"
+    assert set(sel.ids) <= set(ids)
+    assert [h["step"] for h in sel.history] == [1, 2, 3, 4, 5]
+    assert sel.objective["quality"].weight == 0.5
+    total = sum(t.weight * t.raw / t.scale for t in sel.objective.terms)
+    assert sel.objective.total == pytest.approx(total, rel=1e-12)
+    assert sel.seconds["total"] >= sel.seconds["optimize"] > 0
+
+
+def test_evaluate_gives_a_selections_objective():
+    x, q, ids = corpus(n=2000)
+    sel = datamask.select(x, q, ids=ids, ratio=0.1, seed=2, lam=0.4)
+    ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, seed=2, lam=0.4, ratio=0.1)
+    assert ev.total == pytest.approx(sel.objective.total, rel=1e-12)
+    # another subset of the same size scores lower than the optimised one
+    other = datamask.evaluate(x, q, ids[:200], corpus_ids=ids, seed=2, lam=0.4)
+    assert other.total < ev.total
+
+
+@pytest.mark.parametrize("optimizer", ["greedy", "lazy", "stochastic"])
+def test_greedy_baselines(optimizer):
+    x, q, _ = corpus(n=600)
+    sel = datamask.select(x, q, count=30, optimizer=optimizer)
+    assert len(np.unique(sel.ids)) == 30
+    assert sel.optimizer == optimizer
+
+
+def test_demo_corpus_matches_the_programs_generator():
+    x, q = datamask.demo_corpus(0)
+    assert x.shape == (20000, 32) and x.dtype == np.float32 and q.shape == (20000,)
+
+
+def test_every_option_of_the_program_is_a_keyword():
+    opts = datamask.options()
+    assert opts["lam"].default == 0.5 and opts["steps"].default == 1000
+    if not (PROGRAM and os.access(PROGRAM, os.X_OK)):
+        pytest.skip("datamask-select not built: set DATAMASK_SELECT to its path")
+    text = subprocess.run([PROGRAM, "--help"], check=True, stdout=subprocess.PIPE, text=True).stdout
+    program_only = {"help", "embeddings", "quality", "ids", "out", "report", "log", "plot", "checkpoint",
+                    "checkpoint-every", "resume", "quiet", "demo", "no-polish",
+                    # which blocks one process of a spread run takes: not a setting of the selection
+                    "shard", "parts"}
+    named = {"objective", "objective-weights", "quality-weights", "optimizer", "block-size"}
+    names = re.findall(r"^\s+--([a-z0-9-]+)", text, flags=re.M)
+    assert len(names) > 40
+    for name in names:
+        if name in program_only or name in named:
+            continue
+        key = "lam" if name == "lambda" else name.replace("-", "_")
+        assert key in opts, f"--{name} has no keyword in datamask.select"
+    block_size_help = text.split("--block-size", 1)[1].split("\n  --", 1)[0]
+    assert f"default {datamask._core.default_block_size}" in " ".join(block_size_help.split())
+
+
+# (program arguments after the inputs, keywords, a change to the data) -> the same problem text
+MESSAGES = {
+    "NaN": ([], {}, "nan"),
+    "duplicate ids": ([], {}, "dup"),
+    "ratio": (["--ratio", "0"], dict(ratio=0.0), None),
+    "lambda": (["--lambda", "2"], dict(lam=2.0), None),
+    "count": (["--count", "101"], dict(count=101), None),
+}
+
+
+@needs_program
+@pytest.mark.parametrize("case", sorted(MESSAGES))
+def test_bad_input_messages_are_the_programs(tmp_path, case):
+    args, kw, change = MESSAGES[case]
+    rng = np.random.default_rng(0)
+    x, q, ids = rng.standard_normal((100, 4)).astype(np.float32), rng.random(100), np.arange(100)
+    if change == "nan":
+        x[3, 1] = np.nan
+    if change == "dup":
+        ids[99] = 5
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "ids.npy", ids)
+    run = subprocess.run([PROGRAM, "--embeddings", str(tmp_path / "x.npy"), "--quality", str(tmp_path / "q.npy"),
+                          "--ids", str(tmp_path / "ids.npy"), *args], stderr=subprocess.PIPE, text=True)
+    assert run.returncode == 2
+    program_problem = run.stderr.strip().split(": ", 2)[2].replace(" (see --help)", "")
+    with pytest.raises(datamask.InvalidInput) as e:
+        datamask.select(x, q, ids=ids, **kw)
+    assert str(e.value).split(": ", 1)[1] == program_problem

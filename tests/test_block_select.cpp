@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// block_select.hpp: the run-level rules every front end shares (objective weights, auto
+// optimizer, corpus plan), a block's selection through each optimizer against the evaluation of
+// its rows, the stop hook, and a policy-gradient block resumed from a snapshot against the
+// uninterrupted run.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <datamask/block_select.hpp>
+
+#include "helpers.hpp"
+
+namespace dm = datamask;
+using dm::index_t;
+using dmtest::random_embeddings;
+using dmtest::random_quality;
+
+namespace {
+
+struct block {
+  index_t n = 0;
+  index_t d = 0;
+  std::vector<float> x;
+  std::vector<double> q;
+  dm::problem<float> problem() const {
+    dm::problem<float> p;
+    p.embeddings = dm::make_matrix_view(x.data(), n, d);
+    p.quality.push_back({std::span<const double>(q), 1.0});
+    return p;
+  }
+};
+
+block random_block(index_t n, index_t d, std::uint64_t seed) {
+  return block{n, d, random_embeddings<float>(n, d, seed), random_quality(n, seed + 1)};
+}
+
+std::vector<index_t> rows_of(const dm::block_result& r) {
+  return {r.ids.begin(), r.ids.end()};  // no ids given: the ids are the rows
+}
+
+}  // namespace
+
+TEST_CASE("weights_of: names to weights, bad lists refused", "[block_select]") {
+  const std::vector<std::string> names{"disf", "pairwise"};
+  const auto w = dm::weights_of(names, std::vector<double>{0.5, 2.0});
+  CHECK(w.pairwise == 2.0);
+  CHECK(w.disf == 0.5);
+  CHECK(w.facility == 0.0);
+  CHECK(dm::weights_of(names, {}).disf == 1.0);
+  CHECK_THROWS_WITH(dm::weights_of(std::vector<std::string>{"cosine"}, {}),
+                    Catch::Contains("objective: must be one of pairwise, facility, disf"));
+  CHECK_THROWS_WITH(dm::weights_of(std::vector<std::string>{"disf", "disf"}, {}), Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(dm::weights_of(names, std::vector<double>{1.0}), Catch::Contains("1 weights for 2"));
+  CHECK_THROWS_WITH(dm::weights_of(names, std::vector<double>{1.0, -1.0}), Catch::Contains(">= 0"));
+}
+
+TEST_CASE("resolve_optimizer: auto is continuous unless facility location counts", "[block_select]") {
+  dm::block_run_settings s;
+  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::continuous);
+  s.weights.facility = 1.0;
+  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::pg);
+  s.run.lambda = 1.0;  // f is quality alone
+  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::continuous);
+  s.run.lambda = 0.5;
+  s.optimizer = dm::block_optimizer::continuous;
+  CHECK_THROWS_WITH(dm::resolve_optimizer(s), Catch::Contains("facility location has no relaxation"));
+}
+
+TEST_CASE("plan_corpus: blocks partition the rows, quotas sum to S", "[block_select]") {
+  const index_t n = 2500;
+  std::vector<double> q(static_cast<std::size_t>(n));
+  std::iota(q.begin(), q.end(), 0.0);
+  const std::vector<std::vector<double>> cols{q};
+  const std::vector<double> weights{1.0};
+  dm::settings s;
+  s.ratio = 0.1;
+  s.prune = 0.2;
+  const auto plan = dm::plan_corpus(n, s, 1000, [](index_t r) { return static_cast<dm::id_t>(r * 7 + 1); },
+                                    std::span<const std::vector<double>>(cols), weights);
+  CHECK(plan.total == 250);
+  REQUIRE(plan.blocks.size() == 3);
+  std::set<index_t> seen;
+  index_t sum = 0;
+  for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
+    for (index_t r : plan.blocks[b]) CHECK(seen.insert(r).second);
+    sum += plan.counts[b];
+  }
+  CHECK(static_cast<index_t>(seen.size()) == n);
+  CHECK(sum == plan.total);
+  REQUIRE(plan.prune_threshold);
+  CHECK(*plan.prune_threshold == 500.0);  // rank floor(0.2 * 2500) of 0, 1, ..., 2499
+  s.prune = 0.0;
+  CHECK_FALSE(dm::plan_corpus(n, s, 1000, [](index_t r) { return static_cast<dm::id_t>(r); },
+                              std::span<const std::vector<double>>(cols), weights)
+                  .prune_threshold);
+}
+
+TEST_CASE("select_block: each optimizer selects S rows whose evaluation is the result's", "[block_select]") {
+  const block blk = random_block(300, 8, 11);
+  const auto p = blk.problem();
+  for (auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::lazy,
+                   dm::block_optimizer::stochastic}) {
+    dm::block_run_settings s;
+    s.optimizer = opt;
+    s.weights = dm::objective_weights{1.0, 0.0, 0.5};
+    s.run.steps = 10;
+    s.run.rollouts = 8;
+    s.ascent.iterations = 10;
+    s.run.threads = 1;
+    index_t steps = 0;
+    dm::block_hooks h;
+    h.on_step = [&](const dm::step_record&) { ++steps; };
+    const dm::block_result r = dm::select_block(p, 2, 30, std::nullopt, s, h);
+    INFO(dm::enum_name(opt));
+    CHECK(r.selected == 30);
+    CHECK(std::set<dm::id_t>(r.ids.begin(), r.ids.end()).size() == 30);
+    CHECK(r.history.size() == static_cast<std::size_t>(steps));
+    const bool learns = opt == dm::block_optimizer::continuous || opt == dm::block_optimizer::pg;
+    CHECK(steps == (learns ? 10 : 0));
+    const dm::block_result e = dm::evaluate_rows(p, 2, rows_of(r), std::nullopt, s);
+    CHECK(e.objective == r.objective);
+    REQUIRE(e.terms.size() == r.terms.size());
+    for (std::size_t t = 0; t < e.terms.size(); ++t) CHECK(e.terms[t].raw == r.terms[t].raw);
+  }
+}
+
+TEST_CASE("select_block: the stop hook ends every optimizer with run_stopped", "[block_select]") {
+  const block blk = random_block(200, 6, 5);
+  for (auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::greedy}) {
+    dm::block_run_settings s;
+    s.optimizer = opt;
+    dm::block_hooks h;
+    h.stop = [] { return true; };
+    INFO(dm::enum_name(opt));
+    CHECK_THROWS_AS(dm::select_block(blk.problem(), 0, 20, std::nullopt, s, h), dm::run_stopped);
+  }
+}
+
+TEST_CASE("select_block: a pg block resumed from a snapshot selects what the whole run selects",
+          "[block_select]") {
+  const block blk = random_block(400, 8, 3);
+  dm::block_run_settings s;
+  s.optimizer = dm::block_optimizer::pg;
+  s.run.steps = 24;
+  s.run.rollouts = 8;
+  const dm::block_result whole = dm::select_block(blk.problem(), 1, 40, std::nullopt, s);
+
+  index_t snap_step = 0;
+  std::vector<double> snap_logits;
+  std::vector<dm::step_record> snap_history;
+  dm::best_rollout snap_best;
+  dm::block_hooks first;
+  first.snapshot_every = 10;
+  first.on_snapshot = [&](const dm::block_result& r, index_t step, std::span<const double> logits,
+                          const dm::best_rollout& best) {
+    if (step != 10) return;
+    snap_step = step;
+    snap_logits.assign(logits.begin(), logits.end());
+    snap_history = r.history;
+    snap_best = best;
+  };
+  (void)dm::select_block(blk.problem(), 1, 40, std::nullopt, s, first);
+  REQUIRE(snap_step == 10);
+
+  dm::block_hooks again;
+  again.resume = [&](dm::block_result& r, index_t& step, std::vector<double>& logits, dm::best_rollout& best) {
+    step = snap_step;
+    logits = snap_logits;
+    r.history = snap_history;
+    best = snap_best;
+    return true;
+  };
+  index_t steps_after = 0;
+  again.on_step = [&](const dm::step_record&) { ++steps_after; };
+  const dm::block_result resumed = dm::select_block(blk.problem(), 1, 40, std::nullopt, s, again);
+  CHECK(steps_after == 14);  // steps 11 to 24 only: the run continued from the snapshot
+  CHECK(resumed.ids == whole.ids);
+  CHECK(resumed.objective == whole.objective);
+  CHECK(resumed.history.size() == whole.history.size());
+}
