@@ -140,7 +140,8 @@ int run(const args& a, const D& div) {
                                      : dm::greedy_method::stochastic;
     const auto t0 = clk::now();
     const auto res = dm::greedy_select(f, count, go);
-    rows.push_back({"greedy " + a.greedy, f(res.rows), since(t0)});
+    const double secs = since(t0);
+    rows.push_back(row{"greedy " + a.greedy, f(std::span<const index_t>(res.rows)), secs});
   }
   for (const index_t e : a.steps) {
     for (const dm::credit_mode c : a.credits) {
@@ -148,10 +149,10 @@ int run(const args& a, const D& div) {
       o.steps = e;
       o.credit = c;
       const auto t0 = clk::now();
-      const auto res = dm::basic_learner<dm::default_backend>(o, ls.policy_object(), ls.schedule_object()).select(p, div);
+      const auto res = dm::basic_learner<dm::default_backend, dm::softmax_policy, dm::runtime_lr>(o, ls.policy_object(), ls.schedule_object()).select(p, div);
       const double secs = since(t0);
-      rows.push_back({"learner, credit " + std::string(dm::enum_name(c)) + ", E = " + std::to_string(e), f(res.rows),
-                      secs});
+      rows.push_back(row{"learner, credit " + std::string(dm::enum_name(c)) + ", E = " + std::to_string(e),
+                         f(std::span<const index_t>(res.rows)), secs});
       std::fprintf(stderr, "%s: f %.6g, %.1f s\n", rows.back().method.c_str(), rows.back().f, secs);
     }
   }
