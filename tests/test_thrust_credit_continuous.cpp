@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <utility>
 #include <vector>
 
 #include <datamask/continuous.hpp>
@@ -38,23 +39,28 @@ auto with_threads(int threads, F&& f) {
   return r;
 }
 
+/// Runs `run(backend, threads)` on the CPU backend (2 threads) and on Thrust (1 and 2 threads):
+/// Thrust's two runs are the same bits and select the CPU's rows. Returns (Thrust, CPU).
+template <class Run>
+auto thrust_and_cpu(Run&& run) {
+  const auto cpu = with_threads(2, [&](int t) { return run(datamask::eigen_backend{}, t); });
+  const auto one = with_threads(1, [&](int t) { return run(datamask::thrust_backend{}, t); });
+  const auto two = with_threads(2, [&](int t) { return run(datamask::thrust_backend{}, t); });
+  CHECK(one.rows == two.rows);
+  CHECK(one.logits == two.logits);
+  CHECK(one.rows == cpu.rows);
+  return std::make_pair(one, cpu);
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("per-item credit: Thrust-on-OMP gives the CPU backend's selection and logits", "[credit][thrust]",
                    datamask::pairwise_similarity, datamask::disf, datamask::facility_location) {
   const dm_test::instance inst(1200, 12, 5);
   const auto p = inst.problem();
-  auto run = [&](auto backend, int threads) {
-    return with_threads(threads, [&](int t) {
-      return datamask::learner<decltype(backend)>(credit_options(t)).select(p, TestType{});
-    });
-  };
-  const auto cpu = run(datamask::eigen_backend{}, 2);
-  const auto one = run(datamask::thrust_backend{}, 1);
-  const auto two = run(datamask::thrust_backend{}, 2);
-  CHECK(one.rows == two.rows);
-  CHECK(one.logits == two.logits);
-  CHECK(one.rows == cpu.rows);
+  const auto [one, cpu] = thrust_and_cpu([&](auto backend, int threads) {
+    return datamask::learner<decltype(backend)>(credit_options(threads)).select(p, TestType{});
+  });
   // The marginals and the update are the same host code in the same order; only the calibrated
   // scales of DiSF and facility location differ in the last bits (the device scores the
   // calibration subsets in double, the CPU in float: backend/thrust.hpp), so the logits agree to
@@ -67,20 +73,12 @@ TEMPLATE_TEST_CASE("the continuous learner on Thrust-on-OMP: the CPU backend's s
                    "[continuous][thrust]", datamask::pairwise_similarity, datamask::disf) {
   const dm_test::instance inst(1500, 10, 6);
   const auto p = inst.problem();
-  auto run = [&](auto backend, int threads) {
-    return with_threads(threads, [&](int t) {
-      datamask::continuous_options o;
-      o.common.ratio = 0.1;
-      o.common.threads = t;
-      o.ascent.iterations = 40;
-      return datamask::basic_continuous_learner<decltype(backend)>(o).select(p, TestType{});
-    });
-  };
-  const auto cpu = run(datamask::eigen_backend{}, 2);
-  const auto one = run(datamask::thrust_backend{}, 1);
-  const auto two = run(datamask::thrust_backend{}, 2);
-  CHECK(one.rows == two.rows);
-  CHECK(one.logits == two.logits);
-  CHECK(one.rows == cpu.rows);
+  const auto [one, cpu] = thrust_and_cpu([&](auto backend, int threads) {
+    datamask::continuous_options o;
+    o.common.ratio = 0.1;
+    o.common.threads = threads;
+    o.ascent.iterations = 40;
+    return datamask::basic_continuous_learner<decltype(backend)>(o).select(p, TestType{});
+  });
   CHECK(one.objective == Approx(cpu.objective).epsilon(1e-6));
 }
