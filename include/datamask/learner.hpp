@@ -43,6 +43,12 @@ struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objec
 
 /// @brief DATAMASK selection by policy-gradient mask learning (method.md sections 1 to 3).
 ///
+/// Credit (`settings::credit`): the paper's estimator gives every item of rollout g its
+/// advantage A_g through the policy's log-probability gradient; per-item credit
+/// (`credit_mode::item`) gives each draw its own advantage from the objectives' marginals
+/// (`phases::item_advantages`) and adds it to the logits in the relaxed form (the policy's
+/// `update` is not called; softmax_policy's Plackett-Luce mode is refused).
+///
 /// @tparam Backend where the loop runs (any `backend`; `datamask::learner<>` from datamask.hpp
 ///         picks `default_backend`)
 /// @tparam Policy the mask policy: how rollouts update the logits (`softmax_policy`)
