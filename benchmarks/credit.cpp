@@ -32,11 +32,9 @@
 
 namespace dm = datamask;
 using dm::index_t;
+using dm_bench::clk;
 
 namespace {
-
-using dm_bench::clk;
-using dm_bench::since;
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "datamask_bench_credit: %s (see benchmarks/credit.cpp)\n", why.c_str());
@@ -140,7 +138,7 @@ int run(const args& a, const D& div) {
                                      : dm::greedy_method::stochastic;
     const auto t0 = clk::now();
     const auto res = dm::greedy_select(f, count, go);
-    const double secs = since(t0);
+    const double secs = dm_bench::since(t0);
     rows.push_back(row{"greedy " + a.greedy, f(std::span<const index_t>(res.rows)), secs});
   }
   for (const index_t e : a.steps) {
@@ -150,7 +148,7 @@ int run(const args& a, const D& div) {
       o.credit = c;
       const auto t0 = clk::now();
       const auto res = dm::basic_learner<dm::default_backend, dm::softmax_policy, dm::runtime_lr>(o, ls.policy_object(), ls.schedule_object()).select(p, div);
-      const double secs = since(t0);
+      const double secs = dm_bench::since(t0);
       rows.push_back(row{"learner, credit " + std::string(dm::enum_name(c)) + ", E = " + std::to_string(e),
                          f(std::span<const index_t>(res.rows)), secs});
       std::fprintf(stderr, "%s: f %.6g, %.1f s\n", rows.back().method.c_str(), rows.back().f, secs);
