@@ -214,6 +214,25 @@ concept relaxable_objective =
       { d.relax(v, grad) } -> std::convertible_to<double>;
     };
 
+/// @brief Refinement of `diversity_objective`: each item's marginal in one call,
+/// `double d.marginals(const subset_view<T>& s, std::span<double> out) const`, which returns
+/// d(s) and writes out[t] = d(s) - d(s without row s.subset[t]) for every t (out.size() == k).
+///
+/// Why: the policy-gradient learner's per-item credit (`credit_mode::item`) gives each item of a
+/// rollout its own marginal instead of the rollout's reward. It is only useful when all k
+/// marginals cost about one evaluation (pairwise similarity: one dot product per item; facility
+/// location: the best and second-best item per reference row; DiSF: a rank-one downdate of the
+/// scatter per item), not k + 1 evaluations.
+///
+/// Rules the compiler cannot check: the values equal those differences up to rounding (the
+/// empty set scores as the objective scores it, 0 for the built-ins); the returned value equals
+/// d(s) up to rounding; deterministic, thread-safe, independent of s.threads.
+template <class D, class T = float>
+concept marginal_objective =
+    diversity_objective<D, T> && requires(const D& d, const subset_view<T>& s, std::span<double> out) {
+      { d.marginals(s, out) } -> std::convertible_to<double>;
+    };
+
 /// @brief A per-item quality metric: `double q(index_t row) const`, evaluated once per item
 /// when a run starts; the quality term of a set is the mean (or sum) of these scores.
 /// Rules: deterministic and finite for every row of the block.

@@ -811,7 +811,10 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
 /// (use `learner`).
 ///
 /// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
-///         evaluation); the ascent and the polish run on the host.
+///         evaluation); the ascent and the polish run on the host, from the caller's
+///         embeddings, whatever the backend (on `thrust_backend` over OpenMP the selection is
+///         the CPU backend's, bit for bit on 1 and 2 threads: tests/test_thrust_credit_continuous.cpp;
+///         under CUDA the relaxation is not yet batched on the device).
 template <backend Backend = default_backend>
 class basic_continuous_learner {
  public:

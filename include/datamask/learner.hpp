@@ -16,6 +16,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -41,6 +42,12 @@ struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objec
 }  // namespace detail
 
 /// @brief DATAMASK selection by policy-gradient mask learning (method.md sections 1 to 3).
+///
+/// Credit (`settings::credit`): the paper's estimator gives every item of rollout g its
+/// advantage A_g through the policy's log-probability gradient; per-item credit
+/// (`credit_mode::item`) gives each draw its own advantage from the objectives' marginals
+/// (`phases::item_advantages`) and adds it to the logits in the relaxed form (the policy's
+/// `update` is not called; softmax_policy's Plackett-Luce mode is refused).
 ///
 /// @tparam Backend where the loop runs (any `backend`; `datamask::learner<>` from datamask.hpp
 ///         picks `default_backend`)
@@ -139,6 +146,7 @@ class basic_learner {
   template <class T, class Mix>
   selection_result run(const problem<T>& p, const Mix& mix) const {
     run_state<T> st = start(p, mix);
+    if (opt_.credit == credit_mode::item) check_item_credit<T>(mix, st.blk.plan);
     st.res.active = st.size.active;
     st.res.rollout_size = st.size.rollout;
     if (phases::learns(st.blk, opt_)) {
@@ -158,6 +166,22 @@ class basic_learner {
     phases::finish(st.b, st.dev, mix, st.blk, opt_, std::move(sel), st.b.to_host(st.logits),
                    all ? &*all : nullptr, st.res);
     return std::move(st.res);
+  }
+
+  /// Per-item credit needs every weighted diversity term's marginals and the relaxed form of the
+  /// policy's gradient (its update adds each item's own coefficient; the Plackett-Luce gradient
+  /// has no per-item form here). @throws invalid_input naming `credit`.
+  template <class T, class Mix>
+  void check_item_credit(const Mix& mix, const detail::term_plan& plan) const {
+    const std::string missing = phases::without_marginals<T>(mix, plan);
+    DATAMASK_EXPECTS(missing.empty(), "credit", "item credit needs each item's marginal gain, which the "
+                     "objective '", missing, "' cannot give (it is not a datamask::marginal_objective); "
+                     "use credit rollout");
+    if constexpr (requires { policy_.mode; }) {
+      DATAMASK_EXPECTS(policy_.mode == gradient_mode::relaxed, "credit",
+                       "item credit updates the logits in the relaxed form; it has no plackett-luce "
+                       "form (use logprob relaxed, or credit rollout)");
+    }
   }
 
   /// Best-rollout tracking: on when every rollout is a complete candidate selection of a fixed
@@ -190,6 +214,7 @@ class basic_learner {
     std::vector<double> rewards;
     std::vector<double> coef;
     std::vector<double> term_means;
+    std::vector<double> marginals;  ///< per-item credit: per term, G k marginals
   };
 
   /// The step loop, from `first_step` (resumed runs) to `steps`, until `stop` says so.
@@ -222,8 +247,14 @@ class basic_learner {
     const auto& plan = st.blk.plan;
     st.b.active_batch(st.dev.ds, st.dev.kept, st.key, st32, st.size.active, buf.active);
     sampler_.sample(st.b, st.logits, st.dev.ds, buf.active, st.key, st32, g_count, k, buf.subsets);
-    phases::score(st.b, st.dev, mix, plan, opt_.quality, buf.subsets, g_count, k, buf.active,
-                  buf.vals);
+    const bool per_item = opt_.credit == credit_mode::item;
+    if (per_item) {
+      phases::score_marginals(st.b, st.dev, mix, st.blk, opt_.quality, buf.subsets, g_count, k, buf.active,
+                              buf.vals, buf.marginals);
+    } else {
+      phases::score(st.b, st.dev, mix, plan, opt_.quality, buf.subsets, g_count, k, buf.active,
+                    buf.vals);
+    }
     phases::rewards(plan, opt_.scaling, buf.vals, g_count, buf.rewards);
     for (std::size_t t = 0; t < plan.terms.size(); ++t) {
       buf.term_means[t] = phases::mean_std(std::span<const double>(buf.vals).subspan(
@@ -238,6 +269,8 @@ class basic_learner {
       ++st.res.nonfinite_steps;
     } else if (!(sd > 0.0)) {
       ++st.res.zero_variance_steps;
+    } else if (per_item) {
+      update_items(st, buf, lr);
     } else {
       for (index_t g = 0; g < g_count; ++g) {
         const double a = opt_.advantage == advantage_mode::group_normalized
@@ -254,6 +287,26 @@ class basic_learner {
     st.res.steps_run = step;
     return call_hooks(st, step_info{step, opt_.steps, lr, st.res.history.back().reward_mean, rmax,
                                     std::span<const double>(buf.term_means)});
+  }
+
+  /// Per-item credit's update: L_j += eta_t (1/G) sum over the draws of j of its advantage
+  /// (`phases::item_advantages`), each draw its own coefficient: the relaxed update with every
+  /// entry a rollout of one item, so the backends sum a row's terms in entry order.
+  template <class T>
+  void update_items(run_state<T>& st, step_buffers& buf, double lr) const {
+    const index_t g_count = opt_.rollouts;
+    const index_t k = st.size.rollout;
+    const auto status = phases::item_advantages(st.blk.plan, opt_.scaling, opt_.advantage, buf.vals,
+                                                buf.marginals, g_count, k, buf.coef);
+    if (status == phases::item_credit_status::nonfinite) {
+      ++st.res.nonfinite_steps;
+    } else if (status == phases::item_credit_status::zero_variance) {
+      ++st.res.zero_variance_steps;
+    } else {
+      for (double& c : buf.coef) c *= lr / static_cast<double>(g_count);
+      st.b.add_rollouts(st.logits, buf.active, buf.subsets, g_count * k, 1, buf.coef, buf.scratch);
+    }
+    buf.coef.resize(static_cast<std::size_t>(g_count));
   }
 
   /// Remembers the step's best rollout when it beats the best so far; copies only its row.

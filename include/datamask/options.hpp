@@ -45,6 +45,12 @@ enum class advantage_mode {
   group_normalized,  ///< (r - mean) / (std + 1e-8), population std over the G rollouts
   leave_one_out      ///< r_g - mean of the other rollouts
 };
+/// @brief Who gets the credit of a rollout (method.md section 6, last item).
+enum class credit_mode {
+  rollout,  ///< the paper's estimator: every item of rollout g gets the rollout's advantage A_g
+  item      ///< per-item credit: item i of rollout g gets its marginal f(M_g) - f(M_g \ {i}),
+            ///< less a leave-one-out baseline over the rollouts (needs `marginal_objective`s)
+};
 /// @brief How the terms of f are put on comparable scales (method.md section 1.1).
 enum class term_scaling {
   calibrated,  ///< divide each term by its std over random subsets, fixed for the run
@@ -71,6 +77,11 @@ struct enum_traits<advantage_mode> {
   static constexpr std::array<enum_choice<advantage_mode>, 2> choices{
       {{"group-normalized", advantage_mode::group_normalized},
        {"leave-one-out", advantage_mode::leave_one_out}}};
+};
+template <>
+struct enum_traits<credit_mode> {
+  static constexpr std::array<enum_choice<credit_mode>, 2> choices{
+      {{"rollout", credit_mode::rollout}, {"item", credit_mode::item}}};
 };
 template <>
 struct enum_traits<term_scaling> {
@@ -135,6 +146,10 @@ struct settings {
   /// A quality threshold computed elsewhere (global quantile over blocks); overrides `prune`.
   std::optional<double> prune_threshold;
   advantage_mode advantage = advantage_mode::group_normalized;
+  /// Per-rollout credit (the paper's estimator) or per-item credit from the objectives' marginals
+  /// (see `basic_learner`; the policy's relaxed gradient form, every diversity term a
+  /// `marginal_objective`).
+  credit_mode credit = credit_mode::rollout;
   term_scaling scaling = term_scaling::calibrated;
   /// With `term_scaling::fixed`: one divisor per term of f, finite and > 0, in the order of
   /// `selection_result::terms` (quality first when there are scores, then the diversity

@@ -30,6 +30,8 @@
 #include <limits>
 #include <numeric>
 #include <span>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -210,22 +212,134 @@ void score(const B& b, const device_block<B, T>& dev, const Mix& mix,
   });
 }
 
+/// @brief Under group scaling, each term's mean and std over the `count` scored subsets (`vals`
+/// from `score`; a constant term's std is infinite, so it contributes 0); otherwise both empty
+/// (f divides by the terms' scales).
+inline std::pair<std::vector<double>, std::vector<double>> group_shift_div(const detail::term_plan& plan,
+                                                                           term_scaling scaling,
+                                                                           std::span<const double> vals,
+                                                                           index_t count) {
+  const auto c = static_cast<std::size_t>(count);
+  std::pair<std::vector<double>, std::vector<double>> out;
+  if (scaling != term_scaling::group) return out;
+  for (std::size_t t = 0; t < plan.terms.size(); ++t) {
+    const auto [mean, sd] = mean_std(vals.subspan(t * c, c));
+    out.first.push_back(mean);
+    out.second.push_back(sd > 0.0 ? sd : std::numeric_limits<double>::infinity());
+  }
+  return out;
+}
+
 /// @brief The rewards r_g = f(M_g) of `count` scored subsets (`vals` from `score`). Under group
 /// scaling each term is z-scored over the subsets first (a constant term contributes 0).
 inline void rewards(const detail::term_plan& plan, term_scaling scaling,
                     std::span<const double> vals, index_t count, std::vector<double>& out) {
   const auto c = static_cast<std::size_t>(count);
   out.resize(c);
-  std::vector<double> shift;
-  std::vector<double> div;
-  if (scaling == term_scaling::group) {
-    for (std::size_t t = 0; t < plan.terms.size(); ++t) {
-      const auto [mean, sd] = mean_std(vals.subspan(t * c, c));
-      shift.push_back(mean);
-      div.push_back(sd > 0.0 ? sd : std::numeric_limits<double>::infinity());
-    }
-  }
+  const auto [shift, div] = group_shift_div(plan, scaling, vals, count);
   for (std::size_t g = 0; g < c; ++g) out[g] = plan.combine(vals, c, g, shift, div);
+}
+
+/// @brief The name of the first diversity term of f that cannot give its marginals (not a
+/// `marginal_objective`); empty when every term can. Per-item credit needs them all.
+template <class T, class Mix>
+std::string without_marginals(const Mix& mix, const detail::term_plan& plan) {
+  std::string missing;
+  const auto names = mix.names();
+  mix.for_each([&](auto i, const auto& objective, double /*w*/) {
+    using D = std::decay_t<decltype(objective)>;
+    if (plan.slot[i] >= 0 && !marginal_objective<D, T> && missing.empty()) missing = names[i];
+  });
+  return missing;
+}
+
+/// @brief What per-item credit needs of `count` subsets of `size` rows: the raw value of every
+/// term (as `score` gives them, `vals[t * count + g]`) and every entry's marginal for each term,
+/// `marg[t * count * size + g * size + j]` = term(M_g) - term(M_g without its j-th row). The
+/// quality term's marginals come from the host's scores (G k values); the diversity terms'
+/// from the backend's `marginals`. Every weighted diversity term must be a
+/// `marginal_objective` (check `without_marginals` first).
+template <backend B, class T, class Mix>
+void score_marginals(const B& b, const device_block<B, T>& dev, const Mix& mix, const block_plan& blk,
+                     quality_aggregate aggregate, const typename B::template vector<index_t>& subsets,
+                     index_t count, index_t size, const typename B::template vector<index_t>& reference,
+                     std::vector<double>& vals, std::vector<double>& marg) {
+  const detail::term_plan& plan = blk.plan;
+  const auto c = static_cast<std::size_t>(count);
+  const auto entries = static_cast<std::size_t>(count * size);
+  vals.assign(plan.terms.size() * c, 0.0);
+  marg.assign(plan.terms.size() * entries, 0.0);
+  if (plan.quality) {
+    std::span<double> out(vals.data(), c);
+    b.gather_sum(dev.quality, subsets, count, size, out);
+    const std::vector<index_t> rows = b.to_host(subsets);
+    for (std::size_t e = 0; e < entries; ++e) {
+      const double sum = out[e / static_cast<std::size_t>(size)];
+      marg[e] = detail::aggregate_quality(sum, size, aggregate) -
+                detail::aggregate_quality(sum - blk.data.quality[rows[e]], size - 1, aggregate);
+    }
+    for (double& v : out) v = detail::aggregate_quality(v, size, aggregate);
+  }
+  mix.for_each([&](auto i, const auto& objective, double /*w*/) {
+    using D = std::decay_t<decltype(objective)>;
+    const int t = plan.slot[i];
+    if constexpr (marginal_objective<D, T>) {
+      if (t < 0) return;
+      b.marginals(objective, dev.ds, subsets, count, size, reference,
+                  std::span<double>(vals.data() + t * count, c),
+                  std::span<double>(marg.data() + static_cast<std::size_t>(t) * entries, entries));
+    } else {
+      DATAMASK_EXPECTS(t < 0, "credit", "item credit needs each item's marginal, which '",
+                       mix.names()[i], "' cannot give (not a datamask::marginal_objective)");
+    }
+  });
+}
+
+/// @brief Why a step's per-item advantages could not be formed.
+enum class item_credit_status { ok, nonfinite, zero_variance };
+
+/// @brief Per-item credit (`credit_mode::item`): entry e = g k + j (row j of rollout g) gets the
+/// marginal gain of f, D_e = sum_t weight_t marg_t,e / div_t (div: the term's scale; under group
+/// scaling its std over the rollouts, as `rewards` divides), less a leave-one-out baseline: the
+/// mean of D over the entries of the other rollouts. Under `advantage_mode::group_normalized`
+/// the result is divided by its population std over the G k entries (+ 1e-8), as the rollout
+/// advantages are; under `leave_one_out` it is used as it is.
+///
+/// Why this estimator: under independent inclusion with probabilities q_j, the gradient of
+/// E[f] with respect to logit L_j (softmax over the items, sum q = k) is q_j (df/dq_j - the
+/// q-weighted mean of df/dq), and 1[j in M] (D_j(M) - b) estimates it term by term, b estimating
+/// the mean marginal from rollouts that do not contain this draw. Each item gets its own
+/// signal, where the rollout estimator gives all k items of a rollout the same one.
+inline item_credit_status item_advantages(const detail::term_plan& plan, term_scaling scaling, advantage_mode mode,
+                                          std::span<const double> vals, std::span<const double> marg,
+                                          index_t count, index_t size, std::vector<double>& adv) {
+  const auto c = static_cast<std::size_t>(count);
+  const auto k = static_cast<std::size_t>(size);
+  const std::size_t entries = c * k;
+  const auto div = group_shift_div(plan, scaling, vals, count).second;
+  const std::vector<double> zero(plan.terms.size(), 0.0);
+  adv.resize(entries);
+  for (std::size_t e = 0; e < entries; ++e) adv[e] = plan.combine(marg, entries, e, zero, div);
+  if (!std::all_of(adv.begin(), adv.end(), [](double a) { return std::isfinite(a); })) {
+    return item_credit_status::nonfinite;
+  }
+  std::vector<double> mean(c, 0.0);
+  double total = 0.0;
+  for (std::size_t g = 0; g < c; ++g) {
+    for (std::size_t j = 0; j < k; ++j) mean[g] += adv[g * k + j];
+    mean[g] /= static_cast<double>(k);
+    total += mean[g];
+  }
+  for (std::size_t g = 0; g < c; ++g) {
+    const double baseline = (total - mean[g]) / static_cast<double>(c - 1);
+    for (std::size_t j = 0; j < k; ++j) adv[g * k + j] -= baseline;
+  }
+  const double sd = mean_std(adv).second;
+  if (!(sd > 0.0)) return item_credit_status::zero_variance;
+  if (mode == advantage_mode::group_normalized) {
+    for (double& a : adv) a /= sd + 1e-8;
+  }
+  return item_credit_status::ok;
 }
 
 /// @brief Under calibrated scaling, sets each term's scale to its std over

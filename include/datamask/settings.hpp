@@ -359,6 +359,10 @@ void visit_run_settings(F&& f) {
       &S::prune_threshold, -inf, inf});
   f(choice_setting<S, advantage_mode>{"advantage", "advantage", "how rewards become advantages",
                                       &S::advantage});
+  f(choice_setting<S, credit_mode>{"credit", "credit",
+                                   "who gets a rollout's credit: every item its advantage (rollout, the "
+                                   "paper's) or each item its own marginal gain (item)",
+                                   &S::credit});
   f(choice_setting<S, term_scaling>{"scaling", "scaling",
                                     "how the terms of f are put on one scale", &S::scaling});
   f(number_setting<S, double, std::vector<double>>{

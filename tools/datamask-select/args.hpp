@@ -113,7 +113,7 @@ void visit_options(F&& f) {
 /// Options that only the policy-gradient learner reads (the calibration settings, which both
 /// learners use, are not among them).
 inline bool pg_only(std::string_view name) {
-  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "readout", "keep-best-rollout", "lr-max",
+  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "credit", "readout", "keep-best-rollout", "lr-max",
                              "lr-min", "schedule", "logprob"}) {
     if (n == name) return true;
   }

@@ -140,6 +140,26 @@ struct eigen_backend {
     }
   }
 
+  /// @brief Per-item credit's scores (`marginal_objective`): values[g] = d(subset g) and
+  /// out[g k + t] = d(subset g) - d(subset g without its t-th row), subsets spread over the
+  /// threads (each call's own parallel loops then run on its thread).
+  template <class T, class D>
+    requires marginal_objective<D, T>
+  void marginals(const D& objective, const dataset<T>& ds, const vector<index_t>& subsets,
+                 index_t g_count, index_t k, const vector<index_t>& reference,
+                 std::span<double> values, std::span<double> out) const {
+    const batch_view<T> b{ds.embeddings, ds.inv_norms.data(), ds.sq_norms.data(),
+                          matrix_view<const index_t>(subsets.data(), g_count, k),
+                          index_view(reference.data(), static_cast<index_t>(reference.size()))};
+    const double work = static_cast<double>(k) * static_cast<double>(ds.embeddings.cols) *
+                        static_cast<double>(std::max<index_t>(k, b.reference.size));
+    detail::parallel_for(g_count, threads, [&](index_t g) {
+      subset_view<T> s = b[g];
+      s.threads = threads;
+      values[g] = objective.marginals(s, out.subspan(static_cast<std::size_t>(g * k), static_cast<std::size_t>(k)));
+    }, work);
+  }
+
   /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
   void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
                   index_t k, std::span<double> out) const {

@@ -275,6 +275,24 @@ struct thrust_backend {
     }
   }
 
+  /// @brief Per-item credit's scores (`marginal_objective`), as `eigen_backend::marginals`: on
+  /// the host, from copies of the subset and reference rows (G k + |V| indices per step), as a
+  /// host-only objective is scored; the marginals are not batched on the device yet.
+  template <class T, class D>
+    requires marginal_objective<D, T>
+  void marginals(const D& objective, const dataset<T>& ds, const vector<index_t>& subsets,
+                 index_t g_count, index_t k, const vector<index_t>& reference,
+                 std::span<double> values, std::span<double> out) const {
+    const std::vector<index_t> hs = to_host(subsets);
+    const std::vector<index_t> hr = to_host(reference);
+    const batch_view<T> b{ds.host_embeddings, ds.host_inv_norms.data(), ds.host_sq_norms.data(),
+                          matrix_view<const index_t>(hs.data(), g_count, k),
+                          index_view(hr.data(), static_cast<index_t>(hr.size()))};
+    detail::parallel_for(g_count, 0, [&](index_t g) {
+      values[g] = objective.marginals(b[g], out.subspan(static_cast<std::size_t>(g * k), static_cast<std::size_t>(k)));
+    });
+  }
+
   /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
   void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
                   index_t k, std::span<double> out) const {

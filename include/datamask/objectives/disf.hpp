@@ -330,6 +330,65 @@ double relax(const relax_view<T>& v, std::span<double> grad) {
   return disf_relax_in<double>(v, grad);
 }
 
+/// Every item's marginal (`disf::marginals`). With Y the k centred rows (y_i = x_i - mean), the
+/// scatter M = Y^T Y and w0_a = 1 / (M_aa / (k - 1) + 1e-8), F = -scale (w0^T (M o M) w0 /
+/// (k - 1)^2 - sum_a (M_aa w0_a / (k - 1))^2). Removing row i is a rank-one downdate
+/// M' = M - beta y_i y_i^T, beta = k / (k - 1) (the mean moves too), so, as in the greedy state
+/// with the sign of beta turned, with w_a = 1 / (M'_aa / (k - 2) + 1e-8):
+///   w^T (M' o M') w = w^T (M o M) w - 2 beta (w o y)^T M (w o y) + beta^2 (sum_a w_a y_a^2)^2:
+/// two (k x d) (d x d) products for all k items, in double. Sets of fewer than two items score 0.
+template <class T>
+double marginals(const subset_view<T>& s, std::span<double> out) {
+  const index_t k = s.subset.size;
+  const index_t d = s.embeddings.cols;
+  std::fill(out.begin(), out.end(), 0.0);
+  if (k < 2) return 0.0;
+  const double kk = static_cast<double>(k);
+  Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> y(k, d);
+  for (index_t t = 0; t < k; ++t) {
+    y.row(t) = detail::relax::row_map<T>(s.embeddings.row(s.subset[t]), d).template cast<double>().transpose();
+  }
+  const Eigen::RowVectorXd mean = y.colwise().sum() / kk;
+  y.rowwise() -= mean;
+  Eigen::MatrixXd m = Eigen::MatrixXd::Zero(d, d);
+  m.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
+  m = m.selfadjointView<Eigen::Lower>();
+  const Eigen::MatrixXd q = m.cwiseAbs2();
+  // F from a diagonal (the scatter's, or the downdated one) and w^T (M' o M') w.
+  auto term = [&](const Eigen::ArrayXd& diag, double quad, double km1) {
+    const Eigen::ArrayXd var = diag / km1;
+    const Eigen::ArrayXd w = 1.0 / (var + epsilon);
+    return -scale * (quad / (km1 * km1) - (var * w).square().sum());
+  };
+  const Eigen::ArrayXd diag = m.diagonal().array();
+  const Eigen::VectorXd w0 = (1.0 / (diag / (kk - 1.0) + epsilon)).matrix();
+  const double value = term(diag, w0.dot(q * w0), kk - 1.0);
+  if (k == 2) {  // without either item one row is left, which scores 0
+    std::fill(out.begin(), out.end(), value);
+    return value;
+  }
+  const double beta = kk / (kk - 1.0);
+  Eigen::MatrixXd w(k, d);
+  Eigen::MatrixXd v(k, d);
+  std::vector<double> t3(static_cast<std::size_t>(k));
+  for (index_t t = 0; t < k; ++t) {
+    const Eigen::ArrayXd yt = y.row(t).transpose().array();
+    const Eigen::ArrayXd wt = 1.0 / ((diag - beta * yt.square()) / (kk - 2.0) + epsilon);
+    w.row(t) = wt.matrix().transpose();
+    v.row(t) = (wt * yt).matrix().transpose();
+    t3[static_cast<std::size_t>(t)] = (wt * yt.square()).sum();
+  }
+  const Eigen::MatrixXd wq = w * q;
+  const Eigen::MatrixXd vm = v * m;
+  for (index_t t = 0; t < k; ++t) {
+    const Eigen::ArrayXd yt = y.row(t).transpose().array();
+    const double c = t3[static_cast<std::size_t>(t)];
+    const double quad = wq.row(t).dot(w.row(t)) - 2.0 * beta * vm.row(t).dot(v.row(t)) + beta * beta * c * c;
+    out[t] = value - term(diag - beta * yt.square(), quad, kk - 2.0);
+  }
+  return value;
+}
+
 }  // namespace detail::disf_impl
 
 /// @brief F_disf(U) = -(1 / 10^4) * sum_{a != b} C_ab^2 on the raw embeddings of the subset.
@@ -447,6 +506,14 @@ struct disf {
       // -scale 2 sum_b partial / (k - 1)^2, the host's order of operations.
       exec.for_each(cg, detail::device_passes::scaled_row_sum{partial, d, -scale * 2.0, km1 * km1, out + g0});
     }
+  }
+
+  /// @brief d(s) and every item's marginal d(s) - d(s without it) (`marginal_objective`):
+  /// one scatter and a rank-one downdate per item, O(k d^2) in double; the formula is at
+  /// `detail::disf_impl::marginals`.
+  template <class T>
+  double marginals(const subset_view<T>& s, std::span<double> out) const {
+    return detail::disf_impl::marginals(s, out);
   }
 
   /// @brief The relaxation of DiSF at the probabilities `v.p`: returns F(p) and writes dF/dp

@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <Eigen/Core>
@@ -310,6 +311,59 @@ struct facility_location {
     return total / static_cast<double>(nv);
   }
 
+  /// @brief d(s) and every item's marginal d(s) - d(s without it) (`marginal_objective`): only
+  /// the item that is a reference row's best loses it, and that row then falls to its
+  /// second-best item, so the marginal of item t is (1 / |V|) sum over the rows whose first best
+  /// is t of (best - second best) (0 on ties; the whole d(s) for a single item: the empty set
+  /// scores 0). The same tiles and products as the call operator: one pass, the same value.
+  template <class T>
+  double marginals(const subset_view<T>& s, std::span<double> out) const {
+    using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const index_t k = s.subset.size;
+    const index_t nv = s.reference.size;
+    std::fill(out.begin(), out.end(), 0.0);
+    if (k == 0 || nv == 0) return 0.0;
+    const index_t d = s.embeddings.cols;
+    const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
+    auto gather = [&](index_t r, auto&& dst) {
+      const auto row = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(s.embeddings.row(r), d);
+      if (unit) {
+        dst = (row.template cast<double>() * s.inv_norms[r]).template cast<T>();
+      } else {
+        dst = row;
+      }
+    };
+    mat xu(k, d);
+    for (index_t j = 0; j < k; ++j) gather(s.subset[j], xu.row(j));
+    const index_t tl = std::max<index_t>(1, std::min(tile, nv));
+    const index_t tiles = (nv + tl - 1) / tl;
+    std::vector<double> partial(static_cast<std::size_t>(tiles), 0.0);
+    std::vector<double> lost(static_cast<std::size_t>(tiles * k), 0.0);  // per tile and item
+    detail::parallel_for(tiles, s.threads, [&](index_t c) {
+      const index_t v0 = c * tl;
+      const index_t t = std::min(tl, nv - v0);
+      mat xv(t, d);
+      for (index_t a = 0; a < t; ++a) gather(s.reference[v0 + a], xv.row(a));
+      mat sim(t, k);
+      sim.noalias() = xv * xu.transpose();
+      double sum = 0.0;
+      double* loss = lost.data() + c * k;
+      for (index_t a = 0; a < t; ++a) {
+        const auto [first, at, second] = best_two(sim.row(a), s, s.reference[v0 + a]);
+        sum += first;
+        loss[at] += k == 1 ? first : first - second;
+      }
+      partial[c] = sum;
+    }, 2.0 * static_cast<double>(tl) * static_cast<double>(k) * static_cast<double>(d));
+    double total = 0.0;
+    for (double p : partial) total += p;
+    for (index_t c = 0; c < tiles; ++c) {
+      for (index_t j = 0; j < k; ++j) out[j] += lost[c * k + j];
+    }
+    for (double& o : out) o /= static_cast<double>(nv);
+    return total / static_cast<double>(nv);
+  }
+
   /// @brief The greedy state over a block (see `incremental_objective`).
   template <class T>
   [[nodiscard]] detail::facility_impl::state<T> greedy_state(const greedy_block<T>& b) const {
@@ -359,6 +413,41 @@ struct facility_location {
       }
     }
     return 0.0;
+  }
+
+  /// The best similarity of reference row v to the subset (as `best`), the position of the
+  /// first item reaching it, and the best similarity without that item (the best again on a
+  /// tie; unused for a single item). Compared as `best` compares (rbf: the smallest
+  /// ||j||^2 - 2 v.j), so the best is `best`'s value bit for bit.
+  template <class Row, class T>
+  [[nodiscard]] std::tuple<double, index_t, double> best_two(const Row& dots, const subset_view<T>& s,
+                                                             index_t v) const {
+    const index_t k = s.subset.size;
+    auto key = [&](index_t j) {  // larger is better
+      const double c = static_cast<double>(dots(j));
+      switch (kernel) {
+        case similarity_kernel::cosine2: return c * c;
+        case similarity_kernel::rbf: return -(s.sq_norms[s.subset[j]] - 2.0 * c);
+        default: return c;
+      }
+    };
+    double k1 = -std::numeric_limits<double>::infinity();
+    double k2 = k1;
+    index_t at = 0;
+    for (index_t j = 0; j < k; ++j) {
+      const double x = key(j);
+      if (x > k1) {
+        k2 = k1;
+        k1 = x;
+        at = j;
+      } else if (x > k2) {
+        k2 = x;
+      }
+    }
+    auto value = [&](double x) {
+      return kernel == similarity_kernel::rbf ? std::exp(-gamma * std::max(0.0, s.sq_norms[v] + (-x))) : x;
+    };
+    return {value(k1), at, k < 2 ? 0.0 : value(k2)};
   }
 };
 

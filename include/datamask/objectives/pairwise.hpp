@@ -170,6 +170,38 @@ struct pairwise_similarity {
     return -(acc.squaredNorm() - self) / (static_cast<double>(k) * static_cast<double>(k - 1));
   }
 
+  /// @brief d(s) and every item's marginal d(s) - d(s without it) (`marginal_objective`): with
+  /// P = ||acc||^2 - self (the sum of cosines over ordered pairs) as in the call operator,
+  /// removing u_t leaves P - 2 u_t . acc + 2 c_t over (k - 1)(k - 2) pairs. O(k d).
+  template <class T>
+  double marginals(const subset_view<T>& s, std::span<double> out) const {
+    const index_t k = s.subset.size;
+    const index_t d = s.embeddings.cols;
+    std::fill(out.begin(), out.end(), 0.0);
+    if (k < 2) return 0.0;
+    auto unit = [&](index_t i) {
+      return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d).template cast<double>() *
+             s.inv_norms[i];
+    };
+    Eigen::VectorXd acc = Eigen::VectorXd::Zero(d);
+    double self = 0.0;
+    for (index_t i : s.subset) {
+      const double w = s.inv_norms[i];
+      acc += unit(i);
+      self += s.sq_norms[i] * w * w;
+    }
+    const double pairs = acc.squaredNorm() - self;
+    const double kk = static_cast<double>(k);
+    const double value = -pairs / (kk * (kk - 1.0));
+    for (index_t t = 0; t < k; ++t) {
+      const index_t i = s.subset[t];
+      const double c = s.sq_norms[i] * s.inv_norms[i] * s.inv_norms[i];
+      const double rest = k < 3 ? 0.0 : -(pairs - 2.0 * unit(i).dot(acc) + 2.0 * c) / ((kk - 1.0) * (kk - 2.0));
+      out[t] = value - rest;
+    }
+    return value;
+  }
+
   /// @brief The greedy state over a block (see `incremental_objective`).
   template <class T>
   [[nodiscard]] detail::pairwise_impl::state<T> greedy_state(const greedy_block<T>& b) const {
