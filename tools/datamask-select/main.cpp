@@ -31,6 +31,7 @@
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "corpus.hpp"
+#include "knn.hpp"
 #include "outputs.hpp"
 #include "paths.hpp"
 #include "wait_policy.hpp"
@@ -55,7 +56,8 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 /// The diversity mix the flags choose: every objective is present, those not chosen weigh 0.
-using mix_type = datamask::diversity_mix<datamask::pairwise_similarity, datamask::facility_location, datamask::disf>;
+using mix_type = datamask::diversity_mix<datamask::pairwise_similarity, datamask::facility_location, datamask::disf,
+                                         datamask::sparse_facility_location>;
 
 mix_type make_mix(const config& c) {
   double w[3] = {0, 0, 0};
@@ -66,8 +68,10 @@ mix_type make_mix(const config& c) {
     }
   }
   const datamask::facility_location fl = c.learn.facility_object();
-  return datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]}, datamask::weighted{fl, w[1]},
-                       datamask::weighted{datamask::disf{}, w[2]});
+  const double knn = c.neighbors > 0 || !c.graph.empty() ? w[1] : 0.0;  // facility on a kNN graph (knn.hpp)
+  return datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]}, datamask::weighted{fl, w[1] - knn},
+                       datamask::weighted{datamask::disf{}, w[2]},
+                       datamask::weighted{datamask::sparse_facility_location{}, knn});
 }
 
 /// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
@@ -133,6 +137,7 @@ struct run_context {
   checkpoint_dir& ckpt;
   progress& prog;
   std::size_t blocks = 1;
+  knn_run& knn;
 };
 
 /// The learner's options for block b (the flags, S_b, the global prune threshold).
@@ -205,14 +210,16 @@ std::vector<index_t> continuous_block(run_context& ctx, const datamask::problem<
     ctx.prog.step(b, blocks);
   };
   co.stop = [](const datamask::continuous_step_info&) { return g_signal != 0; };
-  double w[2] = {0, 0};
+  double w[3] = {0, 0, 0};
   for (std::size_t i = 0; i < c.objectives.size(); ++i) {
     const double wi = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
     if (c.objectives[i] == "pairwise") w[0] = wi;
     if (c.objectives[i] == "disf") w[1] = wi;
+    if (c.objectives[i] == "facility") w[2] = wi;  // on a kNN graph: check_args refuses dense facility
   }
   const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]},
-                                 datamask::weighted{datamask::disf{}, w[1]});
+                                 datamask::weighted{datamask::disf{}, w[1]},
+                                 datamask::weighted{std::get<3>(ctx.mix.objectives), w[2]});
   const datamask::basic_continuous_learner<datamask::eigen_backend> L(co);
   auto res = L.select(p, mix);
   if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
@@ -239,14 +246,16 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
   const datamask::problem<float> p = data.view();
   datamask::options o = block_options(c, b, s_b, ctx.prune_threshold);
+  const mix_type mix = block_mix(ctx.mix, c, ctx.knn, p, b);  // with the block's kNN graph, if any
+  run_context bctx{c, k, mix, ctx.prune_threshold, ctx.ckpt, ctx.prog, ctx.blocks, ctx.knn};
 
   const auto t0 = clock_type::now();
   std::vector<index_t> sel_rows;
   std::vector<double> scales;
   if (c.optimizer == "pg") {
-    sel_rows = learn_block(ctx, p, o, r, scales);
+    sel_rows = learn_block(bctx, p, o, r, scales);
   } else if (c.optimizer == "continuous") {
-    sel_rows = continuous_block(ctx, p, o, r, scales);
+    sel_rows = continuous_block(bctx, p, o, r, scales);
   } else {
     datamask::greedy_options g;
     g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
@@ -255,7 +264,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
     // A signal ends the greedy within about 0.1 s (greedy_options::stop); its partial
     // selection is dropped: an interrupted run writes no output.
     g.stop = [] { return g_signal != 0; };
-    sel_rows = datamask::greedy_select_block(p, ctx.mix, o, g, scales, r.kept);
+    sel_rows = datamask::greedy_select_block(p, mix, o, g, scales, r.kept);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for the greedy baselines
     for (index_t row : sel_rows) r.ids.push_back(data.ids[static_cast<std::size_t>(row)]);
@@ -263,7 +272,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   r.optimize_seconds = seconds_since(t0);
 
   const auto t1 = clock_type::now();
-  datamask::evaluate_block(p, ctx.mix, o, scales, sel_rows, r);
+  datamask::evaluate_block(p, mix, o, scales, sel_rows, r);
   r.evaluate_seconds = seconds_since(t1);
   return r;
 }
@@ -344,6 +353,7 @@ int run(int argc, char** argv) {
   std::vector<index_t> sizes;
   for (const auto& b : blocks) sizes.push_back(static_cast<index_t>(b.size()));
   const auto counts = datamask::split_selection(sizes, k.n, total);
+  knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
 
   const auto t_prune = clock_type::now();
   const std::optional<double> threshold = corpus_prune_threshold(c, k);
@@ -366,13 +376,17 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
                  c.requested != "auto" ? ""
                  : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"
-                        : " (auto: facility location has no relaxation yet)");
+                        : " (auto: dense facility location has no relaxation)");
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const mix_type mix = make_mix(c);
-  run_context ctx{c, k, mix, threshold, ckpt, prog, blocks.size()};
+  run_context ctx{c, k, mix, threshold, ckpt, prog, blocks.size(), knn};
   rep.blocks = run_blocks(ctx, blocks, counts);
+  if (c.neighbors > 0 || !c.graph.empty()) {
+    rep.configuration["graph-built"] = graph_json(knn);
+    rep.seconds.emplace_back("graph", knn.seconds);
+  }
   double optimize = 0.0, evaluate = 0.0;
   for (const auto& r : rep.blocks) {
     optimize += r.optimize_seconds;
