@@ -4,7 +4,7 @@
 // (synthetic.hpp), f = 0.5 quality + 0.5 facility location (cosine), S = 0.1 n. Every selection
 // is scored by the same f with DENSE facility location (whole block as reference set, scales
 // calibrated as the policy-gradient learner calibrates them, seed 0), so sparse runs are judged
-// on the objective they approximate. Prints per method: K, seconds (graph build separately),
+// on the objective they approximate; the sparse runs optimise f with those same (fixed) scales. Prints per method: K, seconds (graph build separately),
 // f, and the share of dense lazy greedy's gain over random subsets; the graph's bytes and the
 // process's peak resident memory after each method.
 //
@@ -114,10 +114,15 @@ int main(int argc, char** argv) {
     const dm_bench::block& b = dm_bench::data(s.n, s.d);
     const dm::problem<float> p = b.problem();
     const dm::options opt = dm_bench::bench_options(s.threads);
-    const index_t count = dm::selection_size(s.n, opt.ratio, opt.count);
+    const index_t count = dm::detail::selection_size(opt, s.n);
     dm::facility_location dense;
-    dm::objective_function<float, dm::facility_location> f(p, dense, opt.lambda, opt.aggregate, false, s.threads);
+    dm::objective_function<float, dm::facility_location> f(p, dense, opt.lambda, opt.quality, false, s.threads);
     dm_bench::calibrate(f, p, dense, opt);
+    // The sparse runs optimise f with the dense term's scales (fixed): the same weights of quality
+    // against coverage, so the sparse term stands in for the dense one in the same f.
+    dm::options fixed = opt;
+    fixed.scaling = dm::term_scaling::fixed;
+    for (const auto& t : f.terms()) fixed.scales.push_back(t.scale);
     const double random = dm_bench::random_mean(f, s.n, count, 20);
     std::printf("n %lld, d %lld, S %lld, threads %d; f = 0.5 quality + 0.5 dense facility (cosine); "
                 "random subsets: f %.6f\n",
@@ -156,16 +161,16 @@ int main(int argc, char** argv) {
                   static_cast<double>(sparse.graph->bytes()) / (1024.0 * 1024.0));
       for (index_t it : s.iterations) {
         dm::continuous_options co;
-        co.common = opt;
+        co.common = fixed;
         co.ascent.iterations = it;
         co.polish.enabled = s.polish;
         const auto t1 = clk::now();
         const auto res = dm::continuous_learner(co).select(p, sparse);
         line("continuous " + std::to_string(it) + (s.polish ? " +polish" : ""), k, graph_s, since(t1), res.rows);
       }
-      dm::objective_function<float, dm::sparse_facility_location> fs(p, sparse, opt.lambda, opt.aggregate, false,
+      dm::objective_function<float, dm::sparse_facility_location> fs(p, sparse, opt.lambda, opt.quality, false,
                                                                      s.threads);
-      dm_bench::calibrate(fs, p, sparse, opt);
+      fs.set_scales(fixed.scales);
       for (const auto& name : s.sparse) {
         const auto t1 = clk::now();
         const auto r = dm::greedy_select(fs, count, greedy_of(name, s.threads));

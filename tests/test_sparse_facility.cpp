@@ -241,3 +241,27 @@ TEST_CASE("the continuous learner optimises sparse facility location", "[sparse_
   const double share = (f(res.rows) - random) / (greedy.objective - random);
   CHECK(share >= 0.97);
 }
+
+TEST_CASE("the polish's swap gains on sparse facility location are exact", "[sparse_facility]") {
+  const block b(80, 5, 12, false);
+  dmtest::rng r(13);
+  for (index_t k : {1, 7, 80}) {
+    const auto sparse = b.sparse(k, dm::similarity_kernel::cosine, 1.0);
+    std::vector<index_t> sel = r.distinct(b.n, 15);
+    dm::detail::continuous::swap_term<dm::sparse_facility_location, double> term;
+    term.init(sparse, b.view({}, b.all), sel);
+    for (int step = 0; step < 40; ++step) {
+      const index_t out = sel[static_cast<std::size_t>(r.below(15))];
+      index_t in = r.below(b.n);
+      while (std::find(sel.begin(), sel.end(), in) != sel.end()) in = r.below(b.n);
+      auto next = sel;
+      *std::find(next.begin(), next.end(), out) = in;
+      const double want = sparse(b.view(next, b.all)) - sparse(b.view(sel, b.all));
+      CHECK(std::abs(term.delta(out, in) - want) <= 1e-12);
+      if (step % 2 == 0) {  // every other swap applied
+        term.apply(out, in);
+        sel = next;
+      }
+    }
+  }
+}
