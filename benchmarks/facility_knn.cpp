@@ -4,20 +4,23 @@
 // (synthetic.hpp), f = 0.5 quality + 0.5 facility location (cosine), S = 0.1 n. Every selection
 // is scored by the same f with DENSE facility location (whole block as reference set, scales
 // calibrated as the policy-gradient learner calibrates them, seed 0), so sparse runs are judged
-// on the objective they approximate; the sparse runs optimise f with those same (fixed) scales. Prints per method: K, seconds (graph build separately),
-// f, and the share of dense lazy greedy's gain over random subsets; the graph's bytes and the
-// process's peak resident memory after each method.
+// on the objective they approximate; the sparse runs optimise f with those same (fixed) scales.
+// Prints per method: K, seconds (graph build separately), f, its share of the reference's gain
+// over random subsets, f with the sparse term (the f the sparse runs optimised), and the
+// process's peak resident memory so far; and each graph's build time and bytes.
 //
 //   datamask_bench_facility_knn --n 20000 --d 64 --neighbors 16,64 --iterations 100,300
 //       --dense lazy --sparse lazy,s0.1 --threads 2
 //
 // Options [defaults]: --n [20000], --d [64], --neighbors LIST [16,64], --iterations LIST of the
 // continuous learner's iterations on each graph [100,300], --polish 0|1 [1], --dense LIST of
-// greedies on dense facility location, naive|lazy|sEPS [lazy] (the first lazy one is the
-// share's reference; without one, the best dense f), --sparse LIST of greedies on each graph
-// [lazy,s0.1], --threads [0].
+// greedies on dense facility location, naive|lazy|sEPS [lazy], --sparse LIST of greedies on
+// each graph [lazy,s0.1], --random SUBSETS for the share's zero [20] (each costs a dense
+// evaluation), --threads [0]. The share's reference is the first method printed: the first
+// dense greedy, else the first sparse greedy on the first graph.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -59,6 +62,7 @@ struct settings {
   std::vector<std::string> dense{"lazy"};
   std::vector<std::string> sparse{"lazy", "s0.1"};
   int threads = 0;
+  int random = 20;
 };
 
 settings parse(int argc, char** argv) {
@@ -81,6 +85,7 @@ settings parse(int argc, char** argv) {
     else if (a == "--dense") s.dense = v.empty() ? std::vector<std::string>{} : split(v);
     else if (a == "--sparse") s.sparse = v.empty() ? std::vector<std::string>{} : split(v);
     else if (a == "--threads") s.threads = static_cast<int>(num(v));
+    else if (a == "--random") s.random = static_cast<int>(num(v));
     else usage("unknown option '" + a + "'");
   }
   return s;
@@ -123,22 +128,24 @@ int main(int argc, char** argv) {
     dm::options fixed = opt;
     fixed.scaling = dm::term_scaling::fixed;
     for (const auto& t : f.terms()) fixed.scales.push_back(t.scale);
-    const double random = dm_bench::random_mean(f, s.n, count, 20);
+    const double random = dm_bench::random_mean(f, s.n, count, s.random);
     std::printf("n %lld, d %lld, S %lld, threads %d; f = 0.5 quality + 0.5 dense facility (cosine); "
                 "random subsets: f %.6f\n",
                 static_cast<long long>(s.n), static_cast<long long>(s.d), static_cast<long long>(count), s.threads,
                 random);
-    std::printf("%-28s %6s %9s %9s %12s %8s %9s\n", "method", "K", "graph s", "select s", "f (dense)", "share",
-                "peak MiB");
+    std::printf("%-28s %6s %9s %9s %12s %8s %12s %9s\n", "method", "K", "graph s", "select s", "f (dense)", "share",
+                "f (sparse)", "peak MiB");
     double reference = 0.0;
     bool have_reference = false;
     auto line = [&](const std::string& method, index_t k, double graph_s, double sel_s,
-                    std::span<const index_t> rows) {
+                    std::span<const index_t> rows, double sparse_f) {
       const double v = f(rows);
       if (!have_reference) reference = v;
+      have_reference = true;
       const double share = (v - random) / (reference - random);
-      std::printf("%-28s %6s %9.2f %9.2f %12.6f %7.2f%% %9.0f\n", method.c_str(),
-                  k > 0 ? std::to_string(k).c_str() : "dense", graph_s, sel_s, v, 100.0 * share, peak_mib());
+      std::printf("%-28s %6s %9.2f %9.2f %12.6f %7.2f%% %12.6f %9.0f\n", method.c_str(),
+                  k > 0 ? std::to_string(k).c_str() : "dense", graph_s, sel_s, v, 100.0 * share, sparse_f,
+                  peak_mib());
       std::fflush(stdout);
       return v;
     };
@@ -146,10 +153,8 @@ int main(int argc, char** argv) {
       const auto t0 = clk::now();
       const auto r = dm::greedy_select(f, count, greedy_of(name, s.threads));
       const double sec = since(t0);
-      line("greedy " + name, 0, 0.0, sec, r.rows);
-      have_reference = have_reference || name == "lazy";
+      line("greedy " + name, 0, 0.0, sec, r.rows, std::nan(""));
     }
-    have_reference = true;  // without a dense lazy run, the first method is the reference
     for (index_t k : s.neighbors) {
       dm::knn_settings ks;
       ks.neighbors = k;
@@ -159,6 +164,15 @@ int main(int argc, char** argv) {
       const double graph_s = since(t0);
       std::printf("graph K = %lld: %.2f s, %.1f MiB\n", static_cast<long long>(k), graph_s,
                   static_cast<double>(sparse.graph->bytes()) / (1024.0 * 1024.0));
+      dm::objective_function<float, dm::sparse_facility_location> fs(p, sparse, opt.lambda, opt.quality, false,
+                                                                     s.threads);
+      fs.set_scales(fixed.scales);
+      for (const auto& name : s.sparse) {
+        const auto t1 = clk::now();
+        const auto r = dm::greedy_select(fs, count, greedy_of(name, s.threads));
+        const double sec = since(t1);
+        line("greedy " + name, k, graph_s, sec, r.rows, fs(r.rows));
+      }
       for (index_t it : s.iterations) {
         dm::continuous_options co;
         co.common = fixed;
@@ -166,15 +180,9 @@ int main(int argc, char** argv) {
         co.polish.enabled = s.polish;
         const auto t1 = clk::now();
         const auto res = dm::continuous_learner(co).select(p, sparse);
-        line("continuous " + std::to_string(it) + (s.polish ? " +polish" : ""), k, graph_s, since(t1), res.rows);
-      }
-      dm::objective_function<float, dm::sparse_facility_location> fs(p, sparse, opt.lambda, opt.quality, false,
-                                                                     s.threads);
-      fs.set_scales(fixed.scales);
-      for (const auto& name : s.sparse) {
-        const auto t1 = clk::now();
-        const auto r = dm::greedy_select(fs, count, greedy_of(name, s.threads));
-        line("greedy " + name, k, graph_s, since(t1), r.rows);
+        const double sec = since(t1);
+        line("continuous " + std::to_string(it) + (s.polish ? " +polish" : ""), k, graph_s, sec, res.rows,
+             fs(res.rows));
       }
     }
   } catch (const std::exception& e) {
