@@ -16,8 +16,10 @@
 // continuous learner's iterations on each graph [100,300], --polish 0|1 [1], --dense LIST of
 // greedies on dense facility location, naive|lazy|sEPS [lazy], --sparse LIST of greedies on
 // each graph [lazy,s0.1], --random SUBSETS for the share's zero [20] (each costs a dense
-// evaluation), --threads [0]. The share's reference is the first method printed: the first
-// dense greedy, else the first sparse greedy on the first graph.
+// evaluation), --cache MiB for dense facility location's greedy similarity cache
+// (`facility_location::cache_bytes`; 0: none) [256], --threads [0]; an empty list skips. The
+// share's reference is the first method printed: the first dense greedy, else the first sparse
+// greedy on the first graph.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -63,6 +65,7 @@ struct settings {
   std::vector<std::string> sparse{"lazy", "s0.1"};
   int threads = 0;
   int random = 20;
+  double cache_mib = 256.0;
 };
 
 settings parse(int argc, char** argv) {
@@ -70,6 +73,7 @@ settings parse(int argc, char** argv) {
   auto num = [](const std::string& v) { return dm_bench::number(v, usage); };
   auto list = [&](const std::string& v) {
     std::vector<index_t> out;
+    if (v.empty()) return out;
     for (const auto& t : split(v)) out.push_back(static_cast<index_t>(num(t)));
     return out;
   };
@@ -86,6 +90,7 @@ settings parse(int argc, char** argv) {
     else if (a == "--sparse") s.sparse = v.empty() ? std::vector<std::string>{} : split(v);
     else if (a == "--threads") s.threads = static_cast<int>(num(v));
     else if (a == "--random") s.random = static_cast<int>(num(v));
+    else if (a == "--cache") s.cache_mib = num(v);
     else usage("unknown option '" + a + "'");
   }
   return s;
@@ -121,6 +126,7 @@ int main(int argc, char** argv) {
     const dm::options opt = dm_bench::bench_options(s.threads);
     const index_t count = dm::detail::selection_size(opt, s.n);
     dm::facility_location dense;
+    dense.cache_bytes = static_cast<std::size_t>(s.cache_mib * 1024.0 * 1024.0);
     dm::objective_function<float, dm::facility_location> f(p, dense, opt.lambda, opt.quality, false, s.threads);
     dm_bench::calibrate(f, p, dense, opt);
     // The sparse runs optimise f with the dense term's scales (fixed): the same weights of quality

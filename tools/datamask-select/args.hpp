@@ -51,6 +51,8 @@ struct config {
   // graph loaded from PREFIX.ids.npy and PREFIX.sims.npy (0 and empty: dense facility location).
   index_t neighbors = 0;
   std::string graph;
+  // Dense facility location's greedy similarity cache, in MiB (facility_location::cache_bytes).
+  double facility_cache_mib = static_cast<double>(datamask::facility_location{}.cache_bytes) / (1024.0 * 1024.0);
   // auto: continuous when every diversity term of f has a relaxation, else pg (check_args
   // resolves it; `requested` keeps what was asked for, for the report).
   std::string optimizer = "auto";
@@ -272,6 +274,11 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--graph", c.graph,
                  "PREFIX: facility location on the kNN graph in PREFIX.ids.npy (int64, n x K neighbour rows, "
                  "0-based, corpus order) and PREFIX.sims.npy (float, n x K similarities); one block only");
+  app.add_option("--facility-cache", c.facility_cache_mib,
+                 "MIB: the greedy baselines keep dense facility location's n x n similarities when they fit this "
+                 "budget (same selection, faster re-scoring); 0: never")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   app.add_option("--optimizer", c.optimizer,
                  "auto | continuous | pg | greedy | lazy | stochastic. continuous: gradient ascent of a relaxation "
                  "of f (--iterations); pg: the paper's policy gradient (--steps); auto: continuous when every "

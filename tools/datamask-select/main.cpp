@@ -67,7 +67,8 @@ mix_type make_mix(const config& c) {
       if (c.objectives[i] == names[j]) w[j] = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
     }
   }
-  const datamask::facility_location fl = c.learn.facility_object();
+  datamask::facility_location fl = c.learn.facility_object();
+  fl.cache_bytes = static_cast<std::size_t>(c.facility_cache_mib * 1024.0 * 1024.0);
   const double knn = c.neighbors > 0 || !c.graph.empty() ? w[1] : 0.0;  // facility on a kNN graph (knn.hpp)
   return datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]}, datamask::weighted{fl, w[1] - knn},
                        datamask::weighted{datamask::disf{}, w[2]},
