@@ -203,6 +203,9 @@ TEST_CASE("bad kNN graph files are refused, naming the file and the problem", "[
     b[3] = bad;
     CHECK_THAT(refusal(t, ids, {n, 2}, b, {n, 2}, n, true), Catch::Contains("finite"));
   }
+  std::vector<double> huge(sims.begin(), sims.end());
+  huge[2] = 1e300;
+  CHECK_THAT(refusal(t, ids, {n, 2}, huge, {n, 2}, n, true), Catch::Contains("float range"));
   const std::vector<double> float_ids(ids.begin(), ids.end());
   CHECK_THAT(refusal(t, float_ids, {n, 2}, sims, {n, 2}, n, false), Catch::Contains("dtype"));
   CHECK_THAT(refusal(t, ids, {n, 2}, ids, {n, 2}, n, true), Catch::Contains("dtype"));

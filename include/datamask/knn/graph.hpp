@@ -177,7 +177,7 @@ template <class T>
 /// the item itself (see the file comment); nothing requires it.
 /// @throws invalid_input naming the file and the problem: not a .npy file, a wrong dtype, not
 /// 2-D, rows other than n, shapes that differ, an id outside [0, n) or repeated in a row, a
-/// non-finite similarity
+/// non-finite similarity or one beyond the float range
 [[nodiscard]] inline knn_graph load_knn_graph(const std::string& prefix, index_t n) {
   const auto [ids_path, sims_path] = knn_graph_files(prefix);
   const io::npy_file fi(ids_path);
@@ -206,6 +206,8 @@ template <class T>
                        ", outside [0, ", n, ")");
       DATAMASK_EXPECTS(std::isfinite(sims[at]), fs.path(), "row ", v, ", column ", r, " is ",
                        std::isnan(sims[at]) ? "NaN" : "infinite", "; every similarity must be finite");
+      DATAMASK_EXPECTS(std::isfinite(static_cast<float>(sims[at])), fs.path(), "row ", v, ", column ", r, " is ",
+                       sims[at], ", beyond the float range the graph stores");
       row[static_cast<std::size_t>(r)] = {static_cast<double>(static_cast<float>(sims[at])),
                                           static_cast<index_t>(ids[at])};
     }
