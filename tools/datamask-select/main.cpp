@@ -220,7 +220,8 @@ std::vector<index_t> continuous_block(run_context& ctx, const datamask::problem<
   }
   const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]},
                                  datamask::weighted{datamask::disf{}, w[1]},
-                                 datamask::weighted{std::get<3>(ctx.mix.objectives), w[2]});
+                                 datamask::weighted{std::get<datamask::sparse_facility_location>(ctx.mix.objectives),
+                                                    w[2]});
   const datamask::basic_continuous_learner<datamask::eigen_backend> L(co);
   auto res = L.select(p, mix);
   if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};

@@ -238,7 +238,9 @@ struct swap_term<sparse_facility_location, T> {
   [[nodiscard]] double value(index_t u, index_t r, index_t a) const {
     for (index_t q = 0; q < g->k; ++q) {
       const index_t j = g->neighbor(u, q);
-      if (j == a || (j != r && in[static_cast<std::size_t>(j)])) return sparse_facility_impl::clamped(g->similarity(u, q));
+      if (j == a || (j != r && in[static_cast<std::size_t>(j)])) {
+        return sparse_facility_impl::clamped(g->similarity(u, q));
+      }
     }
     return 0.0;
   }
