@@ -96,6 +96,22 @@ template <class IdOf>
   return blocks;
 }
 
+/// @brief The worker (an MPI rank or a scheduler shard, of `workers`) that runs block b: round
+/// robin, block b to worker b mod workers, as DataTrove hands task i the files [i::N]. Blocks are
+/// of about one size (a hash of the id assigns them), so every worker gets within one block of
+/// the same work; the assignment depends on nothing but b and the worker count, so every rank,
+/// every shard and the merge agree on it without talking.
+constexpr index_t block_worker(index_t b, index_t workers) { return b % workers; }
+
+/// @brief The blocks worker w of `workers` runs (`block_worker`), in block order.
+[[nodiscard]] inline std::vector<index_t> worker_blocks(index_t blocks, index_t w, index_t workers) {
+  std::vector<index_t> mine;
+  for (index_t b = 0; b < blocks; ++b) {
+    if (block_worker(b, workers) == w) mine.push_back(b);
+  }
+  return mine;
+}
+
 /// @brief S_b per block: the exact quotas total * n_b / n rounded down, the remaining items
 /// given to the blocks with the largest remainders (ties: the lower block), so the sum is
 /// exactly `total` and the split does not depend on how blocks are spread over workers.

@@ -63,6 +63,10 @@ struct config {
   bool resume = false;
   bool demo = false;
   bool quiet = false;
+  // Spreading the blocks over independent tasks (shards.hpp): "I/N" or "slurm", and the folder
+  // of the parts; `merge` reads the parts.
+  std::string shard, parts;
+  std::vector<std::string> merged;  // the part files `merge` reads
   std::set<std::string> given;  // options set on the command line
 
   [[nodiscard]] bool has(const std::string& name) const { return given.count(name) != 0; }
@@ -299,6 +303,12 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_flag("--resume", c.resume, "continue the run in --checkpoint DIR, to exactly the selection of an "
                                      "uninterrupted run; refused if inputs or options changed");
   app.add_flag("--quiet", c.quiet, "no progress output");
+  app.add_option("--shard", c.shard,
+                 "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
+                 "a part into --parts, plus a completion marker; a finished shard is skipped when run again. "
+                 "slurm: I and N from SLURM_ARRAY_TASK_ID/_MIN/_COUNT. Then `datamask-select merge` writes the outputs");
+  app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-I-of-N.json) and its marker "
+                                     "(completions/I-of-N)");
   app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/synthetic.hpp) "
                                  "and run on it");
 }

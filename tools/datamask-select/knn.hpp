@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// datamask-select: facility location on a kNN graph (--neighbors K, --graph PREFIX). The graph
-// of each block is built (exact, datamask/knn/graph.hpp) just before the block is optimised, or
-// loaded once from the files the user's pipeline wrote; its time and size go to the progress
-// output, and K, the graph's origin, time and size to the report's configuration.
+// datamask-select: facility location on a kNN graph (--neighbors K, --graph PREFIX). The library
+// (datamask/block_select.hpp) builds each block's graph before optimising it; a graph the user's
+// pipeline wrote is loaded here, once. Each graph's time and size go to the progress output, and
+// K, the graph's origin, time and size to the report's configuration.
 
 #include <algorithm>
 #include <chrono>
@@ -31,12 +31,7 @@ struct knn_run {
   std::string source;           // how the graphs were made
 };
 
-namespace detail {
-
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
+/// Counts a graph in `k` and prints its size and time (unless --quiet).
 inline void note_graph(knn_run& k, const config& c, const datamask::knn_graph& g, double seconds,
                        const std::string& what) {
   k.seconds += seconds;
@@ -49,8 +44,6 @@ inline void note_graph(knn_run& k, const config& c, const datamask::knn_graph& g
                  static_cast<double>(g.bytes()) / (1024.0 * 1024.0), c.graph.empty() ? "built" : "loaded", seconds);
   }
 }
-
-}  // namespace detail
 
 /// --graph: loads and checks the graph of the corpus (n rows). Its rows are corpus rows, so the
 /// corpus must be one block. Without --graph: nothing.
@@ -65,32 +58,8 @@ inline knn_run load_graph_option(const config& c, index_t n, std::size_t blocks)
   }
   const auto t0 = std::chrono::steady_clock::now();
   k.loaded = std::make_shared<const datamask::knn_graph>(datamask::load_knn_graph(c.graph, n));
-  detail::note_graph(k, c, *k.loaded, detail::seconds_since(t0), "");
+  note_graph(k, c, *k.loaded, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
   return k;
-}
-
-/// The diversity mix for block `b` (problem `p`): `mix` itself without a graph option; else a copy
-/// whose sparse facility term holds the loaded graph, or (--neighbors) the exact graph of this
-/// block under --kernel, K capped at the block's size.
-template <class Mix>
-[[nodiscard]] Mix block_mix(const Mix& mix, const config& c, knn_run& k, const datamask::problem<float>& p, index_t b) {
-  if (c.neighbors == 0 && c.graph.empty()) return mix;
-  Mix out = mix;
-  auto& sparse = std::get<datamask::sparse_facility_location>(out.objectives);
-  if (k.loaded) {
-    sparse.graph = k.loaded;
-    return out;
-  }
-  datamask::knn_settings s;
-  s.neighbors = std::min(c.neighbors, p.embeddings.rows);
-  s.kernel = c.learn.kernel;
-  s.gamma = c.learn.gamma;
-  s.threads = c.run.threads;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto g = std::make_shared<const datamask::knn_graph>(datamask::build_knn_graph(p, s, c.run.normalized));
-  detail::note_graph(k, c, *g, detail::seconds_since(t0), " of block " + std::to_string(b));
-  sparse.graph = std::move(g);
-  return out;
 }
 
 /// The report's record of the graphs: K, how they were made, time and the largest one's size.

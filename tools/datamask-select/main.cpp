@@ -15,8 +15,10 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #if __has_include(<unistd.h>)
@@ -26,14 +28,18 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/report.hpp>
+#include <datamask/block_select.hpp>
 #include <datamask/pipeline.hpp>
 
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "corpus.hpp"
 #include "knn.hpp"
+#include "mpi.hpp"
 #include "outputs.hpp"
 #include "paths.hpp"
+#include "shards.hpp"
+#include "spread.hpp"
 #include "wait_policy.hpp"
 
 namespace dmselect {
@@ -53,26 +59,6 @@ struct interrupted {
 using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-/// The diversity mix the flags choose: every objective is present, those not chosen weigh 0.
-using mix_type = datamask::diversity_mix<datamask::pairwise_similarity, datamask::facility_location, datamask::disf,
-                                         datamask::sparse_facility_location>;
-
-mix_type make_mix(const config& c) {
-  double w[3] = {0, 0, 0};
-  const char* names[3] = {"pairwise", "facility", "disf"};
-  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
-    for (int j = 0; j < 3; ++j) {
-      if (c.objectives[i] == names[j]) w[j] = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
-    }
-  }
-  datamask::facility_location fl = c.learn.facility_object();
-  fl.cache_bytes = static_cast<std::size_t>(c.facility_cache_mib * 1024.0 * 1024.0);
-  const double knn = c.neighbors > 0 || !c.graph.empty() ? w[1] : 0.0;  // facility on a kNN graph (knn.hpp)
-  return datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]}, datamask::weighted{fl, w[1] - knn},
-                       datamask::weighted{datamask::disf{}, w[2]},
-                       datamask::weighted{datamask::sparse_facility_location{}, knn});
 }
 
 /// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
@@ -133,7 +119,6 @@ class progress {
 struct run_context {
   const config& cfg;
   const corpus& data;
-  const mix_type& mix;
   std::optional<double> prune_threshold;
   checkpoint_dir& ckpt;
   progress& prog;
@@ -141,141 +126,64 @@ struct run_context {
   knn_run& knn;
 };
 
-/// The learner's options for block b (the flags, S_b, the global prune threshold).
-datamask::options block_options(const config& c, index_t b, index_t s_b, std::optional<double> threshold) {
-  datamask::options o;
-  static_cast<datamask::settings&>(o) = c.run;
-  o.count = s_b;
-  o.prune = 0.0;  // the corpus-level threshold below replaces the per-block quantile
-  o.prune_threshold = threshold;
-  o.block = static_cast<std::uint64_t>(b);
-  o.evaluate_selection = false;  // evaluated by evaluate_block, timed on its own
-  return o;
+/// The library's settings of a block run: the flags as datamask-select parsed them.
+datamask::block_run_settings block_settings(const config& c, const knn_run& knn) {
+  datamask::block_run_settings s;
+  s.run = c.run;
+  s.learn = c.learn;
+  s.ascent = c.ascent;
+  s.polish = c.polish;
+  s.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.optimizer, "optimizer");
+  s.weights = datamask::weights_of(c.objectives, c.objective_weights);
+  s.neighbors = c.neighbors;
+  s.graph = knn.loaded;
+  return s;
 }
 
-/// The program's side of a learner run: resume from the block's snapshot, progress, stop on a
-/// signal, snapshots. Returns the rows selected and their scales.
-std::vector<index_t> learn_block(run_context& ctx, const datamask::problem<float>& p, datamask::options& o,
-                                 block_result& r, std::vector<double>& scales) {
-  const config& c = ctx.cfg;
-  const index_t b = r.block;
-  if (ctx.ckpt.active()) {
-    index_t step = 0;
-    std::vector<double> logits;
-    if (ctx.ckpt.load_snapshot(b, r.items, step, logits, r.history, o.initial_best)) {
-      o.first_step = step + 1;
-      o.initial_logits = std::move(logits);
-      ctx.prog.skip(std::min(step, c.run.steps));
-    }
-  }
+/// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
+/// policy gradient's snapshots and their resume.
+datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
+  datamask::block_hooks h;
   const auto blocks = static_cast<index_t>(ctx.blocks);
-  o.on_step = [&](const datamask::step_info& s) {
-    r.history.push_back(datamask::step_record{s.step, s.lr, s.reward_mean, s.reward_max,
-                                              std::vector<double>(s.term_means.begin(), s.term_means.end())});
-    ctx.prog.step(b, blocks);
+  h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
+  h.stop = [] { return g_signal != 0; };
+  h.on_graph = [&ctx, b](const datamask::knn_graph& g, double seconds) {
+    note_graph(ctx.knn, ctx.cfg, g, seconds, " of block " + std::to_string(b));
   };
-  o.stop = [](const datamask::step_info&) { return g_signal != 0; };
-  o.snapshot_every = ctx.ckpt.active() ? c.checkpoint_every : 0;
-  o.on_snapshot = [&](const datamask::step_info& s, std::span<const double> logits, const datamask::best_rollout& best) {
-    if (ctx.ckpt.active()) ctx.ckpt.save_snapshot(r, s.step, logits, best);
-    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
+  if (!ctx.ckpt.active()) return h;
+  h.snapshot_every = ctx.cfg.checkpoint_every;
+  h.on_snapshot = [&ctx](const block_result& r, index_t step, std::span<const double> logits,
+                         const datamask::best_rollout& best) { ctx.ckpt.save_snapshot(r, step, logits, best); };
+  h.resume = [&ctx](block_result& r, index_t& step, std::vector<double>& logits, datamask::best_rollout& best) {
+    if (!ctx.ckpt.load_snapshot(r.block, r.items, step, logits, r.history, best)) return false;
+    ctx.prog.skip(std::min(step, ctx.cfg.run.steps));
+    return true;
   };
-  const datamask::learner<datamask::eigen_backend, datamask::softmax_policy, datamask::runtime_lr> L(
-      o, c.learn.policy_object(), c.learn.schedule_object());
-  auto res = L.select(p, ctx.mix);
-  r.ids = std::move(res.ids);
-  r.kept = res.kept;
-  r.steps_run = res.steps_run;
-  r.zero_variance_steps = res.zero_variance_steps;
-  r.nonfinite_steps = res.nonfinite_steps;
-  scales.clear();
-  for (const auto& t : res.terms) scales.push_back(t.scale);
-  return std::move(res.rows);
+  return h;
 }
 
-/// The continuous learner on one block: progress per iteration, stop on a signal. The mix holds
-/// only the relaxable objectives (facility location, which has no relaxation, is refused by
-/// check_args); its terms are those of ctx.mix, whose facility term then weighs 0. A block is
-/// checkpointed when it finishes (an interrupted block restarts: its ascent is short).
-std::vector<index_t> continuous_block(run_context& ctx, const datamask::problem<float>& p, const datamask::options& o,
-                                      block_result& r, std::vector<double>& scales) {
-  const config& c = ctx.cfg;
-  const index_t b = r.block;
-  const auto blocks = static_cast<index_t>(ctx.blocks);
-  datamask::continuous_options co;
-  static_cast<datamask::settings&>(co.common) = static_cast<const datamask::settings&>(o);
-  co.ascent = c.ascent;
-  co.polish = c.polish;
-  co.on_step = [&](const datamask::continuous_step_info& s) {
-    r.history.push_back(datamask::step_record{s.iteration, s.lr, s.relaxed, s.relaxed, {}});
-    ctx.prog.step(b, blocks);
-  };
-  co.stop = [](const datamask::continuous_step_info&) { return g_signal != 0; };
-  double w[3] = {0, 0, 0};
-  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
-    const double wi = c.objective_weights.empty() ? 1.0 : c.objective_weights[i];
-    if (c.objectives[i] == "pairwise") w[0] = wi;
-    if (c.objectives[i] == "disf") w[1] = wi;
-    if (c.objectives[i] == "facility") w[2] = wi;  // on a kNN graph: check_args refuses dense facility
-  }
-  const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, w[0]},
-                                 datamask::weighted{datamask::disf{}, w[1]},
-                                 datamask::weighted{std::get<datamask::sparse_facility_location>(ctx.mix.objectives),
-                                                    w[2]});
-  const datamask::basic_continuous_learner<datamask::eigen_backend> L(co);
-  auto res = L.select(p, mix);
-  if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-  r.ids = std::move(res.ids);
-  r.kept = res.kept;
-  r.steps_run = res.steps_run;
-  scales.clear();
-  for (const auto& t : res.terms) scales.push_back(t.scale);
-  return std::move(res.rows);
-}
-
-/// One block: gather its data, select (learner or greedy baseline), evaluate.
+/// One block: gather its data, then the library's selection and evaluation.
 block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& rows, index_t s_b) {
   const config& c = ctx.cfg;
   const corpus& k = ctx.data;
-  block_result r;
-  r.block = b;
-  r.items = static_cast<index_t>(rows.size());
-  r.selected = s_b;
-  if (s_b == 0) return r;
+  if (s_b == 0) {  // nothing to select: no data to gather
+    block_result r;
+    r.block = b;
+    r.items = static_cast<index_t>(rows.size());
+    return r;
+  }
   const auto data = datamask::gather_block(
       rows, k.d, ctx.blocks == 1 ? k.whole_view() : datamask::matrix_view<const float>{},
       [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.run.threads); },
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
-  const datamask::problem<float> p = data.view();
-  datamask::options o = block_options(c, b, s_b, ctx.prune_threshold);
-  const mix_type mix = block_mix(ctx.mix, c, ctx.knn, p, b);  // with the block's kNN graph, if any
-  run_context bctx{c, k, mix, ctx.prune_threshold, ctx.ckpt, ctx.prog, ctx.blocks, ctx.knn};
-
-  const auto t0 = clock_type::now();
-  std::vector<index_t> sel_rows;
-  std::vector<double> scales;
-  if (c.optimizer == "pg") {
-    sel_rows = learn_block(bctx, p, o, r, scales);
-  } else if (c.optimizer == "continuous") {
-    sel_rows = continuous_block(bctx, p, o, r, scales);
-  } else {
-    datamask::greedy_options g;
-    g.method = c.optimizer == "greedy" ? datamask::greedy_method::naive
-               : c.optimizer == "lazy" ? datamask::greedy_method::lazy
-                                       : datamask::greedy_method::stochastic;
-    // A signal ends the greedy within about 0.1 s (greedy_options::stop); its partial
-    // selection is dropped: an interrupted run writes no output.
-    g.stop = [] { return g_signal != 0; };
-    sel_rows = datamask::greedy_select_block(p, mix, o, g, scales, r.kept);
-    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-    ctx.prog.skip(c.run.steps);  // the progress plan counts --steps per block for the greedy baselines
-    for (index_t row : sel_rows) r.ids.push_back(data.ids[static_cast<std::size_t>(row)]);
+  block_result r;
+  try {
+    r = datamask::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c, ctx.knn), block_hooks(ctx, b));
+  } catch (const datamask::run_stopped&) {
+    throw interrupted{g_signal, ctx.ckpt.active()};
   }
-  r.optimize_seconds = seconds_since(t0);
-
-  const auto t1 = clock_type::now();
-  datamask::evaluate_block(p, mix, o, scales, sel_rows, r);
-  r.evaluate_seconds = seconds_since(t1);
+  // The progress plan counts --steps per block for the greedy baselines.
+  if (c.optimizer != "pg" && c.optimizer != "continuous") ctx.prog.skip(c.run.steps);
   return r;
 }
 
@@ -286,58 +194,86 @@ std::optional<double> corpus_prune_threshold(const config& c, const corpus& k) {
   return datamask::prune_threshold(datamask::combined_quality(columns, k.quality_weights), c.run.prune);
 }
 
-/// Runs (or loads from the checkpoint) every block, in order.
+/// Runs (or loads from the checkpoint) the blocks `mine`, in block order; `record` keeps a
+/// finished block in the checkpoint.
 std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::vector<index_t>>& blocks,
-                                     const std::vector<index_t>& counts) {
+                                     const std::vector<index_t>& counts, std::span<const index_t> mine,
+                                     const std::function<void(const block_result&)>& record) {
   std::vector<block_result> results;
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
+  for (const index_t block : mine) {
+    const auto b = static_cast<std::size_t>(block);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     if (ctx.ckpt.done(b)) {
-      results.push_back(ctx.ckpt.load_block(static_cast<index_t>(b)));
+      results.push_back(ctx.ckpt.load_block(block));
       continue;
     }
     try {
-      results.push_back(run_block(ctx, static_cast<index_t>(b), blocks[b], counts[b]));
+      results.push_back(run_block(ctx, block, blocks[b], counts[b]));
     } catch (const datamask::invalid_input& e) {
       if (blocks.size() == 1) throw;
       throw datamask::invalid_input(e.input(), "block " + std::to_string(b) + ": " +
                                                    std::string(e.what()).substr(e.input().size() + 2));
     }
-    if (ctx.ckpt.active()) ctx.ckpt.finish_block(results.back());
+    if (ctx.ckpt.active()) record(results.back());
   }
   return results;
 }
 
-/// Writes the outputs, then prints the summary on stdout.
-void write_outputs(const config& c, datamask::io::run_report& rep, const std::vector<datamask::id_t>& selected,
-                   double optimize) {
-  const auto t_write = clock_type::now();
-  if (!c.out.empty()) datamask::io::write_file_atomic(c.out, ids_file_bytes(c.out, selected));
-  const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
-  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(rep.blocks, relaxed));
-  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(rep.blocks, relaxed));
-  rep.seconds.emplace_back("write", seconds_since(t_write));
-  if (!c.report.empty()) datamask::io::write_file_atomic(c.report, datamask::io::report_json(rep).dump(2) + "\n");
-
-  double f_total = 0.0;
-  const auto terms = datamask::total_terms(rep.blocks, f_total);
-  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising, optimizer %s)\n",
-              static_cast<long long>(rep.selected), static_cast<long long>(rep.rows), rep.blocks.size(),
-              rep.blocks.size() == 1 ? "" : "s", optimize, c.optimizer.c_str());
-  std::printf("objective %.6g =", f_total);
-  for (std::size_t t = 0; t < terms.size(); ++t) {
-    std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,
-                terms[t].scale);
+/// The checkpoint folder, if --checkpoint. The ranks of an MPI job share it: on a fresh run rank
+/// 0 creates it, then the other ranks open it as a resume does.
+checkpoint_dir open_checkpoint(const config& c, std::uint64_t hash, std::size_t blocks, const mpi_world& world) {
+  if (c.checkpoint.empty()) return {};
+  if (!world.spread() || c.resume) return checkpoint_dir(c, hash, blocks);
+  checkpoint_dir ckpt;
+  if (world.rank() == 0) ckpt = checkpoint_dir(c, hash, blocks);
+  world.barrier();
+  if (world.rank() != 0) {
+    config again = c;
+    again.resume = true;
+    ckpt = checkpoint_dir(again, hash, blocks);
   }
-  std::printf("\n");
-  for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
-    if (!out->empty()) std::printf("wrote %s\n", out->c_str());
-  }
+  return ckpt;
 }
 
-int run(int argc, char** argv) {
+/// Rank 0's side of an MPI run: every rank's blocks (its own included), in block order. The
+/// other ranks send theirs and get an empty list.
+std::vector<block_result> gather_blocks(const mpi_world& world, const run_header& header,
+                                        std::vector<block_result> mine, bool quiet) {
+  const auto texts = world.gather(worker_json(header, mine).dump());
+  if (world.rank() != 0) return {};
+  std::vector<block_result> all;
+  std::vector<std::string> from;
+  std::size_t bytes = 0;
+  for (std::size_t r = 0; r < texts.size(); ++r) {
+    const std::string name = "rank " + std::to_string(r);
+    std::vector<block_result> got;
+    check_same_run(header, "rank 0", read_worker_json(texts[r], name, got), name);
+    bytes += r == 0 ? 0 : texts[r].size();
+    for (auto& b : got) {
+      all.push_back(std::move(b));
+      from.push_back(name);
+    }
+  }
+  if (!quiet) {
+    std::fprintf(stderr, "gathered %zu bytes from %zu other rank%s (%zu blocks; %.0f bytes per block received)\n", bytes,
+                 texts.size() - 1, texts.size() == 2 ? "" : "s", all.size() - mine.size(),
+                 all.size() > mine.size() ? static_cast<double>(bytes) / static_cast<double>(all.size() - mine.size()) : 0.0);
+  }
+  return blocks_in_order(std::move(all), from, header.blocks);
+}
+
+int run(int argc, char** argv, const mpi_world& world) {
+  if (argc > 1 && std::string_view(argv[1]) == "merge") {
+    if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
+    return merge_main(argc - 1, argv + 1);
+  }
   config c;
   if (!parse_args(argc, argv, c)) return 0;
+  mpi_world::check_supported();
+  const worker_share shard = shard_share(c);
+  if (world.spread() && !c.shard.empty()) throw usage_error("--shard: not with mpirun (the ranks share the blocks)");
+  const worker_share share = world.spread() ? worker_share{world.rank(), world.size()} : shard;
+  if (world.rank() != 0) c.quiet = true;  // progress and messages from rank 0
   check_output_paths(c);  // before any work: writable, distinct, none an input
 
   datamask::io::run_report rep;
@@ -355,26 +291,47 @@ int run(int argc, char** argv) {
   std::vector<index_t> sizes;
   for (const auto& b : blocks) sizes.push_back(static_cast<index_t>(b.size()));
   const auto counts = datamask::split_selection(sizes, k.n, total);
+  const auto nb = static_cast<index_t>(blocks.size());
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
 
+  // Every worker computes the threshold from every quality score: the value one process computes.
   const auto t_prune = clock_type::now();
   const std::optional<double> threshold = corpus_prune_threshold(c, k);
   if (threshold) rep.prune_threshold = *threshold;
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
 
-  checkpoint_dir ckpt;
-  if (!c.checkpoint.empty()) ckpt = checkpoint_dir(c, k.hash, blocks.size());
+  const run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
+  const auto part = part_paths(c, shard);
+  if (!c.shard.empty() && shard_finished(part, header)) {
+    if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());
+    return 0;
+  }
+  const auto mine = datamask::worker_blocks(nb, share.index, share.count);
+  checkpoint_dir ckpt = open_checkpoint(c, k.hash, blocks.size(), world);
+  // A rank re-reads the shared manifest before adding its block, so the blocks the other ranks
+  // recorded stay in it (one lost to two simultaneous rewrites is only run again on --resume).
+  const auto record = [&](const block_result& r) {
+    if (!world.spread()) return ckpt.finish_block(r);
+    config again = c;
+    again.resume = true;
+    checkpoint_dir(again, k.hash, blocks.size()).finish_block(r);
+  };
   rep.resumed = c.resume;
   index_t planned = 0;
   const bool cont = c.optimizer == "continuous";
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    if (!ckpt.done(b) && counts[b] > 0) planned += cont ? c.ascent.iterations : c.run.steps;
+  for (const index_t b : mine) {
+    if (!ckpt.done(static_cast<std::size_t>(b)) && counts[static_cast<std::size_t>(b)] > 0) planned += cont ? c.ascent.iterations : c.run.steps;
   }
   progress prog(c.quiet, planned, cont ? "iterations" : "steps");
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
                  blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
+    if (share.count > 1) {
+      std::fprintf(stderr, "%s %lld of %lld: %zu of the %lld blocks\n", world.spread() ? "rank" : "shard",
+                   static_cast<long long>(share.index), static_cast<long long>(share.count), mine.size(),
+                   static_cast<long long>(nb));
+    }
     std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
                  c.requested != "auto" ? ""
                  : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"
@@ -382,29 +339,50 @@ int run(int argc, char** argv) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const mix_type mix = make_mix(c);
-  run_context ctx{c, k, mix, threshold, ckpt, prog, blocks.size(), knn};
-  rep.blocks = run_blocks(ctx, blocks, counts);
+  run_context ctx{c, k, threshold, ckpt, prog, blocks.size(), knn};
+  std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
   if (c.neighbors > 0 || !c.graph.empty()) {
     rep.configuration["graph-built"] = graph_json(knn);
     rep.seconds.emplace_back("graph", knn.seconds);
   }
-  double optimize = 0.0, evaluate = 0.0;
-  for (const auto& r : rep.blocks) {
-    optimize += r.optimize_seconds;
-    evaluate += r.evaluate_seconds;
+  if (!c.shard.empty()) {
+    write_part(part, header, done);
+    if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());
+    return 0;
   }
-  rep.seconds.emplace_back("optimize", optimize);
-  rep.seconds.emplace_back("evaluate", evaluate);
-
-  // Block by block, each in its selection order.
-  std::vector<datamask::id_t> selected;
-  for (const auto& r : rep.blocks) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
-  if (static_cast<index_t>(selected.size()) != total) {
-    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(total));
+  if (world.spread()) {
+    const auto t_gather = clock_type::now();
+    done = gather_blocks(world, header, std::move(done), c.quiet);
+    if (world.rank() != 0) return 0;
+    rep.seconds.emplace_back("gather", seconds_since(t_gather));
   }
-  write_outputs(c, rep, selected, optimize);
+  rep.blocks = std::move(done);
+  write_run_outputs(c, rep);
   return 0;
+}
+
+/// run() with its errors said and turned into exit codes. Under MPI every message names the rank.
+int run_and_report(int argc, char** argv, const mpi_world& world) {
+  const std::string who = world.spread() ? "datamask-select (rank " + std::to_string(world.rank()) + " of " +
+                                               std::to_string(world.size()) + ")"
+                                         : "datamask-select";
+  try {
+    return run(argc, argv, world);
+  } catch (const interrupted& i) {
+    std::fprintf(stderr, "\n%s: interrupted by signal %d; no output written%s\n", who.c_str(), i.sig,
+                 i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");
+    return 128 + i.sig;
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+    return 2;
+  } catch (const datamask::invalid_input& e) {
+    // The library names its settings (prune, count, ...); say them as the options they came from.
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), option_message(e).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", who.c_str(), e.what());
+    return 1;
+  }
 }
 
 }  // namespace
@@ -412,21 +390,12 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   dmselect::passive_wait_unless_set(argv);  // first: no thread exists yet
-  try {
-    return dmselect::run(argc, argv);
-  } catch (const dmselect::interrupted& i) {
-    std::fprintf(stderr, "\ndatamask-select: interrupted by signal %d; no output written%s\n", i.sig,
-                 i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");
-    return 128 + i.sig;
-  } catch (const dmselect::usage_error& e) {
-    std::fprintf(stderr, "datamask-select: %s\n", e.what());
-    return 2;
-  } catch (const datamask::invalid_input& e) {
-    // The library names its settings (prune, count, ...); say them as the options they came from.
-    std::fprintf(stderr, "datamask-select: %s\n", dmselect::option_message(e).c_str());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "datamask-select: internal error: %s\n", e.what());
-    return 1;
+  const dmselect::mpi_world world(argc, argv);
+  const int code = dmselect::run_and_report(argc, argv, world);
+  // A failing rank ends the whole job (the others may wait for it); rank 0 then writes nothing.
+  if (code != 0 && world.spread()) {
+    std::fflush(stderr);
+    world.abort(code);
   }
+  return code;
 }

@@ -6,10 +6,12 @@
 // written atomically.
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -169,6 +171,52 @@ inline std::string plot_svg(const std::vector<block_result>& blocks, bool relaxe
   }
   os << "</svg>\n";
   return os.str();
+}
+
+/// Writes the outputs, then prints the summary on stdout.
+inline void write_outputs(const config& c, datamask::io::run_report& rep, const std::vector<datamask::id_t>& selected,
+                          double optimize) {
+  const auto t_write = std::chrono::steady_clock::now();
+  if (!c.out.empty()) datamask::io::write_file_atomic(c.out, ids_file_bytes(c.out, selected));
+  const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
+  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(rep.blocks, relaxed));
+  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(rep.blocks, relaxed));
+  rep.seconds.emplace_back("write", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_write).count());
+  if (!c.report.empty()) datamask::io::write_file_atomic(c.report, datamask::io::report_json(rep).dump(2) + "\n");
+
+  double f_total = 0.0;
+  const auto terms = datamask::total_terms(rep.blocks, f_total);
+  std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising, optimizer %s)\n",
+              static_cast<long long>(rep.selected), static_cast<long long>(rep.rows), rep.blocks.size(),
+              rep.blocks.size() == 1 ? "" : "s", optimize, c.optimizer.c_str());
+  std::printf("objective %.6g =", f_total);
+  for (std::size_t t = 0; t < terms.size(); ++t) {
+    std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,
+                terms[t].scale);
+  }
+  std::printf("\n");
+  for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
+    if (!out->empty()) std::printf("wrote %s\n", out->c_str());
+  }
+}
+
+/// The outputs of a run from every block's result (rep.blocks, in block order), whichever
+/// process computed each block: the ids block by block, each in its selection order, and every
+/// total summed over the blocks in block order, as one process sums them.
+inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
+  double optimize = 0.0, evaluate = 0.0;
+  for (const auto& r : rep.blocks) {
+    optimize += r.optimize_seconds;
+    evaluate += r.evaluate_seconds;
+  }
+  rep.seconds.emplace_back("optimize", optimize);
+  rep.seconds.emplace_back("evaluate", evaluate);
+  std::vector<datamask::id_t> selected;
+  for (const auto& r : rep.blocks) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
+  if (static_cast<index_t>(selected.size()) != rep.selected) {
+    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(rep.selected));
+  }
+  write_outputs(c, rep, selected, optimize);
 }
 
 }  // namespace dmselect

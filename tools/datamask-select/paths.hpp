@@ -42,6 +42,7 @@ inline std::vector<std::pair<std::string, std::filesystem::path>> inputs(const c
   for (const auto& e : c.embeddings) in.emplace_back("--embeddings", resolved(e));
   for (const auto& q : c.quality) in.emplace_back("--quality", resolved(q));
   if (!c.ids.empty()) in.emplace_back("--ids", resolved(c.ids));
+  for (const auto& p : c.merged) in.emplace_back("merge part", resolved(p));
   return in;
 }
 

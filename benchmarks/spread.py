@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""What spreading the blocks costs (issue 12): one process against mpirun -np 2 and two
+--shard tasks on the same input, and a FineWeb projection from measured per-block times.
+
+    python3 benchmarks/spread.py run --binary build/tools/datamask-select/datamask-select
+    python3 benchmarks/spread.py render
+
+`run` writes a synthetic corpus (standard library only), times the three ways with one thread per
+process, checks they select the same ids, and stores the figures in benchmarks/spread.json.
+`render` writes the section "Many machines" of benchmarks/RESULTS.md from that file and from the
+measured 1M-item block times of benchmarks/fronts/*.jsonl.
+"""
+import argparse
+import array
+import json
+import math
+import os
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RAW = os.path.join(HERE, "spread.json")
+SECTION = "## Many machines: MPI ranks and shards"
+
+# FineWeb: 15T tokens (GPT-2 tokenizer). Its document count is assumed from a public 200,000-
+# document sample of FineWeb holding about 140M tokens: about 700 tokens per document.
+FINEWEB_TOKENS = 15e12
+TOKENS_PER_DOC = 700
+RANKS = 384
+BLOCK = 1_000_000
+
+
+def npy(path, descr, shape, payload):
+    shape_txt = "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape_txt)
+    d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode("latin1") + payload)
+
+
+def corpus(folder, n, d, seed=0):
+    """Clustered float32 embeddings, a quality score per row, shuffled int64 ids."""
+    rnd = random.Random(seed)
+    centres = [[rnd.gauss(0, 1) for _ in range(d)] for _ in range(32)]
+    emb, q = array.array("f"), array.array("d")
+    for _ in range(n):
+        c = rnd.randrange(32)
+        emb.extend(x + 0.5 * rnd.gauss(0, 1) for x in centres[c])
+        q.append(math.cos(c) + 0.3 * rnd.gauss(0, 1))
+    ids = array.array("q", rnd.sample(range(10**12), n))
+    npy(os.path.join(folder, "emb.npy"), "<f4", (n, d), emb.tobytes())
+    npy(os.path.join(folder, "q.npy"), "<f8", (n,), q.tobytes())
+    npy(os.path.join(folder, "ids.npy"), "<i8", (n,), ids.tobytes())
+
+
+def timed(cmd, env):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit("failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stderr))
+    return wall, p.stderr
+
+
+def run(a):
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    tmp = tempfile.mkdtemp(prefix="dm_spread_bench_")
+    try:
+        corpus(tmp, a.n, a.d)
+        p = lambda name: os.path.join(tmp, name)  # noqa: E731
+        args = ["--embeddings", p("emb.npy"), "--quality", p("q.npy"), "--ids", p("ids.npy"), "--block-size",
+                str(a.block_size), "--threads", "1", "--objective", a.objective] + a.extra.split()
+        one_wall, _ = timed([a.binary] + args + ["--quiet", "--out", p("one.npy"), "--report", p("one.json")], env)
+        mpi_wall, mpi_err = timed(["mpirun", "--oversubscribe", "-np", "2", a.binary] + args +
+                                  ["--out", p("mpi.npy"), "--report", p("mpi.json")], env)
+        start_wall, _ = timed(["mpirun", "--oversubscribe", "-np", "2", a.binary, "--help"], env)
+        shard_walls = [timed([a.binary] + args + ["--quiet", "--shard", "%d/2" % i, "--parts", p("parts")], env)[0]
+                       for i in range(2)]
+        merge_wall, _ = timed([a.binary, "merge", "--out", p("merged.npy"), p("parts")], env)
+        for other in ("mpi.npy", "merged.npy"):
+            with open(p("one.npy"), "rb") as x, open(p(other), "rb") as y:
+                if x.read() != y.read():
+                    sys.exit("%s differs from one process's ids" % other)
+        with open(p("one.json")) as f:
+            one = json.load(f)
+        with open(p("mpi.json")) as f:
+            mpi = json.load(f)
+        gathered = re.search(r"gathered (\d+) bytes from \d+ other ranks? \((\d+) blocks", mpi_err)
+        part_bytes = [os.path.getsize(p("parts/part-%05d-of-00002.json" % i)) for i in range(2)]
+        rec = {
+            "n": a.n, "d": a.d, "block_size": a.block_size, "objective": a.objective, "extra": a.extra,
+            "blocks": one["total"]["blocks"], "selected": one["total"]["selected"],
+            "block_seconds": [b["seconds"]["optimize"] + b["seconds"]["evaluate"] for b in one["blocks"]],
+            "one_wall": one_wall, "one_seconds": one["total"]["seconds"],
+            "mpi_block_seconds": [b["seconds"]["optimize"] + b["seconds"]["evaluate"] for b in mpi["blocks"]],
+            "mpi_wall": mpi_wall, "mpi_seconds": mpi["total"]["seconds"], "mpirun_help_wall": start_wall,
+            "gathered_bytes": int(gathered.group(1)), "gathered_blocks": int(gathered.group(2)),
+            "shard_walls": shard_walls, "merge_wall": merge_wall, "part_bytes": part_bytes,
+            "load": os.getloadavg(), "cores": os.cpu_count(),
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with open(RAW, "w") as f:
+        json.dump(rec, f, indent=1)
+    print("wrote", RAW)
+
+
+def fronts_block_seconds(objective, method, setting, polish=0):
+    """A measured time of one 1M-item block (benchmarks/fronts, d = 256, S = 0.1 n, 2 cores)."""
+    with open(os.path.join(HERE, "fronts", "%s-n1000000.jsonl" % objective)) as f:
+        for line in f:
+            r = json.loads(line)
+            if (r["method"], r["setting"], r.get("polish", 0), r["estimated"]) == (method, setting, polish, False):
+                return r["seconds"], r["command"]
+    return None, None
+
+
+def render(_):
+    with open(RAW) as f:
+        r = json.load(f)
+    work = r["block_seconds"]
+    per_rank = [sum(w for b, w in enumerate(r["mpi_block_seconds"]) if b % 2 == k) for k in range(2)]
+    # What one process does besides its blocks (start, load, prune, write), plus the busier rank's
+    # blocks as timed in the MPI run itself: the rest of the MPI wall time is the spreading's cost
+    # (starting the job, sending and reading the blocks), not the cores the ranks competed for.
+    ideal = r["one_wall"] - sum(work) + max(per_rank)
+    overhead = r["mpi_wall"] - ideal
+    md = [SECTION, ""]
+    md.append("`python3 benchmarks/spread.py run --binary build/tools/datamask-select/datamask-select` then "
+              "`python3 benchmarks/spread.py render` (raw figures: `benchmarks/spread.json`). A synthetic corpus of "
+              "n = %d items, d = %d (float32), blocks of %d items (%d blocks), --objective %s %s, one thread per "
+              "process; machine: %d cores shared with other engineers' builds (load average %.1f at the end), so "
+              "times are noisy: the two ranks share the two cores with that load, so each rank's blocks take "
+              "longer than in one process (the per-rank work below is timed in the MPI run). One process, `mpirun -np 2` and two `--shard` tasks then `merge` selected the same "
+              "ids (checked by the script)." % (r["n"], r["d"], r["block_size"], r["blocks"], r["objective"],
+                                                 r["extra"], r["cores"], r["load"][0]))
+    md += ["", "| | seconds |", "|---|---:|"]
+    md.append("| one process, wall | %.2f |" % r["one_wall"])
+    md.append("| per block (optimize + evaluate), mean over %d blocks | %.3f |" % (len(work), sum(work) / len(work)))
+    md.append("| sum of the blocks, one process | %.2f |" % sum(work))
+    md.append("| per-rank work at R = 2 (block b on rank b mod 2), rank 0 / rank 1, timed in the MPI run | %.2f / %.2f |" % tuple(per_rank))
+    md.append("| mpirun -np 2, wall | %.2f |" % r["mpi_wall"])
+    md.append("| one process's wall less its blocks, plus the busier rank's blocks | %.2f |" % ideal)
+    md.append("| collective overhead at R = 2 (the difference) | %.2f |" % overhead)
+    md.append("| of which starting the job (`mpirun -np 2 datamask-select --help`) | %.2f |" % r["mpirun_help_wall"])
+    md.append("| gather phase on rank 0 (waiting for rank 1, receiving, parsing) | %.3f |" % r["mpi_seconds"].get("gather", float("nan")))
+    md.append("| two shards, sequentially, wall each | %s |" % " / ".join("%.2f" % w for w in r["shard_walls"]))
+    md.append("| merge, wall | %.2f |" % r["merge_wall"])
+    md.append("")
+    md.append("Bytes exchanged: every rank loads and checks the whole input itself (it hashes every file, so the "
+              "ranks agree on the inputs, and computes the prune threshold from every score); the only message "
+              "is each rank's finished blocks sent to rank 0 at the end: %d bytes for %d blocks, %.0f bytes per "
+              "block for S_b = %d ids (about %.1f bytes per selected id: the ids as JSON, the per-step log, exact "
+              "doubles as hexadecimal strings). The parts of the two shards hold %s bytes."
+              % (r["gathered_bytes"], r["gathered_blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]),
+                 r["selected"] // r["blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]) / (r["selected"] / r["blocks"]),
+                 " and ".join(str(b) for b in r["part_bytes"])))
+    docs = FINEWEB_TOKENS / TOKENS_PER_DOC
+    blocks = math.ceil(docs / BLOCK)
+    per_rank_blocks = math.ceil(blocks / RANKS)
+    md += ["", "### FineWeb projection", ""]
+    md.append("Assumed: %.3g documents (15T tokens at about %d tokens per document, the ratio of a public "
+              "200,000-document FineWeb sample of about 140M tokens), so %d blocks of 1M; on %d ranks (block b on "
+              "rank b mod %d) the busiest rank runs %d blocks. The per-block times are measured (benchmarks/fronts, "
+              "one 1M-item block, d = 256 rather than the paper's 768, S = 0.1 n, on the 2 shared cores "
+              "described there); the wall time is blocks per rank x block time, the collective overhead above "
+              "being negligible beside it." % (docs, TOKENS_PER_DOC, blocks, RANKS, RANKS, per_rank_blocks))
+    md += ["", "| objective, method (one 1M block) | measured s per block | projected wall on %d ranks |" % RANKS,
+           "|---|---:|---:|"]
+    for objective, method, setting, polish, label in (("pws", "continuous", "10", 0, "pairwise, continuous 10 it"),
+                                                       ("disf", "continuous", "10", 0, "DiSF, continuous 10 it"),
+                                                       ("pws", "learner", "100", 0, "pairwise, policy gradient 100 steps")):
+        s, _ = fronts_block_seconds(objective, method, setting, polish)
+        if s is None:
+            continue
+        md.append("| %s | %.1f | %.1f h |" % (label, s, per_rank_blocks * s / 3600))
+    md.append("")
+    md.append("The paper: 384 GPUs for about 15 hours. With GPUs: not projected, since no GPU block time has been "
+              "measured in this repository (STEP_TIMES.md: no GPU was available). CPU-only, the rows above are "
+              "per 2-core rank; d = 768 costs about 3x more for pairwise similarity (linear in d) and about 9x "
+              "for DiSF (d^2).")
+    path = os.path.join(HERE, "RESULTS.md")
+    with open(path) as f:
+        text = f.read()
+    if SECTION in text:  # replace this section, up to the next one
+        start = text.index(SECTION)
+        nxt = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + "\n".join(md).rstrip() + "\n" + (text[nxt:] if nxt >= 0 else "")
+    else:  # before the continuous learner's section, which benchmarks/fronts.py rewrites to the end
+        at = text.find("## Continuous learner")
+        text = (text[:at] + "\n".join(md).rstrip() + "\n\n" + text[at:]) if at >= 0 else text.rstrip() + "\n\n" + "\n".join(md) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    print("wrote", path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--binary", required=True)
+    r.add_argument("--n", type=int, default=120000)
+    r.add_argument("--d", type=int, default=64)
+    r.add_argument("--block-size", type=int, default=20000)
+    r.add_argument("--objective", default="pairwise")
+    r.add_argument("--extra", default="--optimizer pg --steps 100 --rollouts 32")
+    sub.add_parser("render")
+    a = ap.parse_args()
+    run(a) if a.cmd == "run" else render(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief One block's selection as every front end runs it: the optimizer a run names (the
+/// continuous learner, the policy gradient, or a greedy baseline) on the diversity mix the run's
+/// objective weights choose, with the learner's options for that block, its per-step history,
+/// then the evaluation of the selection (whole block as reference set).
+///
+/// Why here and not in a program: datamask-select, the Python package and a scale-out run must
+/// give the same ids for the same inputs, options and seed; they share this code and keep only
+/// their own side (a signal flag, a checkpoint folder, a progress bar) behind `block_hooks`.
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <datamask/datamask.hpp>
+#include <datamask/knn/graph.hpp>
+#include <datamask/objectives/sparse_facility.hpp>
+#include <datamask/pipeline.hpp>
+
+namespace datamask {
+
+/// @brief The optimizer of a block (`auto` is resolved before a run: `resolve_optimizer`).
+enum class block_optimizer {
+  automatic,   ///< continuous when every diversity term has a relaxation, else pg
+  continuous,  ///< the continuous learner (continuous.hpp)
+  pg,          ///< the policy-gradient learner (learner.hpp)
+  greedy,      ///< naive greedy on the same f
+  lazy,        ///< lazy greedy
+  stochastic   ///< stochastic greedy
+};
+
+template <>
+struct enum_traits<block_optimizer> {
+  static constexpr std::array<enum_choice<block_optimizer>, 6> choices{
+      {{"auto", block_optimizer::automatic},
+       {"continuous", block_optimizer::continuous},
+       {"pg", block_optimizer::pg},
+       {"greedy", block_optimizer::greedy},
+       {"lazy", block_optimizer::lazy},
+       {"stochastic", block_optimizer::stochastic}}};
+};
+
+/// @brief The weight of each diversity objective a run can name (0: not in f).
+struct objective_weights {
+  double pairwise = 1.0;
+  double facility = 0.0;
+  double disf = 0.0;
+};
+
+/// @brief The names a run gives its objectives, in the order of `objective_weights`.
+inline constexpr std::array<std::string_view, 3> objective_names{"pairwise", "facility", "disf"};
+
+/// @brief The weights of named objectives: each name one of `objective_names`, at most once;
+/// `weights` empty (every named objective weighs 1) or one weight >= 0 per name.
+/// @throws invalid_input ("objective", "objective_weights") otherwise.
+[[nodiscard]] inline objective_weights weights_of(std::span<const std::string> names,
+                                                  std::span<const double> weights) {
+  DATAMASK_EXPECTS(weights.empty() || weights.size() == names.size(), "objective_weights", weights.size(),
+                   " weights for ", names.size(), " objectives");
+  double w[3] = {0.0, 0.0, 0.0};
+  bool seen[3] = {false, false, false};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::size_t j = 0;
+    while (j < objective_names.size() && objective_names[j] != names[i]) ++j;
+    DATAMASK_EXPECTS(j < objective_names.size(), "objective", "must be one of pairwise, facility, disf, found '",
+                     names[i], "'");
+    DATAMASK_EXPECTS(!seen[j], "objective", "'", names[i], "' given twice");
+    const double wi = weights.empty() ? 1.0 : weights[i];
+    DATAMASK_EXPECTS(wi >= 0.0, "objective_weights", "weights must be >= 0, found ", wi);
+    seen[j] = true;
+    w[j] = wi;
+  }
+  return objective_weights{w[0], w[1], w[2]};
+}
+
+/// @brief Whether the continuous learner can ascend f: every diversity term that counts
+/// (lambda < 1, positive weight) has a relaxation. Dense facility location has none; on a kNN
+/// graph (`knn`) it has one.
+[[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false) {
+  return lambda >= 1.0 || w.facility <= 0.0 || knn;
+}
+
+/// @brief Everything besides its data and hooks that determines a block's selection.
+struct block_run_settings {
+  settings run;                  ///< ratio or count, lambda, steps, seed, prune, ...
+  learner_settings learn;        ///< the policy, schedule and facility-location kernel
+  continuous_settings ascent;    ///< the continuous learner's ascent
+  polish_settings polish;        ///< and its polish
+  block_optimizer optimizer = block_optimizer::automatic;
+  objective_weights weights;
+  /// Facility location on a kNN graph (objectives/sparse_facility.hpp) instead of dense: each
+  /// block's exact graph with this many neighbours under `learn.kernel` (capped at the block's
+  /// size), or `graph` (its rows the block's rows) when given; 0 and null: dense.
+  index_t neighbors = 0;
+  std::shared_ptr<const knn_graph> graph;
+  [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
+};
+
+/// @brief `auto` made concrete: continuous when `relaxable`, else pg.
+/// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
+[[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
+  const bool relax = relaxable(s.weights, s.run.lambda, s.knn());
+  if (s.optimizer == block_optimizer::automatic) return relax ? block_optimizer::continuous : block_optimizer::pg;
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relax, "optimizer",
+                   "continuous: dense facility location has no relaxation; give it a kNN graph, or use pg, "
+                   "greedy, lazy or stochastic");
+  return s.optimizer;
+}
+
+/// @brief The diversity mix of every front end: every objective is present, those not chosen
+/// weigh 0 (so the terms of f, their order and the random streams are the same for every run).
+/// Facility location on a kNN graph comes last, so runs without it keep their terms.
+using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location>;
+
+/// @brief The mix the weights and the kernel settings choose.
+[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls) {
+  return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), w.facility},
+             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, 0.0});
+}
+
+/// @brief Thrown by `select_block` when its `stop` hook asked a run to stop: the block's partial
+/// selection is dropped (a front end writes no output for it).
+class run_stopped : public error {
+ public:
+  run_stopped() : error("datamask: the run was stopped") {}
+};
+
+/// @brief What a block's selection calls back. None changes the selection; every member may be
+/// empty.
+struct block_hooks {
+  /// After each policy-gradient step or continuous iteration.
+  std::function<void(const step_record&)> on_step;
+  /// Polled after every step or iteration and, for the greedy baselines, about every 0.1 s:
+  /// returning true stops the block (`run_stopped` is thrown once the optimizer returns).
+  std::function<bool()> stop;
+  /// Policy gradient only: logits snapshot every this many steps (0: only when stopped).
+  index_t snapshot_every = 0;
+  /// Policy gradient only: receives the block (its history so far), the step, the logits and
+  /// the best rollout, every `snapshot_every` steps and at the step at which `stop` ended it.
+  std::function<void(const block_result&, index_t, std::span<const double>, const best_rollout&)> on_snapshot;
+  /// Policy gradient only, before the block starts: fills the last step done, its logits, the
+  /// history and the best rollout of an earlier run of this block and returns true to continue
+  /// it (the result is that of an uninterrupted run); false to start afresh.
+  std::function<bool(block_result&, index_t&, std::vector<double>&, best_rollout&)> resume;
+  /// After a block's kNN graph is built (`block_run_settings::neighbors`): the graph and the
+  /// seconds it took.
+  std::function<void(const knn_graph&, double)> on_graph;
+};
+
+/// @brief The learner's options for block `b`: the run's settings, S_b, and the corpus-level
+/// prune threshold in place of the per-block quantile.
+[[nodiscard]] inline options block_options(const settings& run, index_t b, index_t s_b,
+                                           std::optional<double> threshold) {
+  options o;
+  static_cast<settings&>(o) = run;
+  o.count = s_b;
+  o.prune = 0.0;  // the corpus-level threshold replaces the per-block quantile
+  o.prune_threshold = threshold;
+  o.block = static_cast<std::uint64_t>(b);
+  o.evaluate_selection = false;  // evaluated by evaluate_block, timed on its own
+  return o;
+}
+
+namespace detail::blocks {
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The block's mix: `make_mix`, with facility location's weight moved to its kNN form and the
+/// graph set (given, or built here for this block) when the settings ask for a graph.
+inline standard_mix block_mix(const problem<float>& p, const block_run_settings& s, const block_hooks& h) {
+  standard_mix m = make_mix(s.weights, s.learn);
+  if (!s.knn()) return m;
+  m.weights[3] = m.weights[1];
+  m.weights[1] = 0.0;
+  auto& sparse = std::get<sparse_facility_location>(m.objectives);
+  sparse.graph = s.graph;
+  if (!sparse.graph) {
+    knn_settings ks;
+    ks.neighbors = std::min(s.neighbors, p.embeddings.rows);
+    ks.kernel = s.learn.kernel;
+    ks.gamma = s.learn.gamma;
+    ks.threads = s.run.threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    sparse.graph = std::make_shared<const knn_graph>(build_knn_graph(p, ks, s.run.normalized));
+    if (h.on_graph) h.on_graph(*sparse.graph, seconds_since(t0));
+  }
+  return m;
+}
+
+inline bool stopped(const block_hooks& h) { return h.stop && h.stop(); }
+
+/// Copies what a learner returned into the block's result; returns the rows selected.
+inline std::vector<index_t> take(selection_result&& res, block_result& r, std::vector<double>& scales) {
+  r.ids = std::move(res.ids);
+  r.kept = res.kept;
+  r.steps_run = res.steps_run;
+  r.zero_variance_steps = res.zero_variance_steps;
+  r.nonfinite_steps = res.nonfinite_steps;
+  scales.clear();
+  for (const auto& t : res.terms) scales.push_back(t.scale);
+  return std::move(res.rows);
+}
+
+/// The policy-gradient learner, resumed from the hook's state when it has one.
+inline std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_settings& s,
+                                  const standard_mix& m, const block_hooks& h, block_result& r,
+                                  std::vector<double>& scales) {
+  if (h.resume) {
+    index_t step = 0;
+    std::vector<double> logits;
+    if (h.resume(r, step, logits, o.initial_best)) {
+      o.first_step = step + 1;
+      o.initial_logits = std::move(logits);
+    }
+  }
+  o.on_step = [&](const step_info& si) {
+    r.history.push_back(step_record{si.step, si.lr, si.reward_mean, si.reward_max,
+                                    std::vector<double>(si.term_means.begin(), si.term_means.end())});
+    if (h.on_step) h.on_step(r.history.back());
+  };
+  o.stop = [&](const step_info&) { return stopped(h); };
+  o.snapshot_every = h.snapshot_every;
+  o.on_snapshot = [&](const step_info& si, std::span<const double> logits, const best_rollout& best) {
+    if (h.on_snapshot) h.on_snapshot(r, si.step, logits, best);
+  };
+  const learner<eigen_backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
+  auto res = L.select(p, m);
+  if (res.stopped_early) throw run_stopped();
+  return take(std::move(res), r, scales);
+}
+
+/// The continuous learner. Its mix holds only the relaxable objectives (dense facility location
+/// is refused by `resolve_optimizer`); its terms are those of the standard mix, whose dense
+/// facility term then weighs 0.
+inline std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
+                                   const standard_mix& sm, const block_hooks& h, block_result& r,
+                                   std::vector<double>& scales) {
+  continuous_options co;
+  static_cast<settings&>(co.common) = static_cast<const settings&>(o);
+  co.ascent = s.ascent;
+  co.polish = s.polish;
+  co.on_step = [&](const continuous_step_info& si) {
+    r.history.push_back(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
+    if (h.on_step) h.on_step(r.history.back());
+  };
+  co.stop = [&](const continuous_step_info&) { return stopped(h); };
+  const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
+                     weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]});
+  const basic_continuous_learner<eigen_backend> L(co);
+  auto res = L.select(p, m);
+  if (stopped(h)) throw run_stopped();
+  return take(std::move(res), r, scales);
+}
+
+/// A greedy baseline on the f the learners optimise.
+inline std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
+                                   const standard_mix& m, const block_hooks& h, block_result& r,
+                                   std::vector<double>& scales) {
+  greedy_options g;
+  g.method = which == block_optimizer::greedy ? greedy_method::naive
+             : which == block_optimizer::lazy ? greedy_method::lazy
+                                              : greedy_method::stochastic;
+  g.stop = [&] { return stopped(h); };
+  std::vector<index_t> rows = greedy_select_block(p, m, o, g, scales, r.kept);
+  if (stopped(h)) throw run_stopped();
+  for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
+  return rows;
+}
+
+}  // namespace detail::blocks
+
+/// @brief Selects S_b items of block `b` and evaluates the selection.
+/// @param p the block (`block_data::view()`); its ids are the ids reported
+/// @param b the block number (part of the random key)
+/// @param s_b the items to select (`split_selection`); 0 returns an empty result
+/// @param threshold the corpus-level prune threshold (`prune_threshold`), if any
+/// @param s the run's settings; `s.optimizer` must be resolved (`resolve_optimizer`)
+/// @param h progress, stop, snapshot and resume hooks
+/// @return the block's result: ids in selection order, terms (raw, scale, weight), objective,
+///         history, counters and seconds
+/// @throws invalid_input for bad input or settings; run_stopped when `h.stop` stopped it
+[[nodiscard]] inline block_result select_block(const problem<float>& p, index_t b, index_t s_b,
+                                               std::optional<double> threshold, const block_run_settings& s,
+                                               const block_hooks& h = {}) {
+  block_result r;
+  r.block = b;
+  r.items = p.embeddings.rows;
+  r.selected = s_b;
+  if (s_b == 0) return r;
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::automatic, "optimizer",
+                   "auto must be resolved before a block runs (resolve_optimizer)");
+  options o = block_options(s.run, b, s_b, threshold);
+  const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<index_t> rows;
+  std::vector<double> scales;
+  if (s.optimizer == block_optimizer::pg) {
+    rows = detail::blocks::learn(p, o, s, m, h, r, scales);
+  } else if (s.optimizer == block_optimizer::continuous) {
+    rows = detail::blocks::ascend(p, o, s, m, h, r, scales);
+  } else {
+    rows = detail::blocks::greedy(p, o, s.optimizer, m, h, r, scales);
+  }
+  r.optimize_seconds = detail::blocks::seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  evaluate_block(p, m, o, scales, rows, r);
+  r.evaluate_seconds = detail::blocks::seconds_since(t1);
+  return r;
+}
+
+}  // namespace datamask

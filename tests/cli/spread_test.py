@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The selection does not depend on how the blocks are spread (issue 12).
+
+    spread_test.py PROGRAM TEST_NAME MPI_DEFINITIONS
+
+One process is the reference: MPI runs (mpirun -np R, R = 1, 2, 3) and scheduler shards
+(--shard I/N, N = 1, 2, 5, then merge) must write the same ids, log and plot bytes and the same
+report totals, on the demo corpus split into 5 blocks, for two objectives, with and without
+--prune. MPI scenarios exit 77 (ctest: skipped) with the reason when the program was built
+without MPI (MPI_DEFINITIONS, the program's compile definitions, lacks DATAMASK_SELECT_MPI=1)
+or mpirun is missing.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+PROG = None
+TMP = None
+HAS_MPI = False
+SKIP = 77
+
+# 5 blocks of about 4000 items; few steps: the scenarios test the spreading, not the learner.
+BASE = ["--demo", "--block-size", "4000", "--threads", "1", "--quiet"]
+CASES = {
+    "pairwise": ["--objective", "pairwise", "--optimizer", "pg", "--steps", "30", "--rollouts", "16"],
+    "facility": ["--objective", "facility", "--optimizer", "pg", "--steps", "20", "--rollouts", "8", "--ratio", "0.02"],
+}
+PRUNE = ["--prune", "0.3"]
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def outputs(tag):
+    return ["--out", path(tag + ".npy"), "--report", path(tag + ".json"), "--log", path(tag + ".csv"),
+            "--plot", path(tag + ".svg")]
+
+
+def run(args, expect=0, env=None):
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if expect is not None and p.returncode != expect:
+        raise AssertionError("exit %d (expected %d) for %s\nstdout:\n%s\nstderr:\n%s" %
+                             (p.returncode, expect, " ".join(args), p.stdout, p.stderr))
+    return p
+
+
+def mpi_env(**extra):
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMP_WAIT_POLICY="PASSIVE")
+    env.update(extra)
+    return env
+
+
+def mpirun(ranks, args):
+    return ["mpirun", "--oversubscribe", "-np", str(ranks), PROG] + args
+
+
+def read(name):
+    with open(path(name), "rb") as f:
+        return f.read()
+
+
+def totals(tag):
+    """The report's values that must not depend on the spreading (timings and paths do)."""
+    with open(path(tag + ".json")) as f:
+        r = json.load(f)
+    blocks = [{k: b[k] for k in ("block", "items", "kept", "selected", "steps_run", "objective")} for b in r["blocks"]]
+    t = {k: r["total"][k] for k in ("blocks", "selected", "steps_run", "objective")}
+    return r["input"], r["prune_threshold"], blocks, t
+
+
+def same_outputs(tag, ref):
+    for ext in (".npy", ".csv", ".svg"):
+        if read(tag + ext) != read(ref + ext):
+            raise AssertionError("%s%s differs from the one-process %s%s" % (tag, ext, ref, ext))
+    a, b = totals(tag), totals(ref)
+    if a != b:
+        raise AssertionError("report of %s differs from one process:\n%s\n%s" % (tag, a, b))
+
+
+def no_outputs(tag):
+    left = [f for f in os.listdir(TMP) if f.startswith(tag + ".")]
+    if left:
+        raise AssertionError("a failed run left outputs: %s" % left)
+
+
+def reference(case, prune):
+    tag = "one-%s-%d" % (case, prune)
+    if not os.path.exists(path(tag + ".npy")):
+        run([PROG] + BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag))
+        with open(path(tag + ".json")) as f:
+            assert json.load(f)["total"]["blocks"] == 5, "the demo at --block-size 4000 should have 5 blocks"
+    return tag
+
+
+def need_mpi():
+    if not HAS_MPI:
+        print("SKIPPED: datamask-select was built without MPI (install libopenmpi-dev, reconfigure)")
+        sys.exit(SKIP)
+    if shutil.which("mpirun") is None:
+        print("SKIPPED: mpirun not found (Debian: openmpi-bin)")
+        sys.exit(SKIP)
+
+
+# --- scenarios ------------------------------------------------------------------------------------
+
+def test_shards():
+    for case in CASES:
+        for prune in (0, 1):
+            ref = reference(case, prune)
+            args = BASE + CASES[case] + (PRUNE if prune else [])
+            for n in (1, 2, 5):
+                parts = path("parts-%s-%d-%d" % (case, prune, n))
+                for i in range(n):
+                    run([PROG] + args + ["--shard", "%d/%d" % (i, n), "--parts", parts])
+                    assert os.path.exists(os.path.join(parts, "completions", "%05d-of-%05d" % (i, n)))
+                tag = "merged-%s-%d-%d" % (case, prune, n)
+                run([PROG, "merge"] + outputs(tag) + [parts])
+                same_outputs(tag, ref)
+
+
+def test_shard_skip():
+    args = BASE + CASES["pairwise"]
+    parts = path("parts")
+    p = run([PROG] + args + ["--shard", "1/2", "--parts", parts])
+    part = os.path.join(parts, "part-00001-of-00002.json")
+    before = os.stat(part).st_mtime_ns
+    time.sleep(0.05)
+    p = run([PROG] + [a for a in args if a != "--quiet"] + ["--shard", "1/2", "--parts", parts])
+    assert "finished" in p.stderr and "skipped" in p.stderr, p.stderr
+    assert os.stat(part).st_mtime_ns == before, "a finished shard ran again"
+    # A finished part of other options is not taken for this run's.
+    p = run([PROG] + args + ["--steps", "31", "--shard", "1/2", "--parts", parts], expect=2)
+    assert "--steps" in p.stderr and "remove it" in p.stderr, p.stderr
+    # Shards write parts, not outputs; a shard needs its folder; I < N.
+    for bad, word in ((["--shard", "0/2", "--parts", parts, "--out", path("x.npy")], "merge"),
+                      (["--shard", "0/2"], "--parts"), (["--parts", parts], "--shard"),
+                      (["--shard", "2/2", "--parts", parts], "0 <= I < N"),
+                      (["--shard", "two", "--parts", parts], "I/N")):
+        p = run([PROG] + args + bad, expect=2)
+        assert word in p.stderr, (bad, p.stderr)
+
+
+def test_slurm():
+    args = BASE + CASES["pairwise"] + ["--shard", "slurm", "--parts", path("parts")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    p = run([PROG] + args, expect=2, env=env)
+    assert "SLURM_ARRAY_TASK_ID is not set" in p.stderr, p.stderr
+    # --array=1-2: task ids 1 and 2 are shards 0 and 1 of 2.
+    for task in (1, 2):
+        run([PROG] + args, env=dict(env, SLURM_ARRAY_TASK_ID=str(task), SLURM_ARRAY_TASK_MIN="1",
+                                    SLURM_ARRAY_TASK_MAX="2", SLURM_ARRAY_TASK_COUNT="2"))
+        assert os.path.exists(path("parts/completions/%05d-of-00002" % (task - 1)))
+    run([PROG, "merge", "--out", path("slurm.npy"), "--log", path("slurm.csv"), "--plot", path("slurm.svg"),
+         "--report", path("slurm.json"), path("parts")])
+    same_outputs("slurm", reference("pairwise", 0))
+    # --array=1,3,8: not evenly spaced.
+    p = run([PROG] + args, expect=2, env=dict(env, SLURM_ARRAY_TASK_ID="3", SLURM_ARRAY_TASK_MIN="1",
+                                              SLURM_ARRAY_TASK_MAX="8", SLURM_ARRAY_TASK_COUNT="3"))
+    assert "evenly spaced" in p.stderr, p.stderr
+
+
+def shard_parts(folder, args, n):
+    for i in range(n):
+        run([PROG] + args + ["--shard", "%d/%d" % (i, n), "--parts", folder])
+    return [os.path.join(folder, "part-%05d-of-%05d.json" % (i, n)) for i in range(n)]
+
+
+def test_merge_refusals():
+    args = BASE + CASES["pairwise"]
+    three = shard_parts(path("three"), args, 3)
+    two = shard_parts(path("two"), args, 2)
+    other_seed = shard_parts(path("seed"), args + ["--seed", "7"], 3)
+    other_opts = shard_parts(path("opts"), args + ["--lambda", "0.4"], 3)
+    cases = [
+        (three[:2], "(block 2)"),                         # shard 2/3 missing: block 2
+        (three + [two[0]], "is in both"),                 # block 0 twice
+        (three[:2] + [other_seed[2]], "other inputs"),    # another demo corpus
+        (three[:2] + [other_opts[2]], "--lambda"),        # other options, named
+        ([path("nothing.json")], "cannot read"),
+    ]
+    with open(path("junk.json"), "w") as f:
+        f.write("{\"format\": \"something else\"}")
+    cases.append(([path("junk.json")], "not a datamask-select part"))
+    for parts, word in cases:
+        p = run([PROG, "merge", "--out", path("m.npy")] + parts, expect=2)
+        assert word in p.stderr, (parts, word, p.stderr)
+        no_outputs("m")
+    p = run([PROG, "merge", "--out", three[0]] + three, expect=2)  # an output over a part
+    assert "is an input" in p.stderr, p.stderr
+    p = run([PROG, "merge"] + three, expect=2)
+    assert "nothing to write" in p.stderr, p.stderr
+
+
+def test_mpi():
+    need_mpi()
+    for case in CASES:
+        for prune in (0, 1):
+            ref = reference(case, prune)
+            for ranks in (1, 2, 3):
+                tag = "mpi-%s-%d-%d" % (case, prune, ranks)
+                run(mpirun(ranks, BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag)), env=mpi_env())
+                same_outputs(tag, ref)
+
+
+def rank_pids(marker):
+    """The processes of this test's MPI job, by rank (from their environment)."""
+    pids = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if env.get(b"DM_SPREAD_TEST") == marker.encode() and b"OMPI_COMM_WORLD_RANK" in env:
+            pids[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(pid)
+    return pids
+
+
+def test_mpi_failure():
+    need_mpi()
+    # Enough steps that the job is still running when a rank is killed.
+    learn = BASE + ["--objective", "pairwise", "--optimizer", "pg", "--steps", "200", "--rollouts", "16"]
+    run([PROG] + learn + outputs("long"))
+    ck = path("ck")
+    args = learn + ["--checkpoint", ck, "--checkpoint-every", "10"]
+    env = mpi_env(DM_SPREAD_TEST=TMP)
+    job = subprocess.Popen(mpirun(2, args + outputs("killed")), env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and job.poll() is None:
+        done = [f for f in os.listdir(ck)] if os.path.isdir(ck) else []
+        pids = rank_pids(TMP)
+        if any(f.endswith(".done") for f in done) and 1 in pids:
+            os.kill(pids[1], signal.SIGKILL)
+            print("killed rank 1 (pid %d) after %s" % (pids[1], sorted(f for f in done if f.endswith(".done"))))
+            break
+        time.sleep(0.005)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode != 0, "the job finished before rank 1 was killed:\n" + err
+    no_outputs("killed")
+    # --resume with another R: the uninterrupted result.
+    run(mpirun(3, args + ["--resume"] + outputs("resumed")), env=mpi_env())
+    same_outputs("resumed", "long")
+    with open(path("resumed.json")) as f:
+        r = json.load(f)
+    assert r["resumed"] is True and any(b["from_checkpoint"] for b in r["blocks"]), r["blocks"]
+
+    # A rank that fails on its own blocks (block 1 keeps too few items after the prune) ends the
+    # job with a non-zero exit, and nothing is written.
+    bad = BASE + ["--optimizer", "greedy", "--ratio", "0.1", "--prune", "0.9"]
+    p = run([PROG] + bad + outputs("bad"), expect=2)
+    assert "block 1" in p.stderr, p.stderr
+    p = run(mpirun(3, bad + outputs("bad")), expect=None, env=mpi_env())
+    assert p.returncode != 0, p.stderr
+    assert "rank 1 of 3" in p.stderr and "block 1" in p.stderr, p.stderr
+    no_outputs("bad")
+
+
+def main():
+    global PROG, TMP, HAS_MPI
+    PROG, name = sys.argv[1], sys.argv[2]
+    HAS_MPI = len(sys.argv) > 3 and "DATAMASK_SELECT_MPI=1" in sys.argv[3]
+    with tempfile.TemporaryDirectory(prefix="dm_spread_") as tmp:
+        TMP = tmp
+        t0 = time.time()
+        globals()["test_" + name]()
+        print("spread.%s passed in %.1f s" % (name, time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: the MPI job this process belongs to, if any. MPI is an optional build
+// dependency (DATAMASK_WITH_MPI; Debian libopenmpi-dev): without it, or when no MPI launcher
+// started the process, the world is this one process. MPI is initialised only when a launcher
+// (mpirun, srun) started the process, so a plain run never pays for it nor depends on it.
+//
+// What the ranks exchange: nothing while they work (each rank loads and checks the inputs, and
+// computes the global prune threshold from every quality score, as one process does); at the
+// end each rank sends its finished blocks (spread.hpp's document) to rank 0, which writes the
+// outputs. A rank that fails aborts the job: mpirun then exits non-zero, and no output exists,
+// since rank 0 writes only after it has received every block.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#if DATAMASK_SELECT_MPI
+#include <mpi.h>
+#endif
+
+#include "args.hpp"
+
+namespace dmselect {
+
+/// Whether an MPI launcher started this process as one of several (Open MPI's mpirun, or a
+/// PMI launcher such as srun --mpi=pmix).
+inline bool launched_as_ranks() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    const char* s = std::getenv(v);
+    if (s != nullptr && std::atoi(s) > 1) return true;
+  }
+  return false;
+}
+
+/// Whether an MPI launcher started this process, as one rank or several: Open MPI's mpirun sets
+/// OMPI_COMM_WORLD_RANK, PMIx launchers (srun --mpi=pmix) PMIX_RANK, PMI-1/2 ones PMI_RANK.
+inline bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+class mpi_world {
+ public:
+  mpi_world(int& argc, char**& argv) {
+#if DATAMASK_SELECT_MPI
+    if (launched_by_mpi()) {
+      MPI_Init(&argc, &argv);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+      MPI_Comm_size(MPI_COMM_WORLD, &size_);
+      active_ = true;
+    }
+#else
+    (void)argc;
+    (void)argv;
+#endif
+  }
+  mpi_world(const mpi_world&) = delete;
+  mpi_world& operator=(const mpi_world&) = delete;
+  ~mpi_world() {
+#if DATAMASK_SELECT_MPI
+    if (active_) MPI_Finalize();
+#endif
+  }
+
+  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] int size() const { return size_; }
+  /// Whether the blocks are spread over several ranks.
+  [[nodiscard]] bool spread() const { return size_ > 1; }
+
+  /// Refuses to run as one of several copies started by a launcher when MPI is not built in:
+  /// each copy would run every block and write the same outputs.
+  static void check_supported() {
+#if !DATAMASK_SELECT_MPI
+    if (launched_as_ranks()) {
+      throw usage_error("started as one of several MPI ranks, but this datamask-select was built without MPI "
+                        "(configure with -DDATAMASK_WITH_MPI=ON and libopenmpi-dev installed), or use --shard I/N");
+    }
+#endif
+  }
+
+  void barrier() const {
+#if DATAMASK_SELECT_MPI
+    if (active_) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+  }
+
+  /// Every rank's `mine`, on rank 0 (rank order); empty elsewhere. Point to point in pieces of at
+  /// most 1 GiB, so no count overflows MPI's int.
+  [[nodiscard]] std::vector<std::string> gather(const std::string& mine) const {
+    std::vector<std::string> all;
+    if (!spread()) {
+      all.push_back(mine);
+      return all;
+    }
+#if DATAMASK_SELECT_MPI
+    constexpr std::uint64_t piece = std::uint64_t{1} << 30;
+    if (rank_ != 0) {
+      std::uint64_t n = mine.size();
+      MPI_Send(&n, 1, MPI_UINT64_T, 0, 0, MPI_COMM_WORLD);
+      for (std::uint64_t at = 0; at < n; at += piece) {
+        MPI_Send(mine.data() + at, static_cast<int>(std::min(piece, n - at)), MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+      }
+      return all;
+    }
+    all.push_back(mine);
+    for (int r = 1; r < size_; ++r) {
+      std::uint64_t n = 0;
+      MPI_Recv(&n, 1, MPI_UINT64_T, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::string s(n, '\0');
+      for (std::uint64_t at = 0; at < n; at += piece) {
+        MPI_Recv(s.data() + at, static_cast<int>(std::min(piece, n - at)), MPI_CHAR, r, 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+      }
+      all.push_back(std::move(s));
+    }
+#endif
+    return all;
+  }
+
+  /// Ends every rank of the job with `code` (the launcher's exit status is then non-zero).
+  [[noreturn]] void abort(int code) const {
+#if DATAMASK_SELECT_MPI
+    if (active_) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    std::exit(code);
+  }
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  bool active_ = false;
+};
+
+}  // namespace dmselect

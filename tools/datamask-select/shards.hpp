@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: scheduler shards and their merge. A scheduler (a Slurm job array, a plain
+// `for` loop, DataTrove's or NeMo Curator's executors) starts N independent tasks; task I runs
+// `--shard I/N --parts DIR`, the blocks datamask::worker_blocks gives it, and writes
+//
+//   DIR/part-<I>-of-<N>.json      its blocks' results (spread.hpp's document), atomically
+//   DIR/completions/<I>-of-<N>    an empty marker, written after the part
+//
+// A task whose marker and part exist (for the same inputs and options) is skipped when run again.
+// `datamask-select merge PART...` then checks the parts (same inputs, same options, every block
+// exactly once) and writes the outputs one process would write, bit for bit.
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <datamask/io/file.hpp>
+
+#include "args.hpp"
+#include "outputs.hpp"
+#include "paths.hpp"
+#include "spread.hpp"
+
+namespace dmselect {
+
+/// Which share of the blocks a process runs: worker `index` of `count`.
+struct worker_share {
+  index_t index = 0;
+  index_t count = 1;
+};
+
+namespace detail {
+
+inline index_t whole_number(const std::string& what, const std::string& v) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || end != v.c_str() + v.size() || x < 0) throw usage_error(what + ": expected a whole number >= 0, found '" + v + "'");
+  return static_cast<index_t>(x);
+}
+
+/// The shard of a Slurm array task: its position among the array's task ids (min, min + step, ...).
+inline worker_share slurm_share() {
+  const auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    if (v == nullptr) {
+      throw usage_error(std::string("--shard slurm: ") + name + " is not set; run it as a Slurm array task "
+                        "(sbatch --array=0-N), or give --shard I/N");
+    }
+    return v;
+  };
+  const index_t id = whole_number("SLURM_ARRAY_TASK_ID", env("SLURM_ARRAY_TASK_ID"));
+  const index_t count = whole_number("SLURM_ARRAY_TASK_COUNT", env("SLURM_ARRAY_TASK_COUNT"));
+  const index_t min = whole_number("SLURM_ARRAY_TASK_MIN", env("SLURM_ARRAY_TASK_MIN"));
+  const char* step_v = std::getenv("SLURM_ARRAY_TASK_STEP");
+  const index_t step = step_v ? whole_number("SLURM_ARRAY_TASK_STEP", step_v) : 1;
+  const char* max_v = std::getenv("SLURM_ARRAY_TASK_MAX");
+  const index_t max = max_v ? whole_number("SLURM_ARRAY_TASK_MAX", max_v) : min + (count - 1) * step;
+  if (count < 1 || step < 1 || id < min || (id - min) % step != 0 || max != min + (count - 1) * step) {
+    throw usage_error("--shard slurm: the array's task ids are not evenly spaced (SLURM_ARRAY_TASK_ID=" +
+                      std::to_string(id) + ", _MIN=" + std::to_string(min) + ", _MAX=" + std::to_string(max) +
+                      ", _COUNT=" + std::to_string(count) + "); use a range such as --array=0-" +
+                      std::to_string(count - 1) + ", or give --shard I/N");
+  }
+  return worker_share{(id - min) / step, count};
+}
+
+}  // namespace detail
+
+/// The share --shard names ("I/N" or "slurm"), checked; {0, 1} when --shard is not given.
+inline worker_share shard_share(const config& c) {
+  if (c.shard.empty()) {
+    if (!c.parts.empty()) throw usage_error("--parts: only with --shard I/N");
+    return {};
+  }
+  if (c.parts.empty()) throw usage_error("--shard: needs --parts DIR (where the shard writes its part)");
+  for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
+    if (!out->empty()) {
+      throw usage_error("--shard: writes a part into --parts; `datamask-select merge` writes " + *out +
+                        " and the other outputs; drop --out/--report/--log/--plot here");
+    }
+  }
+  worker_share s;
+  if (c.shard == "slurm") {
+    s = detail::slurm_share();
+  } else {
+    const auto slash = c.shard.find('/');
+    if (slash == std::string::npos) throw usage_error("--shard: expected I/N or slurm, found '" + c.shard + "'");
+    s.index = detail::whole_number("--shard", c.shard.substr(0, slash));
+    s.count = detail::whole_number("--shard", c.shard.substr(slash + 1));
+  }
+  if (s.count < 1 || s.index >= s.count) {
+    throw usage_error("--shard: " + std::to_string(s.index) + "/" + std::to_string(s.count) +
+                      ": needs N >= 1 and 0 <= I < N");
+  }
+  return s;
+}
+
+/// A shard's files in --parts.
+struct part_files {
+  std::string part, marker;
+};
+
+inline part_files part_paths(const config& c, worker_share s) {
+  namespace fs = std::filesystem;
+  char name[64];
+  std::snprintf(name, sizeof name, "%05lld-of-%05lld", static_cast<long long>(s.index), static_cast<long long>(s.count));
+  return {(fs::path(c.parts) / ("part-" + std::string(name) + ".json")).string(),
+          (fs::path(c.parts) / "completions" / name).string()};
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw usage_error(path + ": cannot read");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// Whether this shard already finished: its marker and its part exist. Refuses a finished part
+/// of other inputs or options (it would be merged as if it were this run's).
+inline bool shard_finished(const part_files& f, const run_header& h) {
+  std::error_code ec;
+  if (!std::filesystem::exists(f.marker, ec) || !std::filesystem::exists(f.part, ec)) return false;
+  std::vector<block_result> blocks;
+  const run_header old = read_worker_json(read_text(f.part), f.part, blocks);
+  try {
+    check_same_run(h, "this run", old, f.part);
+  } catch (const usage_error& e) {
+    throw usage_error(std::string(e.what()) + "; remove it and " + f.marker + " to run this shard again");
+  }
+  return true;
+}
+
+/// Writes the shard's part, then its marker (both atomically): a marker always has its part.
+inline void write_part(const part_files& f, const run_header& h, const std::vector<block_result>& blocks) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(f.marker).parent_path(), ec);
+  if (!fs::is_directory(fs::path(f.marker).parent_path(), ec)) {
+    throw usage_error("--parts: cannot create " + fs::path(f.marker).parent_path().string());
+  }
+  datamask::io::write_file_atomic(f.part, worker_json(h, blocks).dump() + "\n");
+  datamask::io::write_file_atomic(f.marker, "");
+}
+
+namespace detail {
+
+/// The part files named on merge's command line: each file as given, a folder's part-*.json in
+/// name order.
+inline std::vector<std::string> part_list(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    std::error_code ec;
+    if (!fs::is_directory(a, ec)) {
+      out.push_back(a);
+      continue;
+    }
+    std::vector<std::string> in_dir;
+    for (const auto& e : fs::directory_iterator(a)) {
+      const std::string name = e.path().filename().string();
+      if (e.is_regular_file() && name.rfind("part-", 0) == 0 && e.path().extension() == ".json") in_dir.push_back(e.path().string());
+    }
+    std::sort(in_dir.begin(), in_dir.end());
+    if (in_dir.empty()) throw usage_error(a + ": holds no part-*.json file");
+    out.insert(out.end(), in_dir.begin(), in_dir.end());
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// `datamask-select merge [outputs] PART...`: checks the parts and writes the outputs of the
+/// whole run. Returns the exit code; throws usage_error (exit 2) on a refusal.
+inline int merge_main(int argc, char** argv) {
+  config c;  // the outputs only; the rest comes from the parts
+  std::vector<std::string> args;
+  CLI::App app("datamask-select merge: the outputs of a run from the parts its --shard tasks wrote",
+               "datamask-select merge");
+  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64), .csv or .txt, as one process writes them");
+  app.add_option("--report", c.report, "PATH: JSON report");
+  app.add_option("--log", c.log, "PATH: CSV log, one row per block and step");
+  app.add_option("--plot", c.plot, "PATH: SVG of the log");
+  app.add_option("parts", args, "PART...: part files, or folders (their part-*.json)")->required();
+  app.footer("Refused (exit 2): parts of other inputs or options, a block in no part or in two.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    throw usage_error(std::string("merge: ") + e.what() + " (see merge --help)");
+  }
+  if (c.out.empty() && c.report.empty() && c.log.empty() && c.plot.empty()) {
+    throw usage_error("merge: nothing to write; give --out, --report, --log or --plot");
+  }
+  const auto files = detail::part_list(args);
+  c.merged = files;  // this command's inputs: no output may replace one
+  check_output_paths(c);
+  detail::check_outputs(c);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  run_header first;
+  std::vector<block_result> all;
+  std::vector<std::string> from;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::vector<block_result> blocks;
+    const run_header h = read_worker_json(read_text(files[i]), files[i], blocks);
+    if (i == 0) first = h;
+    check_same_run(first, files[0], h, files[i]);
+    first.resumed = first.resumed || h.resumed;
+    for (auto& b : blocks) {
+      all.push_back(std::move(b));
+      from.push_back(files[i]);
+    }
+  }
+  datamask::io::run_report rep;
+  rep.configuration = first.configuration;
+  rep.configuration["out"] = c.out;
+  rep.input_hash = first.input_hash;
+  rep.rows = first.rows;
+  rep.dims = first.dims;
+  rep.resumed = first.resumed;
+  if (first.prune_threshold) rep.prune_threshold = *first.prune_threshold;
+  rep.selected = first.selected;
+  rep.blocks = blocks_in_order(std::move(all), from, first.blocks);
+  rep.seconds.emplace_back("merge", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  c.optimizer = first.configuration.value("optimizer", std::string());
+  write_run_outputs(c, rep);
+  return 0;
+}
+
+}  // namespace dmselect

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: what a worker (an MPI rank or a scheduler shard) hands back, and how it is
+// read. A worker runs some of the blocks (datamask::worker_blocks) and returns their results
+// beside a header naming the inputs and options that produced them; the outputs are then built
+// from every block's result in block order, exactly as one process builds them. A shard writes
+// this document to its part file, an MPI rank sends it to rank 0.
+//
+// The document is JSON; every double is a hexadecimal float (a string), so that a result read
+// back is bit-identical to the one written, NaN and infinities included.
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <datamask/io/report.hpp>
+#include <datamask/pipeline.hpp>
+
+#include "args.hpp"
+#include "checkpoint.hpp"
+#include "outputs.hpp"
+
+namespace dmselect {
+
+/// The part format this version writes and reads.
+inline constexpr int part_format = 1;
+
+/// What a worker's blocks are results of: the same for every worker of one run.
+struct run_header {
+  std::uint64_t input_hash = 0;
+  index_t rows = 0;
+  index_t dims = 0;
+  std::string canonical;                      // config::canonical(): the options that select
+  nlohmann::ordered_json configuration;       // the report's configuration
+  index_t blocks = 0;                         // the corpus's block count
+  index_t selected = 0;                       // S over the corpus
+  std::optional<double> prune_threshold;
+  bool resumed = false;
+};
+
+/// The header of a run of `c` on a corpus (hash, rows, dims), before its blocks ran.
+inline run_header make_header(const config& c, std::uint64_t hash, index_t rows, index_t dims, index_t blocks,
+                              index_t selected, std::optional<double> threshold) {
+  return run_header{hash, rows, dims, c.canonical(), configuration_json(c), blocks, selected, threshold, c.resume};
+}
+
+namespace detail {
+
+inline nlohmann::ordered_json hex_array(const std::vector<double>& v) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (double x : v) a.push_back(hexf(x));
+  return a;
+}
+
+inline double hex_at(const nlohmann::ordered_json& j, const char* key) { return unhexf(j.at(key).get<std::string>()); }
+
+}  // namespace detail
+
+/// One block's result, every field of it: the report's (datamask/io/report.hpp), then its
+/// doubles exactly, the ids and the per-step history.
+inline nlohmann::ordered_json block_record(const block_result& r) {
+  nlohmann::ordered_json j = datamask::io::detail::block_json(r);
+  auto& x = j["exact"];
+  x["objective"] = hexf(r.objective);
+  x["optimize_seconds"] = hexf(r.optimize_seconds);
+  x["evaluate_seconds"] = hexf(r.evaluate_seconds);
+  x["terms"] = nlohmann::ordered_json::array();
+  for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
+  j["ids"] = r.ids;
+  auto& h = j["history"] = nlohmann::ordered_json::array();
+  for (const auto& s : r.history) {
+    h.push_back({s.step, hexf(s.lr), hexf(s.reward_mean), hexf(s.reward_max), detail::hex_array(s.term_means)});
+  }
+  return j;
+}
+
+/// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field.
+inline block_result read_block_record(const nlohmann::ordered_json& j) {
+  block_result r;
+  r.block = j.at("block").get<index_t>();
+  r.items = j.at("items").get<index_t>();
+  r.selected = j.at("selected").get<index_t>();
+  r.kept = j.at("kept").get<index_t>();
+  r.steps_run = j.at("steps_run").get<index_t>();
+  r.zero_variance_steps = j.at("zero_variance_steps").get<index_t>();
+  r.nonfinite_steps = j.at("nonfinite_steps").get<index_t>();
+  r.from_checkpoint = j.at("from_checkpoint").get<bool>();
+  const auto& x = j.at("exact");
+  r.objective = detail::hex_at(x, "objective");
+  r.optimize_seconds = detail::hex_at(x, "optimize_seconds");
+  r.evaluate_seconds = detail::hex_at(x, "evaluate_seconds");
+  for (const auto& t : x.at("terms")) {
+    r.terms.push_back(datamask::term_value{t.at(0).get<std::string>(), unhexf(t.at(1).get<std::string>()),
+                                           unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
+  }
+  r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
+  for (const auto& s : j.at("history")) {
+    datamask::step_record step{s.at(0).get<index_t>(), unhexf(s.at(1).get<std::string>()),
+                               unhexf(s.at(2).get<std::string>()), unhexf(s.at(3).get<std::string>()), {}};
+    for (const auto& t : s.at(4)) step.term_means.push_back(unhexf(t.get<std::string>()));
+    r.history.push_back(std::move(step));
+  }
+  return r;
+}
+
+/// A worker's document: the header, then its blocks (in block order).
+inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector<block_result>& blocks) {
+  nlohmann::ordered_json j;
+  j["format"] = "datamask-select part";
+  j["format_version"] = part_format;
+  j["version"] = datamask::version_string;
+  j["input"] = {{"hash", hex64(h.input_hash)}, {"rows", h.rows}, {"dims", h.dims}};
+  j["canonical"] = h.canonical;
+  j["configuration"] = h.configuration;
+  j["blocks_total"] = h.blocks;
+  j["selected"] = h.selected;
+  j["prune_threshold"] = h.prune_threshold ? nlohmann::ordered_json(hexf(*h.prune_threshold)) : nlohmann::ordered_json(nullptr);
+  j["resumed"] = h.resumed;
+  j["blocks"] = nlohmann::ordered_json::array();
+  for (const auto& b : blocks) j["blocks"].push_back(block_record(b));
+  return j;
+}
+
+/// Reads a worker's document (`source` names it in messages: a part file, or a rank).
+/// Throws usage_error when it is not one, or was written by another format.
+inline run_header read_worker_json(const std::string& text, const std::string& source, std::vector<block_result>& blocks) {
+  try {
+    const auto j = nlohmann::ordered_json::parse(text);
+    if (j.at("format").get<std::string>() != "datamask-select part") throw usage_error(source + ": not a datamask-select part");
+    const int format = j.at("format_version").get<int>();
+    if (format != part_format) {
+      throw usage_error(source + ": part format " + std::to_string(format) + " (written by datamask-select " +
+                        j.at("version").get<std::string>() + "); this version reads format " + std::to_string(part_format));
+    }
+    run_header h;
+    h.input_hash = std::stoull(j.at("input").at("hash").get<std::string>(), nullptr, 16);
+    h.rows = j.at("input").at("rows").get<index_t>();
+    h.dims = j.at("input").at("dims").get<index_t>();
+    h.canonical = j.at("canonical").get<std::string>();
+    h.configuration = j.at("configuration");
+    h.blocks = j.at("blocks_total").get<index_t>();
+    h.selected = j.at("selected").get<index_t>();
+    if (!j.at("prune_threshold").is_null()) h.prune_threshold = unhexf(j.at("prune_threshold").get<std::string>());
+    h.resumed = j.at("resumed").get<bool>();
+    blocks.clear();
+    for (const auto& b : j.at("blocks")) blocks.push_back(read_block_record(b));
+    return h;
+  } catch (const nlohmann::json::exception& e) {
+    throw usage_error(source + ": not a datamask-select part, or damaged (" + e.what() + ")");
+  } catch (const std::logic_error& e) {  // std::stoull
+    throw usage_error(source + ": damaged part (" + e.what() + ")");
+  }
+}
+
+/// The first option whose value differs between two canonical configurations, as
+/// "--name was 'a' in A, 'b' in B"; empty when they are equal.
+inline std::string first_difference(const std::string& a, const std::string& b, const std::string& a_name,
+                                    const std::string& b_name) {
+  const auto lines = [](const std::string& s) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    std::istringstream in(s);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto eq = line.find('=');
+      kv.emplace_back(line.substr(0, eq), eq == std::string::npos ? "" : line.substr(eq + 1));
+    }
+    return kv;
+  };
+  const auto x = lines(a), y = lines(b);
+  for (const auto& [k, v] : x) {
+    std::string w = "(not set)";
+    for (const auto& [k2, v2] : y) {
+      if (k2 == k) w = v2;
+    }
+    if (w != v) return "--" + k + " is '" + v + "' in " + a_name + ", '" + w + "' in " + b_name;
+  }
+  return a == b ? "" : "the options differ";
+}
+
+/// Refuses (usage_error) the results of a worker whose header does not match the first one's.
+inline void check_same_run(const run_header& first, const std::string& first_name, const run_header& h,
+                           const std::string& name) {
+  if (h.input_hash != first.input_hash || h.rows != first.rows || h.dims != first.dims) {
+    throw usage_error(name + ": refused: made from other inputs than " + first_name + " (content hash " +
+                      hex64(h.input_hash) + ", " + first_name + " has " + hex64(first.input_hash) + ")");
+  }
+  if (h.canonical != first.canonical) {
+    throw usage_error(name + ": refused: made with other options than " + first_name + " (" +
+                      first_difference(first.canonical, h.canonical, first_name, name) + ")");
+  }
+  if (h.blocks != first.blocks || h.selected != first.selected) {
+    throw usage_error(name + ": refused: " + std::to_string(h.blocks) + " blocks selecting " +
+                      std::to_string(h.selected) + ", " + first_name + " has " + std::to_string(first.blocks) +
+                      " selecting " + std::to_string(first.selected));
+  }
+}
+
+/// Puts the blocks of every worker in block order, refusing (usage_error) a block given twice or
+/// one that no worker ran. `from[i]` names where blocks[i] came from.
+inline std::vector<block_result> blocks_in_order(std::vector<block_result> blocks, const std::vector<std::string>& from,
+                                                 index_t count) {
+  std::vector<std::optional<std::size_t>> at(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const index_t b = blocks[i].block;
+    if (b < 0 || b >= count) throw usage_error(from[i] + ": block " + std::to_string(b) + " of a run with " + std::to_string(count) + " blocks");
+    auto& slot = at[static_cast<std::size_t>(b)];
+    if (slot) {
+      throw usage_error("block " + std::to_string(b) + " is in both " + from[*slot] + " and " + from[i] +
+                        "; give each block once (parts of one --shard count)");
+    }
+    slot = i;
+  }
+  std::string missing;
+  index_t n_missing = 0;
+  for (index_t b = 0; b < count; ++b) {
+    if (at[static_cast<std::size_t>(b)]) continue;
+    if (n_missing++ < 10) missing += (missing.empty() ? "" : ", ") + std::to_string(b);
+  }
+  if (n_missing > 0) {
+    throw usage_error(std::to_string(n_missing) + " of " + std::to_string(count) + " blocks are in no part given (block" +
+                      (n_missing == 1 ? " " : "s ") + missing + (n_missing > 10 ? ", ..." : "") +
+                      "); is a shard missing or unfinished?");
+  }
+  std::vector<block_result> ordered;
+  ordered.reserve(blocks.size());
+  for (const auto& i : at) ordered.push_back(std::move(blocks[*i]));
+  return ordered;
+}
+
+}  // namespace dmselect
