@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,7 @@ struct top_k {
       std::push_heap(heap.begin(), heap.end(), better{});
     }
   }
+  [[nodiscard]] bool full() const { return static_cast<index_t>(heap.size()) == k; }
   /// Best first.
   void sorted() { std::sort_heap(heap.begin(), heap.end(), better{}); }
 };
@@ -134,11 +136,16 @@ template <class T>
       dots.noalias() = xs.middleRows(r0, rows) * xs.middleRows(c0, cols).transpose();
       for (index_t a = 0; a < rows; ++a) {
         const index_t v = r0 + a;
+        detail::knn::top_k& t = top[a];
+        // Below the K-th best kept, a candidate cannot enter (at equality a smaller row still can):
+        // most candidates stop at this one comparison.
+        double floor = t.full() ? t.heap.front().first : -std::numeric_limits<double>::infinity();
         for (index_t b = 0; b < cols; ++b) {
-          const index_t j = c0 + b;
-          top[a].offer(detail::facility_impl::similarity(s.kernel, s.gamma, static_cast<double>(dots(a, b)),
-                                                         sq_norms[v], sq_norms[j]),
-                       j);
+          const double sim = detail::facility_impl::similarity(s.kernel, s.gamma, static_cast<double>(dots(a, b)),
+                                                               sq_norms[v], sq_norms[c0 + b]);
+          if (sim < floor) continue;
+          t.offer(sim, c0 + b);
+          if (t.full()) floor = t.heap.front().first;
         }
       }
     }
