@@ -12,12 +12,14 @@
 /// give the same ids for the same inputs, options and seed; they share this code and keep only
 /// their own side (a signal flag, a checkpoint folder, a progress bar) behind `block_hooks`.
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +29,8 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
+#include <datamask/knn/graph.hpp>
+#include <datamask/objectives/sparse_facility.hpp>
 #include <datamask/pipeline.hpp>
 
 namespace datamask {
@@ -86,9 +90,10 @@ inline constexpr std::array<std::string_view, 3> objective_names{"pairwise", "fa
 }
 
 /// @brief Whether the continuous learner can ascend f: every diversity term that counts
-/// (lambda < 1, positive weight) has a relaxation. Facility location has none yet.
-[[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda) {
-  return lambda >= 1.0 || w.facility <= 0.0;
+/// (lambda < 1, positive weight) has a relaxation. Dense facility location has none; on a kNN
+/// graph (`knn`) it has one.
+[[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false) {
+  return lambda >= 1.0 || w.facility <= 0.0 || knn;
 }
 
 /// @brief Everything besides its data and hooks that determines a block's selection.
@@ -99,6 +104,12 @@ struct block_run_settings {
   polish_settings polish;        ///< and its polish
   block_optimizer optimizer = block_optimizer::automatic;
   objective_weights weights;
+  /// Facility location on a kNN graph (objectives/sparse_facility.hpp) instead of dense: each
+  /// block's exact graph with this many neighbours under `learn.kernel` (capped at the block's
+  /// size), or `graph` (its rows the block's rows) when given; 0 and null: dense.
+  index_t neighbors = 0;
+  std::shared_ptr<const knn_graph> graph;
+  [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
 };
 
 /// @brief The member of `s` that holds the settings of table entry `Entry` (settings.hpp):
@@ -122,21 +133,23 @@ template <class Entry, class Settings>
 /// @brief `auto` made concrete: continuous when `relaxable`, else pg.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
-  const bool relax = relaxable(s.weights, s.run.lambda);
+  const bool relax = relaxable(s.weights, s.run.lambda, s.knn());
   if (s.optimizer == block_optimizer::automatic) return relax ? block_optimizer::continuous : block_optimizer::pg;
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relax, "optimizer",
-                   "continuous: facility location has no relaxation yet; use pg, greedy, lazy or stochastic");
+                   "continuous: dense facility location has no relaxation; give it a kNN graph, or use pg, "
+                   "greedy, lazy or stochastic");
   return s.optimizer;
 }
 
 /// @brief The diversity mix of every front end: every objective is present, those not chosen
 /// weigh 0 (so the terms of f, their order and the random streams are the same for every run).
-using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf>;
+/// Facility location on a kNN graph comes last, so runs without it keep their terms.
+using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location>;
 
 /// @brief The mix the weights and the kernel settings choose.
 [[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls) {
   return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), w.facility},
-             weighted{disf{}, w.disf});
+             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, 0.0});
 }
 
 /// @brief The block size of a run that does not name one: the paper's blocks of 1M documents.
@@ -231,6 +244,9 @@ struct block_hooks {
   /// history and the best rollout of an earlier run of this block and returns true to continue
   /// it (the result is that of an uninterrupted run); false to start afresh.
   std::function<bool(block_result&, index_t&, std::vector<double>&, best_rollout&)> resume;
+  /// After a block's kNN graph is built (`block_run_settings::neighbors`): the graph and the
+  /// seconds it took.
+  std::function<void(const knn_graph&, double)> on_graph;
 };
 
 /// @brief The learner's options for block `b`: the run's settings, S_b, and the corpus-level
@@ -251,6 +267,28 @@ namespace detail::blocks {
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The block's mix: `make_mix`, with facility location's weight moved to its kNN form and the
+/// graph set (given, or built here for this block) when the settings ask for a graph.
+inline standard_mix block_mix(const problem<float>& p, const block_run_settings& s, const block_hooks& h) {
+  standard_mix m = make_mix(s.weights, s.learn);
+  if (!s.knn()) return m;
+  m.weights[3] = m.weights[1];
+  m.weights[1] = 0.0;
+  auto& sparse = std::get<sparse_facility_location>(m.objectives);
+  sparse.graph = s.graph;
+  if (!sparse.graph) {
+    knn_settings ks;
+    ks.neighbors = std::min(s.neighbors, p.embeddings.rows);
+    ks.kernel = s.learn.kernel;
+    ks.gamma = s.learn.gamma;
+    ks.threads = s.run.threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    sparse.graph = std::make_shared<const knn_graph>(build_knn_graph(p, ks, s.run.normalized));
+    if (h.on_graph) h.on_graph(*sparse.graph, seconds_since(t0));
+  }
+  return m;
 }
 
 inline bool stopped(const block_hooks& h) { return h.stop && h.stop(); }
@@ -295,11 +333,12 @@ inline std::vector<index_t> learn(const problem<float>& p, options& o, const blo
   return take(std::move(res), r, scales);
 }
 
-/// The continuous learner. Its mix holds only the relaxable objectives (facility location is
-/// refused by `resolve_optimizer`); its terms are those of the standard mix, whose facility
-/// term then weighs 0.
+/// The continuous learner. Its mix holds only the relaxable objectives (dense facility location
+/// is refused by `resolve_optimizer`); its terms are those of the standard mix, whose dense
+/// facility term then weighs 0.
 inline std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
-                                   const block_hooks& h, block_result& r, std::vector<double>& scales) {
+                                   const standard_mix& sm, const block_hooks& h, block_result& r,
+                                   std::vector<double>& scales) {
   continuous_options co;
   static_cast<settings&>(co.common) = static_cast<const settings&>(o);
   co.ascent = s.ascent;
@@ -309,7 +348,8 @@ inline std::vector<index_t> ascend(const problem<float>& p, const options& o, co
     if (h.on_step) h.on_step(r.history.back());
   };
   co.stop = [&](const continuous_step_info&) { return stopped(h); };
-  const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf});
+  const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
+                     weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]});
   const basic_continuous_learner<eigen_backend> L(co);
   auto res = L.select(p, m);
   if (stopped(h)) throw run_stopped();
@@ -354,14 +394,14 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::automatic, "optimizer",
                    "auto must be resolved before a block runs (resolve_optimizer)");
   options o = block_options(s.run, b, s_b, threshold);
-  const standard_mix m = make_mix(s.weights, s.learn);
+  const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<index_t> rows;
   std::vector<double> scales;
   if (s.optimizer == block_optimizer::pg) {
     rows = detail::blocks::learn(p, o, s, m, h, r, scales);
   } else if (s.optimizer == block_optimizer::continuous) {
-    rows = detail::blocks::ascend(p, o, s, h, r, scales);
+    rows = detail::blocks::ascend(p, o, s, m, h, r, scales);
   } else {
     rows = detail::blocks::greedy(p, o, s.optimizer, m, h, r, scales);
   }

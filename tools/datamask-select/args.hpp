@@ -47,6 +47,12 @@ struct config {
   std::string ids;
   std::vector<std::string> objectives;  // empty until check_args: pairwise
   std::vector<double> objective_weights;
+  // Facility location on a kNN graph (sparse_facility.hpp): K neighbours built per block, or a
+  // graph loaded from PREFIX.ids.npy and PREFIX.sims.npy (0 and empty: dense facility location).
+  index_t neighbors = 0;
+  std::string graph;
+  // Dense facility location's greedy similarity cache, in MiB (facility_location::cache_bytes).
+  double facility_cache_mib = static_cast<double>(datamask::facility_location{}.cache_bytes) / (1024.0 * 1024.0);
   // auto: continuous when every diversity term of f has a relaxation, else pg (check_args
   // resolves it; `requested` keeps what was asked for, for the report).
   std::string optimizer = "auto";
@@ -265,10 +271,22 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option_function<std::string>(
       "--objective-weights", [&c](const std::string& v) { c.objective_weights = parse_list("--objective-weights", v); },
       "W,...: weight per --objective, in order, each >= 0 (default: all 1)");
+  app.add_option("--neighbors", c.neighbors,
+                 "K: facility location on a k-nearest-neighbour graph of each block under --kernel (exact, "
+                 "tiled; memory n K; each item is its own first neighbour), instead of dense facility location")
+      ->check(CLI::Range(index_t{1}, detail::index_max));
+  app.add_option("--graph", c.graph,
+                 "PREFIX: facility location on the kNN graph in PREFIX.ids.npy (int64, n x K neighbour rows, "
+                 "0-based, corpus order) and PREFIX.sims.npy (float, n x K similarities); one block only");
+  app.add_option("--facility-cache", c.facility_cache_mib,
+                 "MIB: the greedy baselines keep dense facility location's n x n similarities when they fit this "
+                 "budget (same selection, faster re-scoring); 0: never")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   app.add_option("--optimizer", c.optimizer,
                  "auto | continuous | pg | greedy | lazy | stochastic. continuous: gradient ascent of a relaxation "
                  "of f (--iterations); pg: the paper's policy gradient (--steps); auto: continuous when every "
-                 "--objective has a relaxation (pairwise, disf), else pg. The greedy baselines optimise the same "
+                 "--objective has a relaxation (pairwise, disf, facility with --neighbors or --graph), else pg. The greedy baselines optimise the same "
                  "f and write ids in the order picked")
       ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
       ->capture_default_str();
@@ -312,6 +330,9 @@ inline nlohmann::ordered_json config::selection_json() const {
   j["quality-weights"] = quality_weights;
   j["optimizer"] = optimizer;
   j["demo"] = demo;
+  // Only when given: runs without a graph keep their configuration (and checkpoints) unchanged.
+  if (neighbors > 0) j["neighbors"] = neighbors;
+  if (!graph.empty()) j["graph"] = graph;
   detail::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
@@ -456,14 +477,25 @@ inline void check_scales(config& c) {
 }
 
 /// Whether every diversity term of f (an --objective with a positive weight, when lambda < 1) has
-/// a relaxation the continuous learner can ascend. Facility location has none yet.
+/// a relaxation the continuous learner can ascend. Dense facility location has none; on a kNN
+/// graph it has one.
 inline bool relaxable(const config& c) {
   if (c.run.lambda >= 1.0) return true;  // f is the quality term alone
   for (std::size_t i = 0; i < c.objectives.size(); ++i) {
     const bool on = c.objective_weights.empty() || c.objective_weights[i] > 0.0;
-    if (on && c.objectives[i] == "facility") return false;
+    if (on && c.objectives[i] == "facility" && c.neighbors == 0 && c.graph.empty()) return false;
   }
   return true;
+}
+
+/// --neighbors and --graph: one of them, and only with facility location.
+inline void check_graph_options(const config& c) {
+  if (c.neighbors == 0 && c.graph.empty()) return;
+  const std::string opt = c.neighbors > 0 ? "--neighbors" : "--graph";
+  if (c.neighbors > 0 && !c.graph.empty()) throw usage_error("--graph: give --neighbors or --graph, not both");
+  bool facility = false;
+  for (const auto& o : c.objectives) facility = facility || o == "facility";
+  if (!facility) throw usage_error(opt + ": sets facility location's graph, but no --objective facility is given");
 }
 
 /// Resolves --optimizer auto and refuses options that the chosen optimizer would ignore.
@@ -472,8 +504,9 @@ inline void check_optimizer(config& c) {
   if (c.optimizer == "auto") c.optimizer = relaxable(c) ? "continuous" : "pg";
   const bool cont = c.optimizer == "continuous";
   if (cont && !relaxable(c)) {
-    throw usage_error("--optimizer continuous: --objective facility has no relaxation yet (it comes with the kNN "
-                      "facility-location work); use --optimizer pg, greedy, lazy or stochastic for it");
+    throw usage_error("--optimizer continuous: dense --objective facility has no relaxation; add --neighbors K "
+                      "(or --graph PREFIX) for facility location on a kNN graph, or use --optimizer pg, greedy, "
+                      "lazy or stochastic");
   }
   const std::string why = c.requested == "auto" ? " (chosen by --optimizer auto)" : "";
   for (const std::string& given : c.given) {
@@ -518,6 +551,7 @@ inline void check_args(config& c) {
   detail::check_objectives(c);
   detail::check_inputs(c);
   detail::check_scales(c);
+  detail::check_graph_options(c);
   detail::check_outputs(c);
   detail::check_optimizer(c);
   if (c.demo) {  // small, fast settings for the built-in corpus unless given

@@ -34,6 +34,7 @@
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "corpus.hpp"
+#include "knn.hpp"
 #include "mpi.hpp"
 #include "outputs.hpp"
 #include "paths.hpp"
@@ -122,10 +123,11 @@ struct run_context {
   checkpoint_dir& ckpt;
   progress& prog;
   std::size_t blocks = 1;
+  knn_run& knn;
 };
 
 /// The library's settings of a block run: the flags as datamask-select parsed them.
-datamask::block_run_settings block_settings(const config& c) {
+datamask::block_run_settings block_settings(const config& c, const knn_run& knn) {
   datamask::block_run_settings s;
   s.run = c.run;
   s.learn = c.learn;
@@ -133,6 +135,8 @@ datamask::block_run_settings block_settings(const config& c) {
   s.polish = c.polish;
   s.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.optimizer, "optimizer");
   s.weights = datamask::weights_of(c.objectives, c.objective_weights);
+  s.neighbors = c.neighbors;
+  s.graph = knn.loaded;
   return s;
 }
 
@@ -143,6 +147,9 @@ datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   const auto blocks = static_cast<index_t>(ctx.blocks);
   h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
   h.stop = [] { return g_signal != 0; };
+  h.on_graph = [&ctx, b](const datamask::knn_graph& g, double seconds) {
+    note_graph(ctx.knn, ctx.cfg, g, seconds, " of block " + std::to_string(b));
+  };
   if (!ctx.ckpt.active()) return h;
   h.snapshot_every = ctx.cfg.checkpoint_every;
   h.on_snapshot = [&ctx](const block_result& r, index_t step, std::span<const double> logits,
@@ -171,7 +178,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
   block_result r;
   try {
-    r = datamask::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c), block_hooks(ctx, b));
+    r = datamask::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c, ctx.knn), block_hooks(ctx, b));
   } catch (const datamask::run_stopped&) {
     throw interrupted{g_signal, ctx.ckpt.active()};
   }
@@ -283,6 +290,7 @@ int run(int argc, char** argv, const mpi_world& world) {
   for (const auto& b : blocks) sizes.push_back(static_cast<index_t>(b.size()));
   const auto counts = datamask::split_selection(sizes, k.n, total);
   const auto nb = static_cast<index_t>(blocks.size());
+  knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
 
   // Every worker computes the threshold from every quality score: the value one process computes.
   const auto t_prune = clock_type::now();
@@ -325,12 +333,16 @@ int run(int argc, char** argv, const mpi_world& world) {
     std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
                  c.requested != "auto" ? ""
                  : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"
-                        : " (auto: facility location has no relaxation yet)");
+                        : " (auto: dense facility location has no relaxation)");
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  run_context ctx{c, k, threshold, ckpt, prog, blocks.size()};
+  run_context ctx{c, k, threshold, ckpt, prog, blocks.size(), knn};
   std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
+  if (c.neighbors > 0 || !c.graph.empty()) {
+    rep.configuration["graph-built"] = graph_json(knn);
+    rep.seconds.emplace_back("graph", knn.seconds);
+  }
   if (!c.shard.empty()) {
     write_part(part, header, done);
     if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());

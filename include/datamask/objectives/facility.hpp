@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <span>
 #include <string_view>
@@ -73,9 +74,12 @@ DATAMASK_HOST_DEVICE inline double similarity(similarity_kernel kernel, double g
 /// The greedy state over the whole block: best[v] = max_{j in S} sim(v, j), and the gain of i
 /// is (1 / n) sum_v max(0, sim(v, i) - best[v]) (sum_v sim(v, i) / n for the first pick).
 /// Gains of a chunk of candidates are one tiled product against the block with that sum as
-/// epilogue; nothing of size n x n is ever held. Submodular once S is non-empty (f(empty) = 0
-/// can lie below a singleton under the cosine and dot kernels), which is what
-/// `diminishing_gains` promises.
+/// epilogue. When the n x n dot products fit `cache_bytes`, they are computed once, by the same
+/// kernel, and every later gain reads them (O(n) per candidate instead of O(n d): naive greedy
+/// re-scores every candidate in every round); beyond the budget nothing of size n x n is held.
+/// The cached dot products are the kernel's own, so gains are the same bits either way.
+/// Submodular once S is non-empty (f(empty) = 0 can lie below a singleton under the cosine and
+/// dot kernels), which is what `diminishing_gains` promises.
 template <class T>
 struct state {
   using rmat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -89,8 +93,9 @@ struct state {
   std::vector<double> best;
   index_t k = 0;
   int threads = 0;
+  std::vector<T> cache;  // n x n dot products (row v, column c), when they fit the budget
 
-  state(similarity_kernel kern, double gam, const greedy_block<T>& b)
+  state(similarity_kernel kern, double gam, const greedy_block<T>& b, std::size_t cache_bytes = 0)
       : kernel(kern), gamma(gam), sq(b.sq_norms), best(static_cast<std::size_t>(b.embeddings.rows), 0.0),
         threads(b.threads) {
     const matrix_view<const T> raw = b.embeddings;
@@ -109,6 +114,7 @@ struct state {
     } else {
       x = raw;
     }
+    if (static_cast<double>(n) * static_cast<double>(n) * sizeof(T) <= static_cast<double>(cache_bytes)) fill_cache();
   }
   // `x` may point into `unit`: a move keeps the buffer (and so `x` valid), a copy would not.
   state(state&&) noexcept = default;
@@ -132,8 +138,10 @@ struct state {
   static constexpr index_t width = 32;
   static constexpr index_t row_block = 4;
 
-  /// Sum over the reference set of the gain contributions of `nc` <= width candidates.
-  void chunk_gains(const index_t* cands, index_t nc, double* acc) const {
+  /// The dot products of every reference row with `nc` <= width candidates: row(v, dots) for each
+  /// v in order, dots[c] the dot product with cands[c].
+  template <class Row>
+  void chunk_dots(const index_t* cands, index_t nc, Row&& row) const {
     const index_t n = x.rows;
     const index_t d = x.cols;
     std::vector<T> xct(static_cast<std::size_t>(d * width), T(0));  // d x width
@@ -142,7 +150,6 @@ struct state {
       for (index_t j = 0; j < d; ++j) xct[j * width + c] = r[j];
     }
     const std::vector<T> zero(static_cast<std::size_t>(d), T(0));
-    std::fill(acc, acc + nc, 0.0);
     alignas(64) T dots[row_block][width];
     for (index_t v0 = 0; v0 < n; v0 += row_block) {
       const index_t t = std::min(row_block, n - v0);
@@ -160,13 +167,44 @@ struct state {
           dots[3][c] += a3 * b[c];
         }
       }
-      for (index_t r = 0; r < t; ++r) {
-        const index_t v = v0 + r;
-        for (index_t c = 0; c < nc; ++c) {
-          const double s = sim(static_cast<double>(dots[r][c]), v, cands[c]);
-          acc[c] += k == 0 ? s : std::max(0.0, s - best[v]);
-        }
-      }
+      for (index_t r = 0; r < t; ++r) row(v0 + r, &dots[r][0]);
+    }
+  }
+
+  /// Every dot product, one chunk of candidates per task (the kernel `chunk_gains` runs).
+  void fill_cache() {
+    const index_t n = x.rows;
+    cache.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
+    detail::parallel_for((n + width - 1) / width, threads, [&](index_t b) {
+      std::array<index_t, width> cands{};
+      const index_t nc = std::min(width, n - b * width);
+      for (index_t c = 0; c < nc; ++c) cands[c] = b * width + c;
+      chunk_dots(cands.data(), nc, [&](index_t v, const T* dots) {
+        std::copy(dots, dots + nc, cache.begin() + static_cast<std::ptrdiff_t>(v * n + b * width));
+      });
+    }, 2.0 * static_cast<double>(width) * static_cast<double>(n) * static_cast<double>(x.cols));
+  }
+
+  /// Sum over the reference set of the gain contributions of `nc` <= width candidates, summed
+  /// over v in order whichever path computes them.
+  void chunk_gains(const index_t* cands, index_t nc, double* acc) const {
+    std::fill(acc, acc + nc, 0.0);
+    auto term = [&](index_t v, index_t c, T dot) {
+      const double s = sim(static_cast<double>(dot), v, c);
+      return k == 0 ? s : std::max(0.0, s - best[v]);
+    };
+    const index_t n = x.rows;
+    if (cache.empty()) {
+      chunk_dots(cands, nc, [&](index_t v, const T* dots) {
+        for (index_t c = 0; c < nc; ++c) acc[c] += term(v, cands[c], dots[c]);
+      });
+      return;
+    }
+    // The cache is symmetric bit for bit (each dot product multiplies the same pairs in the same
+    // order), so candidate c's dot products are the contiguous row c.
+    for (index_t c = 0; c < nc; ++c) {
+      const T* row = cache.data() + cands[c] * n;
+      for (index_t v = 0; v < n; ++v) acc[c] += term(v, cands[c], row[v]);
     }
   }
 
@@ -260,6 +298,10 @@ struct facility_location {
   similarity_kernel kernel = similarity_kernel::cosine;
   double gamma = 1.0;  ///< rbf bandwidth
   index_t tile = 256;  ///< reference rows per matrix product
+  /// Greedy: keep the block's n x n dot products when n^2 sizeof(T) bytes fit this budget (the
+  /// default, 256 MiB, holds n up to 8,192 in float); 0: never. Same gains either way; faster
+  /// re-scoring (naive greedy re-scores every candidate in every round).
+  std::size_t cache_bytes = std::size_t{256} << 20;
 
   /// @brief Scores one subset against `s.reference`.
   template <class T>
@@ -367,7 +409,7 @@ struct facility_location {
   /// @brief The greedy state over a block (see `incremental_objective`).
   template <class T>
   [[nodiscard]] detail::facility_impl::state<T> greedy_state(const greedy_block<T>& b) const {
-    return detail::facility_impl::state<T>(kernel, gamma, b);
+    return detail::facility_impl::state<T>(kernel, gamma, b, cache_bytes);
   }
 
   /// @brief Scores G subsets through a backend's executor (see `device_evaluable`): the best

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// datamask_bench_facility_knn: dense facility location against facility location on a kNN
+// graph (knn/graph.hpp, objectives/sparse_facility.hpp) on the benchmark's synthetic block
+// (synthetic.hpp), f = 0.5 quality + 0.5 facility location (cosine), S = 0.1 n. Every selection
+// is scored by the same f with DENSE facility location (whole block as reference set, scales
+// calibrated as the policy-gradient learner calibrates them, seed 0), so sparse runs are judged
+// on the objective they approximate; the sparse runs optimise f with those same (fixed) scales.
+// Prints per method: K, seconds (graph build separately), f, its share of the reference's gain
+// over random subsets, f with the sparse term (the f the sparse runs optimised), and the
+// process's peak resident memory so far; and each graph's build time and bytes.
+//
+//   datamask_bench_facility_knn --n 20000 --d 64 --neighbors 16,64 --iterations 100,300
+//       --dense lazy --sparse lazy,s0.1 --threads 2
+//
+// Options [defaults]: --n [20000], --d [64], --neighbors LIST [16,64], --iterations LIST of the
+// continuous learner's iterations on each graph [100,300], --polish 0|1 [1], --dense LIST of
+// greedies on dense facility location, naive|lazy|sEPS [lazy], --sparse LIST of greedies on
+// each graph [lazy,s0.1], --random SUBSETS for the share's zero [20] (each costs a dense
+// evaluation), --cache MiB for dense facility location's greedy similarity cache
+// (`facility_location::cache_bytes`; 0: none) [256], --threads [0]; an empty list skips. The
+// share's reference is the first method printed: the first dense greedy, else the first sparse
+// greedy on the first graph.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include <datamask/continuous.hpp>
+#include <datamask/datamask.hpp>
+#include <datamask/greedy/greedy.hpp>
+#include <datamask/knn/graph.hpp>
+#include <datamask/objectives/sparse_facility.hpp>
+
+#include "bench_common.hpp"
+#include "synthetic.hpp"
+
+namespace dm = datamask;
+using dm::index_t;
+
+namespace {
+
+using dm_bench::clk;
+using dm_bench::since;
+using dm_bench::split;
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "datamask_bench_facility_knn: %s (see benchmarks/facility_knn.cpp)\n", why.c_str());
+  std::exit(2);
+}
+
+struct settings {
+  index_t n = 20000;
+  index_t d = 64;
+  std::vector<index_t> neighbors{16, 64};
+  std::vector<index_t> iterations{100, 300};
+  bool polish = true;
+  std::vector<std::string> dense{"lazy"};
+  std::vector<std::string> sparse{"lazy", "s0.1"};
+  int threads = 0;
+  int random = 20;
+  double cache_mib = 256.0;
+};
+
+settings parse(int argc, char** argv) {
+  settings s;
+  auto num = [](const std::string& v) { return dm_bench::number(v, usage); };
+  auto list = [&](const std::string& v) {
+    std::vector<index_t> out;
+    if (v.empty()) return out;
+    for (const auto& t : split(v)) out.push_back(static_cast<index_t>(num(t)));
+    return out;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage(a + ": needs a value");
+    const std::string v = argv[++i];
+    if (a == "--n") s.n = static_cast<index_t>(num(v));
+    else if (a == "--d") s.d = static_cast<index_t>(num(v));
+    else if (a == "--neighbors") s.neighbors = list(v);
+    else if (a == "--iterations") s.iterations = list(v);
+    else if (a == "--polish") s.polish = num(v) != 0.0;
+    else if (a == "--dense") s.dense = v.empty() ? std::vector<std::string>{} : split(v);
+    else if (a == "--sparse") s.sparse = v.empty() ? std::vector<std::string>{} : split(v);
+    else if (a == "--threads") s.threads = static_cast<int>(num(v));
+    else if (a == "--random") s.random = static_cast<int>(num(v));
+    else if (a == "--cache") s.cache_mib = num(v);
+    else usage("unknown option '" + a + "'");
+  }
+  return s;
+}
+
+double peak_mib() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_maxrss) / 1024.0;  // Linux: KiB
+}
+
+dm::greedy_options greedy_of(const std::string& name, int threads) {
+  dm::greedy_options g;
+  g.threads = threads;
+  if (name == "naive") g.method = dm::greedy_method::naive;
+  else if (name == "lazy") g.method = dm::greedy_method::lazy;
+  else if (name.size() > 1 && name[0] == 's') {
+    g.method = dm::greedy_method::stochastic;
+    g.epsilon = dm_bench::number(name.substr(1), usage);
+  } else {
+    usage("greedy '" + name + "': naive, lazy or sEPS");
+  }
+  return g;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const settings s = parse(argc, argv);
+  try {
+    const dm_bench::block& b = dm_bench::data(s.n, s.d);
+    const dm::problem<float> p = b.problem();
+    const dm::options opt = dm_bench::bench_options(s.threads);
+    const index_t count = dm::detail::selection_size(opt, s.n);
+    dm::facility_location dense;
+    dense.cache_bytes = static_cast<std::size_t>(s.cache_mib * 1024.0 * 1024.0);
+    dm::objective_function<float, dm::facility_location> f(p, dense, opt.lambda, opt.quality, false, s.threads);
+    dm_bench::calibrate(f, p, dense, opt);
+    // The sparse runs optimise f with the dense term's scales (fixed): the same weights of quality
+    // against coverage, so the sparse term stands in for the dense one in the same f.
+    dm::options fixed = opt;
+    fixed.scaling = dm::term_scaling::fixed;
+    for (const auto& t : f.terms()) fixed.scales.push_back(t.scale);
+    const double random = dm_bench::random_mean(f, s.n, count, s.random);
+    std::printf("n %lld, d %lld, S %lld, threads %d; f = 0.5 quality + 0.5 dense facility (cosine); "
+                "random subsets: f %.6f\n",
+                static_cast<long long>(s.n), static_cast<long long>(s.d), static_cast<long long>(count), s.threads,
+                random);
+    std::printf("%-28s %6s %9s %9s %12s %8s %12s %9s\n", "method", "K", "graph s", "select s", "f (dense)", "share",
+                "f (sparse)", "peak MiB");
+    double reference = 0.0;
+    bool have_reference = false;
+    auto line = [&](const std::string& method, index_t k, double graph_s, double sel_s,
+                    std::span<const index_t> rows, double sparse_f) {
+      const double v = f(rows);
+      if (!have_reference) reference = v;
+      have_reference = true;
+      const double share = (v - random) / (reference - random);
+      std::printf("%-28s %6s %9.2f %9.2f %12.6f %7.2f%% %12.6f %9.0f\n", method.c_str(),
+                  k > 0 ? std::to_string(k).c_str() : "dense", graph_s, sel_s, v, 100.0 * share, sparse_f,
+                  peak_mib());
+      std::fflush(stdout);
+      return v;
+    };
+    for (const auto& name : s.dense) {
+      const auto t0 = clk::now();
+      const auto r = dm::greedy_select(f, count, greedy_of(name, s.threads));
+      const double sec = since(t0);
+      line("greedy " + name, 0, 0.0, sec, r.rows, std::nan(""));
+    }
+    for (index_t k : s.neighbors) {
+      dm::knn_settings ks;
+      ks.neighbors = k;
+      ks.threads = s.threads;
+      const auto t0 = clk::now();
+      const dm::sparse_facility_location sparse{std::make_shared<const dm::knn_graph>(dm::build_knn_graph(p, ks))};
+      const double graph_s = since(t0);
+      std::printf("graph K = %lld: %.2f s, %.1f MiB\n", static_cast<long long>(k), graph_s,
+                  static_cast<double>(sparse.graph->bytes()) / (1024.0 * 1024.0));
+      dm::objective_function<float, dm::sparse_facility_location> fs(p, sparse, opt.lambda, opt.quality, false,
+                                                                     s.threads);
+      fs.set_scales(fixed.scales);
+      for (const auto& name : s.sparse) {
+        const auto t1 = clk::now();
+        const auto r = dm::greedy_select(fs, count, greedy_of(name, s.threads));
+        const double sec = since(t1);
+        line("greedy " + name, k, graph_s, sec, r.rows, fs(r.rows));
+      }
+      for (index_t it : s.iterations) {
+        dm::continuous_options co;
+        co.common = fixed;
+        co.ascent.iterations = it;
+        co.polish.enabled = s.polish;
+        const auto t1 = clk::now();
+        const auto res = dm::continuous_learner(co).select(p, sparse);
+        const double sec = since(t1);
+        line("continuous " + std::to_string(it) + (s.polish ? " +polish" : ""), k, graph_s, sec, res.rows,
+             fs(res.rows));
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "datamask_bench_facility_knn: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

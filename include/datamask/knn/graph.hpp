@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The k-nearest-neighbour graph of a block, the input of sparse facility location
+/// (objectives/sparse_facility.hpp): for every item v, the K items j with the largest sim(v, j)
+/// under one of facility location's kernels, with those similarities.
+///
+/// Conventions (the same whether the graph is built here or loaded from files):
+/// - The item itself is a candidate like any other: under the cosine, cosine2 and rbf kernels it
+///   is its own nearest neighbour (sim 1), so a graph of K neighbours holds v and K - 1 others,
+///   and K = n holds every item: sparse facility location then equals dense facility location.
+/// - Each row is sorted by similarity descending, ties to the smaller id: the order is total, so
+///   the exact graph is unique and does not depend on tiles or threads.
+///
+/// The exact builder runs tiles of rows against tiles of columns, one matrix product (Eigen
+/// GEMM) per pair of tiles and a running top-K per row: its buffers are tile x tile and n x K,
+/// never n x n. Cost 2 n^2 d for the products plus n^2 comparisons.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "datamask/detail/parallel.hpp"
+#include "datamask/detail/prepare.hpp"
+#include "datamask/error.hpp"
+#include "datamask/io/npy.hpp"
+#include "datamask/objectives/facility.hpp"
+#include "datamask/options.hpp"
+
+namespace datamask {
+
+/// @brief K neighbours and their similarities per item (n x K, row-major), rows sorted by
+/// similarity descending, ties to the smaller id, the item itself included (see the file
+/// comment).
+struct knn_graph {
+  index_t n = 0;                ///< items (rows of the block)
+  index_t k = 0;                ///< neighbours per item
+  std::vector<index_t> ids;     ///< n x k neighbour rows
+  std::vector<float> sims;      ///< n x k similarities
+  std::string source;           ///< how the graph was made (reported by the program)
+
+  [[nodiscard]] index_t neighbor(index_t v, index_t r) const { return ids[static_cast<std::size_t>(v * k + r)]; }
+  [[nodiscard]] float similarity(index_t v, index_t r) const { return sims[static_cast<std::size_t>(v * k + r)]; }
+  /// @brief Bytes held by the two arrays.
+  [[nodiscard]] std::size_t bytes() const { return ids.size() * sizeof(index_t) + sims.size() * sizeof(float); }
+};
+
+/// @brief Settings of the exact builder.
+struct knn_settings {
+  index_t neighbors = 16;  ///< K, in [1, n]
+  similarity_kernel kernel = similarity_kernel::cosine;
+  double gamma = 1.0;      ///< rbf bandwidth
+  index_t tile = 512;      ///< rows (and columns) per matrix product
+  int threads = 0;         ///< 0: all
+};
+
+namespace detail::knn {
+
+/// (similarity, row) ordered best first: larger similarity, then the smaller row.
+struct better {
+  bool operator()(const std::pair<double, index_t>& a, const std::pair<double, index_t>& b) const {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  }
+};
+
+/// Keeps the K best of the candidates offered, as a heap whose front is the worst kept.
+struct top_k {
+  std::vector<std::pair<double, index_t>> heap;
+  index_t k = 0;
+  void offer(double s, index_t j) {
+    const std::pair<double, index_t> c{s, j};
+    if (static_cast<index_t>(heap.size()) < k) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), better{});
+    } else if (better{}(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better{});
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), better{});
+    }
+  }
+  [[nodiscard]] bool full() const { return static_cast<index_t>(heap.size()) == k; }
+  /// Best first.
+  void sorted() { std::sort_heap(heap.begin(), heap.end(), better{}); }
+};
+
+}  // namespace detail::knn
+
+/// @brief The exact kNN graph of the rows of `x` under `s.kernel`.
+/// @param inv_norms, sq_norms 1 / ||e_i|| (0 for a zero row) and ||e_i||^2, n each (as
+///        `objective_function` computes them: the similarities are then those facility location
+///        computes, dot products over rows rounded to T)
+/// @throws invalid_input when K is not in [1, n] or the tile is not positive
+template <class T>
+[[nodiscard]] knn_graph build_knn_graph(matrix_view<const T> x, std::span<const double> inv_norms,
+                                        std::span<const double> sq_norms, const knn_settings& s) {
+  using rmat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  DATAMASK_EXPECTS(s.neighbors >= 1 && s.neighbors <= n, "neighbors", "must be in [1, n = ", n, "], found ",
+                   s.neighbors);
+  DATAMASK_EXPECTS(s.tile >= 1, "tile", "must be positive, found ", s.tile);
+  const bool unit = s.kernel == similarity_kernel::cosine || s.kernel == similarity_kernel::cosine2;
+  // The rows the products run on: unit rows rounded to T for the cosine kernels (as facility
+  // location rounds them), the rows as given otherwise.
+  rmat xs(n, d);
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t j = 0; j < d; ++j) {
+      xs(i, j) = unit ? static_cast<T>(static_cast<double>(x(i, j)) * inv_norms[i]) : x(i, j);
+    }
+  }
+  knn_graph g;
+  g.n = n;
+  g.k = s.neighbors;
+  g.ids.resize(static_cast<std::size_t>(n * g.k));
+  g.sims.resize(static_cast<std::size_t>(n * g.k));
+  const index_t tile = std::min(s.tile, n);
+  const index_t tiles = (n + tile - 1) / tile;
+  detail::parallel_for(tiles, s.threads, [&](index_t rt) {
+    const index_t r0 = rt * tile;
+    const index_t rows = std::min(tile, n - r0);
+    std::vector<detail::knn::top_k> top(static_cast<std::size_t>(rows));
+    for (auto& t : top) {
+      t.k = g.k;
+      t.heap.reserve(static_cast<std::size_t>(g.k));
+    }
+    rmat dots;
+    for (index_t c0 = 0; c0 < n; c0 += tile) {
+      const index_t cols = std::min(tile, n - c0);
+      dots.noalias() = xs.middleRows(r0, rows) * xs.middleRows(c0, cols).transpose();
+      for (index_t a = 0; a < rows; ++a) {
+        const index_t v = r0 + a;
+        detail::knn::top_k& t = top[a];
+        // Below the K-th best kept, a candidate cannot enter (at equality a smaller row still can):
+        // most candidates stop at this one comparison.
+        double floor = t.full() ? t.heap.front().first : -std::numeric_limits<double>::infinity();
+        for (index_t b = 0; b < cols; ++b) {
+          const double sim = detail::facility_impl::similarity(s.kernel, s.gamma, static_cast<double>(dots(a, b)),
+                                                               sq_norms[v], sq_norms[c0 + b]);
+          if (sim < floor) continue;
+          t.offer(sim, c0 + b);
+          if (t.full()) floor = t.heap.front().first;
+        }
+      }
+    }
+    for (index_t a = 0; a < rows; ++a) {
+      top[a].sorted();
+      for (index_t r = 0; r < g.k; ++r) {
+        const auto at = static_cast<std::size_t>((r0 + a) * g.k + r);
+        g.ids[at] = top[a].heap[r].second;
+        g.sims[at] = static_cast<float>(top[a].heap[r].first);
+      }
+    }
+  }, 2.0 * static_cast<double>(tile) * static_cast<double>(n) * static_cast<double>(d));
+  g.source = detail::concat("exact, kernel ", enum_name(s.kernel), ", K = ", g.k);
+  return g;
+}
+
+/// @brief The exact kNN graph of a problem's embeddings (norms as the learners compute them).
+/// @throws invalid_input for bad embeddings or settings
+template <class T>
+[[nodiscard]] knn_graph build_knn_graph(const problem<T>& p, const knn_settings& s, bool normalized = false) {
+  problem<T> rows_only;
+  rows_only.embeddings = p.embeddings;
+  const detail::prepared data = detail::prepare(rows_only, normalized, s.threads);
+  return build_knn_graph(p.embeddings, std::span<const double>(data.inv_norms), std::span<const double>(data.sq_norms),
+                         s);
+}
+
+/// @brief The two files a graph is read from: PREFIX.ids.npy (integer, n x K neighbour rows)
+/// and PREFIX.sims.npy (float, n x K similarities).
+[[nodiscard]] inline std::pair<std::string, std::string> knn_graph_files(const std::string& prefix) {
+  return {prefix + ".ids.npy", prefix + ".sims.npy"};
+}
+
+/// @brief Reads a graph a pipeline wrote (see `knn_graph_files`) for a block of n items, checks
+/// it, and sorts each row by similarity descending, ties to the smaller id. Rows should list
+/// the item itself (see the file comment); nothing requires it.
+/// @throws invalid_input naming the file and the problem: not a .npy file, a wrong dtype, not
+/// 2-D, rows other than n, shapes that differ, an id outside [0, n) or repeated in a row, a
+/// non-finite similarity or one beyond the float range
+[[nodiscard]] inline knn_graph load_knn_graph(const std::string& prefix, index_t n) {
+  const auto [ids_path, sims_path] = knn_graph_files(prefix);
+  const io::npy_file fi(ids_path);
+  const io::npy_file fs(sims_path);
+  for (const io::npy_file* f : {&fi, &fs}) {
+    const auto& sh = f->header().shape;
+    DATAMASK_EXPECTS(sh.size() == 2, f->path(), "expected a 2-D array (n x K), found ", sh.size(), " dimension",
+                     sh.size() == 1 ? "" : "s");
+    DATAMASK_EXPECTS(sh[0] == n, f->path(), "has ", sh[0], " rows, expected ", n, " (one per item of the block)");
+    DATAMASK_EXPECTS(sh[1] >= 1, f->path(), "has 0 columns; expected K >= 1 neighbours per item");
+  }
+  DATAMASK_EXPECTS(fi.header().shape == fs.header().shape, fs.path(), "has shape ", fs.rows(), " x ", fs.cols(),
+                   ", but ", fi.path(), " has ", fi.rows(), " x ", fi.cols(), "; the two must match");
+  knn_graph g;
+  g.n = n;
+  g.k = fi.cols();
+  const std::vector<std::int64_t> ids = fi.read_int64();
+  const std::vector<double> sims = fs.read_doubles();
+  g.ids.resize(ids.size());
+  g.sims.resize(sims.size());
+  std::vector<std::pair<double, index_t>> row(static_cast<std::size_t>(g.k));
+  for (index_t v = 0; v < n; ++v) {
+    for (index_t r = 0; r < g.k; ++r) {
+      const auto at = static_cast<std::size_t>(v * g.k + r);
+      DATAMASK_EXPECTS(ids[at] >= 0 && ids[at] < n, fi.path(), "row ", v, ", column ", r, " holds id ", ids[at],
+                       ", outside [0, ", n, ")");
+      DATAMASK_EXPECTS(std::isfinite(sims[at]), fs.path(), "row ", v, ", column ", r, " is ",
+                       std::isnan(sims[at]) ? "NaN" : "infinite", "; every similarity must be finite");
+      DATAMASK_EXPECTS(std::isfinite(static_cast<float>(sims[at])), fs.path(), "row ", v, ", column ", r, " is ",
+                       sims[at], ", beyond the float range the graph stores");
+      row[static_cast<std::size_t>(r)] = {static_cast<double>(static_cast<float>(sims[at])),
+                                          static_cast<index_t>(ids[at])};
+    }
+    std::sort(row.begin(), row.end(), detail::knn::better{});
+    for (index_t r = 0; r < g.k; ++r) {
+      const auto at = static_cast<std::size_t>(v * g.k + r);
+      g.ids[at] = row[static_cast<std::size_t>(r)].second;
+      g.sims[at] = static_cast<float>(row[static_cast<std::size_t>(r)].first);
+      for (index_t q = 0; q < r; ++q) {
+        DATAMASK_EXPECTS(g.ids[static_cast<std::size_t>(v * g.k + q)] != g.ids[at], fi.path(), "row ", v,
+                         " lists id ", g.ids[at], " twice; neighbours must be distinct");
+      }
+    }
+  }
+  g.source = detail::concat("loaded from ", ids_path, " and ", sims_path, ", K = ", g.k);
+  return g;
+}
+
+}  // namespace datamask

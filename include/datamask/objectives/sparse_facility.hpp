@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief Facility location on a k-nearest-neighbour graph (knn/graph.hpp): every capability
+/// the host optimizers use -- evaluation, the greedy state (naive, lazy and
+/// stochastic greedy) and the relaxation the continuous learner ascends.
+///
+/// F(U) = (1 / |V|) * sum_{v in V} max(0, max_{j in U, j in N(v)} s(v, j)), with N(v) v's K
+/// neighbours in the graph and 0 when none of them is in U. V is the reference set, as for dense
+/// facility location (`subset_view::reference`: the active batch during learning, the whole
+/// block when a selection is evaluated; the greedy state and the relaxation use the whole block).
+///
+/// Why similarities below 0 count as 0: an item no selected neighbour covers scores 0, so a
+/// negative similarity would make covering it worse than leaving it uncovered, and gains would
+/// grow as U grows. With the clamp F is monotone and submodular (lazy greedy's stale gains stay
+/// upper bounds) and the relaxation below is exact. Where the graph holds every item (K = n)
+/// and every reference item's best similarity to U is >= 0 (always under cosine2 and rbf;
+/// under cosine and dot where the data make it so, and for reference items in U under cosine),
+/// F equals dense facility location (objectives/facility.hpp) up to the rounding of the stored
+/// float similarities.
+///
+/// The continuous learner's polish gets exact swap gains from `swap_term` below (declared here,
+/// so that a program that includes this header polishes sparse facility location in O(K^2) per
+/// swap instead of an evaluation over the block).
+///
+/// Cost: an evaluation reads each reference item's row up to its first neighbour in U (at most
+/// |V| K), plus O(|U|) to mark U; a greedy gain reads the candidate's reverse neighbours (K on
+/// average); the relaxation is O(n K). Memory: the graph (n K ids and floats) and, in the greedy
+/// state, its transpose.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "datamask/concepts.hpp"
+#include "datamask/detail/parallel.hpp"
+#include "datamask/error.hpp"
+#include "datamask/knn/graph.hpp"
+
+namespace datamask {
+
+namespace detail::sparse_facility_impl {
+
+/// s(v, j) clamped at 0 (see the file comment).
+inline double clamped(float s) { return s > 0.0f ? static_cast<double>(s) : 0.0; }
+
+/// The graph's transpose: for item j, the reference items v that list j, with s(v, j) > 0
+/// (zero contributions can never raise a reference item's best), by v ascending.
+struct reverse_graph {
+  std::vector<std::int64_t> start;  // n + 1 offsets
+  std::vector<index_t> from;
+  std::vector<double> sim;
+
+  explicit reverse_graph(const knn_graph& g) : start(static_cast<std::size_t>(g.n + 1), 0) {
+    for (std::size_t e = 0; e < g.ids.size(); ++e) {
+      if (g.sims[e] > 0.0f) ++start[static_cast<std::size_t>(g.ids[e]) + 1];
+    }
+    for (index_t j = 0; j < g.n; ++j) start[j + 1] += start[j];
+    from.resize(static_cast<std::size_t>(start.back()));
+    sim.resize(from.size());
+    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+    for (index_t v = 0; v < g.n; ++v) {
+      for (index_t r = 0; r < g.k; ++r) {
+        const float s = g.similarity(v, r);
+        if (!(s > 0.0f)) continue;
+        const auto at = static_cast<std::size_t>(fill[g.neighbor(v, r)]++);
+        from[at] = v;
+        sim[at] = static_cast<double>(s);
+      }
+    }
+  }
+};
+
+/// The greedy state over the whole block: best[v] = max(0, max_{j in S, j in N(v)} s(v, j)),
+/// and the gain of i is (1 / n) sum_{v listing i} max(0, s(v, i) - best[v]), summed over the
+/// reverse neighbours in order (the same bits whichever candidates share a call).
+struct state {
+  static constexpr bool diminishing_gains = true;
+
+  std::shared_ptr<const reverse_graph> rev;
+  std::vector<double> best;
+  int threads = 0;
+
+  state(const knn_graph& g, int thr)
+      : rev(std::make_shared<const reverse_graph>(g)), best(static_cast<std::size_t>(g.n), 0.0), threads(thr) {}
+
+  [[nodiscard]] double gain(index_t i) const {
+    double acc = 0.0;
+    for (auto e = rev->start[i]; e < rev->start[i + 1]; ++e) {
+      const auto at = static_cast<std::size_t>(e);
+      acc += std::max(0.0, rev->sim[at] - best[static_cast<std::size_t>(rev->from[at])]);
+    }
+    return acc;
+  }
+  void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    const auto nc = static_cast<index_t>(cands.size());
+    const double inv_n = 1.0 / static_cast<double>(best.size());
+    const double avg = static_cast<double>(rev->from.size()) / static_cast<double>(best.size());
+    detail::parallel_for((nc + 255) / 256, threads, [&](index_t b) {
+      for (index_t c = b * 256; c < std::min(nc, (b + 1) * 256); ++c) out[c] += w * gain(cands[c]) * inv_n;
+    }, 256.0 * std::max(1.0, avg));
+  }
+  [[nodiscard]] double common() const { return 0.0; }
+  void add(index_t j) {
+    for (auto e = rev->start[j]; e < rev->start[j + 1]; ++e) {
+      const auto at = static_cast<std::size_t>(e);
+      double& b = best[static_cast<std::size_t>(rev->from[at])];
+      b = std::max(b, rev->sim[at]);
+    }
+  }
+};
+
+/// Rows marked as members of the subset being scored: one buffer per thread, reset after use,
+/// so an evaluation costs O(|U|) to mark instead of O(n) to clear.
+inline std::vector<unsigned char>& marks(index_t n) {
+  thread_local std::vector<unsigned char> m;
+  if (static_cast<index_t>(m.size()) < n) m.resize(static_cast<std::size_t>(n), 0);
+  return m;
+}
+
+}  // namespace detail::sparse_facility_impl
+
+/// @brief Facility location on a kNN graph of the block (see the file comment). Copies share the
+/// graph. Models `incremental_objective` and `relaxable_objective`. Not
+/// `batched_diversity_objective`: the backend's per-subset path already scores G subsets in
+/// parallel on the run's threads (a `batch_view` carries no thread count), and one pass over the
+/// reference set per subset is the whole cost. Not `device_evaluable`: the graph lives in host
+/// memory and the executor interface has no copy to its memory.
+struct sparse_facility_location {
+  static constexpr std::string_view name = "facility_knn";
+
+  std::shared_ptr<const knn_graph> graph;
+
+  /// @brief Scores one subset against `s.reference`: per reference item, its first neighbour in
+  /// the subset (rows are sorted, so that one is the best).
+  template <class T>
+  [[nodiscard]] double operator()(const subset_view<T>& s) const {
+    const knn_graph& g = checked(s.embeddings.rows);
+    const index_t nv = s.reference.size;
+    if (s.subset.size == 0 || nv == 0) return 0.0;
+    auto& in = detail::sparse_facility_impl::marks(g.n);
+    for (index_t j : s.subset) in[static_cast<std::size_t>(j)] = 1;
+    double total = 0.0;
+    for (index_t v : s.reference) {
+      const index_t* row = g.ids.data() + v * g.k;
+      for (index_t r = 0; r < g.k; ++r) {
+        if (in[static_cast<std::size_t>(row[r])]) {
+          total += detail::sparse_facility_impl::clamped(g.similarity(v, r));
+          break;
+        }
+      }
+    }
+    for (index_t j : s.subset) in[static_cast<std::size_t>(j)] = 0;
+    return total / static_cast<double>(nv);
+  }
+
+  /// @brief The greedy state over a block (see `incremental_objective`).
+  template <class T>
+  [[nodiscard]] detail::sparse_facility_impl::state greedy_state(const greedy_block<T>& b) const {
+    return detail::sparse_facility_impl::state(checked(b.embeddings.rows), b.threads);
+  }
+
+  /// @brief The relaxation (method.md section 6), the whole block as reference set: with each
+  /// item included independently with probability p_i and v's neighbours sorted,
+  ///   E[max] = sum_r s_(r) p_(r) prod_{r' < r} (1 - p_(r')),
+  /// exact (the best included neighbour is the first included in the sorted row; none scores 0).
+  /// Gradient by one backward pass: T_(K+1) = 0, T_r = s_(r) p_(r) + (1 - p_(r)) T_(r+1), then
+  /// dE[max] / dp_(r) = prod_{r' < r} (1 - p_(r')) (s_(r) - T_(r+1)), added over v. F is the mean
+  /// over v. O(n K); serial, so the sums are in a fixed order whatever `v.threads` says.
+  template <class T>
+  double relax(const relax_view<T>& v, std::span<double> grad) const {
+    const knn_graph& g = checked(v.embeddings.rows);
+    std::fill(grad.begin(), grad.end(), 0.0);
+    const double inv_n = 1.0 / static_cast<double>(g.n);
+    std::vector<double> tail(static_cast<std::size_t>(g.k) + 1);
+    double total = 0.0;
+    for (index_t u = 0; u < g.n; ++u) {
+      const index_t* row = g.ids.data() + u * g.k;
+      const float* sim = g.sims.data() + u * g.k;
+      tail[static_cast<std::size_t>(g.k)] = 0.0;
+      for (index_t r = g.k - 1; r >= 0; --r) {
+        const double p = v.p[static_cast<std::size_t>(row[r])];
+        tail[r] = detail::sparse_facility_impl::clamped(sim[r]) * p + (1.0 - p) * tail[r + 1];
+      }
+      total += tail[0];
+      double none_before = 1.0;  // prod_{r' < r} (1 - p_(r'))
+      for (index_t r = 0; r < g.k && none_before != 0.0; ++r) {
+        const double p = v.p[static_cast<std::size_t>(row[r])];
+        grad[static_cast<std::size_t>(row[r])] +=
+            inv_n * none_before * (detail::sparse_facility_impl::clamped(sim[r]) - tail[r + 1]);
+        none_before *= 1.0 - p;
+      }
+    }
+    return total * inv_n;
+  }
+
+ private:
+  const knn_graph& checked(index_t n) const {
+    DATAMASK_EXPECTS(graph != nullptr, "graph", "sparse facility location has no kNN graph");
+    DATAMASK_EXPECTS(graph->n == n, "graph", "has ", graph->n, " rows, but the block has ", n,
+                     " items; build or load the graph for this block");
+    return *graph;
+  }
+};
+
+namespace detail::continuous {
+
+template <class D, class T>
+struct swap_term;  // continuous.hpp: the polish's exact swap gains of one term
+
+/// Sparse facility location's swap gains for the continuous learner's polish, the whole block as
+/// reference set: a swap (r leaves, a joins) changes only the reference items whose rows list r
+/// or a (with a positive similarity), so a gain costs O(K) per such item -- about 2 K^2 in all --
+/// instead of an evaluation over the block.
+template <class T>
+struct swap_term<sparse_facility_location, T> {
+  std::shared_ptr<const knn_graph> g;
+  std::shared_ptr<const sparse_facility_impl::reverse_graph> rev;
+  std::vector<unsigned char> in;  // membership of the selection
+  std::vector<double> best;       // each reference item's value on the selection
+
+  void init(const sparse_facility_location& o, const subset_view<T>& v, std::span<const index_t> sel) {
+    DATAMASK_EXPECTS(o.graph != nullptr && o.graph->n == v.embeddings.rows, "graph",
+                     "does not match the block of ", v.embeddings.rows, " items");
+    g = o.graph;
+    rev = std::make_shared<const sparse_facility_impl::reverse_graph>(*g);
+    in.assign(static_cast<std::size_t>(g->n), 0);
+    for (index_t i : sel) in[static_cast<std::size_t>(i)] = 1;
+    best.resize(static_cast<std::size_t>(g->n));
+    for (index_t u = 0; u < g->n; ++u) best[static_cast<std::size_t>(u)] = value(u, -1, -1);
+  }
+  /// Item u's value on the selection with r out and a in (-1: none).
+  [[nodiscard]] double value(index_t u, index_t r, index_t a) const {
+    for (index_t q = 0; q < g->k; ++q) {
+      const index_t j = g->neighbor(u, q);
+      if (j == a || (j != r && in[static_cast<std::size_t>(j)])) {
+        return sparse_facility_impl::clamped(g->similarity(u, q));
+      }
+    }
+    return 0.0;
+  }
+  /// Calls f(u) once for each reference item listing r or a, by u ascending.
+  template <class F>
+  void affected(index_t r, index_t a, F&& f) const {
+    auto i = rev->start[r];
+    auto j = rev->start[a];
+    const auto ie = rev->start[r + 1];
+    const auto je = rev->start[a + 1];
+    while (i < ie || j < je) {
+      const index_t ur = i < ie ? rev->from[static_cast<std::size_t>(i)] : g->n;
+      const index_t ua = j < je ? rev->from[static_cast<std::size_t>(j)] : g->n;
+      const index_t u = std::min(ur, ua);
+      f(u);
+      if (ur == u) ++i;
+      if (ua == u) ++j;
+    }
+  }
+  void prepare(std::span<const index_t> /*removals*/, std::span<const index_t> /*additions*/) {}
+  [[nodiscard]] double delta(index_t r, index_t a) const {
+    double d = 0.0;
+    affected(r, a, [&](index_t u) { d += value(u, r, a) - best[static_cast<std::size_t>(u)]; });
+    return d / static_cast<double>(g->n);
+  }
+  void apply(index_t r, index_t a) {
+    in[static_cast<std::size_t>(r)] = 0;
+    in[static_cast<std::size_t>(a)] = 1;
+    affected(r, a, [&](index_t u) { best[static_cast<std::size_t>(u)] = value(u, -1, -1); });
+  }
+};
+
+}  // namespace detail::continuous
+
+}  // namespace datamask

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of datamask-select's facility location on a kNN graph (--neighbors, --graph).
+
+    knn_test.py PROGRAM TEST_NAME
+
+The graph and the objective are recomputed here from their definitions in double precision
+(brute-force neighbours, the best selected neighbour per item), independently of the library.
+"""
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_test as ct  # noqa: E402  (the corpus, .npy writers and runners)
+
+
+def cosine_rows(rows):
+    return [ct.unit(r) for r in rows]
+
+
+def brute_graph(rows, k):
+    """Each row's k most similar rows under cosine (itself included), ties to the smaller row."""
+    u = cosine_rows(rows)
+    graph = []
+    for v in range(len(u)):
+        sims = [(sum(a * b for a, b in zip(u[v], u[j])), j) for j in range(len(u))]
+        sims.sort(key=lambda t: (-t[0], t[1]))
+        graph.append(sims[:k])
+    return graph
+
+
+def ref_sparse(graph, sel):
+    s = set(sel)
+    tot = 0.0
+    for row in graph:
+        best = 0.0
+        for sim, j in row:
+            if j in s:
+                best = max(best, sim)
+                break
+        tot += best
+    return tot / len(graph)
+
+
+def write_graph(prefix, ids_rows, sims_rows, ids_descr="<i8", sims_descr="<f4", ids_shape=None, sims_shape=None):
+    n, k = len(ids_rows), len(ids_rows[0])
+    fmt = {"<i8": "q", "<f4": "f", "<f8": "d"}
+    ids_flat = [x for r in ids_rows for x in r]
+    sims_flat = [x for r in sims_rows for x in r]
+    ct.write(prefix + ".ids.npy", ct.npy_bytes(ids_descr, ids_shape or (n, k),
+                                                struct.pack("<%d%s" % (len(ids_flat), fmt[ids_descr]), *ids_flat)))
+    ct.write(prefix + ".sims.npy", ct.npy_bytes(sims_descr, sims_shape or (n, k),
+                                                 struct.pack("<%d%s" % (len(sims_flat), fmt[sims_descr]), *sims_flat)))
+
+
+BASE = ["--lambda", "0", "--ratio", "0.1", "--objective", "facility", "--quiet"]
+
+
+def selected_rows(ids, out):
+    pos = {v: i for i, v in enumerate(ids)}
+    return [pos[v] for v in ct.read_npy_ids(out)]
+
+
+def test_neighbors():
+    rows, q, ids, e, qf, idf = ct.standard_files(n=300, d=8)
+    # K = n: sparse facility location is dense facility location (positive maxima here).
+    ct.run(["--embeddings", e, "--ids", idf, "--neighbors", "300", "--optimizer", "lazy", "--out", ct.path("a.npy"),
+            "--report", ct.path("a.json")] + BASE)
+    rep = json.load(open(ct.path("a.json")))
+    sel = selected_rows(ids, ct.path("a.npy"))
+    got = rep["blocks"][0]["objective"]["terms"]["facility_knn"]["raw"]
+    assert ct.close(got, ct.ref_facility(rows, sel, range(300)), rel=1e-5), got
+    # K = 8 with the default optimizer: auto takes the continuous learner; the report records K,
+    # how the graph was made and its build time.
+    p = ct.run(["--embeddings", e, "--ids", idf, "--neighbors", "8", "--out", ct.path("b.npy"), "--report",
+                ct.path("b.json")] + BASE[:-1])
+    assert "optimizer: continuous" in p.stderr, p.stderr
+    assert "kNN graph of block 0: 300 items x K = 8" in p.stderr, p.stderr
+    rep = json.load(open(ct.path("b.json")))
+    assert rep["configuration"]["optimizer"] == "continuous"
+    assert rep["configuration"]["neighbors"] == 8
+    built = rep["configuration"]["graph-built"]
+    assert built["neighbors"] == 8 and "exact" in built["source"] and built["bytes"] == 300 * 8 * 12, built
+    assert "graph" in rep["total"]["seconds"]
+    sel = selected_rows(ids, ct.path("b.npy"))
+    got = rep["blocks"][0]["objective"]["terms"]["facility_knn"]["raw"]
+    assert ct.close(got, ref_sparse(brute_graph(rows, 8), sel), rel=1e-5), got
+    # A block smaller than K: K is capped at the block's size.
+    ct.run(["--embeddings", e, "--ids", idf, "--neighbors", "1000", "--optimizer", "greedy", "--out",
+            ct.path("c.npy")] + BASE)
+    assert sorted(ct.read_npy_ids(ct.path("c.npy"))) == sorted(ct.read_npy_ids(ct.path("a.npy")))
+
+
+def test_graph():
+    rows, q, ids, e, qf, idf = ct.standard_files(n=300, d=8)
+    graph = brute_graph(rows, 8)
+    # Rows written in reverse order: the program sorts them.
+    write_graph(ct.path("g"), [[j for _, j in r][::-1] for r in graph], [[s for s, _ in r][::-1] for r in graph])
+    ct.run(["--embeddings", e, "--ids", idf, "--graph", ct.path("g"), "--out", ct.path("g.npy"), "--report",
+            ct.path("g.json")] + BASE)
+    rep = json.load(open(ct.path("g.json")))
+    assert rep["configuration"]["optimizer"] == "continuous"
+    built = rep["configuration"]["graph-built"]
+    assert built["neighbors"] == 8 and "loaded from" in built["source"], built
+    sel = selected_rows(ids, ct.path("g.npy"))
+    got = rep["blocks"][0]["objective"]["terms"]["facility_knn"]["raw"]
+    assert ct.close(got, ref_sparse(graph, sel), rel=1e-6), got
+    # Several blocks: refused (the graph's rows are the corpus's).
+    ct.expect_bad(["--embeddings", e, "--ids", idf, "--graph", ct.path("g"), "--block-size", "100"] + BASE,
+                  ["--graph", "one block"])
+
+
+def test_bad_graph():
+    rows, q, ids, e, qf, idf = ct.standard_files(n=50, d=4)
+    good = brute_graph(rows, 3)
+    gi = [[j for _, j in r] for r in good]
+    gs = [[s for s, _ in r] for r in good]
+    args = ["--embeddings", e, "--ids", idf, "--graph", ct.path("bad")] + BASE
+
+    def bad(names, ids_rows=gi, sims_rows=gs, **kw):
+        write_graph(ct.path("bad"), ids_rows, sims_rows, **kw)
+        ct.expect_bad(args, names)
+
+    out_of_range = [r[:] for r in gi]
+    out_of_range[7][1] = 50
+    bad(["bad.ids.npy", "row 7", "outside [0, 50)"], out_of_range)
+    negative = [r[:] for r in gi]
+    negative[3][2] = -1
+    bad(["bad.ids.npy", "holds id -1"], negative)
+    repeated = [r[:] for r in gi]
+    repeated[4][2] = repeated[4][0]
+    bad(["bad.ids.npy", "twice"], repeated)
+    for value in (float("nan"), float("inf")):
+        nonfinite = [r[:] for r in gs]
+        nonfinite[9][0] = value
+        bad(["bad.sims.npy", "row 9", "finite"], gi, nonfinite)
+    bad(["bad.ids.npy", "rows, expected 50"], gi[:49], gs[:49])
+    bad(["bad.sims.npy", "must match"], gi, [r[:2] for r in gs], sims_shape=(50, 2))
+    bad(["bad.ids.npy", "2-D"], gi, gs, ids_shape=(150,))
+    bad(["bad.ids.npy", "dtype"], [[float(x) for x in r] for r in gi], gs, ids_descr="<f8")
+    os.remove(ct.path("bad.sims.npy"))
+    ct.expect_bad(args, ["bad.sims.npy"])
+    # Option combinations.
+    write_graph(ct.path("bad"), gi, gs)
+    ct.expect_bad(args + ["--neighbors", "4"], ["--neighbors or --graph"])
+    ct.expect_bad(["--embeddings", e, "--ids", idf, "--neighbors", "4", "--lambda", "0", "--quiet"],
+                  ["--neighbors", "no --objective facility"])
+    ct.expect_bad(["--embeddings", e, "--ids", idf, "--neighbors", "0"] + BASE, ["--neighbors"])
+
+
+def main():
+    ct.PROG = os.path.abspath(sys.argv[1])
+    name = sys.argv[2]
+    with tempfile.TemporaryDirectory(prefix="dmknn-") as d:
+        ct.TMP = d
+        globals()["test_" + name]()
+    print("ok:", name)
+
+
+if __name__ == "__main__":
+    main()

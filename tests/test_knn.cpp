@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+// The kNN graph (knn/graph.hpp): the exact builder against brute force in double for each
+// kernel, ties to the smaller id, independence of tiles and threads; the loader's round trip and
+// its refusals of bad files.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+
+#include <datamask/datamask.hpp>
+#include <datamask/io/npy.hpp>
+#include <datamask/knn/graph.hpp>
+
+#include "helpers.hpp"
+
+namespace dm = datamask;
+using dm::index_t;
+
+namespace {
+
+constexpr dm::similarity_kernel all_kernels[] = {dm::similarity_kernel::cosine, dm::similarity_kernel::cosine2,
+                                                 dm::similarity_kernel::dot, dm::similarity_kernel::rbf};
+
+dm::problem<double> rows_of(const std::vector<double>& x, index_t n, index_t d) {
+  dm::problem<double> p;
+  p.embeddings = dm::make_matrix_view(x.data(), n, d);
+  return p;
+}
+
+/// Row v's K best (similarity in double from the definition, row), ties to the smaller row.
+std::vector<std::pair<double, index_t>> brute_row(const std::vector<double>& x, index_t n, index_t d, index_t v,
+                                                  index_t k, dm::similarity_kernel kern, double gamma) {
+  std::vector<std::pair<double, index_t>> all;
+  for (index_t j = 0; j < n; ++j) all.emplace_back(dmtest::ref_sim(x, d, v, j, kern, gamma), j);
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  all.resize(static_cast<std::size_t>(k));
+  return all;
+}
+
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    path = std::filesystem::temp_directory_path() / ("datamask_knn_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  std::string prefix(const std::string& name) const { return (path / name).string(); }
+};
+
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+template <class I, class S>
+void write_graph(const std::string& prefix, const std::vector<I>& ids, std::vector<std::int64_t> ids_shape,
+                 const std::vector<S>& sims, std::vector<std::int64_t> sims_shape) {
+  const auto [fi, fs] = dm::knn_graph_files(prefix);
+  write(fi, dm::io::npy_bytes(std::span<const I>(ids), std::span<const std::int64_t>(ids_shape)));
+  write(fs, dm::io::npy_bytes(std::span<const S>(sims), std::span<const std::int64_t>(sims_shape)));
+}
+
+/// The loader's error for these files: the message, checked to name `file`.
+template <class I, class S>
+std::string refusal(const temp_dir& t, const std::vector<I>& ids, std::vector<std::int64_t> ids_shape,
+                    const std::vector<S>& sims, std::vector<std::int64_t> sims_shape, index_t n, bool sims_file) {
+  const std::string prefix = t.prefix("bad");
+  write_graph(prefix, ids, ids_shape, sims, sims_shape);
+  const auto files = dm::knn_graph_files(prefix);
+  try {
+    (void)dm::load_knn_graph(prefix, n);
+  } catch (const dm::invalid_input& e) {
+    CHECK(e.input() == (sims_file ? files.second : files.first));
+    return e.what();
+  }
+  FAIL("the graph was accepted");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("the exact kNN graph matches brute force for each kernel", "[knn]") {
+  const index_t n = 61;
+  const index_t d = 5;
+  const index_t k = 7;
+  const auto x = dmtest::random_embeddings<double>(n, d, 11);
+  for (auto kern : all_kernels) {
+    dm::knn_settings s;
+    s.neighbors = k;
+    s.kernel = kern;
+    s.gamma = 0.2;
+    s.tile = 16;  // several tiles, the last one partial
+    const dm::knn_graph g = dm::build_knn_graph(rows_of(x, n, d), s);
+    REQUIRE(g.n == n);
+    REQUIRE(g.k == k);
+    for (index_t v = 0; v < n; ++v) {
+      const auto want = brute_row(x, n, d, v, k, kern, s.gamma);
+      for (index_t r = 0; r < k; ++r) {
+        const double scale = std::max(1.0, std::abs(want[r].first));
+        // The r-th similarity is the r-th largest; the row listed has that similarity.
+        CHECK(std::abs(g.similarity(v, r) - want[r].first) <= 1e-5 * scale);
+        CHECK(std::abs(dmtest::ref_sim(x, d, v, g.neighbor(v, r), kern, s.gamma) - want[r].first) <= 1e-5 * scale);
+        if (r + 1 < k) CHECK(g.similarity(v, r) >= g.similarity(v, r + 1));
+      }
+      if (kern != dm::similarity_kernel::dot) CHECK(g.neighbor(v, 0) == v);  // itself, sim 1
+    }
+  }
+}
+
+TEST_CASE("the kNN graph breaks ties to the smaller id, whatever the tiles and threads", "[knn]") {
+  // Integer rows with duplicates: every dot product is exact, so ties are exact.
+  const index_t n = 40;
+  const index_t d = 3;
+  std::vector<double> x(static_cast<std::size_t>(n * d));
+  for (index_t i = 0; i < n; ++i)
+    for (index_t j = 0; j < d; ++j) x[i * d + j] = static_cast<double>(((i % 7) * (j + 2)) % 5) - 1.0;
+  for (auto kern : {dm::similarity_kernel::dot, dm::similarity_kernel::rbf}) {
+    dm::knn_settings s;
+    s.neighbors = 9;
+    s.kernel = kern;
+    s.gamma = 0.5;
+    s.tile = 6;
+    s.threads = 1;
+    const dm::knn_graph a = dm::build_knn_graph(rows_of(x, n, d), s);
+    s.tile = 512;
+    s.threads = 2;
+    const dm::knn_graph b = dm::build_knn_graph(rows_of(x, n, d), s);
+    CHECK(a.ids == b.ids);
+    CHECK(a.sims == b.sims);
+    for (index_t v = 0; v < n; ++v) {
+      const auto want = brute_row(x, n, d, v, s.neighbors, kern, s.gamma);
+      for (index_t r = 0; r < s.neighbors; ++r) CHECK(a.neighbor(v, r) == want[r].second);
+    }
+  }
+}
+
+TEST_CASE("kNN graph settings are checked", "[knn]") {
+  const auto x = dmtest::random_embeddings<double>(10, 3, 1);
+  dm::knn_settings s;
+  s.neighbors = 11;
+  CHECK_THROWS_AS(dm::build_knn_graph(rows_of(x, 10, 3), s), dm::invalid_input);
+  s.neighbors = 0;
+  CHECK_THROWS_AS(dm::build_knn_graph(rows_of(x, 10, 3), s), dm::invalid_input);
+  s.neighbors = 10;  // every item
+  CHECK(dm::build_knn_graph(rows_of(x, 10, 3), s).ids.size() == 100);
+}
+
+TEST_CASE("a kNN graph loaded from .npy files: round trip, rows sorted", "[knn]") {
+  const temp_dir t;
+  const index_t n = 30;
+  const auto x = dmtest::random_embeddings<double>(n, 4, 5);
+  dm::knn_settings s;
+  s.neighbors = 5;
+  const dm::knn_graph g = dm::build_knn_graph(rows_of(x, n, 4), s);
+  // Written with each row reversed: the loader sorts it back.
+  std::vector<std::int64_t> ids;
+  std::vector<float> sims;
+  for (index_t v = 0; v < n; ++v) {
+    for (index_t r = s.neighbors - 1; r >= 0; --r) {
+      ids.push_back(g.neighbor(v, r));
+      sims.push_back(g.similarity(v, r));
+    }
+  }
+  write_graph(t.prefix("g"), ids, {n, s.neighbors}, sims, {n, s.neighbors});
+  const dm::knn_graph l = dm::load_knn_graph(t.prefix("g"), n);
+  CHECK(l.k == s.neighbors);
+  CHECK(l.ids == g.ids);
+  CHECK(l.sims == g.sims);
+  CHECK(l.source.find("loaded from") != std::string::npos);
+}
+
+TEST_CASE("bad kNN graph files are refused, naming the file and the problem", "[knn]") {
+  const temp_dir t;
+  const index_t n = 4;
+  const std::vector<std::int64_t> ids{0, 1, 1, 2, 2, 3, 3, 0};
+  const std::vector<float> sims{1.f, .5f, 1.f, .5f, 1.f, .5f, 1.f, .5f};
+  write_graph(t.prefix("ok"), ids, {n, 2}, sims, {n, 2});
+  CHECK_NOTHROW(dm::load_knn_graph(t.prefix("ok"), n));
+  auto with_id = [&](std::int64_t v) {
+    auto b = ids;
+    b[5] = v;
+    return b;
+  };
+  CHECK_THAT(refusal(t, with_id(4), {n, 2}, sims, {n, 2}, n, false), Catch::Contains("outside [0, 4)"));
+  CHECK_THAT(refusal(t, with_id(-1), {n, 2}, sims, {n, 2}, n, false), Catch::Contains("holds id -1"));
+  CHECK_THAT(refusal(t, with_id(2), {n, 2}, sims, {n, 2}, n, false), Catch::Contains("twice"));
+  CHECK_THAT(refusal(t, ids, {n, 2}, sims, {n, 2}, 5, false), Catch::Contains("expected 5"));
+  CHECK_THAT(refusal(t, ids, {2 * n}, sims, {n, 2}, n, false), Catch::Contains("2-D"));
+  CHECK_THAT(refusal(t, ids, {n, 2}, std::vector<float>(sims.begin(), sims.begin() + 4), {n, 1}, n, true),
+             Catch::Contains("must match"));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    auto b = sims;
+    b[3] = bad;
+    CHECK_THAT(refusal(t, ids, {n, 2}, b, {n, 2}, n, true), Catch::Contains("finite"));
+  }
+  std::vector<double> huge(sims.begin(), sims.end());
+  huge[2] = 1e300;
+  CHECK_THAT(refusal(t, ids, {n, 2}, huge, {n, 2}, n, true), Catch::Contains("float range"));
+  const std::vector<double> float_ids(ids.begin(), ids.end());
+  CHECK_THAT(refusal(t, float_ids, {n, 2}, sims, {n, 2}, n, false), Catch::Contains("dtype"));
+  CHECK_THAT(refusal(t, ids, {n, 2}, ids, {n, 2}, n, true), Catch::Contains("dtype"));
+  CHECK_THROWS_WITH(dm::load_knn_graph(t.prefix("missing"), n), Catch::Contains("missing.ids.npy"));
+  write(dm::knn_graph_files(t.prefix("junk")).first, "not numpy");
+  write(dm::knn_graph_files(t.prefix("junk")).second, "not numpy");
+  CHECK_THROWS_WITH(dm::load_knn_graph(t.prefix("junk"), n), Catch::Contains("junk.ids.npy"));
+}
