@@ -121,9 +121,16 @@ def test_greedy_baselines(optimizer):
     assert sel.optimizer == optimizer
 
 
-def test_demo_corpus_matches_the_programs_generator():
-    x, q = datamask.demo_corpus(0)
+@needs_program
+def test_demo_corpus_matches_the_programs_demo(tmp_path):
+    # datamask-select --demo generates its corpus from --seed
+    out = tmp_path / "out.npy"
+    subprocess.run([PROGRAM, "--demo", "--ratio", "0.02", "--seed", "4", "--iterations", "10", "--out", str(out),
+                    "--quiet"], check=True, stdout=subprocess.DEVNULL)
+    x, q = datamask.demo_corpus(4)
     assert x.shape == (20000, 32) and x.dtype == np.float32 and q.shape == (20000,)
+    sel = datamask.select(x, q, ratio=0.02, seed=4, iterations=10)
+    np.testing.assert_array_equal(sel.ids, np.load(out))
 
 
 def test_every_option_of_the_program_is_a_keyword():
