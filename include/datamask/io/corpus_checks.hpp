@@ -32,7 +32,7 @@ inline void check_finite_values(const std::string& name, std::span<const unsigne
   const auto chunks = static_cast<index_t>((count + chunk - 1) / chunk);
   std::vector<std::int64_t> bad(static_cast<std::size_t>(chunks), -1);
   std::vector<char> nan(static_cast<std::size_t>(chunks), 0);
-  detail::parallel_for(chunks, threads, [&](index_t c) {
+  ::datamask::detail::parallel_for(chunks, threads, [&](index_t c) {
     const std::size_t lo = static_cast<std::size_t>(c) * chunk;
     const std::size_t hi = std::min(count, lo + chunk);
     for (std::size_t i = lo; i < hi; ++i) {
@@ -59,7 +59,7 @@ inline void check_finite_values(const std::string& name, std::span<const unsigne
   for (std::size_t c = 0; c < bad.size(); ++c) {
     const std::int64_t b = bad[c];
     if (b < 0) continue;
-    throw invalid_input(name, detail::concat("row ", b / cols, ", column ", b % cols, " is ",
+    throw invalid_input(name, ::datamask::detail::concat("row ", b / cols, ", column ", b % cols, " is ",
                                              nan[c] != 0 ? "NaN" : "infinite", "; every value must be finite"));
   }
 }
@@ -68,7 +68,7 @@ inline void check_finite_values(const std::string& name, std::span<const unsigne
 /// of the corpus (`n`, the rows of `rows_of`).
 inline void check_row_count(const std::string& name, std::size_t rows, index_t n, const std::string& rows_of) {
   if (static_cast<index_t>(rows) != n) {
-    throw invalid_input(name, detail::concat("has ", rows, " rows, expected ", n, " (the rows of ", rows_of, ")"));
+    throw invalid_input(name, ::datamask::detail::concat("has ", rows, " rows, expected ", n, " (the rows of ", rows_of, ")"));
   }
 }
 
@@ -76,7 +76,7 @@ inline void check_row_count(const std::string& name, std::size_t rows, index_t n
 inline void check_finite_scores(const std::string& name, std::span<const double> v) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) {
-      throw invalid_input(name, detail::concat("score at row ", i, " is ", std::isnan(v[i]) ? "NaN" : "infinite",
+      throw invalid_input(name, ::datamask::detail::concat("score at row ", i, " is ", std::isnan(v[i]) ? "NaN" : "infinite",
                                                "; every score must be finite"));
     }
   }
@@ -92,7 +92,7 @@ void check_unique_ids(const std::string& name, std::span<const Id> ids) {
   std::sort(order.begin(), order.end(), [&](index_t a, index_t b) { return at(a) != at(b) ? at(a) < at(b) : a < b; });
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (at(order[i]) == at(order[i - 1])) {
-      throw invalid_input(name, detail::concat("duplicate id ", static_cast<std::int64_t>(at(order[i])), " at rows ",
+      throw invalid_input(name, ::datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(at(order[i])), " at rows ",
                                                order[i - 1], " and ", order[i]));
     }
   }
@@ -105,7 +105,7 @@ template <class ReadRow>
 void gather_shard_rows(std::span<const index_t> rows, index_t d, std::span<const index_t> shard_start, float* out,
                        int threads, ReadRow&& read_row) {
   const auto count = static_cast<index_t>(rows.size());
-  detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
+  ::datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
     for (index_t i = c * 256; i < std::min(count, (c + 1) * 256); ++i) {
       const index_t r = rows[static_cast<std::size_t>(i)];
       const auto s = static_cast<std::size_t>(std::upper_bound(shard_start.begin(), shard_start.end(), r) -
