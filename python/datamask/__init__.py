@@ -414,8 +414,8 @@ def evaluate(
     scales are those a selection of that size would use: with the options of a one-block
     :func:`select` call and its ids, the result is that selection's objective. A selection of
     several blocks (n > ``block_size``) is scored block by block, each block's f on its own
-    items (``Selection.objective`` sums them); evaluating its ids here scores them as one block
-    of the whole corpus, which gives another f.
+    items (``Selection.objective`` weighs the blocks' terms by their share of the selection);
+    evaluating its ids here scores them as one block of the whole corpus, which gives another f.
     """
     shards = _shards(embeddings)
     cols = _columns(quality)
