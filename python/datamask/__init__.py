@@ -27,9 +27,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from ._core import InvalidInput
+from ._core import Cancelled, InvalidInput
 
 __all__ = [
+    "Cancelled",
     "InvalidInput",
     "Objective",
     "Option",
@@ -224,6 +225,13 @@ def _objectives(objective: Union[str, Sequence[str]]) -> list:
     return [objective] if isinstance(objective, str) else list(objective)
 
 
+def _number(keyword: str, value: Any) -> float:
+    """A numeric keyword's value, checked before Python compares it (the core checks the rest)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidInput(f"{keyword}: expected a number, found {value!r}")
+    return value
+
+
 def _options(given: Mapping, quality: list) -> dict:
     """The keywords given, checked against the table; the program's checks between options."""
     out = {}
@@ -240,12 +248,11 @@ def _options(given: Mapping, quality: list) -> dict:
     if out.get("ratio") is not None and out.get("count") is not None:
         raise InvalidInput("count: give ratio or count, not both")
     if not quality:
-        lam = out.get("lam", _TABLE["lam"].default)
-        if lam > 0:
+        if _number("lam", out.get("lam", _TABLE["lam"].default)) > 0:
             raise InvalidInput("quality: required unless lam = 0 (lam weighs the quality term)")
         if out.get("init") == "quality":
             raise InvalidInput("init: quality needs quality scores")
-        if out.get("prune", 0) > 0:
+        if _number("prune", out.get("prune", 0)) > 0:
             raise InvalidInput("prune: needs quality scores")
     return out
 
@@ -313,6 +320,7 @@ def select(
     objective_weights: Optional[Sequence[float]] = None,
     quality_weights: Optional[Sequence[float]] = None,
     block_size: int = _core.default_block_size,
+    cancel: Any = None,
     **options: Any,
 ) -> Selection:
     """Selects round(ratio * n) (or ``count``) items maximising quality + set-level diversity.
@@ -337,6 +345,9 @@ def select(
             receives a :class:`ProgressEvent` after each step; an exception it raises stops the
             run and propagates.
         block_size: items per block; a larger corpus is split by a hash of the id.
+        cancel: a :class:`threading.Event` (any object with ``is_set()``); setting it, from any
+            thread, stops the run within about a second and raises :class:`Cancelled`. Ctrl-C
+            stops only a call on the main thread; a call on another thread stops through this.
         **options: every other option of datamask-select with its default; see :func:`options`.
 
     Returns:
@@ -344,8 +355,12 @@ def select(
 
     Raises:
         InvalidInput: (a ValueError) for bad input or options, naming the argument.
-        KeyboardInterrupt: on Ctrl-C, within about a second; nothing is returned.
+        KeyboardInterrupt: on Ctrl-C (when the main thread runs the call), within about a
+            second; nothing is returned.
+        Cancelled: when ``cancel`` was set, within about a second; nothing is returned.
     """
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise TypeError(f"cancel: expected a threading.Event (an object with is_set()), found {cancel!r}")
     shards = _shards(embeddings)
     cols = _columns(quality)
     given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
@@ -363,6 +378,7 @@ def select(
             optimizer or "auto",
             int(block_size),
             sink,
+            cancel,
         )
     finally:
         if sink is not None:
@@ -396,7 +412,10 @@ def evaluate(
 
     ``ids`` names the subset by id (``corpus_ids``, or the row numbers when it is None). The
     scales are those a selection of that size would use: with the options of a one-block
-    :func:`select` call and its ids, the result is that selection's objective.
+    :func:`select` call and its ids, the result is that selection's objective. A selection of
+    several blocks (n > ``block_size``) is scored block by block, each block's f on its own
+    items (``Selection.objective`` weighs the blocks' terms by their share of the selection);
+    evaluating its ids here scores them as one block of the whole corpus, which gives another f.
     """
     shards = _shards(embeddings)
     cols = _columns(quality)

@@ -12,6 +12,9 @@ default_block_size: int
 class InvalidInput(ValueError):
     """Bad input or options: the message names the argument, what was expected and found."""
 
+class Cancelled(Exception):
+    """The selection stopped because its cancel event was set."""
+
 def settings_table() -> list[dict[str, Any]]: ...
 def select(
     shards: Sequence[npt.NDArray[Any]],
@@ -24,17 +27,19 @@ def select(
     optimizer: str,
     block_size: int,
     on_event: Optional[Callable[[int, int, int, int, int, float], Any]],
+    cancel: Optional[Any],
 ) -> dict[str, Any]: ...
 def evaluate(
     shards: Sequence[npt.NDArray[Any]],
     quality: Sequence[npt.NDArray[np.float64]],
     quality_weights: Sequence[float],
-    ids: Optional[npt.NDArray[np.int64]],
-    subset: npt.NDArray[np.int64],
+    corpus_ids: Optional[npt.NDArray[np.int64]],
+    ids: npt.NDArray[np.int64],
     options: dict[str, Any],
     objectives: Sequence[str],
     objective_weights: Sequence[float],
     optimizer: str,
 ) -> dict[str, Any]: ...
 def demo_corpus(seed: int = 0) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]: ...
+def corpus_view_address(shards: Sequence[npt.NDArray[Any]]) -> int: ...
 def buffer_address(array: npt.NDArray[Any]) -> int: ...

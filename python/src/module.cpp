@@ -26,6 +26,7 @@
 
 #include <datamask/block_select.hpp>
 #include <datamask/datamask.hpp>
+#include <datamask/io/corpus_checks.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
@@ -71,20 +72,12 @@ struct corpus {
   }
 
   void gather(std::span<const index_t> rows, float* out, int threads) const {
-    const auto count = static_cast<index_t>(rows.size());
-    datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
-      for (index_t i = c * 256; i < std::min(count, (c + 1) * 256); ++i) {
-        const index_t r = rows[static_cast<std::size_t>(i)];
-        const auto s = static_cast<std::size_t>(std::upper_bound(shard_start.begin(), shard_start.end(), r) -
-                                                shard_start.begin() - 1);
-        const index_t local = r - shard_start[s];
-        float* o = out + i * d;
-        if (shards[s].half) {
-          const auto* h = static_cast<const std::uint16_t*>(shards[s].data) + local * d;
-          for (index_t j = 0; j < d; ++j) o[j] = datamask::io::half_to_float(h[j]);
-        } else {
-          std::memcpy(o, static_cast<const float*>(shards[s].data) + local * d, sizeof(float) * static_cast<std::size_t>(d));
-        }
+    datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
+      if (shards[s].half) {
+        const auto* h = static_cast<const std::uint16_t*>(shards[s].data) + local * d;
+        for (index_t j = 0; j < d; ++j) o[j] = datamask::io::half_to_float(h[j]);
+      } else {
+        std::memcpy(o, static_cast<const float*>(shards[s].data) + local * d, sizeof(float) * static_cast<std::size_t>(d));
       }
     });
   }
@@ -98,30 +91,15 @@ struct corpus {
   }
 };
 
-/// The first non-finite value of a shard, on the raw bits (no conversion), or -1.
-std::int64_t first_non_finite(const shard& s, index_t d) {
-  const std::size_t count = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(d);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (s.half) {
-      std::uint16_t w;
-      std::memcpy(&w, static_cast<const unsigned char*>(s.data) + 2 * i, 2);
-      if ((w & 0x7C00u) == 0x7C00u) return static_cast<std::int64_t>(i);
-    } else {
-      std::uint32_t w;
-      std::memcpy(&w, static_cast<const unsigned char*>(s.data) + 4 * i, 4);
-      if ((w & 0x7F800000u) == 0x7F800000u) return static_cast<std::int64_t>(i);
-    }
-  }
-  return -1;
-}
-
 std::string shard_name(std::size_t i, std::size_t count) {
   return count == 1 ? std::string("embeddings") : "embeddings[" + std::to_string(i) + "]";
 }
 
-/// Views and checks the inputs: the messages name the argument as the Python call gave it.
+/// Views and checks the inputs: the messages name the argument as the Python call gave it
+/// (`ids_name`: "ids" for select, "corpus_ids" for evaluate). The finiteness scan releases the GIL.
 corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
-                   const std::vector<double>& quality_weights, const std::optional<ids_array>& ids) {
+                   const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
+                   const std::string& ids_name, int threads) {
   corpus k;
   DATAMASK_EXPECTS(!shards.empty(), "embeddings", "no arrays were given");
   for (std::size_t i = 0; i < shards.size(); ++i) {
@@ -138,16 +116,10 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
                      "; every shard needs the same d");
     k.d = cols;
     const shard s{a.data(), f16, rows};
-    const std::int64_t bad = first_non_finite(s, cols);
-    if (bad >= 0) {
-      float v = 0.0f;
-      if (f16) {
-        v = datamask::io::half_to_float(static_cast<const std::uint16_t*>(s.data)[bad]);
-      } else {
-        v = static_cast<const float*>(s.data)[bad];
-      }
-      throw invalid_input(name, datamask::detail::concat("row ", bad / cols, ", column ", bad % cols, " is ",
-                                                         std::isnan(v) ? "NaN" : "infinite", "; every value must be finite"));
+    {
+      nb::gil_scoped_release nogil;
+      datamask::io::check_finite_values(
+          name, {static_cast<const unsigned char*>(s.data), a.nbytes()}, f16, cols, threads);
     }
     k.shard_start.push_back(k.n);
     k.n += rows;
@@ -157,35 +129,18 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
   for (std::size_t c = 0; c < quality.size(); ++c) {
     const std::string name = quality.size() == 1 ? std::string("quality") : "quality[" + std::to_string(c) + "]";
     const column_array& q = quality[c];
-    DATAMASK_EXPECTS(static_cast<index_t>(q.shape(0)) == k.n, name, "has ", q.shape(0), " rows, expected ", k.n,
-                     " (the rows of the embeddings)");
+    datamask::io::check_row_count(name, q.shape(0), k.n, "the embeddings");
     k.quality.emplace_back(q.data(), q.data() + q.shape(0));
-    for (std::size_t i = 0; i < k.quality.back().size(); ++i) {
-      const double v = k.quality.back()[i];
-      DATAMASK_EXPECTS(std::isfinite(v), name, "score at row ", i, " is ", std::isnan(v) ? "NaN" : "infinite",
-                       "; every score must be finite");
-    }
+    datamask::io::check_finite_scores(name, k.quality.back());
   }
   DATAMASK_EXPECTS(quality_weights.empty() || quality_weights.size() == quality.size(), "quality_weights",
                    quality_weights.size(), " weights for ", quality.size(), " score columns");
   for (double w : quality_weights) DATAMASK_EXPECTS(w >= 0.0, "quality_weights", "weights must be >= 0, found ", w);
   k.weights = quality_weights.empty() ? std::vector<double>(quality.size(), 1.0) : quality_weights;
   if (ids) {
-    DATAMASK_EXPECTS(static_cast<index_t>(ids->shape(0)) == k.n, "ids", "has ", ids->shape(0), " rows, expected ",
-                     k.n, " (the rows of the embeddings)");
+    datamask::io::check_row_count(ids_name, ids->shape(0), k.n, "the embeddings");
     k.ids = std::span<const std::int64_t>(ids->data(), ids->shape(0));
-    std::vector<index_t> order(k.ids.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<index_t>(i);
-    std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
-      return k.ids[static_cast<std::size_t>(a)] != k.ids[static_cast<std::size_t>(b)]
-                 ? k.ids[static_cast<std::size_t>(a)] < k.ids[static_cast<std::size_t>(b)]
-                 : a < b;
-    });
-    for (std::size_t i = 1; i < order.size(); ++i) {
-      DATAMASK_EXPECTS(k.ids[static_cast<std::size_t>(order[i])] != k.ids[static_cast<std::size_t>(order[i - 1])], "ids",
-                       "duplicate id ", k.ids[static_cast<std::size_t>(order[i])], " at rows ", order[i - 1], " and ",
-                       order[i]);
-    }
+    datamask::io::check_unique_ids(ids_name, k.ids);
   }
   return k;
 }
@@ -243,7 +198,14 @@ nb::list settings_table() {
   return out;
 }
 
+/// What a numeric or on/off setting of type F takes, as its messages say.
+template <class F>
+constexpr const char* expected_value() {
+  return std::is_same_v<F, bool> ? "a bool" : std::is_unsigned_v<F> ? "an integer >= 0" : std::is_integral_v<F> ? "an integer" : "a number";
+}
+
 /// Applies the keywords given (already checked against the table's names by the Python layer).
+/// Every message names the Python keyword.
 void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
   visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
@@ -252,21 +214,28 @@ void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
     nb::handle v = given[k.c_str()];
     auto& field = datamask::settings_of<entry>(r).*s.member;
     using F = std::remove_cvref_t<decltype(field)>;
-    try {
-      if constexpr (entry::kind == datamask::setting_kind::choice) {
-        s.parse(nb::cast<std::string>(v), datamask::settings_of<entry>(r));
-      } else if constexpr (std::is_same_v<F, std::optional<typename entry::value_type>>) {
-        field = nb::cast<typename entry::value_type>(v);
-      } else {
-        field = nb::cast<F>(v);
+    const auto found = [&] { return nb::cast<std::string>(nb::repr(v)); };
+    if constexpr (entry::kind == datamask::setting_kind::choice) {
+      // A choice is a spelling: the message lists the spellings.
+      using E = typename entry::value_type;
+      DATAMASK_EXPECTS(nb::isinstance<nb::str>(v), k, "expected ", datamask::enum_names_text<E>(), ", found ", found());
+      field = datamask::parse_enum<E>(nb::cast<std::string>(v), k);
+    } else {
+      using T = typename entry::value_type;
+      // Python's bool is an int: True is no value of a numeric setting.
+      constexpr bool flag = std::is_same_v<T, bool>;
+      DATAMASK_EXPECTS(flag || !PyBool_Check(v.ptr()), k, "expected ", expected_value<T>(), ", found ",
+                       found());
+      try {
+        if constexpr (std::is_same_v<F, std::optional<T>>) {
+          field = nb::cast<T>(v);
+        } else {
+          field = nb::cast<F>(v);  // the value, or a list of values (scales)
+        }
+      } catch (const nb::cast_error&) {
+        // The value did not convert: a wrong type, or an integer outside the field's type.
+        throw invalid_input(k, datamask::detail::concat("expected ", expected_value<T>(), ", found ", found()));
       }
-    } catch (const nb::cast_error&) {
-      // The value did not convert: a wrong type, or an integer outside the field's type.
-      const char* expected = std::is_same_v<F, bool>       ? "a bool"
-                             : std::is_unsigned_v<F>          ? "an integer >= 0"
-                             : std::is_integral_v<F>          ? "an integer"
-                                                              : "a number";
-      throw invalid_input(k, datamask::detail::concat("expected ", expected, ", found ", nb::cast<std::string>(nb::repr(v))));
     }
   });
 }
@@ -283,13 +252,19 @@ invalid_input as_keyword(const invalid_input& e) {
 
 // --- progress and interruption ---------------------------------------------------------------------
 
+/// datamask.Cancelled: the caller's cancel event was set.
+struct cancelled : std::runtime_error {
+  cancelled() : std::runtime_error("the selection was cancelled (its cancel event was set)") {}
+};
+
 /// The hooks of one call: progress events to a Python callable, and a stop that checks for
-/// Python signals (Ctrl-C) at most every 50 ms. Both take the GIL, which is otherwise released.
+/// Python signals (Ctrl-C, seen only when the main thread runs the call) and the caller's cancel
+/// event (any thread) at most every 50 ms. Both take the GIL, which is otherwise released.
 /// The first Python exception (KeyboardInterrupt, or one the callable raised) stops the run and
-/// is raised again once the library returns.
+/// is raised again once the library returns; a set cancel event raises datamask.Cancelled.
 class python_side {
  public:
-  explicit python_side(nb::object on_event) : on_event_(std::move(on_event)) {}
+  python_side(nb::object on_event, nb::object cancel) : on_event_(std::move(on_event)), cancel_(std::move(cancel)) {}
   void plan(index_t total) { total_ = total; }
 
   datamask::block_hooks hooks(index_t block, index_t blocks) {
@@ -305,6 +280,12 @@ class python_side {
       error_.reset();
       throw e;
     }
+    if (cancelled_) throw cancelled();
+  }
+  /// Whether the run is to stop now (checked before each block too: not every optimizer polls).
+  bool stopping() {
+    last_ = {};
+    return poll();
   }
 
  private:
@@ -319,16 +300,26 @@ class python_side {
     }
   }
   bool poll() {
-    if (error_) return true;
+    if (error_ || cancelled_) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(50)) return false;
     last_ = now;
     nb::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) error_.emplace();  // captures the pending KeyboardInterrupt
-    return error_.has_value();
+    try {
+      if (PyErr_CheckSignals() != 0) {
+        error_.emplace();  // captures the pending KeyboardInterrupt
+      } else if (cancel_.is_valid() && !cancel_.is_none()) {
+        cancelled_ = nb::cast<bool>(cancel_.attr("is_set")());
+      }
+    } catch (nb::python_error& e) {
+      error_.emplace(std::move(e));
+    }
+    return error_.has_value() || cancelled_;
   }
 
   nb::object on_event_;
+  nb::object cancel_;
+  bool cancelled_ = false;
   index_t total_ = 0;
   index_t done_ = 0;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
@@ -429,16 +420,16 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
                 const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                 const nb::dict& options, const std::vector<std::string>& objectives,
                 const std::vector<double>& objective_weights, const std::string& optimizer, index_t block_size,
-                nb::object on_event) {
+                nb::object on_event, nb::object cancel) {
   const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer);
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
-  const corpus k = make_corpus(shards, quality, quality_weights, ids);
+  const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<datamask::block_result> results;
   datamask::corpus_plan plan;
   const bool cont = r.optimizer == datamask::block_optimizer::continuous;
   const bool learns = cont || r.optimizer == datamask::block_optimizer::pg;
-  python_side side(std::move(on_event));  // before the GIL is released: it holds a reference
+  python_side side(std::move(on_event), std::move(cancel));  // before the GIL is released: it holds references
   {
     nb::gil_scoped_release nogil;
     plan = datamask::plan_corpus(k.n, r.run, block_size, [&](index_t row) { return k.id(row); },
@@ -447,7 +438,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     for (index_t c : plan.counts) planned += c > 0 && learns ? (cont ? r.ascent.iterations : r.run.steps) : 0;
     side.plan(planned);
     const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
-    for (index_t b = 0; b < nb_blocks; ++b) {
+    for (index_t b = 0; b < nb_blocks && !side.stopping(); ++b) {
       const auto& rows = plan.blocks[static_cast<std::size_t>(b)];
       const index_t s_b = plan.counts[static_cast<std::size_t>(b)];
       if (s_b == 0) {
@@ -505,7 +496,7 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
                   const ids_array& subset, const nb::dict& options, const std::vector<std::string>& objectives,
                   const std::vector<double>& objective_weights, const std::string& optimizer) {
   const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer);
-  const corpus k = make_corpus(shards, quality, quality_weights, ids);
+  const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
   datamask::block_result res;
   {
     nb::gil_scoped_release nogil;
@@ -513,9 +504,13 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     row_of.reserve(static_cast<std::size_t>(k.n));
     for (index_t i = 0; i < k.n; ++i) row_of.emplace(k.id(i), i);
     std::vector<index_t> rows;
+    std::unordered_map<index_t, std::size_t> position_of;  // of each row in `ids`
     for (std::size_t i = 0; i < subset.shape(0); ++i) {
-      const auto it = row_of.find(static_cast<datamask::id_t>(subset.data()[i]));
-      DATAMASK_EXPECTS(it != row_of.end(), "subset", "id ", subset.data()[i], " (position ", i, ") is not in the corpus");
+      const std::int64_t id = subset.data()[i];
+      const auto it = row_of.find(static_cast<datamask::id_t>(id));
+      DATAMASK_EXPECTS(it != row_of.end(), "ids", "id ", id, " (position ", i, ") is not in the corpus");
+      const auto [first, fresh] = position_of.emplace(it->second, i);
+      DATAMASK_EXPECTS(fresh, "ids", "id ", id, " is given twice (positions ", first->second, " and ", i, ")");
       rows.push_back(it->second);
     }
     std::vector<index_t> all(static_cast<std::size_t>(k.n));
@@ -525,7 +520,7 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     try {
       res = datamask::evaluate_rows(data.view(), 0, rows, threshold, r);
     } catch (const invalid_input& e) {
-      throw as_keyword(e.input() == "rows" ? invalid_input("subset", std::string(e.what()).substr(6)) : e);
+      throw as_keyword(e.input() == "rows" ? invalid_input("ids", std::string(e.what()).substr(6)) : e);
     }
   }
   nb::dict out;
@@ -553,14 +548,25 @@ nb::tuple demo_corpus(std::uint64_t seed) {
 NB_MODULE(_core, m) {
   m.doc() = "datamask's native core (see the datamask package for the documented API)";
   nb::exception<invalid_input>(m, "InvalidInput", PyExc_ValueError);
+  nb::exception<cancelled>(m, "Cancelled", PyExc_Exception);
   m.attr("version") = datamask::version_string;
   m.attr("default_block_size") = datamask::default_block_size;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,
-        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "on_event"_a.none());
-  m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "subset"_a,
+        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "on_event"_a.none(),
+        "cancel"_a.none());
+  m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "corpus_ids"_a.none(), "ids"_a,
         "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a);
   m.def("demo_corpus", &demo_corpus, "seed"_a = 0, "The corpus of datamask-select --demo: (embeddings, quality).");
+  m.def(
+      "corpus_view_address",
+      [](const std::vector<shard_array>& shards) {
+        const corpus k = make_corpus(shards, {}, {}, std::nullopt, "ids", 1);
+        return reinterpret_cast<std::uintptr_t>(k.whole_view().data);
+      },
+      "shards"_a.noconvert(),
+      "Where the corpus view of a one-block selection reads the embeddings (0: none, each block is gathered); "
+      "a test of zero-copy.");
   m.def(
       "buffer_address", [](const shard_array& a) { return reinterpret_cast<std::uintptr_t>(a.data()); }, "array"_a.noconvert(),
       "The address of the buffer the binding reads (a test of zero-copy).");

@@ -23,8 +23,24 @@ def test_float32_and_float16_are_read_without_a_copy(dtype):
     assert _core.buffer_address(seen) == x.ctypes.data  # the core reads the caller's buffer
 
 
+def test_a_one_block_float32_corpus_is_read_in_place():
+    # select reads a one-block corpus (n <= block_size) of one float32 shard where it lies: the
+    # library's view of the corpus points into the caller's buffer.
+    x, _ = data(n=20000, d=64)
+    assert _core.corpus_view_address([x]) == x.ctypes.data
+
+
+@pytest.mark.parametrize("shards", ["float16", "two float32 shards"])
+def test_float16_and_several_shards_are_converted_block_by_block(shards):
+    # No whole-corpus view: each block is gathered (float16 converted to float32) when it runs.
+    x, _ = data(n=2000, d=8)
+    arrays = [x.astype(np.float16)] if shards == "float16" else [x[:1000], x[1000:]]
+    assert _core.corpus_view_address(arrays) == 0
+
+
 def peak_python_allocations(fn):
-    """The peak of memory allocated through Python's allocators (numpy's arrays included)."""
+    """The peak of memory allocated through Python's allocators (numpy's arrays included; the
+    C++ core's allocations are not seen)."""
     tracemalloc.start()
     try:
         fn()
@@ -33,13 +49,13 @@ def peak_python_allocations(fn):
         tracemalloc.stop()
 
 
-def test_float32_select_allocates_no_copy_and_float64_one_conversion():
+def test_float64_is_converted_once_to_float32_in_python():
     x32, q = data(n=20000, d=64)
     x64 = x32.astype(np.float64)
     run = dict(count=20, iterations=2, polish=False, lam=0.5)
     peak32 = peak_python_allocations(lambda: datamask.select(x32, q, **run))
     peak64 = peak_python_allocations(lambda: datamask.select(x64, q, **run))
-    assert peak32 < 0.1 * x32.nbytes
+    assert peak32 < 0.1 * x32.nbytes  # no Python-side copy of float32
     # one float32 copy of the float64 input, not two
     assert x32.nbytes <= peak64 < 1.5 * x32.nbytes
     np.testing.assert_array_equal(datamask.select(x32, q, **run).ids, datamask.select(x64, q, **run).ids)
@@ -105,6 +121,13 @@ BAD = {
     "quality weights": ((X, Q), dict(quality_weights=[1, 1]), "quality_weights: 2 weights for 1 score columns"),
     "block size": ((X, Q), dict(block_size=1), "block_size: must be at least 2"),
     "scales count": ((X, Q), dict(scales=[1.0]), "scales"),
+    "choice spelling": ((X, Q), dict(step_rule="bogus"), "step_rule: expected plain, normalized or adam, found 'bogus'"),
+    "choice spelling 2": ((X, Q), dict(quality_aggregate="bogus"), "quality_aggregate: expected mean or sum, found 'bogus'"),
+    "choice type": ((X, Q), dict(optimizer="pg", init=3), "init: expected uniform or quality, found 3"),
+    "bool for a number": ((X, Q), dict(lam=True), "lam: expected a number, found True"),
+    "bool for an integer": ((X, Q), dict(seed=False), "seed: expected an integer >= 0, found False"),
+    "lam text without quality": ((X,), dict(lam="0.5"), "lam: expected a number, found '0.5'"),
+    "prune text without quality": ((X,), dict(lam=0.0, prune="x"), "prune: expected a number, found 'x'"),
     "number type": ((X, Q), dict(min_active="many"), "min_active: expected an integer, found 'many'"),
     "negative seed": ((X, Q), dict(seed=-1), "seed: expected an integer >= 0, found -1"),
 }
@@ -124,8 +147,12 @@ def test_an_unknown_keyword_is_a_type_error_with_a_suggestion():
         datamask.select(X, Q, rollout=3)
 
 
-def test_evaluate_names_a_subset_id_that_is_not_in_the_corpus():
-    with pytest.raises(datamask.InvalidInput, match="subset: id 1000 .position 1. is not in the corpus"):
+def test_evaluate_names_its_arguments():
+    with pytest.raises(datamask.InvalidInput, match=r"^ids: id 1000 \(position 1\) is not in the corpus"):
         datamask.evaluate(X, Q, [1, 1000])
-    with pytest.raises(datamask.InvalidInput, match="subset: row 1 is given twice"):
-        datamask.evaluate(X, Q, [1, 1])
+    with pytest.raises(datamask.InvalidInput, match=r"^ids: id 1 is given twice \(positions 0 and 2\)"):
+        datamask.evaluate(X, Q, [1, 2, 1])
+    with pytest.raises(datamask.InvalidInput, match="^corpus_ids: duplicate id 5 at rows 5 and 99"):
+        datamask.evaluate(X, Q, [1], corpus_ids=np.r_[np.arange(99), 5])
+    with pytest.raises(datamask.InvalidInput, match="^corpus_ids: has 99 rows, expected 100"):
+        datamask.evaluate(X, Q, [1], corpus_ids=np.arange(99))

@@ -32,14 +32,28 @@ def test_parquet_round_trip(tmp_path, layout):
     c = datamask.read_parquet(str(path))
     assert sum(len(e) for e in c.embeddings) == len(x)
     assert all(e.flags.c_contiguous for e in c.embeddings)
-    if layout != "list_float64":  # float32 values: views of Arrow's buffers, no copy
-        assert all(e.dtype == np.float32 and not e.flags.owndata for e in c.embeddings)
     np.testing.assert_array_equal(np.concatenate(c.embeddings), values)
     np.testing.assert_array_equal(c.ids, ids)
 
     got = datamask.select(c.embeddings, c.quality, ids=c.ids, ratio=0.1, seed=9)
     want = datamask.select(x, q, ids=ids, ratio=0.1, seed=9)
     np.testing.assert_array_equal(got.ids, want.ids)
+
+
+@pytest.mark.parametrize("layout", ["fixed_size_list", "list"])
+def test_float32_lists_are_views_of_arrows_buffer(layout):
+    x, _, _ = corpus(n=40, d=6)
+    flat = pa.array(x.reshape(-1))
+    if layout == "fixed_size_list":
+        chunk = pa.FixedSizeListArray.from_arrays(flat, x.shape[1])
+    else:
+        chunk = pa.ListArray.from_arrays(pa.array(np.arange(0, x.size + 1, x.shape[1], dtype=np.int32)), flat)
+    chunk = chunk.slice(10)  # an offset into the values too
+    e = datamask._embedding_chunk(chunk, "feature_arr")
+    values = chunk.flatten()
+    assert e.dtype == np.float32 and e.shape == (30, 6)
+    assert e.ctypes.data == values.buffers()[1].address + 4 * values.offset
+    np.testing.assert_array_equal(e, x[10:])
 
 
 def test_parquet_rows_of_different_lengths_are_refused(tmp_path):

@@ -46,6 +46,39 @@ def test_ctrl_c_stops_a_long_run_within_a_second():
     assert events[0].total == 10**6 and events[0].blocks == 1
 
 
+def test_a_cancel_event_stops_a_run_in_a_worker_thread():
+    # Ctrl-C reaches only the main thread; a worker's run stops through its cancel event.
+    x, q = data()
+    cancel = threading.Event()
+    outcome = []
+
+    def work():
+        try:
+            outcome.append(datamask.select(x, q, cancel=cancel, **LONG))
+        except datamask.Cancelled as e:
+            outcome.append(e)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    time.sleep(0.5)
+    sent = time.monotonic()
+    cancel.set()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and time.monotonic() - sent < 1.0
+    assert len(outcome) == 1 and isinstance(outcome[0], datamask.Cancelled)
+
+
+def test_a_cancel_event_set_before_the_run_stops_every_optimizer():
+    x, q = data(n=500)
+    cancel = threading.Event()
+    cancel.set()
+    for optimizer in ("continuous", "pg", "lazy"):
+        with pytest.raises(datamask.Cancelled):
+            datamask.select(x, q, optimizer=optimizer, cancel=cancel)
+    with pytest.raises(TypeError, match="cancel: expected a threading.Event"):
+        datamask.select(x, q, cancel=True)
+
+
 def test_an_exception_in_the_progress_callable_stops_the_run():
     x, q = data()
 

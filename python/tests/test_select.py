@@ -113,6 +113,15 @@ def test_evaluate_gives_a_selections_objective():
     assert other.total < ev.total
 
 
+def test_evaluate_scores_a_several_block_selection_as_one_block():
+    # As the README says: not the selection's own f, which is combined over its blocks.
+    x, q, ids = corpus(n=2000)
+    sel = datamask.select(x, q, ids=ids, ratio=0.1, seed=2, block_size=800, iterations=20)
+    assert len(sel.blocks) > 1
+    ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, seed=2, ratio=0.1, iterations=20)
+    assert ev.total != pytest.approx(sel.objective.total, rel=1e-6)
+
+
 @pytest.mark.parametrize("optimizer", ["greedy", "lazy", "stochastic"])
 def test_greedy_baselines(optimizer):
     x, q, _ = corpus(n=600)
@@ -121,9 +130,16 @@ def test_greedy_baselines(optimizer):
     assert sel.optimizer == optimizer
 
 
-def test_demo_corpus_matches_the_programs_generator():
-    x, q = datamask.demo_corpus(0)
+@needs_program
+def test_demo_corpus_matches_the_programs_demo(tmp_path):
+    # datamask-select --demo generates its corpus from --seed
+    out = tmp_path / "out.npy"
+    subprocess.run([PROGRAM, "--demo", "--ratio", "0.02", "--seed", "4", "--iterations", "10", "--out", str(out),
+                    "--quiet"], check=True, stdout=subprocess.DEVNULL)
+    x, q = datamask.demo_corpus(4)
     assert x.shape == (20000, 32) and x.dtype == np.float32 and q.shape == (20000,)
+    sel = datamask.select(x, q, ratio=0.02, seed=4, iterations=10)
+    np.testing.assert_array_equal(sel.ids, np.load(out))
 
 
 def test_every_option_of_the_program_is_a_keyword():

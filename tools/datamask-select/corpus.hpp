@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
+#include <datamask/io/corpus_checks.hpp>
 #include <datamask/io/csv.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/pipeline.hpp>
@@ -57,17 +58,11 @@ struct corpus {
 
   /// Copies the given rows (in order) as float32 into out (rows.size() x d).
   void gather(std::span<const index_t> rows, float* out, int threads) const {
-    const auto count = static_cast<index_t>(rows.size());
-    datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
-      for (index_t i = c * 256; i < std::min(count, (c + 1) * 256); ++i) {
-        const index_t r = rows[i];
-        if (!demo_rows.empty()) {
-          std::memcpy(out + i * d, demo_rows.data() + r * d, sizeof(float) * static_cast<std::size_t>(d));
-          continue;
-        }
-        const auto s = static_cast<std::size_t>(
-            std::upper_bound(shard_start.begin(), shard_start.end(), r) - shard_start.begin() - 1);
-        shards[s].read_row(r - shard_start[s], out + i * d);
+    datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
+      if (!demo_rows.empty()) {  // one shard: the demo rows
+        std::memcpy(o, demo_rows.data() + local * d, sizeof(float) * static_cast<std::size_t>(d));
+      } else {
+        shards[s].read_row(local, o);
       }
     });
   }
@@ -78,61 +73,6 @@ namespace detail {
 inline bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-
-/// Checks every value of an embeddings shard is finite (on the raw bits: no conversion).
-inline void check_finite(const datamask::io::npy_file& f, int threads) {
-  const auto bytes = f.data_bytes();
-  const auto dtype = f.dtype();
-  const std::size_t item = datamask::io::npy_item_size(dtype);
-  const std::size_t count = bytes.size() / item;
-  constexpr std::size_t chunk = std::size_t{1} << 18;
-  const auto chunks = static_cast<index_t>((count + chunk - 1) / chunk);
-  std::vector<std::int64_t> bad(static_cast<std::size_t>(chunks), -1);
-  datamask::detail::parallel_for(chunks, threads, [&](index_t c) {
-    const std::size_t lo = static_cast<std::size_t>(c) * chunk;
-    const std::size_t hi = std::min(count, lo + chunk);
-    for (std::size_t i = lo; i < hi; ++i) {
-      bool finite = true;
-      if (dtype == datamask::io::npy_dtype::float32) {
-        std::uint32_t w;
-        std::memcpy(&w, bytes.data() + 4 * i, 4);
-        finite = (w & 0x7F800000u) != 0x7F800000u;
-      } else {
-        std::uint16_t w;
-        std::memcpy(&w, bytes.data() + 2 * i, 2);
-        finite = (w & 0x7C00u) != 0x7C00u;
-      }
-      if (!finite) {
-        bad[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(i);
-        return;
-      }
-    }
-  });
-  for (std::int64_t b : bad) {
-    if (b < 0) continue;
-    const index_t cols = f.cols();
-    std::vector<float> row(static_cast<std::size_t>(cols));
-    f.read_row(b / cols, row.data());
-    const float v = row[static_cast<std::size_t>(b % cols)];
-    throw invalid_input(f.path(), datamask::detail::concat("row ", b / cols, ", column ", b % cols, " is ",
-                                                          std::isnan(v) ? "NaN" : "infinite",
-                                                          "; every value must be finite"));
-  }
-}
-
-inline void check_column(const std::string& name, const std::vector<double>& v) {
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (!std::isfinite(v[i])) {
-      throw invalid_input(name, datamask::detail::concat("score at row ", i, " is ",
-                                                        std::isnan(v[i]) ? "NaN" : "infinite",
-                                                        "; every score must be finite"));
-    }
-  }
-}
-
-}  // namespace detail
-
-namespace detail {
 
 /// The embedding shards, in order: each file as given; a directory contributes its *.npy files
 /// in name order.
@@ -179,7 +119,8 @@ inline std::uint64_t add_shard(corpus& k, const std::string& path, const std::st
                                                       "; every shard needs the same d"));
   }
   k.d = f.cols();
-  check_finite(f, threads);
+  datamask::io::check_finite_values(f.path(), f.data_bytes(), dt == datamask::io::npy_dtype::float16, f.cols(),
+                                    threads);
   const std::uint64_t h = hash_bytes(f.file_bytes(), threads);
   k.shard_start.push_back(k.n);
   k.n += f.rows();
@@ -217,12 +158,8 @@ inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int thr
 /// Checks that the score columns from `first_col` on have one finite score per row.
 inline void check_columns_from(const corpus& k, std::size_t first_col, const std::string& rows_of) {
   for (std::size_t col = first_col; col < k.quality.size(); ++col) {
-    if (static_cast<index_t>(k.quality[col].size()) != k.n) {
-      throw invalid_input(k.quality_names[col],
-                          datamask::detail::concat("has ", k.quality[col].size(), " rows, expected ", k.n,
-                                                   " (the rows of ", rows_of, ")"));
-    }
-    check_column(k.quality_names[col], k.quality[col]);
+    datamask::io::check_row_count(k.quality_names[col], k.quality[col].size(), k.n, rows_of);
+    datamask::io::check_finite_scores(k.quality_names[col], k.quality[col]);
   }
 }
 
@@ -231,22 +168,9 @@ inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::stri
   datamask::io::npy_file f(path);
   if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
   const auto v = f.read_int64();
-  if (static_cast<index_t>(v.size()) != k.n) {
-    throw invalid_input(path, datamask::detail::concat("has ", v.size(), " rows, expected ", k.n,
-                                                      " (the rows of ", rows_of, ")"));
-  }
+  datamask::io::check_row_count(path, v.size(), k.n, rows_of);
   k.ids.assign(v.begin(), v.end());
-  std::vector<index_t> order(k.ids.size());
-  std::iota(order.begin(), order.end(), index_t{0});
-  std::sort(order.begin(), order.end(), [&](index_t a, index_t b) {
-    return k.ids[a] != k.ids[b] ? k.ids[a] < k.ids[b] : a < b;
-  });
-  for (std::size_t i = 1; i < order.size(); ++i) {
-    if (k.ids[order[i]] == k.ids[order[i - 1]]) {
-      throw invalid_input(path, datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(k.ids[order[i]]),
-                                                        " at rows ", order[i - 1], " and ", order[i]));
-    }
-  }
+  datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids));
   k.ids_source = path;
   return hash_bytes(f.file_bytes(), threads);
 }

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The checks of a corpus's inputs (finite embeddings, finite scores, one score per row,
+/// unique ids) and the gather of its rows from shards: one home for datamask-select and the
+/// Python module, with the same messages.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <datamask/error.hpp>
+#include <datamask/detail/parallel.hpp>
+#include <datamask/types.hpp>
+
+namespace datamask::io {
+
+/// @brief Throws invalid_input naming `name` at the first value of a row-major float32 (or,
+/// with `half`, float16) array of `cols` columns that is NaN or infinite; reads the raw bits
+/// (no conversion), in parallel chunks.
+inline void check_finite_values(const std::string& name, std::span<const unsigned char> bytes, bool half,
+                                index_t cols, int threads) {
+  const std::size_t item = half ? 2 : 4;
+  const std::size_t count = bytes.size() / item;
+  constexpr std::size_t chunk = std::size_t{1} << 18;
+  const auto chunks = static_cast<index_t>((count + chunk - 1) / chunk);
+  std::vector<std::int64_t> bad(static_cast<std::size_t>(chunks), -1);
+  std::vector<char> nan(static_cast<std::size_t>(chunks), 0);
+  ::datamask::detail::parallel_for(chunks, threads, [&](index_t c) {
+    const std::size_t lo = static_cast<std::size_t>(c) * chunk;
+    const std::size_t hi = std::min(count, lo + chunk);
+    for (std::size_t i = lo; i < hi; ++i) {
+      bool finite = true;
+      bool is_nan = false;
+      if (half) {
+        std::uint16_t w;
+        std::memcpy(&w, bytes.data() + 2 * i, 2);
+        finite = (w & 0x7C00u) != 0x7C00u;
+        is_nan = (w & 0x03FFu) != 0;
+      } else {
+        std::uint32_t w;
+        std::memcpy(&w, bytes.data() + 4 * i, 4);
+        finite = (w & 0x7F800000u) != 0x7F800000u;
+        is_nan = (w & 0x007FFFFFu) != 0;
+      }
+      if (!finite) {
+        bad[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(i);
+        nan[static_cast<std::size_t>(c)] = is_nan ? 1 : 0;
+        return;
+      }
+    }
+  });
+  for (std::size_t c = 0; c < bad.size(); ++c) {
+    const std::int64_t b = bad[c];
+    if (b < 0) continue;
+    throw invalid_input(name, ::datamask::detail::concat("row ", b / cols, ", column ", b % cols, " is ",
+                                             nan[c] != 0 ? "NaN" : "infinite", "; every value must be finite"));
+  }
+}
+
+/// @brief Throws invalid_input naming `name` unless a column of `rows` values has one per row
+/// of the corpus (`n`, the rows of `rows_of`).
+inline void check_row_count(const std::string& name, std::size_t rows, index_t n, const std::string& rows_of) {
+  if (static_cast<index_t>(rows) != n) {
+    throw invalid_input(name, ::datamask::detail::concat("has ", rows, " rows, expected ", n, " (the rows of ", rows_of, ")"));
+  }
+}
+
+/// @brief Throws invalid_input naming `name` at the first score that is NaN or infinite.
+inline void check_finite_scores(const std::string& name, std::span<const double> v) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      throw invalid_input(name, ::datamask::detail::concat("score at row ", i, " is ", std::isnan(v[i]) ? "NaN" : "infinite",
+                                               "; every score must be finite"));
+    }
+  }
+}
+
+/// @brief Throws invalid_input naming `name` at an id given twice (the smallest such id, at its
+/// first two rows).
+template <class Id>
+void check_unique_ids(const std::string& name, std::span<const Id> ids) {
+  std::vector<index_t> order(ids.size());
+  std::iota(order.begin(), order.end(), index_t{0});
+  const auto at = [&](index_t r) { return ids[static_cast<std::size_t>(r)]; };
+  std::sort(order.begin(), order.end(), [&](index_t a, index_t b) { return at(a) != at(b) ? at(a) < at(b) : a < b; });
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    if (at(order[i]) == at(order[i - 1])) {
+      throw invalid_input(name, ::datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(at(order[i])), " at rows ",
+                                               order[i - 1], " and ", order[i]));
+    }
+  }
+}
+
+/// @brief Copies the given rows of a sharded corpus (in order) as float32 into `out` (rows.size()
+/// x d), in parallel; `read_row(shard, local_row, out)` reads one row of one shard.
+/// @param shard_start the first row of each shard, then n
+template <class ReadRow>
+void gather_shard_rows(std::span<const index_t> rows, index_t d, std::span<const index_t> shard_start, float* out,
+                       int threads, ReadRow&& read_row) {
+  const auto count = static_cast<index_t>(rows.size());
+  ::datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
+    for (index_t i = c * 256; i < std::min(count, (c + 1) * 256); ++i) {
+      const index_t r = rows[static_cast<std::size_t>(i)];
+      const auto s = static_cast<std::size_t>(std::upper_bound(shard_start.begin(), shard_start.end(), r) -
+                                              shard_start.begin() - 1);
+      read_row(s, r - shard_start[s], out + i * d);
+    }
+  });
+}
+
+}  // namespace datamask::io
