@@ -165,8 +165,8 @@ inline constexpr index_t default_block_size = 1000000;
 /// settings, which both learners use, are not among them): a front end refuses them with
 /// another optimizer instead of ignoring them.
 [[nodiscard]] constexpr bool policy_gradient_only(std::string_view name) {
-  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "readout", "keep-best-rollout", "lr-max",
-                             "lr-min", "schedule", "logprob"}) {
+  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "credit", "readout", "keep-best-rollout",
+                             "lr-max", "lr-min", "schedule", "logprob"}) {
     if (n == name) return true;
   }
   return false;
@@ -291,7 +291,17 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
   return m;
 }
 
-inline bool stopped(const block_hooks& h) { return h.stop && h.stop(); }
+/// The stop hook, latched: once it has said stop, the block stays stopped, so a hook that says
+/// so only once still ends the block instead of leaving a partial selection behind.
+class stop_latch {
+ public:
+  explicit stop_latch(const block_hooks& h) : hook_(h.stop) {}
+  bool operator()() { return hit_ = hit_ || (hook_ && hook_()); }
+
+ private:
+  const std::function<bool()>& hook_;
+  bool hit_ = false;
+};
 
 /// Copies what a learner returned into the block's result; returns the rows selected.
 inline std::vector<index_t> take(selection_result&& res, block_result& r, std::vector<double>& scales) {
@@ -307,7 +317,7 @@ inline std::vector<index_t> take(selection_result&& res, block_result& r, std::v
 
 /// The policy-gradient learner, resumed from the hook's state when it has one.
 inline std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_settings& s,
-                                  const standard_mix& m, const block_hooks& h, block_result& r,
+                                  const standard_mix& m, const block_hooks& h, stop_latch& stop, block_result& r,
                                   std::vector<double>& scales) {
   if (h.resume) {
     index_t step = 0;
@@ -322,14 +332,14 @@ inline std::vector<index_t> learn(const problem<float>& p, options& o, const blo
                                     std::vector<double>(si.term_means.begin(), si.term_means.end())});
     if (h.on_step) h.on_step(r.history.back());
   };
-  o.stop = [&](const step_info&) { return stopped(h); };
+  o.stop = [&](const step_info&) { return stop(); };
   o.snapshot_every = h.snapshot_every;
   o.on_snapshot = [&](const step_info& si, std::span<const double> logits, const best_rollout& best) {
     if (h.on_snapshot) h.on_snapshot(r, si.step, logits, best);
   };
   const learner<eigen_backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
   auto res = L.select(p, m);
-  if (res.stopped_early) throw run_stopped();
+  if (res.stopped_early || stop()) throw run_stopped();
   return take(std::move(res), r, scales);
 }
 
@@ -337,7 +347,7 @@ inline std::vector<index_t> learn(const problem<float>& p, options& o, const blo
 /// is refused by `resolve_optimizer`); its terms are those of the standard mix, whose dense
 /// facility term then weighs 0.
 inline std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
-                                   const standard_mix& sm, const block_hooks& h, block_result& r,
+                                   const standard_mix& sm, const block_hooks& h, stop_latch& stop, block_result& r,
                                    std::vector<double>& scales) {
   continuous_options co;
   static_cast<settings&>(co.common) = static_cast<const settings&>(o);
@@ -347,26 +357,26 @@ inline std::vector<index_t> ascend(const problem<float>& p, const options& o, co
     r.history.push_back(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
     if (h.on_step) h.on_step(r.history.back());
   };
-  co.stop = [&](const continuous_step_info&) { return stopped(h); };
+  co.stop = [&](const continuous_step_info&) { return stop(); };
   const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
                      weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]});
   const basic_continuous_learner<eigen_backend> L(co);
   auto res = L.select(p, m);
-  if (stopped(h)) throw run_stopped();
+  if (stop()) throw run_stopped();
   return take(std::move(res), r, scales);
 }
 
 /// A greedy baseline on the f the learners optimise.
 inline std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
-                                   const standard_mix& m, const block_hooks& h, block_result& r,
+                                   const standard_mix& m, stop_latch& stop, block_result& r,
                                    std::vector<double>& scales) {
   greedy_options g;
   g.method = which == block_optimizer::greedy ? greedy_method::naive
              : which == block_optimizer::lazy ? greedy_method::lazy
                                               : greedy_method::stochastic;
-  g.stop = [&] { return stopped(h); };
+  g.stop = [&] { return stop(); };
   std::vector<index_t> rows = greedy_select_block(p, m, o, g, scales, r.kept);
-  if (stopped(h)) throw run_stopped();
+  if (stop()) throw run_stopped();
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
   return rows;
 }
@@ -398,12 +408,13 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<index_t> rows;
   std::vector<double> scales;
+  detail::blocks::stop_latch stop(h);
   if (s.optimizer == block_optimizer::pg) {
-    rows = detail::blocks::learn(p, o, s, m, h, r, scales);
+    rows = detail::blocks::learn(p, o, s, m, h, stop, r, scales);
   } else if (s.optimizer == block_optimizer::continuous) {
-    rows = detail::blocks::ascend(p, o, s, m, h, r, scales);
+    rows = detail::blocks::ascend(p, o, s, m, h, stop, r, scales);
   } else {
-    rows = detail::blocks::greedy(p, o, s.optimizer, m, h, r, scales);
+    rows = detail::blocks::greedy(p, o, s.optimizer, m, stop, r, scales);
   }
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
@@ -434,7 +445,7 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   const options o = block_options(s.run, b, r.selected, threshold);
   const standard_mix m = make_mix(s.weights, s.learn);
   std::vector<double> scales;
-  for (const auto& t : learner<>(o).calibrate(p, m)) scales.push_back(t.scale);
+  for (const auto& t : learner<eigen_backend>(o).calibrate(p, m)) scales.push_back(t.scale);
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
   evaluate_block(p, m, o, scales, rows, r);
   return r;

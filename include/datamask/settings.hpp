@@ -63,14 +63,17 @@ struct learner_settings {
   gradient_mode logprob = softmax_policy{}.mode;          ///< gradient of ln P(mask)
   similarity_kernel kernel = facility_location{}.kernel;  ///< facility location's kernel
   double gamma = facility_location{}.gamma;               ///< rbf bandwidth
+  /// Dense facility location's greedy similarity cache, in MiB (`facility_location::cache_bytes`).
+  double facility_cache = static_cast<double>(facility_location{}.cache_bytes) / double(1 << 20);
 
   [[nodiscard]] runtime_lr schedule_object() const { return runtime_lr{schedule, lr_max, lr_min}; }
   [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
-  /// Facility location with this kernel and gamma (other members keep their defaults).
+  /// Facility location with this kernel, gamma and cache budget.
   [[nodiscard]] facility_location facility_object() const {
     facility_location f;
     f.kernel = kernel;
     f.gamma = gamma;
+    f.cache_bytes = static_cast<std::size_t>(facility_cache * double(1 << 20));
     return f;
   }
 };
@@ -418,6 +421,10 @@ void visit_learner_settings(F&& f) {
                                          &L::kernel});
   f(number_setting<L, double>{"gamma", "gamma", "rbf bandwidth (checked with kernel rbf)",
                               &L::gamma, 0.0, inf, true, true, {}, &detail::uses_gamma});
+  f(number_setting<L, double>{"facility-cache", "facility_cache",
+                              "MiB: the greedy baselines keep dense facility location's n x n similarities "
+                              "when they fit this budget (same selection, faster re-scoring); 0: never",
+                              &L::facility_cache, 0.0, 1e9});
 }
 
 /// @brief Visits the table entries of the continuous learner (`continuous_settings`, then

@@ -320,6 +320,7 @@ def select(
     objective_weights: Optional[Sequence[float]] = None,
     quality_weights: Optional[Sequence[float]] = None,
     block_size: int = _core.default_block_size,
+    neighbors: int = 0,
     cancel: Any = None,
     **options: Any,
 ) -> Selection:
@@ -345,6 +346,9 @@ def select(
             receives a :class:`ProgressEvent` after each step; an exception it raises stops the
             run and propagates.
         block_size: items per block; a larger corpus is split by a hash of the id.
+        neighbors: K > 0: facility location on each block's exact K-nearest-neighbour graph under
+            ``kernel`` (memory n K; it has a relaxation, so "auto" takes the continuous learner)
+            instead of dense facility location; 0 (default): dense.
         cancel: a :class:`threading.Event` (any object with ``is_set()``); setting it, from any
             thread, stops the run within about a second and raises :class:`Cancelled`. Ctrl-C
             stops only a call on the main thread; a call on another thread stops through this.
@@ -377,6 +381,7 @@ def select(
             [float(w) for w in objective_weights] if objective_weights is not None else [],
             optimizer or "auto",
             int(block_size),
+            int(neighbors),
             sink,
             cancel,
         )

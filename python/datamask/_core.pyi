@@ -26,6 +26,7 @@ def select(
     objective_weights: Sequence[float],
     optimizer: str,
     block_size: int,
+    neighbors: int,
     on_event: Optional[Callable[[int, int, int, int, int, float], Any]],
     cancel: Optional[Any],
 ) -> dict[str, Any]: ...

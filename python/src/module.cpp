@@ -395,10 +395,15 @@ nb::dict block_dict(const datamask::block_result& b) {
 }
 
 datamask::block_run_settings run_settings(const nb::dict& options, const std::vector<std::string>& objectives,
-                                          const std::vector<double>& objective_weights, const std::string& optimizer) {
+                                          const std::vector<double>& objective_weights, const std::string& optimizer,
+                                          index_t neighbors = 0) {
   datamask::block_run_settings r;
   apply_options(r, options);
   r.weights = datamask::weights_of(objectives, objective_weights);
+  DATAMASK_EXPECTS(neighbors >= 0, "neighbors", "must be >= 0 (0: dense facility location), found ", neighbors);
+  DATAMASK_EXPECTS(neighbors == 0 || r.weights.facility > 0.0, "neighbors",
+                   "sets facility location's kNN graph, but objective has no facility term");
+  r.neighbors = neighbors;
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
   r.optimizer = datamask::resolve_optimizer(r);
   refuse_unused(r.optimizer, options);
@@ -420,8 +425,8 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
                 const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                 const nb::dict& options, const std::vector<std::string>& objectives,
                 const std::vector<double>& objective_weights, const std::string& optimizer, index_t block_size,
-                nb::object on_event, nb::object cancel) {
-  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer);
+                index_t neighbors, nb::object on_event, nb::object cancel) {
+  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer, neighbors);
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -553,7 +558,7 @@ NB_MODULE(_core, m) {
   m.attr("default_block_size") = datamask::default_block_size;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,
-        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "on_event"_a.none(),
+        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "neighbors"_a, "on_event"_a.none(),
         "cancel"_a.none());
   m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "corpus_ids"_a.none(), "ids"_a,
         "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a);

@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <datamask/block_select.hpp>
 #include <datamask/datamask.hpp>
 #include <datamask/settings.hpp>
 
@@ -51,8 +52,6 @@ struct config {
   // graph loaded from PREFIX.ids.npy and PREFIX.sims.npy (0 and empty: dense facility location).
   index_t neighbors = 0;
   std::string graph;
-  // Dense facility location's greedy similarity cache, in MiB (facility_location::cache_bytes).
-  double facility_cache_mib = static_cast<double>(datamask::facility_location{}.cache_bytes) / (1024.0 * 1024.0);
   // auto: continuous when every diversity term of f has a relaxation, else pg (check_args
   // resolves it; `requested` keeps what was asked for, for the report).
   std::string optimizer = "auto";
@@ -98,39 +97,17 @@ void visit_program_settings(F&& f) {
                                     &config::checkpoint_every, 1, index_max});
 }
 
-/// Library settings the program sets itself (per block, or from its own options).
-inline bool set_by_program(std::string_view name) {
-  return name == "block" || name == "prune-threshold" || name == "snapshot-every" || name == "evaluate-selection";
-}
-
 /// Settings that do not change the selection (left out of the canonical configuration).
-inline bool not_selection(std::string_view name) { return name == "threads"; }
+inline bool not_selection(std::string_view name) { return name == "threads" || name == "facility-cache"; }
 
 /// Every option entry: the library's table (less what the program sets), then the program's.
 template <class F>
 void visit_options(F&& f) {
   datamask::visit_settings([&](const auto& s) {
-    if (!set_by_program(s.name)) f(s);
+    if (!datamask::set_per_block(s.name)) f(s);
   });
   datamask::visit_continuous_settings(f);
   visit_program_settings(f);
-}
-
-/// Options that only the policy-gradient learner reads (the calibration settings, which both
-/// learners use, are not among them).
-inline bool pg_only(std::string_view name) {
-  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "credit", "readout", "keep-best-rollout", "lr-max",
-                             "lr-min", "schedule", "logprob"}) {
-    if (n == name) return true;
-  }
-  return false;
-}
-
-/// Whether a table entry belongs to the continuous learner's group.
-template <class Entry>
-constexpr bool continuous_entry() {
-  using O = typename Entry::owner_type;
-  return std::is_same_v<O, datamask::continuous_settings> || std::is_same_v<O, datamask::polish_settings>;
 }
 
 /// The object of `c` that holds the members of table entry `Entry`.
@@ -278,11 +255,6 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--graph", c.graph,
                  "PREFIX: facility location on the kNN graph in PREFIX.ids.npy (int64, n x K neighbour rows, "
                  "0-based, corpus order) and PREFIX.sims.npy (float, n x K similarities); one block only");
-  app.add_option("--facility-cache", c.facility_cache_mib,
-                 "MIB: the greedy baselines keep dense facility location's n x n similarities when they fit this "
-                 "budget (same selection, faster re-scoring); 0: never")
-      ->check(CLI::Range(0.0, 1e9))
-      ->capture_default_str();
   app.add_option("--optimizer", c.optimizer,
                  "auto | continuous | pg | greedy | lazy | stochastic. continuous: gradient ascent of a relaxation "
                  "of f (--iterations); pg: the paper's policy gradient (--steps); auto: continuous when every "
@@ -337,7 +309,7 @@ inline nlohmann::ordered_json config::selection_json() const {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
     // The continuous learner's settings only where it runs: the other optimizers ignore them.
-    if (detail::continuous_entry<entry>() && optimizer != "continuous") return;
+    if (datamask::continuous_only_setting<entry> && optimizer != "continuous") return;
     const auto& v = detail::owner<entry>(*this).*s.member;
     if constexpr (entry::kind == datamask::setting_kind::choice) {
       j[std::string(s.name)] = std::string(datamask::enum_name(v));
@@ -480,12 +452,8 @@ inline void check_scales(config& c) {
 /// a relaxation the continuous learner can ascend. Dense facility location has none; on a kNN
 /// graph it has one.
 inline bool relaxable(const config& c) {
-  if (c.run.lambda >= 1.0) return true;  // f is the quality term alone
-  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
-    const bool on = c.objective_weights.empty() || c.objective_weights[i] > 0.0;
-    if (on && c.objectives[i] == "facility" && c.neighbors == 0 && c.graph.empty()) return false;
-  }
-  return true;
+  return datamask::relaxable(datamask::weights_of(c.objectives, c.objective_weights), c.run.lambda,
+                             c.neighbors > 0 || !c.graph.empty());
 }
 
 /// --neighbors and --graph: one of them, and only with facility location.
@@ -518,7 +486,7 @@ inline void check_optimizer(config& c) {
       throw usage_error(given + ": sets the continuous learner, but the optimizer is " + c.optimizer + why +
                         "; add --optimizer continuous");
     }
-    if (pg_only(name) && cont) {
+    if (datamask::policy_gradient_only(name) && cont) {
       throw usage_error(given + ": sets the policy-gradient learner, but the optimizer is continuous" + why +
                         "; add --optimizer pg (or use --iterations for the continuous learner)");
     }
