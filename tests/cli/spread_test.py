@@ -108,7 +108,10 @@ def reference(case, prune):
     if not os.path.exists(path(tag + ".npy")):
         run([PROG] + BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag))
         with open(path(tag + ".json")) as f:
-            assert json.load(f)["total"]["blocks"] == 5, "the demo at --block-size 4000 should have 5 blocks"
+            r = json.load(f)
+        assert r["total"]["blocks"] == 5, "the demo at --block-size 4000 should have 5 blocks"
+        if case == "continuous":
+            assert r["configuration"]["optimizer"] == "continuous", r["configuration"]
     return tag
 
 
@@ -125,16 +128,16 @@ def need_mpi():
 
 def test_shards():
     for (case, prune), (shard_counts, _) in SPREADS.items():
-            ref = reference(case, prune)
-            args = BASE + CASES[case] + (PRUNE if prune else [])
-            for n in shard_counts:
-                parts = path("parts-%s-%d-%d" % (case, prune, n))
-                for i in range(n):
-                    run([PROG] + args + ["--shard", "%d/%d" % (i, n), "--parts", parts])
-                    assert os.path.exists(os.path.join(parts, "completions", "%05d-of-%05d" % (i, n)))
-                tag = "merged-%s-%d-%d" % (case, prune, n)
-                run([PROG, "merge"] + outputs(tag) + [parts])
-                same_outputs(tag, ref)
+        ref = reference(case, prune)
+        args = BASE + CASES[case] + (PRUNE if prune else [])
+        for n in shard_counts:
+            parts = path("parts-%s-%d-%d" % (case, prune, n))
+            for i in range(n):
+                run([PROG] + args + ["--shard", "%d/%d" % (i, n), "--parts", parts])
+                assert os.path.exists(os.path.join(parts, "completions", "%05d-of-%05d" % (i, n)))
+            tag = "merged-%s-%d-%d" % (case, prune, n)
+            run([PROG, "merge"] + outputs(tag) + [parts])
+            same_outputs(tag, ref)
 
 
 def test_shard_skip():
@@ -270,11 +273,11 @@ def test_output_set():
 def test_mpi():
     need_mpi()
     for (case, prune), (_, rank_counts) in SPREADS.items():
-            ref = reference(case, prune)
-            for ranks in rank_counts:
-                tag = "mpi-%s-%d-%d" % (case, prune, ranks)
-                run(mpirun(ranks, BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag)), env=mpi_env())
-                same_outputs(tag, ref)
+        ref = reference(case, prune)
+        for ranks in rank_counts:
+            tag = "mpi-%s-%d-%d" % (case, prune, ranks)
+            run(mpirun(ranks, BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag)), env=mpi_env())
+            same_outputs(tag, ref)
 
 
 def rank_pids(marker):
