@@ -13,13 +13,13 @@
 // `datamask-select merge PART...` then checks the parts (same inputs, same options, every block
 // exactly once) and writes the outputs one process would write, bit for bit.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <span>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -169,7 +169,7 @@ inline bool shard_finished(const part_files& f, const run_header& h, std::span<c
   std::vector<index_t> held;
   for (const auto& b : blocks) held.push_back(b.block);
   if (!std::equal(held.begin(), held.end(), mine.begin(), mine.end())) {
-    return redo("holds " + std::to_string(held.size()) + " blocks, not the shard's " + std::to_string(mine.size()));
+    return redo("holds " + std::to_string(held.size()) + " blocks, not exactly the shard's " + std::to_string(mine.size()));
   }
   return true;
 }
