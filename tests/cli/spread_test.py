@@ -6,8 +6,9 @@
 
 One process is the reference: MPI runs (mpirun -np R, R = 1, 2, 3) and scheduler shards
 (--shard I/N, N = 1, 2, 5, then merge) must write the same ids, log and plot bytes and the same
-report totals, on the demo corpus split into 5 blocks, for two objectives, with and without
---prune. MPI scenarios exit 77 (ctest: skipped) with the reason when the program was built
+report totals, on the demo corpus split into 5 blocks, for two objectives with the policy gradient, with and
+without --prune, and for the continuous learner. Damaged or foreign parts are refused or run again,
+and a failed write leaves no output. MPI scenarios exit 77 (ctest: skipped) with the reason when the program was built
 without MPI (MPI_DEFINITIONS, the program's compile definitions, lacks DATAMASK_SELECT_MPI=1)
 or mpirun is missing.
 """
@@ -30,8 +31,14 @@ BASE = ["--demo", "--block-size", "4000", "--threads", "1", "--quiet"]
 CASES = {
     "pairwise": ["--objective", "pairwise", "--optimizer", "pg", "--steps", "30", "--rollouts", "16"],
     "facility": ["--objective", "facility", "--optimizer", "pg", "--steps", "20", "--rollouts", "8", "--ratio", "0.02"],
+    # The continuous learner (auto's choice for pairwise).
+    "continuous": ["--objective", "pairwise", "--iterations", "40"],
 }
 PRUNE = ["--prune", "0.3"]
+# (case, prune): the shard counts and MPI rank counts compared with one process. The continuous
+# learner is checked without --prune at the largest spreads only, to keep the tests short.
+SPREADS = {(case, prune): ((1, 2, 5), (1, 2, 3)) for case in ("pairwise", "facility") for prune in (0, 1)}
+SPREADS[("continuous", 0)] = ((5,), (3,))
 
 
 def path(name):
@@ -72,8 +79,12 @@ def totals(tag):
     """The report's values that must not depend on the spreading (timings and paths do)."""
     with open(path(tag + ".json")) as f:
         r = json.load(f)
-    blocks = [{k: b[k] for k in ("block", "items", "kept", "selected", "steps_run", "objective")} for b in r["blocks"]]
+    # "objective" holds the total and every term's raw value, scale and weight.
+    keys = ("block", "items", "kept", "selected", "steps_run", "zero_variance_steps", "nonfinite_steps", "objective")
+    blocks = [{k: b[k] for k in keys} for b in r["blocks"]]
     t = {k: r["total"][k] for k in ("blocks", "selected", "steps_run", "objective")}
+    assert t["objective"]["terms"] and all(b["objective"]["terms"] or b["selected"] == 0 for b in blocks), \
+        "%s: a report without term values compares nothing" % tag
     return r["input"], r["prune_threshold"], blocks, t
 
 
@@ -97,7 +108,10 @@ def reference(case, prune):
     if not os.path.exists(path(tag + ".npy")):
         run([PROG] + BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag))
         with open(path(tag + ".json")) as f:
-            assert json.load(f)["total"]["blocks"] == 5, "the demo at --block-size 4000 should have 5 blocks"
+            r = json.load(f)
+        assert r["total"]["blocks"] == 5, "the demo at --block-size 4000 should have 5 blocks"
+        if case == "continuous":
+            assert r["configuration"]["optimizer"] == "continuous", r["configuration"]
     return tag
 
 
@@ -113,18 +127,17 @@ def need_mpi():
 # --- scenarios ------------------------------------------------------------------------------------
 
 def test_shards():
-    for case in CASES:
-        for prune in (0, 1):
-            ref = reference(case, prune)
-            args = BASE + CASES[case] + (PRUNE if prune else [])
-            for n in (1, 2, 5):
-                parts = path("parts-%s-%d-%d" % (case, prune, n))
-                for i in range(n):
-                    run([PROG] + args + ["--shard", "%d/%d" % (i, n), "--parts", parts])
-                    assert os.path.exists(os.path.join(parts, "completions", "%05d-of-%05d" % (i, n)))
-                tag = "merged-%s-%d-%d" % (case, prune, n)
-                run([PROG, "merge"] + outputs(tag) + [parts])
-                same_outputs(tag, ref)
+    for (case, prune), (shard_counts, _) in SPREADS.items():
+        ref = reference(case, prune)
+        args = BASE + CASES[case] + (PRUNE if prune else [])
+        for n in shard_counts:
+            parts = path("parts-%s-%d-%d" % (case, prune, n))
+            for i in range(n):
+                run([PROG] + args + ["--shard", "%d/%d" % (i, n), "--parts", parts])
+                assert os.path.exists(os.path.join(parts, "completions", "%05d-of-%05d" % (i, n)))
+            tag = "merged-%s-%d-%d" % (case, prune, n)
+            run([PROG, "merge"] + outputs(tag) + [parts])
+            same_outputs(tag, ref)
 
 
 def test_shard_skip():
@@ -140,6 +153,26 @@ def test_shard_skip():
     # A finished part of other options is not taken for this run's.
     p = run([PROG] + args + ["--steps", "31", "--shard", "1/2", "--parts", parts], expect=2)
     assert "--steps" in p.stderr and "remove it" in p.stderr, p.stderr
+    # A damaged part (a block gone) is not finished: the shard runs again and replaces it.
+    with open(part) as f:
+        doc = json.load(f)
+    held = len(doc["blocks"])
+    doc["blocks"].pop()
+    with open(part, "w") as f:
+        json.dump(doc, f)
+    p = run([PROG] + [a for a in args if a != "--quiet"] + ["--shard", "1/2", "--parts", parts])
+    assert "running the shard again" in p.stderr, p.stderr
+    with open(part) as f:
+        assert len(json.load(f)["blocks"]) == held, "the damaged part was not replaced"
+    # --parts is checked before any work: a folder that cannot be made fails at once.
+    with open(path("afile"), "w") as f:
+        f.write("x")
+    t0 = time.time()
+    p = subprocess.run([PROG] + BASE + ["--objective", "pairwise", "--optimizer", "pg", "--steps", "100000",
+                        "--shard", "0/2", "--parts", path("afile/sub")], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 2 and "--parts" in p.stderr, (p.returncode, p.stderr)
+    assert time.time() - t0 < 30, "--parts was checked after the work"
     # Shards write parts, not outputs; a shard needs its folder; I < N.
     for bad, word in ((["--shard", "0/2", "--parts", parts, "--out", path("x.npy")], "merge"),
                       (["--shard", "0/2"], "--parts"), (["--parts", parts], "--shard"),
@@ -190,6 +223,20 @@ def test_merge_refusals():
     with open(path("junk.json"), "w") as f:
         f.write("{\"format\": \"something else\"}")
     cases.append(([path("junk.json")], "not a datamask-select part"))
+    def damaged(name, change):
+        with open(three[2]) as f:
+            doc = json.load(f)
+        change(doc)
+        with open(path(name), "w") as f:
+            json.dump(doc, f)
+        return three[:2] + [path(name)]
+    cases += [
+        (damaged("no-id.json", lambda d: d["blocks"][0]["ids"].pop()), "no-id.json: damaged part"),
+        (damaged("garbage.json", lambda d: d["blocks"][0]["exact"].update(objective="garbage")),
+         "garbage.json: damaged part"),
+        (damaged("term.json", lambda d: d["blocks"][0]["history"][0][4].pop()), "term.json: damaged part"),
+        (damaged("version.json", lambda d: d.update(version="0.0.0-other")), "0.0.0-other"),
+    ]
     for parts, word in cases:
         p = run([PROG, "merge", "--out", path("m.npy")] + parts, expect=2)
         assert word in p.stderr, (parts, word, p.stderr)
@@ -198,17 +245,39 @@ def test_merge_refusals():
     assert "is an input" in p.stderr, p.stderr
     p = run([PROG, "merge"] + three, expect=2)
     assert "nothing to write" in p.stderr, p.stderr
+    # Without MPI, a merge started by mpirun refuses instead of writing once per copy.
+    if not HAS_MPI and shutil.which("mpirun"):
+        p = run(mpirun(2, ["merge", "--out", path("m.npy")] + three), expect=None, env=mpi_env())
+        assert p.returncode != 0 and "without MPI" in p.stderr, p.stderr
+        no_outputs("m")
+
+
+def test_output_set():
+    """The outputs are replaced as a set: a failure on one (its folder removed during the run)
+    leaves the others unwritten."""
+    gone = path("gone")
+    os.mkdir(gone)
+    args = [PROG, "--demo", "--block-size", "4000", "--threads", "1", "--objective", "pairwise", "--optimizer", "pg",
+            "--steps", "30", "--rollouts", "16", "--out", path("set.npy"), "--report", path("set.json"),
+            "--log", os.path.join(gone, "set.csv")]
+    job = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in job.stderr:  # the paths were checked before this line
+        if line.startswith("optimizer:"):
+            break
+    shutil.rmtree(gone)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 2 and "set.csv" in err, (job.returncode, err)
+    no_outputs("set")
 
 
 def test_mpi():
     need_mpi()
-    for case in CASES:
-        for prune in (0, 1):
-            ref = reference(case, prune)
-            for ranks in (1, 2, 3):
-                tag = "mpi-%s-%d-%d" % (case, prune, ranks)
-                run(mpirun(ranks, BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag)), env=mpi_env())
-                same_outputs(tag, ref)
+    for (case, prune), (_, rank_counts) in SPREADS.items():
+        ref = reference(case, prune)
+        for ranks in rank_counts:
+            tag = "mpi-%s-%d-%d" % (case, prune, ranks)
+            run(mpirun(ranks, BASE + CASES[case] + (PRUNE if prune else []) + outputs(tag)), env=mpi_env())
+            same_outputs(tag, ref)
 
 
 def rank_pids(marker):

@@ -35,7 +35,13 @@ inline std::string hexf(double v) {
   std::snprintf(buf, sizeof buf, "%a", v);
   return buf;
 }
-inline double unhexf(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
+/// A double written by hexf; refuses (usage_error) a string that is not one whole number.
+inline double unhexf(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) throw usage_error("'" + s + "' is not a number (a damaged file?)");
+  return v;
+}
 inline std::string hex64(std::uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);

@@ -187,11 +187,6 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   return r;
 }
 
-/// The global prune threshold over the whole corpus (the library's rank rule), if --prune.
-std::optional<double> corpus_prune_threshold(const config& c, const corpus& k) {
-  return datamask::corpus_prune_threshold(c.run.prune, k.quality, k.quality_weights);
-}
-
 /// Runs (or loads from the checkpoint) the blocks `mine`, in block order; `record` keeps a
 /// finished block in the checkpoint.
 std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::vector<index_t>>& blocks,
@@ -209,8 +204,7 @@ std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::ve
       results.push_back(run_block(ctx, block, blocks[b], counts[b]));
     } catch (const datamask::invalid_input& e) {
       if (blocks.size() == 1) throw;
-      throw datamask::invalid_input(e.input(), "block " + std::to_string(b) + ": " +
-                                                   std::string(e.what()).substr(e.input().size() + 2));
+      throw datamask::in_block(e, block);
     }
     if (ctx.ckpt.active()) record(results.back());
   }
@@ -261,18 +255,20 @@ std::vector<block_result> gather_blocks(const mpi_world& world, const run_header
 }
 
 int run(int argc, char** argv, const mpi_world& world) {
+  mpi_world::check_supported();  // first: a merge under mpirun without MPI would run once per copy
   if (argc > 1 && std::string_view(argv[1]) == "merge") {
     if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
     return merge_main(argc - 1, argv + 1);
   }
   config c;
   if (!parse_args(argc, argv, c)) return 0;
-  mpi_world::check_supported();
   const worker_share shard = shard_share(c);
   if (world.spread() && !c.shard.empty()) throw usage_error("--shard: not with mpirun (the ranks share the blocks)");
   const worker_share share = world.spread() ? worker_share{world.rank(), world.size()} : shard;
   if (world.rank() != 0) c.quiet = true;  // progress and messages from rank 0
   check_output_paths(c);  // before any work: writable, distinct, none an input
+  const auto part = part_paths(c, shard);
+  if (!c.shard.empty()) prepare_parts(part);
 
   datamask::io::run_report rep;
   rep.configuration = configuration_json(c);
@@ -283,28 +279,27 @@ int run(int argc, char** argv, const mpi_world& world) {
   rep.rows = k.n;
   rep.dims = k.d;
 
-  const index_t total = datamask::selection_size(k.n, c.run.ratio, c.run.count);
-  rep.selected = total;
-  const auto blocks = datamask::assign_blocks(k.n, c.block_size, [&](index_t r) { return k.id(r); });
-  std::vector<index_t> sizes;
-  for (const auto& b : blocks) sizes.push_back(static_cast<index_t>(b.size()));
-  const auto counts = datamask::split_selection(sizes, k.n, total);
-  const auto nb = static_cast<index_t>(blocks.size());
-  knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
-
-  // Every worker computes the threshold from every quality score: the value one process computes.
+  // Every worker plans the whole corpus (and its prune threshold from every quality score): the
+  // plan one process makes.
   const auto t_prune = clock_type::now();
-  const std::optional<double> threshold = corpus_prune_threshold(c, k);
+  const datamask::corpus_plan plan = datamask::plan_corpus(k.n, c.run, c.block_size, [&](index_t r) { return k.id(r); },
+                                                           std::span<const std::vector<double>>(k.quality), k.quality_weights);
+  const index_t total = plan.total;
+  rep.selected = total;
+  const auto& blocks = plan.blocks;
+  const auto& counts = plan.counts;
+  const auto nb = static_cast<index_t>(blocks.size());
+  const std::optional<double> threshold = plan.prune_threshold;
   if (threshold) rep.prune_threshold = *threshold;
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
+  knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
 
   const run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
-  const auto part = part_paths(c, shard);
-  if (!c.shard.empty() && shard_finished(part, header)) {
+  const auto mine = datamask::worker_blocks(nb, share.index, share.count);
+  if (!c.shard.empty() && shard_finished(part, header, mine, c.quiet)) {
     if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());
     return 0;
   }
-  const auto mine = datamask::worker_blocks(nb, share.index, share.count);
   checkpoint_dir ckpt = open_checkpoint(c, k.hash, blocks.size(), world);
   // A rank re-reads the shared manifest before adding its block, so the blocks the other ranks
   // recorded stay in it (one lost to two simultaneous rewrites is only run again on --resume).

@@ -2,8 +2,8 @@
 #pragma once
 
 // datamask-select: the files written from the per-block results (ids, CSV log, SVG plot; the
-// JSON report's fields are the library's, datamask/io/report.hpp), each built in memory and
-// written atomically.
+// JSON report's fields are the library's, datamask/io/report.hpp), built in memory and written
+// as one atomic set.
 
 #include <algorithm>
 #include <chrono>
@@ -176,13 +176,16 @@ inline std::string plot_svg(const std::vector<block_result>& blocks, bool relaxe
 /// Writes the outputs, then prints the summary on stdout.
 inline void write_outputs(const config& c, datamask::io::run_report& rep, const std::vector<datamask::id_t>& selected,
                           double optimize) {
+  // Built in memory, then written as a set: a failure on one leaves none replaced.
   const auto t_write = std::chrono::steady_clock::now();
-  if (!c.out.empty()) datamask::io::write_file_atomic(c.out, ids_file_bytes(c.out, selected));
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!c.out.empty()) files.emplace_back(c.out, ids_file_bytes(c.out, selected));
   const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
-  if (!c.log.empty()) datamask::io::write_file_atomic(c.log, log_csv(rep.blocks, relaxed));
-  if (!c.plot.empty()) datamask::io::write_file_atomic(c.plot, plot_svg(rep.blocks, relaxed));
+  if (!c.log.empty()) files.emplace_back(c.log, log_csv(rep.blocks, relaxed));
+  if (!c.plot.empty()) files.emplace_back(c.plot, plot_svg(rep.blocks, relaxed));
   rep.seconds.emplace_back("write", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_write).count());
-  if (!c.report.empty()) datamask::io::write_file_atomic(c.report, datamask::io::report_json(rep).dump(2) + "\n");
+  if (!c.report.empty()) files.emplace_back(c.report, datamask::io::report_json(rep).dump(2) + "\n");
+  datamask::io::write_files_atomic(files);
 
   double f_total = 0.0;
   const auto terms = datamask::total_terms(rep.blocks, f_total);

@@ -3,7 +3,8 @@
 
 // datamask-select: the checks on output paths, run before any work. Each output must be
 // writable, no two outputs may be one file (the second would silently replace the first), and
-// no output may be an input (it would replace the data the run reads). Paths are compared
+// no output may be an input (it would replace the data the run reads), nor a folder written
+// into (--checkpoint, --parts) hold one. Paths are compared
 // resolved: `./a`, `a`, `dir/../a` and symbolic links to one file are the same file.
 
 #include <filesystem>
@@ -76,12 +77,14 @@ inline void check_output_paths(const config& c) {
       }
     }
   }
-  if (!c.checkpoint.empty()) {
-    const fs::path ck = detail::resolved(c.checkpoint);
+  // The folders a run writes into (--parts: a shard's part and marker) hold no input and are none.
+  for (const auto& [opt, folder] : {std::pair{"--checkpoint", &c.checkpoint}, std::pair{"--parts", &c.parts}}) {
+    if (folder->empty()) continue;
+    const fs::path f = detail::resolved(*folder);
     for (const auto& [iopt, i] : in) {
-      if (detail::within(ck, i) || detail::within(i, ck)) {
-        throw usage_error("--checkpoint: " + ck.string() + " overlaps an input (" + iopt + " " + i.string() +
-                          "); the checkpoint folder must hold no input and be none");
+      if (detail::within(f, i) || detail::within(i, f)) {
+        throw usage_error(std::string(opt) + ": " + f.string() + " overlaps an input (" + iopt + " " + i.string() +
+                          "); the folder must hold no input and be none");
       }
     }
   }

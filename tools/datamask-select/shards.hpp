@@ -8,15 +8,18 @@
 //   DIR/part-<I>-of-<N>.json      its blocks' results (spread.hpp's document), atomically
 //   DIR/completions/<I>-of-<N>    an empty marker, written after the part
 //
-// A task whose marker and part exist (for the same inputs and options) is skipped when run again.
+// A task whose marker and part exist (for the same inputs and options) is skipped when run again;
+// a part that cannot be read, or holds other blocks than the task's, is replaced by running again.
 // `datamask-select merge PART...` then checks the parts (same inputs, same options, every block
 // exactly once) and writes the outputs one process would write, bit for bit.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,29 +125,58 @@ inline std::string read_text(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-/// Whether this shard already finished: its marker and its part exist. Refuses a finished part
-/// of other inputs or options (it would be merged as if it were this run's).
-inline bool shard_finished(const part_files& f, const run_header& h) {
+/// Creates --parts and its completions folder and checks that the shard's part and marker can be
+/// written: before any work, so that a bad --parts costs no run.
+inline void prepare_parts(const part_files& f) {
+  namespace fs = std::filesystem;
+  const fs::path completions = fs::path(f.marker).parent_path();
+  std::error_code ec;
+  fs::create_directories(completions, ec);
+  if (!fs::is_directory(completions, ec)) {
+    throw usage_error("--parts: cannot create " + completions.string() + (ec ? " (" + ec.message() + ")" : ""));
+  }
+  try {
+    datamask::io::check_writable(f.part);
+    datamask::io::check_writable(f.marker);
+  } catch (const datamask::invalid_input& e) {
+    throw usage_error(std::string("--parts: ") + e.what());
+  }
+}
+
+/// Whether this shard already finished: its marker exists and its part holds exactly the blocks
+/// `mine` of this run. A part that cannot be read or holds other blocks (damaged, or cut short)
+/// is not finished: the shard runs again and replaces it. Refuses a readable part of other
+/// inputs, options or version (it would be merged as if it were this run's).
+inline bool shard_finished(const part_files& f, const run_header& h, std::span<const index_t> mine, bool quiet) {
   std::error_code ec;
   if (!std::filesystem::exists(f.marker, ec) || !std::filesystem::exists(f.part, ec)) return false;
+  const auto redo = [&](const std::string& why) {
+    if (!quiet) std::fprintf(stderr, "datamask-select: %s: %s; running the shard again\n", f.part.c_str(), why.c_str());
+    return false;
+  };
   std::vector<block_result> blocks;
-  const run_header old = read_worker_json(read_text(f.part), f.part, blocks);
+  run_header old;
+  try {
+    old = read_worker_json(read_text(f.part), f.part, blocks);
+  } catch (const usage_error& e) {
+    return redo(std::string("unreadable (") + e.what() + ")");
+  }
   try {
     check_same_run(h, "this run", old, f.part);
   } catch (const usage_error& e) {
     throw usage_error(std::string(e.what()) + "; remove it and " + f.marker + " to run this shard again");
+  }
+  std::vector<index_t> held;
+  for (const auto& b : blocks) held.push_back(b.block);
+  if (!std::equal(held.begin(), held.end(), mine.begin(), mine.end())) {
+    return redo("holds " + std::to_string(held.size()) + " blocks, not exactly the shard's " + std::to_string(mine.size()));
   }
   return true;
 }
 
 /// Writes the shard's part, then its marker (both atomically): a marker always has its part.
 inline void write_part(const part_files& f, const run_header& h, const std::vector<block_result>& blocks) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(fs::path(f.marker).parent_path(), ec);
-  if (!fs::is_directory(fs::path(f.marker).parent_path(), ec)) {
-    throw usage_error("--parts: cannot create " + fs::path(f.marker).parent_path().string());
-  }
+  prepare_parts(f);
   datamask::io::write_file_atomic(f.part, worker_json(h, blocks).dump() + "\n");
   datamask::io::write_file_atomic(f.marker, "");
 }
@@ -230,6 +262,12 @@ inline int merge_main(int argc, char** argv) {
   if (first.prune_threshold) rep.prune_threshold = *first.prune_threshold;
   rep.selected = first.selected;
   rep.blocks = blocks_in_order(std::move(all), from, first.blocks);
+  index_t selected = 0;
+  for (const auto& b : rep.blocks) selected += b.selected;
+  if (selected != first.selected) {
+    throw usage_error("merge: the parts' blocks select " + std::to_string(selected) + " items, their header says " +
+                      std::to_string(first.selected) + "; a part is damaged");
+  }
   rep.seconds.emplace_back("merge", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   c.optimizer = first.configuration.value("optimizer", std::string());
   write_run_outputs(c, rep);

@@ -42,6 +42,7 @@ struct run_header {
   index_t selected = 0;                       // S over the corpus
   std::optional<double> prune_threshold;
   bool resumed = false;
+  std::string version = datamask::version_string;  // of the datamask-select that ran the blocks
 };
 
 /// The header of a run of `c` on a corpus (hash, rows, dims), before its blocks ran.
@@ -80,7 +81,28 @@ inline nlohmann::ordered_json block_record(const block_result& r) {
   return j;
 }
 
-/// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field.
+namespace detail {
+
+/// Refuses (usage_error) a block record whose parts disagree: as many ids as it selected, a
+/// name, weight, scale and raw value per term, and every step's term means one per term (or none:
+/// the continuous learner's steps have none).
+inline void check_block_record(const block_result& r) {
+  const std::string where = "block " + std::to_string(r.block) + ": ";
+  if (static_cast<index_t>(r.ids.size()) != r.selected) {
+    throw usage_error(where + std::to_string(r.ids.size()) + " ids, but it selected " + std::to_string(r.selected));
+  }
+  for (const auto& s : r.history) {
+    if (!s.term_means.empty() && s.term_means.size() != r.terms.size()) {
+      throw usage_error(where + "step " + std::to_string(s.step) + " has " + std::to_string(s.term_means.size()) +
+                        " term means for " + std::to_string(r.terms.size()) + " terms");
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field,
+/// usage_error on a value that is not a number or on parts that disagree (check_block_record).
 inline block_result read_block_record(const nlohmann::ordered_json& j) {
   block_result r;
   r.block = j.at("block").get<index_t>();
@@ -96,6 +118,7 @@ inline block_result read_block_record(const nlohmann::ordered_json& j) {
   r.optimize_seconds = detail::hex_at(x, "optimize_seconds");
   r.evaluate_seconds = detail::hex_at(x, "evaluate_seconds");
   for (const auto& t : x.at("terms")) {
+    if (t.size() != 4) throw usage_error("block " + std::to_string(r.block) + ": a term without its 4 values");
     r.terms.push_back(datamask::term_value{t.at(0).get<std::string>(), unhexf(t.at(1).get<std::string>()),
                                            unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
   }
@@ -106,6 +129,7 @@ inline block_result read_block_record(const nlohmann::ordered_json& j) {
     for (const auto& t : s.at(4)) step.term_means.push_back(unhexf(t.get<std::string>()));
     r.history.push_back(std::move(step));
   }
+  detail::check_block_record(r);
   return r;
 }
 
@@ -114,7 +138,7 @@ inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector
   nlohmann::ordered_json j;
   j["format"] = "datamask-select part";
   j["format_version"] = part_format;
-  j["version"] = datamask::version_string;
+  j["version"] = h.version;
   j["input"] = {{"hash", hex64(h.input_hash)}, {"rows", h.rows}, {"dims", h.dims}};
   j["canonical"] = h.canonical;
   j["configuration"] = h.configuration;
@@ -139,6 +163,7 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
                         j.at("version").get<std::string>() + "); this version reads format " + std::to_string(part_format));
     }
     run_header h;
+    h.version = j.at("version").get<std::string>();
     h.input_hash = std::stoull(j.at("input").at("hash").get<std::string>(), nullptr, 16);
     h.rows = j.at("input").at("rows").get<index_t>();
     h.dims = j.at("input").at("dims").get<index_t>();
@@ -149,7 +174,11 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
     if (!j.at("prune_threshold").is_null()) h.prune_threshold = unhexf(j.at("prune_threshold").get<std::string>());
     h.resumed = j.at("resumed").get<bool>();
     blocks.clear();
-    for (const auto& b : j.at("blocks")) blocks.push_back(read_block_record(b));
+    try {
+      for (const auto& b : j.at("blocks")) blocks.push_back(read_block_record(b));
+    } catch (const usage_error& e) {
+      throw usage_error(source + ": damaged part: " + e.what());
+    }
     return h;
   } catch (const nlohmann::json::exception& e) {
     throw usage_error(source + ": not a datamask-select part, or damaged (" + e.what() + ")");
@@ -186,6 +215,10 @@ inline std::string first_difference(const std::string& a, const std::string& b, 
 /// Refuses (usage_error) the results of a worker whose header does not match the first one's.
 inline void check_same_run(const run_header& first, const std::string& first_name, const run_header& h,
                            const std::string& name) {
+  if (h.version != first.version) {
+    throw usage_error(name + ": refused: written by datamask-select " + h.version + ", " + first_name + " by " +
+                      first.version + "; run every part with one version");
+  }
   if (h.input_hash != first.input_hash || h.rows != first.rows || h.dims != first.dims) {
     throw usage_error(name + ": refused: made from other inputs than " + first_name + " (content hash " +
                       hex64(h.input_hash) + ", " + first_name + " has " + hex64(first.input_hash) + ")");

@@ -11,7 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <span>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "datamask/error.hpp"
 
@@ -35,11 +38,11 @@ inline std::string temp_name(const std::string& path) {
 }
 }  // namespace detail
 
-/// @brief Replaces `path` with `contents` atomically (temporary file in the same directory,
-/// flushed to disk, then renamed over the target).
-/// @throws invalid_input naming `path` when it cannot be written.
-inline void write_file_atomic(const std::string& path, std::string_view contents) {
-  const std::string tmp = detail::temp_name(path);
+namespace detail {
+
+/// Writes `contents` to the temporary file of `path`, flushed to disk; returns its name.
+inline std::string write_temp(const std::string& path, std::string_view contents) {
+  const std::string tmp = temp_name(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
@@ -59,12 +62,42 @@ inline void write_file_atomic(const std::string& path, std::string_view contents
     ::close(fd);
   }
 #endif
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw invalid_input(path, "cannot rename the finished temporary file into place: " + ec.message());
+  return tmp;
+}
+
+}  // namespace detail
+
+/// @brief Replaces several files at once: every file is first written in full to a temporary
+/// beside its target, and only then are they all renamed into place. A failure while writing
+/// (disk full, a folder gone) leaves every target as it was, so a set of outputs (ids, report,
+/// log) is never half replaced; only a failing rename, after all were written, can leave some
+/// replaced.
+/// @param files (path, contents) pairs
+/// @throws invalid_input naming the path that cannot be written.
+inline void write_files_atomic(std::span<const std::pair<std::string, std::string>> files) {
+  std::vector<std::string> temps;
+  try {
+    for (const auto& [path, contents] : files) temps.push_back(detail::write_temp(path, contents));
+  } catch (...) {
+    for (const auto& t : temps) std::remove(t.c_str());
+    throw;
   }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::rename(temps[i], files[i].first, ec);
+    if (ec) {
+      for (std::size_t j = i; j < temps.size(); ++j) std::remove(temps[j].c_str());
+      throw invalid_input(files[i].first, "cannot rename the finished temporary file into place: " + ec.message());
+    }
+  }
+}
+
+/// @brief Replaces `path` with `contents` atomically (temporary file in the same directory,
+/// flushed to disk, then renamed over the target).
+/// @throws invalid_input naming `path` when it cannot be written.
+inline void write_file_atomic(const std::string& path, std::string_view contents) {
+  const std::pair<std::string, std::string> one{path, std::string(contents)};
+  write_files_atomic(std::span(&one, 1));
 }
 
 /// @brief Checks, before any work, that `path` can be created or replaced: its directory exists
