@@ -379,6 +379,9 @@ def input_hash(files):
 
 ROWS, DIMS = 20000, 64  # 2 shards of 10000 x 64 float32: 2.4 MiB each, 3 hash chunks each
 BAD_ROW = 8000          # of the second shard: its chunk 1 (global chunk 4 of 6), read by rank 1 of 2, rank 2 of 3
+# Row 8191 of the first shard starts in its chunk 1 (rank 0 of 3) and ends in chunk 2 (rank 1 of 3):
+# its last value lies in chunk 2, but the rank of the chunk where the row starts checks it.
+ACROSS_ROW = 8191
 
 
 def npy_file(name, descr, shape, payload):
@@ -390,17 +393,16 @@ def npy_file(name, descr, shape, payload):
     return path(name)
 
 
-def sharded_input(bad=False):
-    """Two embedding shards of a few MiB (a NaN at BAD_ROW, column 5 of the second with `bad`) and
-    a quality column; returns the program's input options and the files in hash order."""
+def sharded_input(bad=None, tag="ok"):
+    """Two embedding shards of a few MiB (a NaN at `bad` = (shard, row, column)) and a quality
+    column; returns the program's input options and the files in hash order."""
     rng = random.Random(12)
     half = ROWS // 2
-    tag = "bad" if bad else "ok"
     files = []
     for s in range(2):
         v = [rng.gauss(0.0, 1.0) for _ in range(half * DIMS)]
-        if bad and s == 1:
-            v[BAD_ROW * DIMS + 5] = float("nan")
+        if bad and bad[0] == s:
+            v[bad[1] * DIMS + bad[2]] = float("nan")
         files.append(npy_file("emb-%s-%d.npy" % (tag, s), "<f4", (half, DIMS), struct.pack("<%df" % len(v), *v)))
     q = [rng.random() for _ in range(ROWS)]
     files.append(npy_file("q-%s.npy" % tag, "<f4", (ROWS,), struct.pack("<%df" % ROWS, *q)))
@@ -427,15 +429,21 @@ def test_mpi_input():
 
 def test_mpi_bad_input():
     need_mpi()
-    args, files = sharded_input(bad=True)
+    for shard, row, col, readers in ((1, BAD_ROW, 5, ((2, 1), (3, 2))), (0, ACROSS_ROW, DIMS - 1, ((3, 0),))):
+        bad_input_case(shard, row, col, readers)
+
+
+def bad_input_case(shard, row, col, readers):
+    """A NaN at (shard, row, col): one process's message, then the same from the rank that reads it."""
+    args, files = sharded_input(bad=(shard, row, col), tag="bad-%d-%d" % (shard, row))
     p = run([PROG] + args + READ + outputs("one"), expect=2)
     prefix = "datamask-select: "
     said = [line[len(prefix):] for line in p.stderr.splitlines() if line.startswith(prefix)]
-    want = "%s: row %d, column 5 is NaN; every value must be finite" % (files[1], BAD_ROW)
+    want = "%s: row %d, column %d is NaN; every value must be finite" % (files[shard], row, col)
     assert said == [want], p.stderr
     no_outputs("one")
-    for ranks, reader in ((2, 1), (3, 2)):
-        tag = "bad-%d" % ranks
+    for ranks, reader in readers:
+        tag = "bad-%d-%d" % (ranks, row)
         p = run(mpirun(ranks, args + READ + outputs(tag)), expect=None, env=mpi_env())
         assert p.returncode != 0, p.stderr
         who = "datamask-select (rank %d of %d): " % (reader, ranks)
