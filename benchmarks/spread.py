@@ -18,6 +18,7 @@ import math
 import os
 import random
 import re
+import resource
 import shutil
 import struct
 import subprocess
@@ -155,14 +156,17 @@ def render(_):
     md.append("| two shards, sequentially, wall each | %s |" % " / ".join("%.2f" % w for w in r["shard_walls"]))
     md.append("| merge, wall | %.2f |" % r["merge_wall"])
     md.append("")
-    md.append("Bytes exchanged: every rank loads and checks the whole input itself (it hashes every file, so the "
-              "ranks agree on the inputs, and computes the prune threshold from every score); the only message "
-              "is each rank's finished blocks sent to rank 0 at the end: %d bytes for %d blocks, %.0f bytes per "
+    md.append("Bytes exchanged: every rank reads the quality scores (and ids) whole and computes the prune "
+              "threshold from every score; the ranks split the checks and hash of the embedding shards and exchange "
+              "8 bytes per 1 MiB chunk of them (here %d chunks), so that they agree on the inputs; then the only "
+              "message is each rank's finished blocks sent to rank 0 at the end: %d bytes for %d blocks, %.0f bytes per "
               "block for S_b = %d ids (about %.1f bytes per selected id: the ids as JSON, the per-step log, exact "
               "doubles as hexadecimal strings). The parts of the two shards hold %s bytes."
-              % (r["gathered_bytes"], r["gathered_blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]),
+              % (-(-(r["n"] * r["d"] * 4 + 128) // (1 << 20)), r["gathered_bytes"], r["gathered_blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]),
                  r["selected"] // r["blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]) / (r["selected"] / r["blocks"]),
                  " and ".join(str(b) for b in r["part_bytes"])))
+    if "reads" in r:
+        md += reads_markdown(r["reads"])
     docs = FINEWEB_TOKENS / TOKENS_PER_DOC
     blocks = math.ceil(docs / BLOCK)
     per_rank_blocks = math.ceil(blocks / RANKS)
@@ -202,6 +206,122 @@ def render(_):
     print("wrote", path)
 
 
+# --- bytes read per rank (each MPI rank checks and hashes only its share of the embedding bytes) ---
+
+# Shards of 64 MiB: well above the disk's readahead window (8 MiB here), which reads past a share.
+READS_SHARDS, READS_ROWS, READS_D = 4, 131072, 128
+
+
+def read_ahead_kb(folder):
+    """The readahead of the disk holding `folder` (sysfs), or None."""
+    dev = os.stat(folder).st_dev
+    base = "/sys/dev/block/%d:%d" % (os.major(dev), os.minor(dev))
+    for q in (os.path.join(base, "queue", "read_ahead_kb"), os.path.join(base, "..", "queue", "read_ahead_kb")):
+        if os.path.exists(q):
+            with open(q) as f:
+                return int(f.read())
+    return None
+
+
+def rank_reads(a):
+    """One rank of `reads`: runs the program in the rank's own copy of the inputs (its own files, so
+    its own page cache, as on a machine of its own) and prints the bytes it read from storage."""
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    os.chdir(os.path.join(a.folder, "rank%d" % rank))
+    subprocess.run(a.command, check=True, stdout=subprocess.DEVNULL)
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.path.join(a.folder, "read-%d.json" % rank), "w") as f:
+        json.dump({"rank": rank, "read_bytes": ru.ru_inblock * 512}, f)
+
+
+def evict(folder):
+    """Drops the files under `folder` from the page cache, so that the next reads come from storage."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+
+
+def reads(a):
+    """Bytes read from storage per rank at R = 1, 2, 3 by a run whose blocks are all in its checkpoint
+    (--resume), so a rank reads only what loading needs: its share of the embedding shards, the
+    quality column whole, the checkpoint."""
+    binary = os.path.abspath(a.binary)
+    rnd = random.Random(3)
+    out = {"shards": READS_SHARDS, "rows": READS_ROWS, "d": READS_D, "ranks": {}}
+    with tempfile.TemporaryDirectory(prefix="dm_reads_", dir=a.tmp) as tmp:
+        src = os.path.join(tmp, "src")
+        os.mkdir(src)
+        names = ["e%d.npy" % s for s in range(READS_SHARDS)]
+        tile = 1 << 20  # values drawn once, repeated (the content only has to be finite)
+        base = array.array("f", (rnd.gauss(0, 1) for _ in range(tile))).tobytes()
+        for name in names:
+            whole = READS_ROWS * READS_D * 4
+            npy(os.path.join(src, name), "<f4", (READS_ROWS, READS_D), (base * (whole // len(base) + 1))[:whole])
+        n = READS_SHARDS * READS_ROWS
+        npy(os.path.join(src, "q.npy"), "<f8", (n,), array.array("d", (rnd.random() for _ in range(n))).tobytes())
+        cmd = [binary, "--embeddings"] + names + ["--quality", "q.npy", "--block-size", str(READS_ROWS),
+               "--objective", "pairwise", "--optimizer", "greedy", "--count", "100", "--threads", "1", "--quiet",
+               "--out", "o.npy", "--report", "o.json", "--checkpoint", "ck"]
+        subprocess.run(cmd, cwd=src, check=True)  # every block into the checkpoint
+        with open(os.path.join(src, "o.json")) as f:
+            want = json.load(f)["input"]["hash"]
+        out["read_ahead_kb"] = read_ahead_kb(tmp)
+        out["embedding_bytes"] = sum(os.path.getsize(os.path.join(src, x)) for x in names)
+        out["quality_bytes"] = os.path.getsize(os.path.join(src, "q.npy"))
+        out["command"] = " ".join(os.path.basename(c) for c in cmd[:1]) + " " + " ".join(cmd[1:]) + " --resume"
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_btl_vader_single_copy_mechanism="none", OMP_WAIT_POLICY="PASSIVE")
+        for ranks in (1, 2, 3):
+            for r in range(ranks):
+                shutil.rmtree(os.path.join(tmp, "rank%d" % r), ignore_errors=True)
+                shutil.copytree(src, os.path.join(tmp, "rank%d" % r))
+                os.remove(os.path.join(tmp, "rank%d" % r, "o.json"))
+            evict(tmp)
+            subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks), sys.executable, os.path.abspath(__file__),
+                            "rank-reads", tmp, "--"] + cmd + ["--resume"], env=env, check=True)
+            got = []
+            for r in range(ranks):
+                with open(os.path.join(tmp, "read-%d.json" % r)) as f:
+                    got.append(json.load(f))
+                os.remove(os.path.join(tmp, "read-%d.json" % r))
+            with open(os.path.join(tmp, "rank0", "o.json")) as f:
+                assert json.load(f)["input"]["hash"] == want, "R = %d: another input hash" % ranks
+            out["ranks"][str(ranks)] = [g["read_bytes"] for g in got]
+            print("R = %d: bytes read per rank %s" % (ranks, out["ranks"][str(ranks)]))
+    with open(RAW) as f:
+        raw = json.load(f)
+    raw["reads"] = out
+    with open(RAW, "w") as f:
+        json.dump(raw, f, indent=1)
+        f.write("\n")
+    print("wrote", RAW)
+
+
+def reads_markdown(r):
+    """The subsection of RESULTS.md on the bytes each rank reads (from `reads`)."""
+    md = ["", "### Bytes read per rank", ""]
+    md.append("`python3 benchmarks/spread.py reads --binary build/tools/datamask-select/datamask-select` (then "
+              "`render`). %d embedding shards of %d x %d float32 (%d bytes in all) and a float64 quality column "
+              "(%d bytes); every block already in the checkpoint (`%s`), so a rank reads what loading needs. Each "
+              "rank runs in its own copy of the files, dropped from the page cache first, as on a machine of its "
+              "own; bytes read from storage (getrusage ru_inblock x 512) per rank. The input hash is the one "
+              "process's at every R (checked by the script). What a rank reads beyond its share (the last "
+              "column) is not broken down here; the likely cause is the disk's readahead window "
+              "(read_ahead_kb = %s), around where a rank starts in a shard and past where it ends."
+              % (r["shards"], r["rows"], r["d"], r["embedding_bytes"], r["quality_bytes"], r["command"],
+                 r["read_ahead_kb"]))
+    md += ["", "| ranks | bytes read per rank | largest / one process | a rank's share: embeddings / R + quality |",
+           "|---:|---|---:|---:|"]
+    one = r["ranks"]["1"][0]
+    for ranks, got in sorted(r["ranks"].items()):
+        share = r["embedding_bytes"] / int(ranks) + r["quality_bytes"]
+        md.append("| %s | %s | %.2f | %.0f |" % (ranks, " / ".join(str(b) for b in got), max(got) / one, share))
+    return md
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -213,8 +333,16 @@ def main():
     r.add_argument("--objective", default="pairwise")
     r.add_argument("--extra", default="--optimizer pg --steps 100 --rollouts 32")
     sub.add_parser("render")
+    rr = sub.add_parser("reads")
+    rr.add_argument("--binary", required=True)
+    rr.add_argument("--tmp", default=None, help="folder for the inputs (on storage, not tmpfs: default the system's)")
+    w = sub.add_parser("rank-reads")  # one rank of `reads`, started by mpirun
+    w.add_argument("folder")
+    w.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
-    run(a) if a.cmd == "run" else render(a)
+    if a.cmd == "rank-reads" and a.command[:1] == ["--"]:
+        a.command = a.command[1:]
+    {"run": run, "render": render, "reads": reads, "rank-reads": rank_reads}[a.cmd](a)
 
 
 if __name__ == "__main__":

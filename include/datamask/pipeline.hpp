@@ -36,17 +36,22 @@ constexpr std::uint64_t mix64(std::uint64_t x) {
   return x;
 }
 
-/// @brief A content hash of a byte range, the same whatever the thread count: 8-byte words mixed
-/// in order within 1 MiB chunks (hashed in parallel), the chunk hashes combined in order.
-/// @param bytes the bytes (for example a memory-mapped input file)
+/// @brief The chunk size of hash_bytes: each 1 MiB chunk is hashed on its own, so workers (threads,
+/// or MPI ranks each reading a share of a file) can hash chunks apart and combine them in order.
+inline constexpr std::size_t hash_chunk_bytes = std::size_t{1} << 20;
+
+/// @brief The number of hash chunks of a byte range of `size` bytes.
+constexpr std::size_t hash_chunk_count(std::size_t size) { return (size + hash_chunk_bytes - 1) / hash_chunk_bytes; }
+
+/// @brief The hashes of chunks [first, last) of a byte range (8-byte words mixed in order within
+/// each chunk), hashed in parallel; reads only those chunks' bytes.
 /// @param threads worker threads (0: all)
-inline std::uint64_t hash_bytes(std::span<const unsigned char> bytes, int threads) {
-  constexpr std::size_t chunk = std::size_t{1} << 20;
-  const auto chunks = static_cast<index_t>((bytes.size() + chunk - 1) / chunk);
-  std::vector<std::uint64_t> part(static_cast<std::size_t>(chunks));
-  detail::parallel_for(chunks, threads, [&](index_t c) {
-    const std::size_t lo = static_cast<std::size_t>(c) * chunk;
-    const std::size_t hi = std::min(bytes.size(), lo + chunk);
+inline std::vector<std::uint64_t> hash_chunks(std::span<const unsigned char> bytes, std::size_t first,
+                                              std::size_t last, int threads) {
+  std::vector<std::uint64_t> part(last - first);
+  detail::parallel_for(static_cast<index_t>(part.size()), threads, [&](index_t j) {
+    const std::size_t lo = (first + static_cast<std::size_t>(j)) * hash_chunk_bytes;
+    const std::size_t hi = std::min(bytes.size(), lo + hash_chunk_bytes);
     std::uint64_t h = 0x9E3779B97F4A7C15ull ^ hi;
     std::size_t i = lo;
     for (; i + 8 <= hi; i += 8) {
@@ -55,11 +60,24 @@ inline std::uint64_t hash_bytes(std::span<const unsigned char> bytes, int thread
       h = (h ^ mix64(w)) * 0x100000001B3ull;
     }
     for (; i < hi; ++i) h = (h ^ bytes[i]) * 0x100000001B3ull;
-    part[static_cast<std::size_t>(c)] = mix64(h);
+    part[static_cast<std::size_t>(j)] = mix64(h);
   });
-  std::uint64_t h = mix64(bytes.size());
-  for (std::uint64_t p : part) h = mix64(h ^ p) + 0x632BE59BD9B4E019ull;
+  return part;
+}
+
+/// @brief The hash of a byte range of `size` bytes from the hashes of all its chunks, in order.
+inline std::uint64_t combine_chunk_hashes(std::size_t size, std::span<const std::uint64_t> parts) {
+  std::uint64_t h = mix64(size);
+  for (std::uint64_t p : parts) h = mix64(h ^ p) + 0x632BE59BD9B4E019ull;
   return h;
+}
+
+/// @brief A content hash of a byte range, the same whatever the thread count: every chunk hashed
+/// (hash_chunks), the chunk hashes combined in order (combine_chunk_hashes).
+/// @param bytes the bytes (for example a memory-mapped input file)
+/// @param threads worker threads (0: all)
+inline std::uint64_t hash_bytes(std::span<const unsigned char> bytes, int threads) {
+  return combine_chunk_hashes(bytes.size(), hash_chunks(bytes, 0, hash_chunk_count(bytes.size()), threads));
 }
 
 /// @brief The number of items a run selects from n: `count` when it is positive, otherwise

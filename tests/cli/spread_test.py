@@ -14,8 +14,10 @@ or mpirun is missing.
 """
 import json
 import os
+import random
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -334,6 +336,121 @@ def test_mpi_failure():
     assert p.returncode != 0, p.stderr
     assert "rank 1 of 3" in p.stderr and "block 1" in p.stderr, p.stderr
     no_outputs("bad")
+
+
+# --- the embedding bytes read by shares (each rank checks and hashes its run of 1 MiB chunks) ---------
+
+M64 = (1 << 64) - 1
+HASH_CHUNK = 1 << 20
+
+
+def mix64(x):
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def file_hash(name):
+    """datamask::hash_bytes of a file's bytes, computed here independently of the program."""
+    with open(name, "rb") as f:
+        data = f.read()
+    h = mix64(len(data))
+    for lo in range(0, len(data), HASH_CHUNK):
+        hi = min(len(data), lo + HASH_CHUNK)
+        c = 0x9E3779B97F4A7C15 ^ hi
+        words = (hi - lo) // 8
+        for w in struct.unpack_from("<%dQ" % words, data, lo):
+            c = ((c ^ mix64(w)) * 0x100000001B3) & M64
+        for b in data[lo + 8 * words:hi]:
+            c = ((c ^ b) * 0x100000001B3) & M64
+        h = (mix64(h ^ mix64(c)) + 0x632BE59BD9B4E019) & M64
+    return h
+
+
+def input_hash(files):
+    """The report's input hash: the files' hashes chained in order (embeddings, quality)."""
+    h = mix64(0x64617461)
+    for name in files:
+        h = mix64(h ^ file_hash(name))
+    return "%016x" % h
+
+
+ROWS, DIMS = 20000, 64  # 2 shards of 10000 x 64 float32: 2.4 MiB each, 3 hash chunks each
+BAD_ROW = 8000          # of the second shard: its chunk 1 (global chunk 4 of 6), read by rank 1 of 2, rank 2 of 3
+# Row 8191 of the first shard starts in its chunk 1 (rank 0 of 3) and ends in chunk 2 (rank 1 of 3):
+# its last value lies in chunk 2, but the rank of the chunk where the row starts checks it.
+ACROSS_ROW = 8191
+
+
+def npy_file(name, descr, shape, payload):
+    shape_txt = "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape_txt)
+    d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
+    with open(path(name), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode("latin1") + payload)
+    return path(name)
+
+
+def sharded_input(bad=None, tag="ok"):
+    """Two embedding shards of a few MiB (a NaN at `bad` = (shard, row, column)) and a quality
+    column; returns the program's input options and the files in hash order."""
+    rng = random.Random(12)
+    half = ROWS // 2
+    files = []
+    for s in range(2):
+        v = [rng.gauss(0.0, 1.0) for _ in range(half * DIMS)]
+        if bad and bad[0] == s:
+            v[bad[1] * DIMS + bad[2]] = float("nan")
+        files.append(npy_file("emb-%s-%d.npy" % (tag, s), "<f4", (half, DIMS), struct.pack("<%df" % len(v), *v)))
+    q = [rng.random() for _ in range(ROWS)]
+    files.append(npy_file("q-%s.npy" % tag, "<f4", (ROWS,), struct.pack("<%df" % ROWS, *q)))
+    args = ["--embeddings", files[0], "--embeddings", files[1], "--quality", files[2]]
+    return args, files
+
+
+READ = ["--block-size", "5000", "--objective", "pairwise", "--optimizer", "pg", "--steps", "10", "--rollouts", "8",
+        "--threads", "1", "--quiet"]
+
+
+def test_mpi_input():
+    need_mpi()
+    args, files = sharded_input()
+    run([PROG] + args + READ + outputs("one"))
+    with open(path("one.json")) as f:
+        want = input_hash(files)
+        assert json.load(f)["input"]["hash"] == want, "one process's input hash is not hash_bytes of the files"
+    for ranks in (2, 3):
+        tag = "input-%d" % ranks
+        run(mpirun(ranks, args + READ + outputs(tag)), env=mpi_env())
+        same_outputs(tag, "one")  # the input hash and rows are in the compared report values
+
+
+def test_mpi_bad_input():
+    need_mpi()
+    for shard, row, col, readers in ((1, BAD_ROW, 5, ((2, 1), (3, 2))), (0, ACROSS_ROW, DIMS - 1, ((3, 0),))):
+        bad_input_case(shard, row, col, readers)
+
+
+def bad_input_case(shard, row, col, readers):
+    """A NaN at (shard, row, col): one process's message, then the same from the rank that reads it."""
+    args, files = sharded_input(bad=(shard, row, col), tag="bad-%d-%d" % (shard, row))
+    p = run([PROG] + args + READ + outputs("one"), expect=2)
+    prefix = "datamask-select: "
+    said = [line[len(prefix):] for line in p.stderr.splitlines() if line.startswith(prefix)]
+    want = "%s: row %d, column %d is NaN; every value must be finite" % (files[shard], row, col)
+    assert said == [want], p.stderr
+    no_outputs("one")
+    for ranks, reader in readers:
+        tag = "bad-%d-%d" % (ranks, row)
+        p = run(mpirun(ranks, args + READ + outputs(tag)), expect=None, env=mpi_env())
+        assert p.returncode != 0, p.stderr
+        who = "datamask-select (rank %d of %d): " % (reader, ranks)
+        assert who + want in p.stderr.splitlines(), p.stderr
+        assert [r for r in range(ranks) if r != reader and "(rank %d of" % r in p.stderr] == [], \
+            "a rank that does not read the bad chunk reported it:\n" + p.stderr
+        no_outputs(tag)
 
 
 def main():

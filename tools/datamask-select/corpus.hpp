@@ -10,9 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <numeric>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +70,15 @@ struct corpus {
   }
 };
 
+/// Which share of the embedding bytes this process reads (see detail::shard_hashes): reader
+/// `index` of `count`; `exchange` gives every reader every reader's values, concatenated in reader
+/// order (an MPI allgather). The default: one reader reads everything.
+struct read_share {
+  int index = 0;
+  int count = 1;
+  std::function<std::vector<std::uint64_t>(const std::vector<std::uint64_t>&)> exchange;
+};
+
 namespace detail {
 
 inline bool ends_with(const std::string& s, std::string_view suffix) {
@@ -98,9 +109,9 @@ inline std::vector<std::string> embedding_files(const std::vector<std::string>& 
   return files;
 }
 
-/// Opens and checks one embedding shard (2-D, float32 or float16, non-empty, the same d as
-/// `first`, every value finite) and appends it to `k`. Returns the hash of its bytes.
-inline std::uint64_t add_shard(corpus& k, const std::string& path, const std::string& first, int threads) {
+/// Opens one embedding shard and checks its header (2-D, float32 or float16, non-empty, the same
+/// d as `first`), and appends it to `k`. Reads none of its values.
+inline void open_shard(corpus& k, const std::string& path, const std::string& first) {
   datamask::io::npy_file f(path);
   const auto dt = f.dtype();
   if (dt != datamask::io::npy_dtype::float32 && dt != datamask::io::npy_dtype::float16) {
@@ -119,13 +130,64 @@ inline std::uint64_t add_shard(corpus& k, const std::string& path, const std::st
                                                       "; every shard needs the same d"));
   }
   k.d = f.cols();
-  datamask::io::check_finite_values(f.path(), f.data_bytes(), dt == datamask::io::npy_dtype::float16, f.cols(),
-                                    threads);
-  const std::uint64_t h = hash_bytes(f.file_bytes(), threads);
   k.shard_start.push_back(k.n);
   k.n += f.rows();
   k.shards.push_back(std::move(f));
-  return h;
+}
+
+/// Checks that every value of the rows of shard `f` that start in its hash chunks [first, last)
+/// is finite (a row across a chunk boundary belongs to the chunk where it starts, so readers of
+/// consecutive chunk runs check every row once).
+inline void check_rows_in_chunks(const datamask::io::npy_file& f, std::size_t first, std::size_t last, int threads) {
+  const auto file = f.file_bytes();
+  const auto data = f.data_bytes();
+  const auto offset = static_cast<std::size_t>(data.data() - file.data());
+  const std::size_t row_bytes = data.size() / static_cast<std::size_t>(f.rows());
+  const auto row_at = [&](std::size_t chunk) {  // the first row starting at or after this chunk
+    const std::size_t byte = std::min(file.size(), chunk * datamask::hash_chunk_bytes);
+    const std::size_t row = byte <= offset ? 0 : (byte - offset + row_bytes - 1) / row_bytes;
+    return std::min(row, static_cast<std::size_t>(f.rows()));
+  };
+  const std::size_t lo = row_at(first);
+  const std::size_t hi = row_at(last);
+  if (lo >= hi) return;
+  datamask::io::check_finite_values(f.path(), data.subspan(lo * row_bytes, (hi - lo) * row_bytes),
+                                    f.dtype() == datamask::io::npy_dtype::float16, f.cols(), threads,
+                                    static_cast<index_t>(lo));
+}
+
+/// Validates (every value finite) and hashes this reader's share of the embedding shards' bytes,
+/// and returns the hash of every shard, as hash_bytes gives it. The shards' 1 MiB hash chunks,
+/// in order over all shards, are split into `share.count` consecutive runs; reader
+/// `share.index` reads only its run, and `share.exchange` gives every reader all the chunk hashes
+/// in order, so every reader combines the same hashes one reader computes alone.
+inline std::vector<std::uint64_t> shard_hashes(const corpus& k, const read_share& share, int threads) {
+  std::vector<std::size_t> start{0};  // the first chunk of each shard, over all shards; then the total
+  for (const auto& f : k.shards) start.push_back(start.back() + datamask::hash_chunk_count(f.file_bytes().size()));
+  const std::size_t total = start.back();
+  const auto count = static_cast<std::size_t>(share.count);
+  const std::size_t lo = total * static_cast<std::size_t>(share.index) / count;
+  const std::size_t hi = total * static_cast<std::size_t>(share.index + 1) / count;
+  std::vector<std::uint64_t> mine;
+  for (std::size_t s = 0; s < k.shards.size(); ++s) {
+    const std::size_t first = std::clamp(lo, start[s], start[s + 1]) - start[s];
+    const std::size_t last = std::clamp(hi, start[s], start[s + 1]) - start[s];
+    if (first >= last) continue;
+    check_rows_in_chunks(k.shards[s], first, last, threads);
+    const auto h = datamask::hash_chunks(k.shards[s].file_bytes(), first, last, threads);
+    mine.insert(mine.end(), h.begin(), h.end());
+  }
+  const std::vector<std::uint64_t> all = count > 1 ? share.exchange(mine) : std::move(mine);
+  if (all.size() != total) {
+    throw std::logic_error(datamask::detail::concat("received ", all.size(), " chunk hashes, expected ", total));
+  }
+  std::vector<std::uint64_t> hashes;
+  for (std::size_t s = 0; s < k.shards.size(); ++s) {
+    hashes.push_back(datamask::combine_chunk_hashes(
+        k.shards[s].file_bytes().size(),
+        std::span<const std::uint64_t>(all).subspan(start[s], start[s + 1] - start[s])));
+  }
+  return hashes;
 }
 
 /// Reads one quality source into `k`: every column of a CSV file ("file (column)"), or a 1-D
@@ -178,14 +240,17 @@ inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::stri
 }  // namespace detail
 
 /// Opens, validates and hashes every input: the embedding shards, the quality columns, the ids.
-/// Throws invalid_input naming the file. The hash chains each file's bytes in that order.
-inline corpus load_corpus(const config& c) {
+/// Throws invalid_input naming the file. The hash chains each file's bytes in that order. Several
+/// readers (MPI ranks, `share`) split the reading of the embedding shards' bytes; each reads the
+/// quality columns and ids (8 bytes a row) whole.
+inline corpus load_corpus(const config& c, const read_share& share = {}) {
   const int threads = c.run.threads;
   corpus k;
   std::uint64_t h = mix64(0x64617461ull);
   const std::vector<std::string> files = detail::embedding_files(c.embeddings);
-  for (const auto& path : files) h = mix64(h ^ detail::add_shard(k, path, files[0], threads));
+  for (const auto& path : files) detail::open_shard(k, path, files[0]);
   k.shard_start.push_back(k.n);
+  for (const std::uint64_t s : detail::shard_hashes(k, share, threads)) h = mix64(h ^ s);
   const std::string rows_of = files.size() == 1 ? files[0] : "the embedding shards";
 
   for (const auto& q : c.quality) {

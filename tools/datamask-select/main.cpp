@@ -273,7 +273,10 @@ int run(int argc, char** argv, const mpi_world& world) {
   datamask::io::run_report rep;
   rep.configuration = configuration_json(c);
   const auto t_load = clock_type::now();
-  const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c);
+  // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
+  const read_share reading{world.rank(), world.size(),
+                           [&world](const std::vector<std::uint64_t>& mine) { return world.allgather(mine); }};
+  const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
   rep.seconds.emplace_back("load", seconds_since(t_load));
   rep.input_hash = k.hash;
   rep.rows = k.n;

@@ -6,16 +6,19 @@
 // started the process, the world is this one process. MPI is initialised only when a launcher
 // (mpirun, srun) started the process, so a plain run never pays for it nor depends on it.
 //
-// What the ranks exchange: nothing while they work (each rank loads and checks the inputs, and
-// computes the global prune threshold from every quality score, as one process does); at the
-// end each rank sends its finished blocks (spread.hpp's document) to rank 0, which writes the
-// outputs. A rank that fails aborts the job: mpirun then exits non-zero, and no output exists,
+// What the ranks exchange: while loading, the hashes of the 1 MiB chunks of the embedding shards
+// (each rank checks and hashes only its run of the chunks: corpus.hpp; 8 bytes per chunk); then
+// nothing while they work (each rank reads the quality columns and ids whole and computes the
+// global prune threshold from every quality score, as one process does); at the end each rank
+// sends its finished blocks (spread.hpp's document) to rank 0, which writes the outputs. A rank that fails aborts the job: mpirun then exits non-zero, and no output exists,
 // since rank 0 writes only after it has received every block.
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -120,6 +123,33 @@ class mpi_world {
       }
       all.push_back(std::move(s));
     }
+#endif
+    return all;
+  }
+
+  /// Every rank's `mine`, concatenated in rank order, on every rank (the hashes of the chunks of
+  /// the inputs each rank read: corpus.hpp).
+  [[nodiscard]] std::vector<std::uint64_t> allgather(const std::vector<std::uint64_t>& mine) const {
+    if (!spread()) return mine;
+    std::vector<std::uint64_t> all;
+#if DATAMASK_SELECT_MPI
+    if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+      throw std::length_error("allgather: too many values for one rank");
+    }
+    const int n = static_cast<int>(mine.size());
+    std::vector<int> counts(static_cast<std::size_t>(size_));
+    MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::vector<int> at(counts.size(), 0);
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (total > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+        throw std::length_error("allgather: too many values in all");
+      }
+      at[r] = static_cast<int>(total);
+      total += static_cast<std::size_t>(counts[r]);
+    }
+    all.resize(total);
+    MPI_Allgatherv(mine.data(), n, MPI_UINT64_T, all.data(), counts.data(), at.data(), MPI_UINT64_T, MPI_COMM_WORLD);
 #endif
     return all;
   }

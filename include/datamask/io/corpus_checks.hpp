@@ -23,9 +23,10 @@ namespace datamask::io {
 
 /// @brief Throws invalid_input naming `name` at the first value of a row-major float32 (or,
 /// with `half`, float16) array of `cols` columns that is NaN or infinite; reads the raw bits
-/// (no conversion), in parallel chunks.
+/// (no conversion), in parallel chunks. `first_row`: the row `bytes` starts at, for a part of an
+/// array (the message names rows of the whole array).
 inline void check_finite_values(const std::string& name, std::span<const unsigned char> bytes, bool half,
-                                index_t cols, int threads) {
+                                index_t cols, int threads, index_t first_row = 0) {
   const std::size_t item = half ? 2 : 4;
   const std::size_t count = bytes.size() / item;
   constexpr std::size_t chunk = std::size_t{1} << 18;
@@ -59,7 +60,7 @@ inline void check_finite_values(const std::string& name, std::span<const unsigne
   for (std::size_t c = 0; c < bad.size(); ++c) {
     const std::int64_t b = bad[c];
     if (b < 0) continue;
-    throw invalid_input(name, ::datamask::detail::concat("row ", b / cols, ", column ", b % cols, " is ",
+    throw invalid_input(name, ::datamask::detail::concat("row ", first_row + b / cols, ", column ", b % cols, " is ",
                                              nan[c] != 0 ? "NaN" : "infinite", "; every value must be finite"));
   }
 }
