@@ -12,7 +12,8 @@
 /// f has a relaxation (`relaxable_objective`), the exact gradient of F costs one or two passes
 /// over the block and carries a separate signal for every item.
 ///
-/// Layout: `optimize` is the core (any relaxed function, any candidate set); `read_out` and
+/// Layout: `ascend_from` is the core (any relaxed function, any candidate set, from the first
+/// iterate, as `optimize` runs it, or from a snapshot's `continuous_iterate`); `read_out` and
 /// `polish_swaps` are the two finishing steps; `continuous_learner` runs the three between the
 /// phases every optimiser shares (phases.hpp), so S, the kept rows, the scales and the reported
 /// f are those of the policy-gradient learner. Its settings (`continuous_settings`,
@@ -93,8 +94,8 @@ struct continuous_iterate {
   }
 
   /// @brief The inverse of `pack` for a block of n rows ascended with `cfg`.
-  /// @throws invalid_input ("continuous_state") when `values` does not hold that many values,
-  ///         or for a state `validate` refuses
+  /// @throws invalid_input ("continuous_state") when `values` does not hold that many values
+  ///         (`ascend_from` checks the rest when it starts from the iterate)
   [[nodiscard]] static continuous_iterate unpack(std::span<const double> values, index_t n,
                                                  const continuous_settings& cfg, index_t iteration,
                                                  std::vector<double> relaxed) {
