@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // block_select.hpp: the run-level rules every front end shares (objective weights, auto
 // optimizer, corpus plan), a block's selection through each optimizer against the evaluation of
-// its rows, the stop hook, and a policy-gradient block resumed from a snapshot against the
-// uninterrupted run.
+// its rows, the stop hook, and a policy-gradient or continuous block resumed from a snapshot
+// against the uninterrupted run.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -183,4 +184,112 @@ TEST_CASE("select_block: a pg block resumed from a snapshot selects what the who
   CHECK(resumed.ids == whole.ids);
   CHECK(resumed.objective == whole.objective);
   CHECK(resumed.history.size() == whole.history.size());
+}
+
+namespace {
+
+/// A snapshot as a front end stores it: what `block_hooks::on_snapshot` received.
+struct stored_snapshot {
+  index_t step = 0;
+  std::vector<double> state;
+  std::vector<dm::step_record> history;
+  dm::best_rollout best;
+};
+
+dm::block_hooks resume_from(const stored_snapshot& snap, index_t& steps_after) {
+  dm::block_hooks h;
+  h.resume = [&snap](dm::block_result& r, index_t& step, std::vector<double>& state, dm::best_rollout& best) {
+    step = snap.step;
+    state = snap.state;
+    r.history = snap.history;
+    best = snap.best;
+    return true;
+  };
+  h.on_step = [&steps_after](const dm::step_record&) { ++steps_after; };
+  return h;
+}
+
+void check_same_run(const dm::block_result& a, const dm::block_result& b) {
+  CHECK(a.ids == b.ids);
+  CHECK(a.objective == b.objective);
+  CHECK(a.steps_run == b.steps_run);
+  REQUIRE(a.history.size() == b.history.size());
+  for (std::size_t t = 0; t < a.history.size(); ++t) {
+    INFO("history record " << t);
+    CHECK(a.history[t].step == b.history[t].step);
+    CHECK(a.history[t].lr == b.history[t].lr);
+    CHECK(a.history[t].reward_mean == b.history[t].reward_mean);
+    CHECK(a.history[t].reward_max == b.history[t].reward_max);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("select_block: a continuous block stopped at iteration k and resumed is the whole run, history included",
+          "[block_select]") {
+  const block blk = random_block(300, 8, 7);
+  struct variant {
+    const char* name;
+    dm::objective_weights w;
+    dm::step_rule rule;
+    dm::continuous_parameterization par;
+  };
+  const dm::objective_weights pairwise{1.0, 0.0, 0.0};
+  const dm::objective_weights disf{0.0, 0.0, 1.0};
+  const dm::continuous_settings defaults;
+  for (const variant& v : {variant{"pairwise, default", pairwise, defaults.rule, defaults.parameterization},
+                           variant{"pairwise, adam", pairwise, dm::step_rule::adam, defaults.parameterization},
+                           variant{"disf, default", disf, defaults.rule, defaults.parameterization},
+                           variant{"disf, adam", disf, dm::step_rule::adam, defaults.parameterization},
+                           variant{"disf, adam on logits", disf, dm::step_rule::adam,
+                                   dm::continuous_parameterization::logits}}) {
+    INFO(v.name);
+    dm::block_run_settings s;
+    s.optimizer = dm::block_optimizer::continuous;
+    s.weights = v.w;
+    s.ascent.iterations = 40;
+    s.ascent.rule = v.rule;
+    s.ascent.parameterization = v.par;
+    // The uninterrupted run; its snapshot at the last iteration (hooks change nothing).
+    std::map<index_t, stored_snapshot> snaps;
+    dm::block_hooks watch;
+    watch.snapshot_every = 20;
+    auto keep = [&snaps](const dm::block_result& r, index_t it, std::span<const double> state,
+                         const dm::best_rollout& best) {
+      snaps[it] = stored_snapshot{it, {state.begin(), state.end()}, r.history, best};
+    };
+    watch.on_snapshot = keep;
+    const dm::block_result whole = dm::select_block(blk.problem(), 1, 30, std::nullopt, s, watch);
+    check_same_run(whole, dm::select_block(blk.problem(), 1, 30, std::nullopt, s));
+    REQUIRE(whole.history.size() == 40);
+    const stored_snapshot last = snaps.at(40);
+    // Stopped after iteration 17 (a signal): snapshots at 10 and at 17.
+    snaps.clear();
+    dm::block_hooks first;
+    first.snapshot_every = 10;
+    first.on_snapshot = keep;
+    index_t done = 0;
+    first.on_step = [&](const dm::step_record&) { ++done; };
+    first.stop = [&] { return done >= 17; };
+    CHECK_THROWS_AS(dm::select_block(blk.problem(), 1, 30, std::nullopt, s, first), dm::run_stopped);
+    REQUIRE(snaps.size() == 2);
+    REQUIRE(snaps.count(10) == 1);
+    REQUIRE(snaps.count(17) == 1);
+    CHECK(snaps.at(17).history.size() == 17);
+    CHECK_FALSE(snaps.at(17).best.rows.empty());  // the tracked read-out travels with the state
+    for (const auto& [k, snap] : std::map<index_t, stored_snapshot>{{10, snaps.at(10)}, {17, snaps.at(17)}, {40, last}}) {
+      INFO("resumed after iteration " << k);
+      index_t after = 0;
+      const dm::block_result resumed =
+          dm::select_block(blk.problem(), 1, 30, std::nullopt, s, resume_from(snap, after));
+      CHECK(after == 40 - k);
+      check_same_run(resumed, whole);
+    }
+    // A state that does not fit the block and the settings is refused, not half-used.
+    stored_snapshot bad = snaps.at(17);
+    bad.state.pop_back();
+    index_t after = 0;
+    CHECK_THROWS_WITH(dm::select_block(blk.problem(), 1, 30, std::nullopt, s, resume_from(bad, after)),
+                      Catch::Contains("continuous_state"));
+  }
 }

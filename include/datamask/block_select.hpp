@@ -235,14 +235,21 @@ struct block_hooks {
   /// Polled after every step or iteration and, for the greedy baselines, about every 0.1 s:
   /// returning true stops the block (`run_stopped` is thrown once the optimizer returns).
   std::function<bool()> stop;
-  /// Policy gradient only: logits snapshot every this many steps (0: only when stopped).
+  // Snapshots and resume serve both learners through one pair of hooks: a learner's state is a
+  // vector of doubles the front end stores and hands back unread (policy gradient: the logits,
+  // one per row; continuous: `continuous_iterate::pack()`), with the step or iteration, the
+  // history and the best selection so far, so a checkpoint store has one format for both.
+  // The optimizer is part of a run's settings: a state comes back to the learner that saved it.
+
+  /// Learners only: a snapshot every this many steps or iterations (0: only when stopped).
   index_t snapshot_every = 0;
-  /// Policy gradient only: receives the block (its history so far), the step, the logits and
-  /// the best rollout, every `snapshot_every` steps and at the step at which `stop` ended it.
+  /// Learners only: receives the block (its history so far), the step or iteration, the
+  /// learner's state and its best selection so far (pg: the best rollout; continuous: the best
+  /// tracked read-out), every `snapshot_every` steps and at the step at which `stop` ended it.
   std::function<void(const block_result&, index_t, std::span<const double>, const best_rollout&)> on_snapshot;
-  /// Policy gradient only, before the block starts: fills the last step done, its logits, the
-  /// history and the best rollout of an earlier run of this block and returns true to continue
-  /// it (the result is that of an uninterrupted run); false to start afresh.
+  /// Learners only, before the block starts: fills the last step done, the state, the history
+  /// and the best selection of a snapshot of this block and returns true to continue it (the
+  /// result, history included, is that of an uninterrupted run); false to start afresh.
   std::function<bool(block_result&, index_t&, std::vector<double>&, best_rollout&)> resume;
   /// After a block's kNN graph is built (`block_run_settings::neighbors`): the graph and the
   /// seconds it took.
@@ -343,24 +350,38 @@ inline std::vector<index_t> learn(const problem<float>& p, options& o, const blo
   return take(std::move(res), r, scales);
 }
 
-/// The continuous learner. Its mix holds only the relaxable objectives (dense facility location
-/// is refused by `resolve_optimizer`); its terms are those of the standard mix, whose dense
-/// facility term then weighs 0.
+/// The continuous learner, resumed from the hook's state when it has one. Its mix holds only the
+/// relaxable objectives (dense facility location is refused by `resolve_optimizer`); its terms
+/// are those of the standard mix, whose dense facility term then weighs 0.
 inline std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
                                    const standard_mix& sm, const block_hooks& h, stop_latch& stop, block_result& r,
                                    std::vector<double>& scales) {
   continuous_options co;
   static_cast<settings&>(co.common) = static_cast<const settings&>(o);
+  co.common.snapshot_every = h.snapshot_every;
   co.ascent = s.ascent;
   co.polish = s.polish;
+  if (h.resume) {
+    index_t done = 0;
+    std::vector<double> state;
+    if (h.resume(r, done, state, co.initial_best)) {
+      // The relaxed values of the iterations done are the history's (one record per iteration).
+      std::vector<double> relaxed;
+      for (const step_record& rec : r.history) relaxed.push_back(rec.reward_mean);
+      co.initial = continuous_iterate::unpack(state, p.embeddings.rows, s.ascent, done, std::move(relaxed));
+    }
+  }
   co.on_step = [&](const continuous_step_info& si) {
     r.history.push_back(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
     if (h.on_step) h.on_step(r.history.back());
   };
   co.stop = [&](const continuous_step_info&) { return stop(); };
+  co.on_snapshot = [&](const continuous_iterate& it, const best_rollout& best) {
+    if (h.on_snapshot) h.on_snapshot(r, it.iteration, it.pack(), best);
+  };
   const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
                      weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]});
-  const basic_continuous_learner<eigen_backend> L(co);
+  const basic_continuous_learner<eigen_backend> L(std::move(co));
   auto res = L.select(p, m);
   if (stop()) throw run_stopped();
   return take(std::move(res), r, scales);

@@ -12,7 +12,8 @@
 /// f has a relaxation (`relaxable_objective`), the exact gradient of F costs one or two passes
 /// over the block and carries a separate signal for every item.
 ///
-/// Layout: `optimize` is the core (any relaxed function, any candidate set); `read_out` and
+/// Layout: `ascend_from` is the core (any relaxed function, any candidate set, from the first
+/// iterate, as `optimize` runs it, or from a snapshot's `continuous_iterate`); `read_out` and
 /// `polish_swaps` are the two finishing steps; `continuous_learner` runs the three between the
 /// phases every optimiser shares (phases.hpp), so S, the kept rows, the scales and the reported
 /// f are those of the policy-gradient learner. Its settings (`continuous_settings`,
@@ -65,18 +66,89 @@ struct continuous_step_info {
   double integrality = 0.0; ///< sum_i p_i (1 - p_i) / S after the step: 0 when p is integral
 };
 
+/// @brief Everything the ascent carries from one iteration to the next, after `iteration`
+/// iterations: a run continued from it (`ascend_from`, `continuous_options::initial`) computes
+/// what the run that saved it computes, bit for bit, because an iteration reads nothing else
+/// (the relaxation keeps nothing between calls, the step size is a function of the iteration).
+struct continuous_iterate {
+  index_t iteration = 0;        ///< iterations done
+  std::vector<double> p;        ///< inclusion probabilities after the last step, one per row
+  /// Logits parameterisation: L, one per row, with p = sigmoid(L - tau) on the candidates;
+  /// projected: empty (the iterate is p itself).
+  std::vector<double> logits;
+  double tau = 0.0;             ///< logits: the shift of the last step (sum p = S)
+  std::vector<double> m1;       ///< Adam's first moments, one per row; other step rules: empty
+  std::vector<double> m2;       ///< Adam's second moments
+  std::vector<double> relaxed;  ///< F(p) of each iteration done, before its step
+
+  /// @brief The per-row vectors and tau as one vector of doubles, for a front end that stores a
+  /// learner's state without knowing its parts: p, then (logits) L and tau, then (Adam) m1
+  /// and m2. `iteration` and `relaxed` are not in it (a block's step and history carry them).
+  [[nodiscard]] std::vector<double> pack() const {
+    std::vector<double> v(p);
+    v.insert(v.end(), logits.begin(), logits.end());
+    if (!logits.empty()) v.push_back(tau);
+    v.insert(v.end(), m1.begin(), m1.end());
+    v.insert(v.end(), m2.begin(), m2.end());
+    return v;
+  }
+
+  /// @brief The inverse of `pack` for a block of n rows ascended with `cfg`.
+  /// @throws invalid_input ("continuous_state") when `values` does not hold that many values
+  ///         (`ascend_from` checks the rest when it starts from the iterate)
+  [[nodiscard]] static continuous_iterate unpack(std::span<const double> values, index_t n,
+                                                 const continuous_settings& cfg, index_t iteration,
+                                                 std::vector<double> relaxed) {
+    const bool logit = cfg.parameterization == continuous_parameterization::logits;
+    const bool adam = cfg.rule == step_rule::adam;
+    const auto nn = static_cast<std::size_t>(n);
+    const std::size_t expected = nn * (1 + (logit ? 1 : 0) + (adam ? 2 : 0)) + (logit ? 1 : 0);
+    DATAMASK_EXPECTS(values.size() == expected, "continuous_state", "has ", values.size(),
+                     " values, expected ", expected, " for ", n, " rows (", enum_name(cfg.parameterization),
+                     ", step rule ", enum_name(cfg.rule), ")");
+    continuous_iterate it;
+    it.iteration = iteration;
+    it.relaxed = std::move(relaxed);
+    auto next = [&, at = std::size_t{0}](std::size_t count) mutable {
+      std::vector<double> part(values.begin() + static_cast<std::ptrdiff_t>(at),
+                               values.begin() + static_cast<std::ptrdiff_t>(at + count));
+      at += count;
+      return part;
+    };
+    it.p = next(nn);
+    if (logit) {
+      it.logits = next(nn);
+      it.tau = next(1)[0];
+    }
+    if (adam) {
+      it.m1 = next(nn);
+      it.m2 = next(nn);
+    }
+    return it;
+  }
+};
+
 /// @brief Settings of `continuous_learner`.
 struct continuous_options {
   /// The settings shared with the policy-gradient learner: ratio or count, lambda, prune or
   /// prune_threshold, scaling and scales, calibration_subsets, quality aggregate, seed and block
   /// (they key the calibration subsets), active_fraction and min_active (the calibration
-  /// batch), threads, normalized. Its rollout settings (rollouts, steps, init, readout, on_step,
-  /// stop, snapshots) are not used.
+  /// batch), threads, normalized, and snapshot_every (here in iterations). Its rollout settings
+  /// and hooks (rollouts, steps, init, readout, on_step, stop, on_snapshot, first_step,
+  /// initial_logits, initial_best) are not used: the members below take their place.
   options common;
   continuous_settings ascent;
   polish_settings polish;
   std::function<void(const continuous_step_info&)> on_step;  ///< after each iteration
   std::function<bool(const continuous_step_info&)> stop;     ///< return true to stop early
+  /// Checkpoints, as `options::on_snapshot` for the policy gradient: the whole iterate and the
+  /// best tracked read-out (rows and f; `continuous_settings::track_every`), every
+  /// `common.snapshot_every` iterations and after the iteration at which `stop` ended the run.
+  std::function<void(const continuous_iterate&, const best_rollout&)> on_snapshot;
+  /// A run to continue: a snapshot's iterate (empty `p`: start afresh) and best read-out. The
+  /// selection and the history are those of the uninterrupted run.
+  continuous_iterate initial;
+  best_rollout initial_best;
 };
 
 /// @brief The iterate after `optimize`.
@@ -222,8 +294,152 @@ inline std::vector<index_t> top_by(std::span<const double> key, std::span<const 
 
 }  // namespace detail::continuous
 
+namespace detail::continuous {
+
+/// Refuses an iterate that cannot be the ascent's state after `it.iteration` iterations of `cfg`
+/// on n rows restricted to `candidates` (input name "continuous_state"): a damaged or foreign
+/// snapshot would otherwise give a silently wrong selection.
+inline void check_iterate(const continuous_iterate& it, index_t n, std::span<const index_t> candidates,
+                          const continuous_settings& cfg) {
+  const char* input = "continuous_state";
+  const auto nn = static_cast<std::size_t>(n);
+  const bool logit = cfg.parameterization == continuous_parameterization::logits;
+  const bool adam = cfg.rule == step_rule::adam;
+  DATAMASK_EXPECTS(it.iteration >= 0 && it.iteration <= cfg.iterations, input, "is at iteration ", it.iteration,
+                   ", outside [0, ", cfg.iterations, "]");
+  DATAMASK_EXPECTS(it.relaxed.size() == static_cast<std::size_t>(it.iteration), input, "has ", it.relaxed.size(),
+                   " relaxed values for ", it.iteration, " iterations");
+  DATAMASK_EXPECTS(it.p.size() == nn && it.logits.size() == (logit ? nn : 0) && it.m1.size() == (adam ? nn : 0) &&
+                       it.m2.size() == it.m1.size(),
+                   input, "does not hold one p", logit ? ", logit" : "", adam ? ", and two Adam moments" : "",
+                   " per row (", n, " rows)");
+  DATAMASK_EXPECTS(std::isfinite(it.tau), input, "tau is not finite");
+  std::vector<char> cand(nn, 0);
+  for (index_t i : candidates) cand[static_cast<std::size_t>(i)] = 1;
+  for (std::size_t i = 0; i < nn; ++i) {
+    DATAMASK_EXPECTS(it.p[i] >= 0.0 && it.p[i] <= 1.0 && (cand[i] || it.p[i] == 0.0), input, "p of row ", i, " is ",
+                     it.p[i], cand[i] ? ", outside [0, 1]" : ", but the row is not a candidate");
+    DATAMASK_EXPECTS((!logit || std::isfinite(it.logits[i])) && (!adam || (std::isfinite(it.m1[i]) &&
+                                                                          std::isfinite(it.m2[i]) && it.m2[i] >= 0.0)),
+                     input, "row ", i, " has a non-finite logit or moment");
+  }
+}
+
+}  // namespace detail::continuous
+
+/// @brief The ascent's first iterate on n rows: p = S / m on each of the m candidates (0 on the
+/// other rows), zero logits and moments, no iteration done.
+[[nodiscard]] inline continuous_iterate first_iterate(index_t n, std::span<const index_t> candidates, index_t s,
+                                                      const continuous_settings& cfg) {
+  const auto nn = static_cast<std::size_t>(n);
+  continuous_iterate it;
+  it.p.assign(nn, 0.0);
+  for (index_t i : candidates) it.p[i] = static_cast<double>(s) / static_cast<double>(candidates.size());
+  if (cfg.parameterization == continuous_parameterization::logits) it.logits.assign(nn, 0.0);
+  if (cfg.rule == step_rule::adam) {
+    it.m1.assign(nn, 0.0);
+    it.m2.assign(nn, 0.0);
+  }
+  return it;
+}
+
+/// @brief What `ascend_from` calls back. Every member may be empty.
+struct ascent_hooks {
+  std::function<void(const continuous_step_info&)> on_step;  ///< after each iteration
+  std::function<bool(const continuous_step_info&)> stop;     ///< return true to stop early
+  /// After each step, before `on_step`: the iteration and the new p.
+  std::function<void(index_t, std::span<const double>)> on_iterate;
+  /// The whole iterate every `snapshot_every` iterations (0: never) and after the iteration at
+  /// which `stop` ended the run, after `on_iterate`, `on_step` and `stop`.
+  index_t snapshot_every = 0;
+  std::function<void(const continuous_iterate&)> on_snapshot;
+};
+
+/// @brief The continuous ascent from a given iterate (`first_iterate`, or a snapshot's) to
+/// `cfg.iterations`: see `optimize`. The result after a snapshot at iteration k continued from
+/// it is the result of the run that took the snapshot, bit for bit (history included).
+/// @throws invalid_input for bad settings, or ("continuous_state") an iterate that does not fit
+///         n, the candidates and `cfg`
+template <class Relaxed>
+  requires std::is_invocable_r_v<double, const Relaxed&, std::span<const double>, std::span<double>>
+[[nodiscard]] continuous_state ascend_from(const Relaxed& relaxed, index_t n, std::span<const index_t> candidates,
+                                           index_t s, const continuous_settings& cfg, continuous_iterate it,
+                                           const ascent_hooks& hooks = {}) {
+  validate(cfg);
+  DATAMASK_EXPECTS(static_cast<index_t>(candidates.size()) >= s && s >= 1, "candidates", "has ",
+                   candidates.size(), " rows, fewer than S = ", s);
+  detail::continuous::check_iterate(it, n, candidates, cfg);
+  namespace dc = detail::continuous;
+  const auto sd = static_cast<double>(s);
+  const auto nn = static_cast<std::size_t>(n);
+  const bool logit = cfg.parameterization == continuous_parameterization::logits;
+  // The iterate the step moves: L, or (projected) p before its projection.
+  std::vector<double> projected;
+  if (!logit) projected = it.p;
+  std::vector<double>& x = logit ? it.logits : projected;
+  std::vector<double> grad(nn, 0.0);
+  std::vector<double> h(nn, 0.0);
+  std::vector<double>& m1 = it.m1;
+  std::vector<double>& m2 = it.m2;
+  continuous_state st;
+  it.relaxed.reserve(static_cast<std::size_t>(cfg.iterations));
+  for (index_t t = it.iteration + 1; t <= cfg.iterations; ++t) {
+    const double val = relaxed(std::span<const double>(it.p), std::span<double>(grad));
+    it.relaxed.push_back(val);
+    const double lr = dc::step_size(cfg, t);
+    double hmax = 0.0;
+    for (index_t i : candidates) {
+      h[i] = logit ? it.p[i] * (1.0 - it.p[i]) * grad[i] : grad[i];
+      hmax = std::max(hmax, std::abs(h[i]));
+    }
+    if (cfg.rule == step_rule::plain) {
+      for (index_t i : candidates) x[i] += lr * h[i];
+    } else if (cfg.rule == step_rule::normalized) {
+      if (hmax > 0.0) {
+        for (index_t i : candidates) x[i] += lr * h[i] / hmax;
+      }
+    } else {
+      const double c1 = 1.0 - std::pow(cfg.beta1, static_cast<double>(t));
+      const double c2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(t));
+      for (index_t i : candidates) {
+        m1[i] = cfg.beta1 * m1[i] + (1.0 - cfg.beta1) * h[i];
+        m2[i] = cfg.beta2 * m2[i] + (1.0 - cfg.beta2) * h[i] * h[i];
+        x[i] += lr * (m1[i] / c1) / (std::sqrt(m2[i] / c2) + cfg.epsilon);
+      }
+    }
+    if (logit) {
+      it.tau = dc::sigmoid_shift(x, candidates, sd, it.p);
+    } else {
+      dc::project_capped_simplex(x, candidates, sd, it.p);
+      for (index_t i : candidates) x[i] = it.p[i];
+    }
+    double integ = 0.0;
+    for (index_t i : candidates) integ += it.p[i] * (1.0 - it.p[i]);
+    it.iteration = t;
+    if (hooks.on_iterate) hooks.on_iterate(t, std::span<const double>(it.p));
+    const continuous_step_info info{t, cfg.iterations, lr, val, integ / sd};
+    if (hooks.on_step) hooks.on_step(info);
+    const bool stopping = hooks.stop && hooks.stop(info);
+    if (hooks.on_snapshot && (stopping || (hooks.snapshot_every > 0 && t % hooks.snapshot_every == 0))) {
+      hooks.on_snapshot(it);
+    }
+    if (stopping) {
+      st.stopped_early = t < cfg.iterations;
+      break;
+    }
+  }
+  st.iterations_run = it.iteration;
+  if (logit) {
+    st.logits.assign(nn, -std::numeric_limits<double>::infinity());
+    for (index_t i : candidates) st.logits[i] = x[i] - it.tau;
+  }
+  st.p = std::move(it.p);
+  st.relaxed = std::move(it.relaxed);
+  return st;
+}
+
 /// @brief The continuous ascent: maximises a relaxed function F over {0 <= p <= 1, sum p = S}
-/// restricted to `candidates` (other rows hold p = 0).
+/// restricted to `candidates` (other rows hold p = 0), from `first_iterate`.
 ///
 /// @param relaxed callable `double(std::span<const double> p, std::span<double> grad)`: F(p),
 ///        and dF/dp written for every row (deterministic)
@@ -243,77 +459,8 @@ template <class Relaxed>
                                         const std::function<void(const continuous_step_info&)>& on_step = {},
                                         const std::function<bool(const continuous_step_info&)>& stop = {},
                                         const std::function<void(index_t, std::span<const double>)>& on_iterate = {}) {
-  validate(cfg);
-  DATAMASK_EXPECTS(static_cast<index_t>(candidates.size()) >= s && s >= 1, "candidates", "has ",
-                   candidates.size(), " rows, fewer than S = ", s);
-  namespace dc = detail::continuous;
-  const auto m = static_cast<double>(candidates.size());
-  const auto sd = static_cast<double>(s);
-  const auto nn = static_cast<std::size_t>(n);
-  continuous_state st;
-  st.p.assign(nn, 0.0);
-  const bool logit = cfg.parameterization == continuous_parameterization::logits;
-  std::vector<double> x(nn, 0.0);  // the iterate: p or L
-  for (index_t i : candidates) st.p[i] = sd / m;
-  if (!logit) {
-    for (index_t i : candidates) x[i] = st.p[i];
-  }
-  std::vector<double> grad(nn, 0.0);
-  std::vector<double> h(nn, 0.0);
-  std::vector<double> m1;
-  std::vector<double> m2;
-  if (cfg.rule == step_rule::adam) {
-    m1.assign(nn, 0.0);
-    m2.assign(nn, 0.0);
-  }
-  double tau = 0.0;
-  st.relaxed.reserve(static_cast<std::size_t>(cfg.iterations));
-  for (index_t t = 1; t <= cfg.iterations; ++t) {
-    const double val = relaxed(std::span<const double>(st.p), std::span<double>(grad));
-    st.relaxed.push_back(val);
-    const double lr = dc::step_size(cfg, t);
-    double hmax = 0.0;
-    for (index_t i : candidates) {
-      h[i] = logit ? st.p[i] * (1.0 - st.p[i]) * grad[i] : grad[i];
-      hmax = std::max(hmax, std::abs(h[i]));
-    }
-    if (cfg.rule == step_rule::plain) {
-      for (index_t i : candidates) x[i] += lr * h[i];
-    } else if (cfg.rule == step_rule::normalized) {
-      if (hmax > 0.0) {
-        for (index_t i : candidates) x[i] += lr * h[i] / hmax;
-      }
-    } else {
-      const double c1 = 1.0 - std::pow(cfg.beta1, static_cast<double>(t));
-      const double c2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(t));
-      for (index_t i : candidates) {
-        m1[i] = cfg.beta1 * m1[i] + (1.0 - cfg.beta1) * h[i];
-        m2[i] = cfg.beta2 * m2[i] + (1.0 - cfg.beta2) * h[i] * h[i];
-        x[i] += lr * (m1[i] / c1) / (std::sqrt(m2[i] / c2) + cfg.epsilon);
-      }
-    }
-    if (logit) {
-      tau = dc::sigmoid_shift(x, candidates, sd, st.p);
-    } else {
-      dc::project_capped_simplex(x, candidates, sd, st.p);
-      for (index_t i : candidates) x[i] = st.p[i];
-    }
-    double integ = 0.0;
-    for (index_t i : candidates) integ += st.p[i] * (1.0 - st.p[i]);
-    st.iterations_run = t;
-    if (on_iterate) on_iterate(t, std::span<const double>(st.p));
-    const continuous_step_info info{t, cfg.iterations, lr, val, integ / sd};
-    if (on_step) on_step(info);
-    if (stop && stop(info)) {
-      st.stopped_early = t < cfg.iterations;
-      break;
-    }
-  }
-  if (logit) {
-    st.logits.assign(nn, -std::numeric_limits<double>::infinity());
-    for (index_t i : candidates) st.logits[i] = x[i] - tau;
-  }
-  return st;
+  return ascend_from(relaxed, n, candidates, s, cfg, first_iterate(n, candidates, s, cfg),
+                     ascent_hooks{on_step, stop, on_iterate, 0, {}});
 }
 
 /// @brief The read-out: the S candidates with the largest key (p, or the logits, which order
@@ -890,19 +1037,24 @@ class basic_continuous_learner {
     for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
     f.set_scales(scales);
     const auto relaxed = relaxed_objective(f, s, o.threads);
-    std::vector<index_t> best_rows;
-    double best_f = -std::numeric_limits<double>::infinity();
+    best_rollout best = opt_.initial_best;  // the best tracked read-out: rows and f
+    phases::check_resumed_best(blk, best, "initial_best");
     const index_t every = opt_.ascent.track_every;
-    auto track = [&](index_t t, std::span<const double> pcur) {
+    ascent_hooks hooks{opt_.on_step, opt_.stop, {}, o.snapshot_every, {}};
+    hooks.on_iterate = [&](index_t t, std::span<const double> pcur) {
       if (every == 0 || t % every != 0) return;
       std::vector<index_t> r = read_out(pcur, f.ids(), blk.kept, s);
       const double fv = f(std::span<const index_t>(r));
-      if (fv > best_f) {
-        best_f = fv;
-        best_rows = std::move(r);
+      if (fv > best.reward) {
+        best.reward = fv;
+        best.rows = std::move(r);
       }
     };
-    continuous_state st = optimize(relaxed, blk.rows(), blk.kept, s, opt_.ascent, opt_.on_step, opt_.stop, track);
+    if (opt_.on_snapshot) hooks.on_snapshot = [&](const continuous_iterate& it) { opt_.on_snapshot(it, best); };
+    continuous_state st = ascend_from(relaxed, blk.rows(), blk.kept, s, opt_.ascent,
+                                      opt_.initial.p.empty() ? first_iterate(blk.rows(), blk.kept, s, opt_.ascent)
+                                                             : opt_.initial,
+                                      hooks);
     res.steps_run = st.iterations_run;
     res.stopped_early = st.stopped_early;
     res.history.reserve(st.relaxed.size());
@@ -922,7 +1074,7 @@ class basic_continuous_learner {
     // Projected: p itself (ties among the exact ones go to the smaller id); logits: L - tau,
     // which orders as p does but does not round to 1.
     std::vector<index_t> rows = read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s);
-    return polish_best(f, relaxed, blk.kept, std::move(rows), std::move(best_rows), best_f);
+    return polish_best(f, relaxed, blk.kept, std::move(rows), std::move(best.rows), best.reward);
   }
 
   /// Polishes the final read-out and the best tracked one (when it is another set); the better

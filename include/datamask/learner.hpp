@@ -193,16 +193,7 @@ class basic_learner {
                     opt_.readout == readout_mode::top_logits;
     if (!st.track_best) return;
     st.best = opt_.initial_best;
-    DATAMASK_EXPECTS(st.best.rows.empty() ||
-                         static_cast<index_t>(st.best.rows.size()) == st.blk.selected,
-                     "initial_best", "has ", st.best.rows.size(), " rows, expected S = ",
-                     st.blk.selected);
-    // From a snapshot: every row must exist, be kept, and appear once.
-    for (index_t r : detail::sorted_distinct_rows(st.best.rows, st.blk.rows(), "initial_best")) {
-      DATAMASK_EXPECTS(std::binary_search(st.blk.kept.begin(), st.blk.kept.end(), r),
-                       "initial_best", "row ", r, " was pruned (quality below the threshold ",
-                       st.blk.prune_threshold, ")");
-    }
+    phases::check_resumed_best(st.blk, st.best, "initial_best");
   }
 
   /// Per-step buffers of the loop.

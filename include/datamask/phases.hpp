@@ -168,6 +168,18 @@ inline std::vector<double> initial_logits(const block_plan& blk, const settings&
   return init;
 }
 
+/// @brief Checks a best selection carried over from a snapshot (both learners resume one):
+/// empty, or S distinct rows of the block, each kept.
+/// @throws invalid_input (`input`) otherwise
+inline void check_resumed_best(const block_plan& blk, const best_rollout& best, const char* input) {
+  DATAMASK_EXPECTS(best.rows.empty() || static_cast<index_t>(best.rows.size()) == blk.selected, input, "has ",
+                   best.rows.size(), " rows, expected S = ", blk.selected);
+  for (index_t r : detail::sorted_distinct_rows(best.rows, blk.rows(), input)) {
+    DATAMASK_EXPECTS(std::binary_search(blk.kept.begin(), blk.kept.end(), r), input, "row ", r,
+                     " was pruned (quality below the threshold ", blk.prune_threshold, ")");
+  }
+}
+
 /// @brief The block in the backend's memory: the dataset, the kept rows and the combined
 /// quality (when f has a quality term).
 template <backend B, class T>

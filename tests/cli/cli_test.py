@@ -755,7 +755,8 @@ def test_continuous_refusals():
     refused(base + ["--optimizer", "pg", "--iterations", "10"], ["--iterations", "--optimizer continuous"])
     refused(base + ["--optimizer", "greedy", "--no-polish"], ["--polish", "--optimizer continuous"])
     refused(base + ["--optimizer", "continuous", "--scaling", "group"], ["--scaling", "group"])
-    refused(base + ["--checkpoint", path("ck"), "--checkpoint-every", "5"], ["--checkpoint-every", "whole blocks"])
+    refused(base + ["--optimizer", "greedy", "--checkpoint", path("ck"), "--checkpoint-every", "5"],
+            ["--checkpoint-every", "whole blocks"])
     for extra, names in [(["--iterations", "-1"], ["--iterations"]), (["--step-size", "0"], ["--step-size"]),
                          (["--step-rule", "newton"], ["--step-rule"]), (["--adam-beta1", "1"], ["--adam-beta1"]),
                          (["--polish-candidates", "0"], ["--polish-candidates"]),
@@ -766,23 +767,39 @@ def test_continuous_refusals():
 
 
 def test_continuous_interrupt():
-    # Continuous blocks are checkpointed whole: SIGINT after block 0 finished exits 130 with no
-    # output; --resume skips block 0 and reruns block 1 from its start, to the uninterrupted
-    # selection.
+    # The continuous learner's snapshots (--checkpoint-every iterations; p, the logits, Adam's
+    # moments, the best read-out): SIGINT inside block 0 saves its iterate, exit 130, no output;
+    # --resume continues block 0 from that iteration, is killed inside block 1, and a second
+    # --resume gives the uninterrupted run's ids and log (its history) exactly.
     rows, q, ids = make_corpus(2400, 16, seed=9)
     e = npy_f32(path("emb.npy"), rows)
     qf = npy_vec(path("q.npy"), q)
     idf = npy_vec(path("ids.npy"), ids, "<i8")
     base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--block-size", "1000",
-            "--optimizer", "continuous", "--iterations", "6000", "--quiet"]
-    run(base + ["--out", path("full.npy")])
+            "--optimizer", "continuous", "--iterations", "4000", "--step-rule", "adam"]
+    run(base + ["--out", path("full.npy"), "--log", path("full.csv"), "--quiet"])
     full = read_npy_ids(path("full.npy"))
     ck = path("ck")
-    interrupt(base + ["--out", path("r.npy"), "--checkpoint", ck], os.path.join(ck, "block-0.done"), signal.SIGINT,
-              path("r.npy"))
+    ckpt = ["--out", path("r.npy"), "--log", path("r.csv"), "--report", path("r.json"), "--checkpoint", ck,
+            "--checkpoint-every", "50", "--quiet"]
+    interrupt(base + ckpt, os.path.join(ck, "block-0.snapshot"), signal.SIGINT, path("r.npy"))
+    assert "done 0" not in open(os.path.join(ck, "manifest")).read()
+    snap = open(os.path.join(ck, "block-0.snapshot"), "rb").read()
+    step = int(snap.split(b"\nstep ")[1].split(b"\n")[0])
+    assert 50 <= step < 4000, step  # block 0 was stopped inside, after a snapshot
+    proc = subprocess.Popen([PROG] + base + ckpt + ["--resume"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: os.path.exists(os.path.join(ck, "block-1.snapshot")), proc)
+    proc.kill()
+    proc.communicate(timeout=60)
     assert "done 0" in open(os.path.join(ck, "manifest")).read()
-    run(base + ["--out", path("r.npy"), "--report", path("r.json"), "--checkpoint", ck, "--resume"])
+    step = int(open(os.path.join(ck, "block-1.snapshot"), "rb").read().split(b"\nstep ")[1].split(b"\n")[0])
+    # Without --quiet: the progress counts only the iterations run, those of blocks 1 (after
+    # its snapshot) and 2; a block started afresh would run more than planned.
+    err = run(base + ckpt[:-1] + ["--resume"]).stderr
+    left = 2 * 4000 - step
+    assert "progress: %d/%d iterations (100%%)" % (left, left) in err, (step, err)
     assert read_npy_ids(path("r.npy")) == full, "resumed selection differs from the uninterrupted run"
+    assert open(path("r.csv")).read() == open(path("full.csv")).read(), "resumed log differs"
     rep = json.load(open(path("r.json")))
     assert rep["blocks"][0]["from_checkpoint"] and not rep["blocks"][1]["from_checkpoint"], rep["blocks"]
 

@@ -93,7 +93,8 @@ void visit_program_settings(F&& f) {
   f(number_setting<config, index_t>{"block-size", "block_size",
                                     "items per block; a larger corpus is split by a hash of the id",
                                     &config::block_size, 2, index_max});
-  f(number_setting<config, index_t>{"checkpoint-every", "checkpoint_every", "steps between checkpoints",
+  f(number_setting<config, index_t>{"checkpoint-every", "checkpoint_every",
+                                    "steps (pg) or iterations (continuous) between checkpoints",
                                     &config::checkpoint_every, 1, index_max});
 }
 
@@ -269,9 +270,10 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f)");
   app.add_option("--plot", c.plot, "PATH: SVG of the log");
   app.add_option("--checkpoint", c.checkpoint,
-                 "DIR: a manifest records finished blocks and hashes of the inputs and options; with pg also "
-                 "each block's logits and step every --checkpoint-every steps and on SIGINT/SIGTERM "
-                 "(continuous and the greedies keep whole blocks only)");
+                 "DIR: a manifest records finished blocks and hashes of the inputs and options; with the learners "
+                 "also each unfinished block's state (pg: logits and step; continuous: its iterate) every "
+                 "--checkpoint-every steps (continuous: iterations) and on SIGINT/SIGTERM (the greedies keep "
+                 "whole blocks only)");
   app.add_flag("--resume", c.resume, "continue the run in --checkpoint DIR, to exactly the selection of an "
                                      "uninterrupted run; refused if inputs or options changed");
   app.add_flag("--quiet", c.quiet, "no progress output");
@@ -495,9 +497,10 @@ inline void check_optimizer(config& c) {
     throw usage_error("--scaling: group makes f a different function at every step; --optimizer continuous needs "
                       "calibrated, fixed or raw scales");
   }
-  if (cont && c.has("--checkpoint-every")) {
-    throw usage_error("--checkpoint-every: the continuous learner checkpoints whole blocks (each finished block is "
-                      "recorded; an interrupted block restarts on --resume); drop it, or use --optimizer pg");
+  if (!cont && c.optimizer != "pg" && c.has("--checkpoint-every")) {
+    throw usage_error("--checkpoint-every: the greedy baselines checkpoint whole blocks (each finished block is "
+                      "recorded; an interrupted block restarts on --resume); drop it, or use --optimizer continuous "
+                      "or pg");
   }
 }
 

@@ -6,9 +6,11 @@
 //   manifest             format line, input hash, configuration hash, block count, "done b" lines
 //   config.txt           the canonical configuration (to name what changed when a resume is refused)
 //   block-<b>.done       a finished block: its selection, terms, counters and history
-//   block-<b>.snapshot   an unfinished block: the step reached, the history so far, the logits
+//   block-<b>.snapshot   an unfinished block: the step (pg) or iteration (continuous) reached, the
+//                        history so far, the learner's state (pg: the logits; continuous: its
+//                        packed iterate, datamask::continuous_iterate) and its best selection
 //
-// Doubles are written as hexadecimal floats (or raw bytes for the logits), so a resumed run sees
+// Doubles are written as hexadecimal floats (or raw bytes for the state), so a resumed run sees
 // bit-identical values. Every file is written atomically; the manifest is rewritten after a
 // block's .done file exists, so "done" in the manifest always has its file.
 
@@ -114,20 +116,23 @@ class checkpoint_dir {
     if (nb != blocks_) throw usage_error("--resume: refused: the checkpoint has " + std::to_string(nb) + " blocks, this run " + std::to_string(blocks_));
   }
 
-  /// The formats this version writes and reads (snapshot 1 had no best rollout).
+  /// The formats this version writes and reads (snapshot 1 had no best rollout, 2 held only the
+  /// policy gradient's logits, one per row).
   static constexpr int manifest_format = 1;
-  static constexpr int snapshot_format = 2;
+  static constexpr int snapshot_format = 3;
 
   [[nodiscard]] bool active() const { return !dir_.empty(); }
   [[nodiscard]] bool done(std::size_t b) const { return done_.count(b) != 0; }
 
-  void save_snapshot(const block_result& r, index_t step, std::span<const double> logits,
+  /// Writes block r's snapshot: the step reached, the history, the learner's `state` (the block
+  /// hooks' opaque vector) and the best selection so far.
+  void save_snapshot(const block_result& r, index_t step, std::span<const double> state,
                      const datamask::best_rollout& best) const {
     std::string s = "snapshot " + std::to_string(snapshot_format) + "\nblock " + std::to_string(r.block) + "\nstep " + std::to_string(step) +
-                    "\nrows " + std::to_string(logits.size()) + "\n";
+                    "\nrows " + std::to_string(r.items) + "\nvalues " + std::to_string(state.size()) + "\n";
     s += history_text(r.history);
-    s += "logits\n";
-    s.append(reinterpret_cast<const char*>(logits.data()), logits.size_bytes());
+    s += "state\n";
+    s.append(reinterpret_cast<const char*>(state.data()), state.size_bytes());
     // The best complete rollout so far (the learner may return it), so a resume stays exact.
     s += "\nbest " + std::to_string(best.rows.size()) + "\n";
     s.append(reinterpret_cast<const char*>(&best.reward), sizeof(double));
@@ -135,28 +140,32 @@ class checkpoint_dir {
     datamask::io::write_file_atomic(path(r.block, "snapshot"), s);
   }
 
-  /// Loads the snapshot of block b if there is one: the step reached, the logits, the history.
-  bool load_snapshot(index_t b, index_t rows, index_t& step, std::vector<double>& logits,
+  /// Loads the snapshot of block b (of `rows` items) if there is one: the step reached, the
+  /// learner's state, the history, the best selection. The learner checks the state itself.
+  bool load_snapshot(index_t b, index_t rows, index_t& step, std::vector<double>& state,
                      std::vector<datamask::step_record>& history, datamask::best_rollout& best) const {
     std::ifstream in(path(b, "snapshot"), std::ios::binary);
     if (!in) return false;
     const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto at = all.find("logits\n");
+    const auto at = all.find("state\n");
     if (at == std::string::npos) throw usage_error("--resume: " + path(b, "snapshot") + ": damaged snapshot");
     std::istringstream ls(all.substr(0, at));
     std::string key, first_line;
     std::getline(ls, first_line);
     check_format(first_line, "snapshot ", snapshot_format, path(b, "snapshot"));
     index_t blk = -1, n = -1;
-    ls >> key >> blk >> key >> step >> key >> n;
+    std::size_t values = 0;
+    ls >> key >> blk >> key >> step >> key >> n >> key >> values;
     if (blk != b || n != rows) throw usage_error("--resume: " + path(b, "snapshot") + ": snapshot of another block");
     history = read_history(ls, path(b, "snapshot"));
-    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(double);
     const auto damaged = [&] { return usage_error("--resume: " + path(b, "snapshot") + ": truncated or damaged snapshot"); };
-    if (all.size() < at + 7 + bytes) throw damaged();
-    logits.resize(static_cast<std::size_t>(n));
-    std::memcpy(logits.data(), all.data() + at + 7, bytes);
-    std::size_t pos = at + 7 + bytes;
+    if (key != "values" || values > all.size() / sizeof(double)) throw damaged();
+    const std::size_t bytes = values * sizeof(double);
+    const std::size_t from = at + 6;  // after "state\n"
+    if (all.size() < from + bytes) throw damaged();
+    state.resize(values);
+    std::memcpy(state.data(), all.data() + from, bytes);
+    std::size_t pos = from + bytes;
     if (all.compare(pos, 6, "\nbest ") != 0) throw damaged();
     const auto eol = all.find('\n', pos + 6);
     if (eol == std::string::npos) throw damaged();

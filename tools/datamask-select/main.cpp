@@ -141,7 +141,7 @@ datamask::block_run_settings block_settings(const config& c, const knn_run& knn)
 }
 
 /// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
-/// policy gradient's snapshots and their resume.
+/// learners' snapshots (pg: steps; continuous: iterations) and their resume.
 datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   datamask::block_hooks h;
   const auto blocks = static_cast<index_t>(ctx.blocks);
@@ -152,11 +152,12 @@ datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   };
   if (!ctx.ckpt.active()) return h;
   h.snapshot_every = ctx.cfg.checkpoint_every;
-  h.on_snapshot = [&ctx](const block_result& r, index_t step, std::span<const double> logits,
-                         const datamask::best_rollout& best) { ctx.ckpt.save_snapshot(r, step, logits, best); };
-  h.resume = [&ctx](block_result& r, index_t& step, std::vector<double>& logits, datamask::best_rollout& best) {
-    if (!ctx.ckpt.load_snapshot(r.block, r.items, step, logits, r.history, best)) return false;
-    ctx.prog.skip(std::min(step, ctx.cfg.run.steps));
+  h.on_snapshot = [&ctx](const block_result& r, index_t step, std::span<const double> state,
+                         const datamask::best_rollout& best) { ctx.ckpt.save_snapshot(r, step, state, best); };
+  h.resume = [&ctx](block_result& r, index_t& step, std::vector<double>& state, datamask::best_rollout& best) {
+    if (!ctx.ckpt.load_snapshot(r.block, r.items, step, state, r.history, best)) return false;
+    const bool cont = ctx.cfg.optimizer == "continuous";
+    ctx.prog.skip(std::min(step, cont ? ctx.cfg.ascent.iterations : ctx.cfg.run.steps));
     return true;
   };
   return h;
