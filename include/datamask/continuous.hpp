@@ -954,8 +954,8 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
 /// relaxation of f, its read-out and the polish.
 ///
 /// Every diversity term with a positive weight must be a `relaxable_objective` (pairwise
-/// similarity, DiSF, or a user objective with `relax`); facility location has no relaxation yet
-/// (use `learner`).
+/// similarity, DiSF, facility location on a kNN graph (`sparse_facility_location`), or a user
+/// objective with `relax`); dense facility location has none (use `learner`, or give it a graph).
 ///
 /// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
 ///         evaluation); the ascent and the polish run on the host, from the caller's
