@@ -293,7 +293,8 @@ def render(args):
     data = {}
     for key, recs in sorted(all_runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         objective, n = key
-        runs = [r for r in recs if "error" not in r] + add_estimates(recs, objective, n, all_runs)
+        # Copies: the calibration time added below must not reach the records add_estimates reads.
+        runs = [dict(r) for r in recs if "error" not in r] + add_estimates(recs, objective, n, all_runs)
         rnd = [r for r in runs if r["method"] == "random"]
         greedy = [r for r in runs if r["method"] in ("naive", "lazy", "stochastic") and r.get("f") is not None]
         if not rnd:
@@ -388,10 +389,15 @@ def render(args):
     path = os.path.join(HERE, "RESULTS.md")
     with open(path) as f:
         text = f.read()
-    if SECTION in text:
-        text = text[:text.index(SECTION)].rstrip() + "\n"
+    section = "\n".join(md).rstrip() + "\n"
+    if SECTION in text:  # replace this section, up to the next one (other scripts own the others)
+        start = text.index(SECTION)
+        nxt = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + section + (text[nxt:] if nxt >= 0 else "")
+    else:
+        text = text.rstrip() + "\n\n" + section
     with open(path, "w") as f:
-        f.write(text.rstrip() + "\n\n" + "\n".join(md).rstrip() + "\n")
+        f.write(text)
 
 
 def main():

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <numeric>
 #include <random>
 #include <set>
@@ -105,8 +106,8 @@ TEST_CASE("plan_corpus: blocks partition the rows, quotas sum to S", "[block_sel
 TEST_CASE("select_block: each optimizer selects S rows whose evaluation is the result's", "[block_select]") {
   const block blk = random_block(300, 8, 11);
   const auto p = blk.problem();
-  for (auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::lazy,
-                   dm::block_optimizer::stochastic}) {
+  for (auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::greedy,
+                   dm::block_optimizer::lazy, dm::block_optimizer::stochastic}) {
     dm::block_run_settings s;
     s.optimizer = opt;
     s.weights = dm::objective_weights{1.0, 0.0, 0.5};
@@ -133,12 +134,17 @@ TEST_CASE("select_block: each optimizer selects S rows whose evaluation is the r
 
 TEST_CASE("select_block: the stop hook ends every optimizer with run_stopped", "[block_select]") {
   const block blk = random_block(200, 6, 5);
-  for (auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::greedy}) {
+  for (auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::greedy,
+                   dm::block_optimizer::lazy, dm::block_optimizer::stochastic}) {
     dm::block_run_settings s;
     s.optimizer = opt;
+    INFO(dm::enum_name(opt));
     dm::block_hooks h;
     h.stop = [] { return true; };
-    INFO(dm::enum_name(opt));
+    CHECK_THROWS_AS(dm::select_block(blk.problem(), 0, 20, std::nullopt, s, h), dm::run_stopped);
+    // A hook that says stop only once still ends the block (the stop is latched).
+    bool asked = false;
+    h.stop = [&asked] { return !std::exchange(asked, true); };
     CHECK_THROWS_AS(dm::select_block(blk.problem(), 0, 20, std::nullopt, s, h), dm::run_stopped);
   }
 }

@@ -464,7 +464,7 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   r.selected = static_cast<index_t>(rows.size());
   DATAMASK_EXPECTS(!rows.empty(), "rows", "the subset is empty; f needs at least one item");
   const options o = block_options(s.run, b, r.selected, threshold);
-  const standard_mix m = make_mix(s.weights, s.learn);
+  const standard_mix m = detail::blocks::block_mix(p, s, {});  // select_block's f: the kNN term when s.knn()
   std::vector<double> scales;
   for (const auto& t : learner<eigen_backend>(o).calibrate(p, m)) scales.push_back(t.scale);
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);

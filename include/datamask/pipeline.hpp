@@ -122,11 +122,12 @@ template <class IdOf>
 constexpr index_t block_worker(index_t b, index_t workers) { return b % workers; }
 
 /// @brief The blocks worker w of `workers` runs (`block_worker`), in block order.
+/// @throws invalid_input ("workers") unless 0 <= w < workers.
 [[nodiscard]] inline std::vector<index_t> worker_blocks(index_t blocks, index_t w, index_t workers) {
+  DATAMASK_EXPECTS(workers >= 1 && w >= 0 && w < workers, "workers", "worker ", w, " of ", workers,
+                   ": needs 0 <= worker < workers");
   std::vector<index_t> mine;
-  for (index_t b = 0; b < blocks; ++b) {
-    if (block_worker(b, workers) == w) mine.push_back(b);
-  }
+  for (index_t b = w; b < blocks; b += workers) mine.push_back(b);  // block_worker(b, workers) == w
   return mine;
 }
 

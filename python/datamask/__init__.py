@@ -237,7 +237,7 @@ def _options(given: Mapping, quality: list) -> dict:
     out = {}
     for k, v in given.items():
         if k not in _TABLE:
-            near = difflib.get_close_matches(k, list(_TABLE) + ["objective_weights", "quality_weights", "block_size"])
+            near = difflib.get_close_matches(k, list(_TABLE) + ["objective", "objective_weights", "quality_weights", "optimizer", "block_size", "neighbors"])
             hint = f"; did you mean {near[0]!r}?" if near else "; datamask.options() lists them"
             raise TypeError(f"datamask: unknown option {k!r}{hint}")
         if v is None:
@@ -411,6 +411,7 @@ def evaluate(
     seed: int = _TABLE["seed"].default,
     objective_weights: Optional[Sequence[float]] = None,
     quality_weights: Optional[Sequence[float]] = None,
+    neighbors: int = 0,
     **options: Any,
 ) -> Objective:
     """f and its terms on any subset of the corpus (the whole corpus as one block).
@@ -436,6 +437,7 @@ def evaluate(
         _objectives(objective),
         [float(w) for w in objective_weights] if objective_weights is not None else [],
         optimizer or "auto",
+        int(neighbors),
     )
     return _objective(out)
 

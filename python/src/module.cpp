@@ -499,8 +499,8 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
 nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
                   const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                   const ids_array& subset, const nb::dict& options, const std::vector<std::string>& objectives,
-                  const std::vector<double>& objective_weights, const std::string& optimizer) {
-  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer);
+                  const std::vector<double>& objective_weights, const std::string& optimizer, index_t neighbors) {
+  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer, neighbors);
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
   datamask::block_result res;
   {
@@ -561,7 +561,7 @@ NB_MODULE(_core, m) {
         "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "neighbors"_a, "on_event"_a.none(),
         "cancel"_a.none());
   m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "corpus_ids"_a.none(), "ids"_a,
-        "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a);
+        "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a, "neighbors"_a);
   m.def("demo_corpus", &demo_corpus, "seed"_a = 0, "The corpus of datamask-select --demo: (embeddings, quality).");
   m.def(
       "corpus_view_address",

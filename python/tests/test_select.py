@@ -119,6 +119,17 @@ def test_evaluate_gives_a_selections_objective():
     assert other.total < ev.total
 
 
+def test_evaluate_gives_a_knn_selections_objective():
+    # f with facility location on the kNN graph, as select optimised and reported it
+    x, q, ids = corpus(n=1500)
+    kw = dict(objective="facility", neighbors=8, seed=1, iterations=20)
+    sel = datamask.select(x, q, ids=ids, ratio=0.1, **kw)
+    ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, **kw)
+    assert ev.total == pytest.approx(sel.objective.total, rel=1e-12)
+    dense = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, objective="facility", seed=1)
+    assert dense.total != ev.total
+
+
 def test_evaluate_scores_a_several_block_selection_as_one_block():
     # As the README says: not the selection's own f, which is combined over its blocks.
     x, q, ids = corpus(n=2000)

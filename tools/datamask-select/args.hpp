@@ -281,8 +281,8 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
                  "a part into --parts, plus a completion marker; a finished shard is skipped when run again. "
                  "slurm: I and N from SLURM_ARRAY_TASK_ID/_MIN/_COUNT. Then `datamask-select merge` writes the outputs");
-  app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-I-of-N.json) and its marker "
-                                     "(completions/I-of-N)");
+  app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-00002-of-00004.json for 2/4) "
+                                     "and its marker (completions/00002-of-00004)");
   app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/synthetic.hpp) "
                                  "and run on it");
 }
@@ -463,9 +463,10 @@ inline void check_graph_options(const config& c) {
   if (c.neighbors == 0 && c.graph.empty()) return;
   const std::string opt = c.neighbors > 0 ? "--neighbors" : "--graph";
   if (c.neighbors > 0 && !c.graph.empty()) throw usage_error("--graph: give --neighbors or --graph, not both");
-  bool facility = false;
-  for (const auto& o : c.objectives) facility = facility || o == "facility";
-  if (!facility) throw usage_error(opt + ": sets facility location's graph, but no --objective facility is given");
+  if (datamask::weights_of(c.objectives, c.objective_weights).facility <= 0.0) {
+    throw usage_error(opt + ": sets facility location's graph, but no --objective facility with a positive weight "
+                      "is given");
+  }
 }
 
 /// Resolves --optimizer auto and refuses options that the chosen optimizer would ignore.

@@ -13,6 +13,7 @@
 
 #include "datamask/detail/parallel.hpp"
 #include "datamask/error.hpp"
+#include "datamask/io/corpus_checks.hpp"
 #include "datamask/options.hpp"
 
 namespace datamask::detail {
@@ -91,11 +92,7 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
                      col.scores.size(), " scores, expected ", n, " (one per embedding row)");
     DATAMASK_EXPECTS(std::isfinite(col.weight) && col.weight >= 0.0, name,
                      "weight must be finite and >= 0, found ", col.weight);
-    for (index_t i = 0; i < n; ++i) {
-      DATAMASK_EXPECTS(std::isfinite(col.scores[i]), name, "score at row ", i, " is ",
-                       std::isnan(col.scores[i]) ? "NaN" : "infinite",
-                       "; every score must be finite");
-    }
+    io::check_finite_scores(name, col.scores);
   }
   if (!p.quality.empty()) {
     out.quality.assign(static_cast<std::size_t>(n), 0.0);
@@ -111,14 +108,7 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
     DATAMASK_EXPECTS(static_cast<index_t>(p.ids.size()) == n, "ids", "has ", p.ids.size(),
                      " ids, expected ", n, " (one per embedding row)");
     out.ids.assign(p.ids.begin(), p.ids.end());
-    std::vector<index_t> order(static_cast<std::size_t>(n));
-    std::iota(order.begin(), order.end(), index_t{0});
-    std::sort(order.begin(), order.end(),
-              [&](index_t a, index_t b) { return out.ids[a] != out.ids[b] ? out.ids[a] < out.ids[b] : a < b; });
-    for (index_t i = 1; i < n; ++i) {
-      DATAMASK_EXPECTS(out.ids[order[i]] != out.ids[order[i - 1]], "ids", "duplicate id ",
-                       out.ids[order[i]], " at rows ", order[i - 1], " and ", order[i]);
-    }
+    io::check_unique_ids("ids", std::span<const id_t>(out.ids));
   }
   return out;
 }

@@ -206,6 +206,7 @@ template <class T>
   g.ids.resize(ids.size());
   g.sims.resize(sims.size());
   std::vector<std::pair<double, index_t>> row(static_cast<std::size_t>(g.k));
+  std::vector<char> listed(static_cast<std::size_t>(n), 0);  // the ids of the current row: O(K) per row
   for (index_t v = 0; v < n; ++v) {
     for (index_t r = 0; r < g.k; ++r) {
       const auto at = static_cast<std::size_t>(v * g.k + r);
@@ -223,11 +224,11 @@ template <class T>
       const auto at = static_cast<std::size_t>(v * g.k + r);
       g.ids[at] = row[static_cast<std::size_t>(r)].second;
       g.sims[at] = static_cast<float>(row[static_cast<std::size_t>(r)].first);
-      for (index_t q = 0; q < r; ++q) {
-        DATAMASK_EXPECTS(g.ids[static_cast<std::size_t>(v * g.k + q)] != g.ids[at], fi.path(), "row ", v,
-                         " lists id ", g.ids[at], " twice; neighbours must be distinct");
-      }
+      char& seen = listed[static_cast<std::size_t>(g.ids[at])];
+      DATAMASK_EXPECTS(!seen, fi.path(), "row ", v, " lists id ", g.ids[at], " twice; neighbours must be distinct");
+      seen = 1;
     }
+    for (index_t r = 0; r < g.k; ++r) listed[static_cast<std::size_t>(g.ids[static_cast<std::size_t>(v * g.k + r)])] = 0;
   }
   g.source = detail::concat("loaded from ", ids_path, " and ", sims_path, ", K = ", g.k);
   return g;
