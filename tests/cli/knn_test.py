@@ -91,8 +91,9 @@ def test_neighbors():
     assert ct.close(got, ref_sparse(brute_graph(rows, 8), sel), rel=1e-5), got
     # A block smaller than K: K is capped at the block's size.
     ct.run(["--embeddings", e, "--ids", idf, "--neighbors", "1000", "--optimizer", "greedy", "--out",
-            ct.path("c.npy")] + BASE)
+            ct.path("c.npy"), "--report", ct.path("c.json")] + BASE)
     assert sorted(ct.read_npy_ids(ct.path("c.npy"))) == sorted(ct.read_npy_ids(ct.path("a.npy")))
+    assert json.load(open(ct.path("c.json")))["configuration"]["graph-built"]["neighbors"] == 300
 
 
 def test_graph():
