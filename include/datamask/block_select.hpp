@@ -298,6 +298,12 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
   return m;
 }
 
+/// The block's record of the graph its kNN facility term runs on.
+inline block_graph graph_record(const standard_mix& m, double seconds) {
+  const knn_graph& g = *std::get<sparse_facility_location>(m.objectives).graph;
+  return block_graph{g.k, g.source, seconds, g.bytes()};
+}
+
 /// The stop hook, latched: once it has said stop, the block stays stopped, so a hook that says
 /// so only once still ends the block instead of leaving a partial selection behind.
 class stop_latch {
@@ -425,7 +431,9 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::automatic, "optimizer",
                    "auto must be resolved before a block runs (resolve_optimizer)");
   options o = block_options(s.run, b, s_b, threshold);
+  const auto t_graph = std::chrono::steady_clock::now();
   const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
+  if (s.knn()) r.graph = detail::blocks::graph_record(m, s.graph ? 0.0 : detail::blocks::seconds_since(t_graph));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<index_t> rows;
   std::vector<double> scales;

@@ -243,6 +243,16 @@ template <class Gather, class IdOf>
   return b;
 }
 
+/// @brief The kNN graph a block's facility-location term ran on (sparse facility location):
+/// neighbours per item, how it was made, the seconds building it took and its bytes.
+/// `neighbors == 0`: the block used no graph.
+struct block_graph {
+  index_t neighbors = 0;
+  std::string source;
+  double seconds = 0.0;  ///< building it for this block (0 for a graph given by the caller)
+  std::size_t bytes = 0;
+};
+
 /// @brief What one block's selection produced (the per-block part of a report).
 struct block_result {
   index_t block = 0;
@@ -258,6 +268,7 @@ struct block_result {
   double optimize_seconds = 0.0;
   double evaluate_seconds = 0.0;
   bool from_checkpoint = false;    ///< finished in an earlier run
+  block_graph graph;               ///< the kNN graph of its facility term, if any
   std::vector<step_record> history;
 };
 

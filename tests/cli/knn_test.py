@@ -153,6 +153,21 @@ def test_bad_graph():
     ct.expect_bad(["--embeddings", e, "--ids", idf, "--neighbors", "0"] + BASE, ["--neighbors"])
 
 
+def test_resume():
+    """A block finished in an earlier run keeps its graph record: the resumed report equals the first."""
+    rows, q, ids, e, qf, idf = ct.standard_files(n=300, d=8)
+    args = ["--embeddings", e, "--ids", idf, "--neighbors", "8", "--block-size", "150", "--checkpoint",
+            ct.path("ckpt")] + BASE
+    ct.run(args + ["--out", ct.path("a.npy"), "--report", ct.path("a.json")])
+    ct.run(args + ["--resume", "--out", ct.path("b.npy"), "--report", ct.path("b.json")])
+    first, resumed = (json.load(open(ct.path(f))) for f in ("a.json", "b.json"))
+    assert len(first["blocks"]) == 2 and all(b["from_checkpoint"] for b in resumed["blocks"]), resumed["blocks"]
+    assert [b["graph"] for b in resumed["blocks"]] == [b["graph"] for b in first["blocks"]], resumed["blocks"]
+    assert resumed["configuration"]["graph-built"] == first["configuration"]["graph-built"]
+    g = first["blocks"][0]["graph"]
+    assert g["neighbors"] == 8 and "exact" in g["source"] and g["bytes"] == first["blocks"][0]["items"] * 8 * 12, g
+
+
 def main():
     ct.PROG = os.path.abspath(sys.argv[1])
     name = sys.argv[2]

@@ -35,12 +35,15 @@ CASES = {
     "facility": ["--objective", "facility", "--optimizer", "pg", "--steps", "20", "--rollouts", "8", "--ratio", "0.02"],
     # The continuous learner (auto's choice for pairwise).
     "continuous": ["--objective", "pairwise", "--iterations", "40"],
+    # Facility location on each block's kNN graph: every block's graph record reaches the report.
+    "knn": ["--objective", "facility", "--neighbors", "16", "--iterations", "20"],
 }
 PRUNE = ["--prune", "0.3"]
 # (case, prune): the shard counts and MPI rank counts compared with one process. The continuous
 # learner is checked without --prune at the largest spreads only, to keep the tests short.
 SPREADS = {(case, prune): ((1, 2, 5), (1, 2, 3)) for case in ("pairwise", "facility") for prune in (0, 1)}
 SPREADS[("continuous", 0)] = ((5,), (3,))
+SPREADS[("knn", 0)] = ((2,), (2,))
 
 
 def path(name):
@@ -84,7 +87,13 @@ def totals(tag):
     # "objective" holds the total and every term's raw value, scale and weight.
     keys = ("block", "items", "kept", "selected", "steps_run", "zero_variance_steps", "nonfinite_steps", "objective")
     blocks = [{k: b[k] for k in keys} for b in r["blocks"]]
+    # A block's kNN graph record and the run's (graph-built), less their timings.
+    untimed = lambda g: {k: v for k, v in g.items() if k != "seconds"} if g else g
+    for b, src in zip(blocks, r["blocks"]):
+        b["graph"] = untimed(src.get("graph"))
     t = {k: r["total"][k] for k in ("blocks", "selected", "steps_run", "objective")}
+    t["graph-built"] = untimed(r["configuration"].get("graph-built"))
+    assert ("graph" in r["total"]["seconds"]) == (t["graph-built"] is not None), "%s: graph seconds" % tag
     assert t["objective"]["terms"] and all(b["objective"]["terms"] or b["selected"] == 0 for b in blocks), \
         "%s: a report without term values compares nothing" % tag
     return r["input"], r["prune_threshold"], blocks, t
@@ -112,8 +121,12 @@ def reference(case, prune):
         with open(path(tag + ".json")) as f:
             r = json.load(f)
         assert r["total"]["blocks"] == 5, "the demo at --block-size 4000 should have 5 blocks"
-        if case == "continuous":
+        if case in ("continuous", "knn"):
             assert r["configuration"]["optimizer"] == "continuous", r["configuration"]
+        if case == "knn":
+            built = r["configuration"]["graph-built"]
+            assert built["neighbors"] == 16 and all(b["graph"]["neighbors"] == 16 for b in r["blocks"]), built
+            assert built["bytes"] == max(b["graph"]["bytes"] for b in r["blocks"]), built
     return tag
 
 

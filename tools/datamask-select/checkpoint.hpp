@@ -197,6 +197,10 @@ class checkpoint_dir {
        << hexf(r.optimize_seconds) << "\nevaluate_seconds " << hexf(r.evaluate_seconds) << "\nterms "
        << r.terms.size() << "\n";
     for (const auto& t : r.terms) os << t.name << " " << hexf(t.weight) << " " << hexf(t.scale) << " " << hexf(t.raw) << "\n";
+    if (r.graph.neighbors > 0) {  // the source, last, may hold spaces
+      os << "graph " << r.graph.neighbors << " " << r.graph.bytes << " " << hexf(r.graph.seconds) << " "
+         << r.graph.source << "\n";
+    }
     os << "ids " << r.ids.size() << "\n";
     for (auto id : r.ids) os << id << "\n";
     os << history_text(r.history) << "end\n";
@@ -229,7 +233,14 @@ class checkpoint_dir {
       tv.raw = unhexf(raw);
       r.terms.push_back(tv);
     }
-    in >> key >> nid;
+    in >> key;
+    if (key == "graph") {
+      in >> r.graph.neighbors >> r.graph.bytes >> v >> std::ws;
+      r.graph.seconds = unhexf(v);
+      std::getline(in, r.graph.source);
+      in >> key;
+    }
+    in >> nid;
     r.ids.resize(nid);
     for (auto& id : r.ids) in >> id;
     r.history = read_history(in, path(b, "done"));

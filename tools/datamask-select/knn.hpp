@@ -4,16 +4,12 @@
 // datamask-select: facility location on a kNN graph (--neighbors K, --graph PREFIX). The library
 // (datamask/block_select.hpp) builds each block's graph before optimising it; a graph the user's
 // pipeline wrote is loaded here, once. Each graph's time and size go to the progress output, and
-// K, the graph's origin, time and size to the report's configuration.
+// K, the graph's origin, time and size to each block's record and so to the report (outputs.hpp).
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include <datamask/knn/graph.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
@@ -22,27 +18,18 @@
 
 namespace dmselect {
 
-/// The run's graphs: the loaded one (--graph), and what building or loading them cost.
+/// The run's loaded graph (--graph) and the seconds loading it took.
 struct knn_run {
   std::shared_ptr<const datamask::knn_graph> loaded;
-  double seconds = 0.0;         // building or loading, all blocks
-  std::size_t largest = 0;      // bytes of the largest graph held
-  index_t neighbors = 0;        // K of the last graph (a block smaller than --neighbors caps it)
-  std::string source;           // how the graphs were made
+  double seconds = 0.0;
 };
 
-/// Counts a graph in `k` and prints its size and time (unless --quiet).
-inline void note_graph(knn_run& k, const config& c, const datamask::knn_graph& g, double seconds,
-                       const std::string& what) {
-  k.seconds += seconds;
-  k.largest = std::max(k.largest, g.bytes());
-  k.neighbors = g.k;
-  k.source = g.source;
-  if (!c.quiet) {
-    std::fprintf(stderr, "kNN graph%s: %lld items x K = %lld, %.1f MiB, %s in %.2f s\n", what.c_str(),
-                 static_cast<long long>(g.n), static_cast<long long>(g.k),
-                 static_cast<double>(g.bytes()) / (1024.0 * 1024.0), c.graph.empty() ? "built" : "loaded", seconds);
-  }
+/// Prints a graph's size and time (unless --quiet).
+inline void note_graph(const config& c, const datamask::knn_graph& g, double seconds, const std::string& what) {
+  if (c.quiet) return;
+  std::fprintf(stderr, "kNN graph%s: %lld items x K = %lld, %.1f MiB, %s in %.2f s\n", what.c_str(),
+               static_cast<long long>(g.n), static_cast<long long>(g.k),
+               static_cast<double>(g.bytes()) / (1024.0 * 1024.0), c.graph.empty() ? "built" : "loaded", seconds);
 }
 
 /// --graph: loads and checks the graph of the corpus (n rows). Its rows are corpus rows, so the
@@ -58,18 +45,9 @@ inline knn_run load_graph_option(const config& c, index_t n, std::size_t blocks)
   }
   const auto t0 = std::chrono::steady_clock::now();
   k.loaded = std::make_shared<const datamask::knn_graph>(datamask::load_knn_graph(c.graph, n));
-  note_graph(k, c, *k.loaded, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
+  k.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  note_graph(c, *k.loaded, k.seconds, "");
   return k;
-}
-
-/// The report's record of the graphs: K, how they were made, time and the largest one's size.
-inline nlohmann::ordered_json graph_json(const knn_run& k) {
-  nlohmann::ordered_json j;
-  j["neighbors"] = k.neighbors;
-  j["source"] = k.source;
-  j["seconds"] = k.seconds;
-  j["bytes"] = k.largest;
-  return j;
 }
 
 }  // namespace dmselect

@@ -148,7 +148,7 @@ datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
   h.stop = [] { return g_signal != 0; };
   h.on_graph = [&ctx, b](const datamask::knn_graph& g, double seconds) {
-    note_graph(ctx.knn, ctx.cfg, g, seconds, " of block " + std::to_string(b));
+    note_graph(ctx.cfg, g, seconds, " of block " + std::to_string(b));
   };
   if (!ctx.ckpt.active()) return h;
   h.snapshot_every = ctx.cfg.checkpoint_every;
@@ -180,6 +180,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   block_result r;
   try {
     r = datamask::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c, ctx.knn), block_hooks(ctx, b));
+    if (ctx.knn.loaded) r.graph.seconds = ctx.knn.seconds;  // loaded once, before the blocks
   } catch (const datamask::run_stopped&) {
     throw interrupted{g_signal, ctx.ckpt.active()};
   }
@@ -338,10 +339,6 @@ int run(int argc, char** argv, const mpi_world& world) {
   std::signal(SIGTERM, on_signal);
   run_context ctx{c, k, threshold, ckpt, prog, blocks.size(), knn};
   std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
-  if (c.neighbors > 0 || !c.graph.empty()) {
-    rep.configuration["graph-built"] = graph_json(knn);
-    rep.seconds.emplace_back("graph", knn.seconds);
-  }
   if (!c.shard.empty()) {
     write_part(part, header, done);
     if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());

@@ -203,6 +203,25 @@ inline void write_outputs(const config& c, datamask::io::run_report& rep, const 
   }
 }
 
+/// The report's record of the blocks' graphs (none: null): K (the largest; a block smaller than
+/// --neighbors caps it), how they were made, the seconds building or loading them took in all and
+/// the largest one's bytes. From the blocks' own records, so one process, the ranks of a job and
+/// merged shards report the same.
+inline nlohmann::ordered_json graph_json(const std::vector<block_result>& blocks, double& seconds) {
+  nlohmann::ordered_json j(nullptr);
+  seconds = 0.0;
+  for (const auto& r : blocks) {
+    const datamask::block_graph& g = r.graph;
+    if (g.neighbors == 0) continue;
+    if (j.is_null()) j = {{"neighbors", g.neighbors}, {"source", g.source}, {"seconds", 0.0}, {"bytes", g.bytes}};
+    j["neighbors"] = std::max(j["neighbors"].get<index_t>(), g.neighbors);
+    j["bytes"] = std::max(j["bytes"].get<std::size_t>(), g.bytes);
+    seconds += g.seconds;
+  }
+  if (!j.is_null()) j["seconds"] = seconds;
+  return j;
+}
+
 /// The outputs of a run from every block's result (rep.blocks, in block order), whichever
 /// process computed each block: the ids block by block, each in its selection order, and every
 /// total summed over the blocks in block order, as one process sums them.
@@ -211,6 +230,11 @@ inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
   for (const auto& r : rep.blocks) {
     optimize += r.optimize_seconds;
     evaluate += r.evaluate_seconds;
+  }
+  double graph = 0.0;
+  if (auto g = graph_json(rep.blocks, graph); !g.is_null()) {
+    rep.configuration["graph-built"] = std::move(g);
+    rep.seconds.emplace_back("graph", graph);
   }
   rep.seconds.emplace_back("optimize", optimize);
   rep.seconds.emplace_back("evaluate", evaluate);

@@ -71,6 +71,7 @@ inline nlohmann::ordered_json block_record(const block_result& r) {
   x["objective"] = hexf(r.objective);
   x["optimize_seconds"] = hexf(r.optimize_seconds);
   x["evaluate_seconds"] = hexf(r.evaluate_seconds);
+  if (r.graph.neighbors > 0) x["graph_seconds"] = hexf(r.graph.seconds);
   x["terms"] = nlohmann::ordered_json::array();
   for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
   j["ids"] = r.ids;
@@ -104,24 +105,18 @@ inline void check_block_record(const block_result& r) {
 /// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field,
 /// usage_error on a value that is not a number or on parts that disagree (check_block_record).
 inline block_result read_block_record(const nlohmann::ordered_json& j) {
-  block_result r;
-  r.block = j.at("block").get<index_t>();
-  r.items = j.at("items").get<index_t>();
-  r.selected = j.at("selected").get<index_t>();
-  r.kept = j.at("kept").get<index_t>();
-  r.steps_run = j.at("steps_run").get<index_t>();
-  r.zero_variance_steps = j.at("zero_variance_steps").get<index_t>();
-  r.nonfinite_steps = j.at("nonfinite_steps").get<index_t>();
-  r.from_checkpoint = j.at("from_checkpoint").get<bool>();
+  block_result r = datamask::io::detail::block_from_json(j);
   const auto& x = j.at("exact");
   r.objective = detail::hex_at(x, "objective");
   r.optimize_seconds = detail::hex_at(x, "optimize_seconds");
   r.evaluate_seconds = detail::hex_at(x, "evaluate_seconds");
+  r.terms.clear();
   for (const auto& t : x.at("terms")) {
     if (t.size() != 4) throw usage_error("block " + std::to_string(r.block) + ": a term without its 4 values");
     r.terms.push_back(datamask::term_value{t.at(0).get<std::string>(), unhexf(t.at(1).get<std::string>()),
                                            unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
   }
+  if (r.graph.neighbors > 0) r.graph.seconds = detail::hex_at(x, "graph_seconds");
   r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
   for (const auto& s : j.at("history")) {
     datamask::step_record step{s.at(0).get<index_t>(), unhexf(s.at(1).get<std::string>()),

@@ -12,8 +12,9 @@
 /// Fields: program, version, configuration (an object given by the writer), input {rows, dims,
 /// hash}, resumed, prune_threshold (null: none), blocks [{block, items, kept, selected,
 /// steps_run, zero_variance_steps, nonfinite_steps, from_checkpoint, seconds {optimize,
-/// evaluate}, objective {total, terms {name: {raw, scale, weight}}}}], total {blocks, selected,
-/// steps_run, objective, seconds {phase: s}}. Non-finite numbers are written as null.
+/// evaluate}, objective {total, terms {name: {raw, scale, weight}}}, graph {neighbors, source,
+/// seconds, bytes} (only for a block whose facility term ran on a kNN graph)}], total {blocks,
+/// selected, steps_run, objective, seconds {phase: s}}. Non-finite numbers are written as null.
 
 #include <cinttypes>
 #include <cmath>
@@ -90,7 +91,34 @@ inline nlohmann::ordered_json block_json(const block_result& b) {
   j["from_checkpoint"] = b.from_checkpoint;
   j["seconds"] = {{"optimize", number_or_null(b.optimize_seconds)}, {"evaluate", number_or_null(b.evaluate_seconds)}};
   j["objective"] = objective_json(b.terms, b.objective);
+  if (b.graph.neighbors > 0) {
+    j["graph"] = {{"neighbors", b.graph.neighbors}, {"source", b.graph.source},
+                  {"seconds", number_or_null(b.graph.seconds)}, {"bytes", b.graph.bytes}};
+  }
   return j;
+}
+
+/// Reads block_json back (a report holds no ids or history). Throws nlohmann's exceptions on a
+/// missing or mistyped field.
+inline block_result block_from_json(const nlohmann::ordered_json& b) {
+  block_result x;
+  x.block = b.at("block").get<index_t>();
+  x.items = b.at("items").get<index_t>();
+  x.kept = b.at("kept").get<index_t>();
+  x.selected = b.at("selected").get<index_t>();
+  x.steps_run = b.at("steps_run").get<index_t>();
+  x.zero_variance_steps = b.at("zero_variance_steps").get<index_t>();
+  x.nonfinite_steps = b.at("nonfinite_steps").get<index_t>();
+  x.from_checkpoint = b.at("from_checkpoint").get<bool>();
+  x.optimize_seconds = number_from(b.at("seconds").at("optimize"), 0.0);
+  x.evaluate_seconds = number_from(b.at("seconds").at("evaluate"), 0.0);
+  x.terms = terms_from(b.at("objective"), x.objective);
+  if (b.contains("graph")) {
+    const auto& g = b.at("graph");
+    x.graph = block_graph{g.at("neighbors").get<index_t>(), g.at("source").get<std::string>(),
+                          number_from(g.at("seconds"), 0.0), g.at("bytes").get<std::size_t>()};
+  }
+  return x;
 }
 
 }  // namespace detail
@@ -140,21 +168,7 @@ inline nlohmann::ordered_json block_json(const block_result& b) {
     r.resumed = j.at("resumed").get<bool>();
     r.prune_threshold = detail::number_from(j.at("prune_threshold"), -std::numeric_limits<double>::infinity());
     r.selected = j.at("total").at("selected").get<index_t>();
-    for (const auto& b : j.at("blocks")) {
-      block_result x;
-      x.block = b.at("block").get<index_t>();
-      x.items = b.at("items").get<index_t>();
-      x.kept = b.at("kept").get<index_t>();
-      x.selected = b.at("selected").get<index_t>();
-      x.steps_run = b.at("steps_run").get<index_t>();
-      x.zero_variance_steps = b.at("zero_variance_steps").get<index_t>();
-      x.nonfinite_steps = b.at("nonfinite_steps").get<index_t>();
-      x.from_checkpoint = b.at("from_checkpoint").get<bool>();
-      x.optimize_seconds = detail::number_from(b.at("seconds").at("optimize"), 0.0);
-      x.evaluate_seconds = detail::number_from(b.at("seconds").at("evaluate"), 0.0);
-      x.terms = detail::terms_from(b.at("objective"), x.objective);
-      r.blocks.push_back(std::move(x));
-    }
+    for (const auto& b : j.at("blocks")) r.blocks.push_back(detail::block_from_json(b));
     for (const auto& [phase, s] : j.at("total").at("seconds").items()) {
       r.seconds.emplace_back(phase, detail::number_from(s, 0.0));
     }
