@@ -160,12 +160,15 @@ def measure(args):
         import apricot
         import numba
     except Exception as e:  # noqa: BLE001 -- any import failure means apricot cannot run here
-        fail(f"apricot is installed but cannot be imported ({type(e).__name__}: {e}); not run")
+        fail(f"apricot cannot be imported here ({type(e).__name__}: {e}); not run (`run` installs it)")
     import numpy as np
     import sklearn
     from sklearn.datasets import load_digits
 
-    import datamask
+    try:
+        import datamask
+    except ImportError as e:
+        fail(f"the datamask module is not installed in {sys.prefix} ({e}); run without --no-build")
 
     x = load_digits().data  # float64, 1,797 x 64, bundled with scikit-learn
     x32 = np.ascontiguousarray(x, dtype=np.float32)
