@@ -137,6 +137,8 @@ struct state {
   /// (frequent in facility location: two items that cover each other) the same way.
   static constexpr index_t width = 32;
   static constexpr index_t row_block = 4;
+  /// Candidates per pass over the cached rows (`cached_gains`).
+  static constexpr index_t cached_group = 8;
 
   /// The dot products of every reference row with `nc` <= width candidates: row(v, dots) for each
   /// v in order, dots[c] the dot product with cands[c].
@@ -202,9 +204,47 @@ struct state {
     }
     // The cache is symmetric bit for bit (each dot product multiplies the same pairs in the same
     // order), so candidate c's dot products are the contiguous row c.
-    for (index_t c = 0; c < nc; ++c) {
-      const T* row = cache.data() + cands[c] * n;
-      for (index_t v = 0; v < n; ++v) acc[c] += term(v, cands[c], row[v]);
+    if (k == 0) {
+      for (index_t c = 0; c < nc; ++c) {
+        const T* row = cache.data() + cands[c] * n;
+        for (index_t v = 0; v < n; ++v) acc[c] += term(v, cands[c], row[v]);
+      }
+      return;
+    }
+    switch (kernel) {
+      case similarity_kernel::cosine:
+      case similarity_kernel::dot:
+        return cached_gains(cands, nc, acc, [](double dot, index_t, index_t) { return dot; });
+      case similarity_kernel::cosine2:
+        return cached_gains(cands, nc, acc, [](double dot, index_t, index_t) { return dot * dot; });
+      case similarity_kernel::rbf:
+        return cached_gains(cands, nc, acc, [&](double dot, index_t v, index_t c) { return sim(dot, v, c); });
+    }
+  }
+
+  /// The cached path once a pick is made: `group` candidates per pass over the reference set,
+  /// each summed over v in order into its own register (the same bits as one at a time), and
+  /// the kernel chosen once per call instead of per term.
+  template <class Sim>
+  void cached_gains(const index_t* cands, index_t nc, double* acc, Sim sim_of) const {
+    constexpr index_t group = cached_group;
+    const index_t n = x.rows;
+    for (index_t c0 = 0; c0 < nc; c0 += group) {
+      const index_t g = std::min(group, nc - c0);
+      const T* rows[group];
+      index_t ids[group];
+      double a[group] = {};
+      for (index_t c = 0; c < group; ++c) {
+        ids[c] = cands[c0 + std::min(c, g - 1)];  // a short group repeats its last candidate
+        rows[c] = cache.data() + ids[c] * n;
+      }
+      for (index_t v = 0; v < n; ++v) {
+        const double b = best[v];
+        for (index_t c = 0; c < group; ++c) {
+          a[c] += std::max(0.0, sim_of(static_cast<double>(rows[c][v]), v, ids[c]) - b);
+        }
+      }
+      for (index_t c = 0; c < g; ++c) acc[c0 + c] = a[c];
     }
   }
 
