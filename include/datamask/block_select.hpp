@@ -328,10 +328,10 @@ inline std::vector<index_t> take(selection_result&& res, block_result& r, std::v
   return std::move(res.rows);
 }
 
-/// The policy-gradient learner, resumed from the hook's state when it has one.
-inline std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_settings& s,
-                                  const standard_mix& m, const block_hooks& h, stop_latch& stop, block_result& r,
-                                  std::vector<double>& scales) {
+/// The policy-gradient learner on `Backend`, resumed from the hook's state when it has one.
+template <backend Backend>
+std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_settings& s, const standard_mix& m,
+                           const block_hooks& h, stop_latch& stop, block_result& r, std::vector<double>& scales) {
   if (h.resume) {
     index_t step = 0;
     std::vector<double> logits;
@@ -350,18 +350,19 @@ inline std::vector<index_t> learn(const problem<float>& p, options& o, const blo
   o.on_snapshot = [&](const step_info& si, std::span<const double> logits, const best_rollout& best) {
     if (h.on_snapshot) h.on_snapshot(r, si.step, logits, best);
   };
-  const learner<eigen_backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
+  const learner<Backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
   auto res = L.select(p, m);
   if (res.stopped_early || stop()) throw run_stopped();
   return take(std::move(res), r, scales);
 }
 
-/// The continuous learner, resumed from the hook's state when it has one. Its mix holds only the
+/// The continuous learner on `Backend`, resumed from the hook's state when it has one. Its mix holds only the
 /// relaxable objectives (dense facility location is refused by `resolve_optimizer`); its terms
 /// are those of the standard mix, whose dense facility term then weighs 0.
-inline std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
-                                   const standard_mix& sm, const block_hooks& h, stop_latch& stop, block_result& r,
-                                   std::vector<double>& scales) {
+template <backend Backend>
+std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
+                            const standard_mix& sm, const block_hooks& h, stop_latch& stop, block_result& r,
+                            std::vector<double>& scales) {
   continuous_options co;
   static_cast<settings&>(co.common) = static_cast<const settings&>(o);
   co.common.snapshot_every = h.snapshot_every;
@@ -387,13 +388,13 @@ inline std::vector<index_t> ascend(const problem<float>& p, const options& o, co
   };
   const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
                      weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]});
-  const basic_continuous_learner<eigen_backend> L(std::move(co));
+  const basic_continuous_learner<Backend> L(std::move(co));
   auto res = L.select(p, m);
   if (stop()) throw run_stopped();
   return take(std::move(res), r, scales);
 }
 
-/// A greedy baseline on the f the learners optimise.
+/// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend).
 inline std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
                                    const standard_mix& m, stop_latch& stop, block_result& r,
                                    std::vector<double>& scales) {
@@ -417,12 +418,16 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
 /// @param threshold the corpus-level prune threshold (`prune_threshold`), if any
 /// @param s the run's settings; `s.optimizer` must be resolved (`resolve_optimizer`)
 /// @param h progress, stop, snapshot and resume hooks
+/// @tparam Backend where the learners run (`eigen_backend`, the CPU, unless named; `thrust_backend`
+///         on the GPU under nvcc, or on OpenMP threads with `datamask::thrust_omp`); the greedy
+///         baselines and the evaluation of the selection run on the host with every backend
 /// @return the block's result: ids in selection order, terms (raw, scale, weight), objective,
 ///         history, counters and seconds
 /// @throws invalid_input for bad input or settings; run_stopped when `h.stop` stopped it
-[[nodiscard]] inline block_result select_block(const problem<float>& p, index_t b, index_t s_b,
-                                               std::optional<double> threshold, const block_run_settings& s,
-                                               const block_hooks& h = {}) {
+template <backend Backend = eigen_backend>
+[[nodiscard]] block_result select_block(const problem<float>& p, index_t b, index_t s_b,
+                                        std::optional<double> threshold, const block_run_settings& s,
+                                        const block_hooks& h = {}) {
   block_result r;
   r.block = b;
   r.items = p.embeddings.rows;
@@ -439,9 +444,9 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   std::vector<double> scales;
   detail::blocks::stop_latch stop(h);
   if (s.optimizer == block_optimizer::pg) {
-    rows = detail::blocks::learn(p, o, s, m, h, stop, r, scales);
+    rows = detail::blocks::learn<Backend>(p, o, s, m, h, stop, r, scales);
   } else if (s.optimizer == block_optimizer::continuous) {
-    rows = detail::blocks::ascend(p, o, s, m, h, stop, r, scales);
+    rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, scales);
   } else {
     rows = detail::blocks::greedy(p, o, s.optimizer, m, stop, r, scales);
   }
@@ -456,9 +461,12 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
 /// that size would use (calibrated as the learners calibrate them for block `b`, or fixed/raw).
 /// With the rows `select_block` selected, the result's terms and objective are its own.
 /// @param rows the subset, as rows of `p` (any order, no row twice)
+/// @tparam Backend the backend that calibrates the scales: that of the `select_block` run whose
+///         terms are to be reproduced (the calibration subsets are scored on it)
 /// @throws invalid_input ("rows") for a row outside the block or given twice
-[[nodiscard]] inline block_result evaluate_rows(const problem<float>& p, index_t b, std::span<const index_t> rows,
-                                                std::optional<double> threshold, const block_run_settings& s) {
+template <backend Backend = eigen_backend>
+[[nodiscard]] block_result evaluate_rows(const problem<float>& p, index_t b, std::span<const index_t> rows,
+                                         std::optional<double> threshold, const block_run_settings& s) {
   std::vector<char> seen(static_cast<std::size_t>(p.embeddings.rows), 0);
   for (index_t r : rows) {
     DATAMASK_EXPECTS(r >= 0 && r < p.embeddings.rows, "rows", "row ", r, " is outside the block of ",
@@ -474,7 +482,7 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   const options o = block_options(s.run, b, r.selected, threshold);
   const standard_mix m = detail::blocks::block_mix(p, s, {});  // select_block's f: the kNN term when s.knn()
   std::vector<double> scales;
-  for (const auto& t : learner<eigen_backend>(o).calibrate(p, m)) scales.push_back(t.scale);
+  for (const auto& t : learner<Backend>(o).calibrate(p, m)) scales.push_back(t.scale);
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
   evaluate_block(p, m, o, scales, rows, r);
   return r;

@@ -1020,8 +1020,10 @@ class basic_continuous_learner {
         phases::learns(blk, o)
             ? b.top_rows(key_dev, dev.ds, b.to_device(std::span<const index_t>(rows)), blk.selected)
             : phases::read_out(b, dev, blk, o, key_dev);
+    // No candidate rows: a typed null, as nvcc (13.0) deduces nothing through a bare nullptr here.
+    const typename Backend::template vector<index_t>* no_candidates = nullptr;
     phases::finish(b, dev, mix, blk, o, phases::scored_rows{std::move(ordered), {}, false},
-                   std::move(key), nullptr, res);
+                   std::move(key), no_candidates, res);
     return res;
   }
 

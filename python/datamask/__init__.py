@@ -38,6 +38,7 @@ __all__ = [
     "ProgressEvent",
     "Selection",
     "Term",
+    "backend",
     "demo_corpus",
     "evaluate",
     "options",
@@ -46,6 +47,12 @@ __all__ = [
 ]
 
 __version__: str = _core.version
+
+#: Where :func:`select` and :func:`evaluate` run, fixed when the module was built: ``"eigen"``
+#: (the CPU), ``"cuda"`` (the GPU; needs a CUDA device at run time) or ``"thrust-omp"`` (the
+#: Thrust backend on CPU threads, a test build). Chosen by the CMake option
+#: ``DATAMASK_PYTHON_BACKEND`` (README, "Python").
+backend: str = _core.backend
 
 
 @dataclass(frozen=True)

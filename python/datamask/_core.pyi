@@ -7,6 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 version: str
+backend: str  # "eigen", "cuda" or "thrust-omp": the blocks' backend this module was built with
 default_block_size: int
 
 class InvalidInput(ValueError):

@@ -5,7 +5,9 @@
 // (datamask/block_select.hpp), called exactly as datamask-select calls them, so the same inputs,
 // options and seed give the same ids. Here: numpy arrays viewed without a copy, options applied
 // through the library's settings table, the GIL released while selecting, progress and Ctrl-C
-// through the library's hooks, and the result as Python objects.
+// through the library's hooks, and the result as Python objects. The blocks run on the backend
+// this module was built for (block_backend.hpp: the CPU, or the GPU through a translation unit
+// nvcc compiles), exactly as the program's do.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -30,6 +32,8 @@
 #include <datamask/io/npy.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
+
+#include "block_backend.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -437,6 +441,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   python_side side(std::move(on_event), std::move(cancel));  // before the GIL is released: it holds references
   {
     nb::gil_scoped_release nogil;
+    (void)dmfront::use_block_device(std::nullopt);  // under CUDA: a device is present, else a clear error
     plan = datamask::plan_corpus(k.n, r.run, block_size, [&](index_t row) { return k.id(row); },
                                  std::span<const std::vector<double>>(k.quality), k.weights);
     index_t planned = 0;
@@ -455,7 +460,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
       }
       const datamask::block_data data = k.block(rows, nb_blocks == 1, r.run.threads);
       try {
-        results.push_back(datamask::select_block(data.view(), b, s_b, plan.prune_threshold, r, side.hooks(b, nb_blocks)));
+        results.push_back(dmfront::select_block(data.view(), b, s_b, plan.prune_threshold, r, side.hooks(b, nb_blocks)));
       } catch (const datamask::run_stopped&) {
         break;
       } catch (const invalid_input& e) {
@@ -505,6 +510,7 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
   datamask::block_result res;
   {
     nb::gil_scoped_release nogil;
+    (void)dmfront::use_block_device(std::nullopt);
     std::unordered_map<datamask::id_t, index_t> row_of;
     row_of.reserve(static_cast<std::size_t>(k.n));
     for (index_t i = 0; i < k.n; ++i) row_of.emplace(k.id(i), i);
@@ -523,7 +529,7 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     const auto threshold = datamask::corpus_prune_threshold(r.run.prune, k.quality, k.weights);
     const datamask::block_data data = k.block(all, true, r.run.threads);
     try {
-      res = datamask::evaluate_rows(data.view(), 0, rows, threshold, r);
+      res = dmfront::evaluate_rows(data.view(), 0, rows, threshold, r);
     } catch (const invalid_input& e) {
       throw as_keyword(e.input() == "rows" ? invalid_input("ids", std::string(e.what()).substr(6)) : e);
     }
@@ -555,6 +561,7 @@ NB_MODULE(_core, m) {
   nb::exception<invalid_input>(m, "InvalidInput", PyExc_ValueError);
   nb::exception<cancelled>(m, "Cancelled", PyExc_Exception);
   m.attr("version") = datamask::version_string;
+  m.attr("backend") = dmfront::block_backend_name();
   m.attr("default_block_size") = datamask::default_block_size;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,

@@ -43,7 +43,7 @@ def run_program(tmp_path, shards, q, ids, args):
     cmd = [PROGRAM, *paths, "--quality", str(tmp_path / "q.npy"), "--ids", str(tmp_path / "ids.npy"),
            "--out", str(out), "--report", str(report), "--quiet", *args]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return np.load(out), json.loads(report.read_text())["total"]["objective"]
+    return np.load(out), json.loads(report.read_text())
 
 
 # (program arguments, the same as keywords of datamask.select)
@@ -75,9 +75,15 @@ def test_same_ids_and_totals_as_the_program(tmp_path, case):
     sel = datamask.select(x, q, ids=ids, **kw)
     assert sel.ids.dtype == np.int64
     np.testing.assert_array_equal(sel.ids, expected)
-    assert sel.objective.total == report["total"]
+    # A module and a program built for different backends (a CUDA module beside a CPU program)
+    # select the same ids, but their calibrated scales differ in the last bits (the device sums
+    # in double): the same bits only on the same backend.
+    assert report["configuration"]["backend"] in ("eigen", "cuda", "thrust-omp")
+    same = (lambda v: v) if report["configuration"]["backend"] == datamask.backend else pytest.approx
+    objective = report["total"]["objective"]
+    assert sel.objective.total == same(objective["total"])
     for t in sel.objective.terms:
-        assert (t.raw, t.scale, t.weight) == tuple(report["terms"][t.name][k] for k in ("raw", "scale", "weight"))
+        assert (t.raw, t.scale, t.weight) == tuple(same(objective["terms"][t.name][k]) for k in ("raw", "scale", "weight"))
 
 
 @needs_program

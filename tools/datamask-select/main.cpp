@@ -32,6 +32,7 @@
 #include <datamask/pipeline.hpp>
 
 #include "args.hpp"
+#include "block_backend.hpp"
 #include "checkpoint.hpp"
 #include "corpus.hpp"
 #include "knn.hpp"
@@ -179,7 +180,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
   block_result r;
   try {
-    r = datamask::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c, ctx.knn), block_hooks(ctx, b));
+    r = dmfront::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c, ctx.knn), block_hooks(ctx, b));
     if (ctx.knn.loaded) r.graph.seconds = ctx.knn.seconds;  // loaded once, before the blocks
   } catch (const datamask::run_stopped&) {
     throw interrupted{g_signal, ctx.ckpt.active()};
@@ -256,6 +257,23 @@ std::vector<block_result> gather_blocks(const mpi_world& world, const run_header
   return blocks_in_order(std::move(all), from, header.blocks);
 }
 
+/// The GPU of this process on a GPU build (that of its local rank: `datamask::device_for_local_rank`),
+/// said by every rank of a job unless --quiet; -1 on the CPU.
+/// @throws usage_error when built for CUDA and no device is found
+int use_device(const mpi_world& world, bool quiet) {
+  int device = -1;
+  try {
+    device = dmfront::use_block_device(world.local_rank());
+  } catch (const datamask::error& e) {
+    throw usage_error(e.what());
+  }
+  if (device >= 0 && world.spread() && !quiet) {
+    std::fprintf(stderr, "datamask-select (rank %d of %d): backend %s, local rank %d, device %d\n", world.rank(),
+                 world.size(), dmfront::block_backend_name().c_str(), world.local_rank().value_or(0), device);
+  }
+  return device;
+}
+
 int run(int argc, char** argv, const mpi_world& world) {
   mpi_world::check_supported();  // first: a merge under mpirun without MPI would run once per copy
   if (argc > 1 && std::string_view(argv[1]) == "merge") {
@@ -267,13 +285,16 @@ int run(int argc, char** argv, const mpi_world& world) {
   const worker_share shard = shard_share(c);
   if (world.spread() && !c.shard.empty()) throw usage_error("--shard: not with mpirun (the ranks share the blocks)");
   const worker_share share = world.spread() ? worker_share{world.rank(), world.size()} : shard;
+  const bool quiet = c.quiet;
   if (world.rank() != 0) c.quiet = true;  // progress and messages from rank 0
+  const int device = use_device(world, quiet);
   check_output_paths(c);  // before any work: writable, distinct, none an input
   const auto part = part_paths(c, shard);
   if (!c.shard.empty()) prepare_parts(part);
 
   datamask::io::run_report rep;
   rep.configuration = configuration_json(c);
+  rep.configuration["backend"] = dmfront::block_backend_name();
   const auto t_load = clock_type::now();
   // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
   const read_share reading{world.rank(), world.size(),
@@ -299,7 +320,8 @@ int run(int argc, char** argv, const mpi_world& world) {
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
 
-  const run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
+  run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
+  header.configuration["backend"] = dmfront::block_backend_name();  // a part's report says it too
   const auto mine = datamask::worker_blocks(nb, share.index, share.count);
   if (!c.shard.empty() && shard_finished(part, header, mine, c.quiet)) {
     if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());
@@ -330,6 +352,7 @@ int run(int argc, char** argv, const mpi_world& world) {
                    static_cast<long long>(share.index), static_cast<long long>(share.count), mine.size(),
                    static_cast<long long>(nb));
     }
+    if (device >= 0 && !world.spread()) std::fprintf(stderr, "backend: %s, device %d\n", dmfront::block_backend_name().c_str(), device);
     std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
                  c.requested != "auto" ? ""
                  : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"

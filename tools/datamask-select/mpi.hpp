@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@
 #if DATAMASK_SELECT_MPI
 #include <mpi.h>
 #endif
+
+#include <datamask/backend/device_choice.hpp>
 
 #include "args.hpp"
 
@@ -58,6 +61,13 @@ class mpi_world {
       MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
       MPI_Comm_size(MPI_COMM_WORLD, &size_);
       active_ = true;
+      // The rank among the processes that share this node's memory: the GPU a CUDA build uses.
+      MPI_Comm node = MPI_COMM_NULL;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+      int local = 0;
+      MPI_Comm_rank(node, &local);
+      MPI_Comm_free(&node);
+      local_rank_ = local;
     }
 #else
     (void)argc;
@@ -74,6 +84,10 @@ class mpi_world {
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return size_; }
+  /// This process's rank on its node: from MPI when MPI started it, else from the launcher's
+  /// environment (`datamask::local_rank_from_environment`: srun, mpirun without MPI built in);
+  /// none for a plain process.
+  [[nodiscard]] std::optional<int> local_rank() const { return local_rank_; }
   /// Whether the blocks are spread over several ranks.
   [[nodiscard]] bool spread() const { return size_ > 1; }
 
@@ -166,6 +180,7 @@ class mpi_world {
   int rank_ = 0;
   int size_ = 1;
   bool active_ = false;
+  std::optional<int> local_rank_ = datamask::local_rank_from_environment();
 };
 
 }  // namespace dmselect

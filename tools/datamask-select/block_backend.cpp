@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// block_backend.hpp's functions on the backend this translation unit is compiled for: nvcc
+// (CUDA): `thrust_backend` on the GPU; DATAMASK_BLOCK_BACKEND_THRUST with a host compiler and
+// datamask::thrust_omp: `thrust_backend` on OpenMP threads; otherwise `eigen_backend`.
+
+#include "block_backend.hpp"
+
+#include <datamask/backend/device_choice.hpp>
+
+#if defined(__CUDACC__) || defined(DATAMASK_BLOCK_BACKEND_THRUST)
+#include <datamask/backend/thrust.hpp>
+#endif
+
+namespace dmfront {
+
+namespace {
+#if defined(__CUDACC__)
+using backend_type = datamask::thrust_backend;
+constexpr const char* backend_name = "cuda";
+#elif defined(DATAMASK_BLOCK_BACKEND_THRUST)
+using backend_type = datamask::thrust_backend;
+constexpr const char* backend_name = "thrust-omp";
+#else
+using backend_type = datamask::eigen_backend;
+constexpr const char* backend_name = "eigen";
+#endif
+}  // namespace
+
+std::string block_backend_name() { return backend_name; }
+
+int use_block_device(std::optional<int> local_rank) {
+#if defined(__CUDACC__)
+  return datamask::use_local_rank_device(local_rank);
+#else
+  (void)local_rank;
+  return -1;
+#endif
+}
+
+datamask::block_result select_block(const datamask::problem<float>& p, datamask::index_t b, datamask::index_t s_b,
+                                    std::optional<double> threshold, const datamask::block_run_settings& s,
+                                    const datamask::block_hooks& h) {
+  return datamask::select_block<backend_type>(p, b, s_b, threshold, s, h);
+}
+
+datamask::block_result evaluate_rows(const datamask::problem<float>& p, datamask::index_t b,
+                                     std::span<const datamask::index_t> rows, std::optional<double> threshold,
+                                     const datamask::block_run_settings& s) {
+  return datamask::evaluate_rows<backend_type>(p, b, rows, threshold, s);
+}
+
+}  // namespace dmfront
