@@ -9,6 +9,7 @@
 
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
+#include "datamask/detail/sorted_search.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask::detail::device_passes {
@@ -67,17 +68,8 @@ struct sorted_rows {
 
 /// Whether `x` is among the `count` ascending values at `sorted`: O(log count).
 DATAMASK_HOST_DEVICE inline bool contains(const index_t* sorted, index_t count, index_t x) {
-  index_t lo = 0;
-  index_t hi = count;  // the first value >= x is at an index in [lo, hi]
-  while (lo < hi) {
-    const index_t mid = lo + (hi - lo) / 2;
-    if (sorted[mid] < x) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo < count && sorted[lo] == x;
+  const index_t at = detail::lower_bound(sorted, count, x);
+  return at < count && sorted[at] == x;
 }
 
 /// The value of a subset too small to score (fewer rows than an objective needs) is 0: writes
