@@ -187,9 +187,9 @@ struct device_executor_archetype {
 ///   backend may copy it once and hand the same copy to later calls for the same array, keyed
 ///   by its address, size and type and keeping `owner` alive, so no other array can take that
 ///   address while the copy exists (the Thrust backend keeps copies for the dataset's lifetime
-///   and uses host memory in place under a host device system). Rules: `owner` owns `host` (or
-///   outlives it) and `host`'s values never change while `owner` lives; do not keep the
-///   pointer past the call.
+///   and uses host memory in place under a host device system). Rules: `host` stays allocated
+///   and unchanged as long as `owner` lives (pass the shared_ptr that owns the array); do not
+///   keep the returned pointer past the call.
 ///
 /// So an objective header never includes Thrust and a backend never includes an objective: the
 /// Thrust backend passes an executor over `thrust::for_each` and `thrust::device_vector`

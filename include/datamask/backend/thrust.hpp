@@ -12,8 +12,8 @@
 /// What stays on the device for the whole run: the embeddings (copied once under CUDA; under a
 /// host device system such as OMP the caller's memory is used in place), norms, ids, logits,
 /// active batches, Gumbel keys, the G x k rollouts and objectives' resident arrays (a kNN graph,
-/// copied on the first evaluation under CUDA, read in place under OMP). What comes back per step: the G values of
-/// each term (and, for the Plackett-Luce update, G partial sums).
+/// copied on the first evaluation under CUDA, read in place under OMP). What comes back per
+/// step: the G values of each term (and, for the Plackett-Luce update, G partial sums).
 ///
 /// Same results as `eigen_backend`:
 /// - masks: the same Philox draws (`rng::uniform01`, `rng::gumbel`, in double) and the same tie
