@@ -9,6 +9,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -164,6 +165,8 @@ struct device_executor_archetype {
   void for_each(index_t n, F f);
   template <class U>
   U* scratch(index_t count);
+  template <class U>
+  const U* resident(std::span<const U> host, std::shared_ptr<const void> owner);
 };
 }  // namespace detail
 
@@ -177,7 +180,16 @@ struct device_executor_archetype {
 ///   no `std::vector`, no exceptions), and it may only read memory the executor can reach;
 ///   calls run in program order (a later for_each sees the writes of an earlier one);
 /// - `exec.template scratch<U>(index_t count)`: `count` uninitialised U in the executor's
-///   memory, valid until `evaluate_device` returns.
+///   memory, valid until `evaluate_device` returns;
+/// - `exec.resident(std::span<const U> host, std::shared_ptr<const void> owner)`: `host`'s
+///   values in the executor's memory, read-only, valid until `evaluate_device` returns. For an
+///   array an objective holds for the whole run (sparse facility location's kNN graph): the
+///   backend may copy it once and hand the same copy to later calls for the same array, keyed
+///   by its address, size and type and keeping `owner` alive, so no other array can take that
+///   address while the copy exists (the Thrust backend keeps copies for the dataset's lifetime
+///   and uses host memory in place under a host device system). Rules: `host` stays allocated
+///   and unchanged as long as `owner` lives (pass the shared_ptr that owns the array); do not
+///   keep the returned pointer past the call.
 ///
 /// So an objective header never includes Thrust and a backend never includes an objective: the
 /// Thrust backend passes an executor over `thrust::for_each` and `thrust::device_vector`

@@ -6,8 +6,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <span>
 #include <vector>
+
+#include <datamask/knn/graph.hpp>
+#include <datamask/objectives/sparse_facility.hpp>
 
 #include "thrust_support.hpp"
 
@@ -93,5 +97,10 @@ TEST_CASE("CUDA: every objective, built in or user, agrees with the CPU backend"
   check(datamask::pairwise_similarity{}, 1e-10);
   check(datamask::facility_location{}, 1e-5);
   check(datamask::disf{}, 1e-4);
+  datamask::knn_settings knn;
+  knn.neighbors = 16;
+  const datamask::sparse_facility_location sparse{
+      std::make_shared<const datamask::knn_graph>(datamask::build_knn_graph(inst.problem(), knn))};
+  check(sparse, 0.0);  // the same float similarities, summed in the same order: the same bits
   check(spread{}, 1e-10);
 }

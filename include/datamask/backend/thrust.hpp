@@ -11,8 +11,9 @@
 ///
 /// What stays on the device for the whole run: the embeddings (copied once under CUDA; under a
 /// host device system such as OMP the caller's memory is used in place), norms, ids, logits,
-/// active batches, Gumbel keys and the G x k rollouts. What comes back per step: the G values of
-/// each term (and, for the Plackett-Luce update, G partial sums).
+/// active batches, Gumbel keys, the G x k rollouts and objectives' resident arrays (a kNN graph,
+/// copied on the first evaluation under CUDA, read in place under OMP). What comes back per
+/// step: the G values of each term (and, for the Plackett-Luce update, G partial sums).
 ///
 /// Same results as `eigen_backend`:
 /// - masks: the same Philox draws (`rng::uniform01`, `rng::gumbel`, in double) and the same tie
@@ -39,9 +40,12 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <typeindex>
+#include <typeinfo>
 #include <vector>
 
 #include <thrust/binary_search.h>
@@ -85,6 +89,56 @@ struct thrust_backend {
   using vector = thrust::device_vector<T>;
   static constexpr std::string_view name = thrust_device_is_cuda ? "thrust-cuda" : "thrust-omp";
 
+  /// @brief Device copies of host arrays an objective holds for a whole run (the executor's
+  /// `resident`, see `device_evaluable`): each array is copied on its first request and the
+  /// same copy is returned for later requests with the same address, size and type. The copies
+  /// keep their owner alive, so no other array can take their address while they exist; the
+  /// copies of an owner nobody else holds any more are dropped on the next request.
+  /// Thread-safe.
+  class resident_store {
+   public:
+    template <class U>
+    const U* get(std::span<const U> host, std::shared_ptr<const void> owner) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      std::erase_if(owners_, [](const held& h) { return h.owner.use_count() == 1; });
+      const std::type_index type(typeid(U));
+      for (const held& h : owners_) {
+        for (const copy& c : h.copies) {
+          if (c.host == host.data() && c.count == host.size() && c.type == type) return static_cast<const U*>(c.device);
+        }
+      }
+      auto values = std::make_shared<vector<U>>(host.begin(), host.end());
+      const U* device = raw(*values);
+      auto h = std::find_if(owners_.begin(), owners_.end(),
+                            [&](const held& x) { return !x.owner.owner_before(owner) && !owner.owner_before(x.owner); });
+      if (h == owners_.end()) h = owners_.insert(owners_.end(), held{std::move(owner), {}});
+      h->copies.push_back(copy{host.data(), host.size(), type, std::move(values), device});
+      return device;
+    }
+    /// @brief How many copies are held.
+    [[nodiscard]] std::size_t size() const {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      std::size_t count = 0;
+      for (const held& h : owners_) count += h.copies.size();
+      return count;
+    }
+
+   private:
+    struct copy {
+      const void* host;
+      std::size_t count;
+      std::type_index type;
+      std::shared_ptr<void> values;  // the vector<U>
+      const void* device;
+    };
+    struct held {
+      std::shared_ptr<const void> owner;  // one reference per owner, so use_count 1 means unused
+      std::vector<copy> copies;
+    };
+    mutable std::mutex mutex_;
+    std::vector<held> owners_;
+  };
+
   /// @brief The block on the device. Under CUDA the embeddings are copied (packed to dense
   /// rows); under a host device system they are read where the caller keeps them.
   template <class T>
@@ -96,6 +150,9 @@ struct thrust_backend {
     vector<id_t> ids;
     std::vector<double> host_inv_norms;
     std::vector<double> host_sq_norms;
+    /// Objectives' resident arrays (the kNN graph), copied once per dataset; copies of a
+    /// dataset share them.
+    std::shared_ptr<resident_store> resident = std::make_shared<resident_store>();
 
     /// @brief The embeddings as the device reads them.
     [[nodiscard]] matrix_view<const T> embeddings() const {
@@ -221,10 +278,14 @@ struct thrust_backend {
   }
 
   /// @brief What `device_evaluable` objectives run on: `for_each` over an index range as a
-  /// Thrust algorithm on the device system, and scratch buffers that live until the executor
-  /// goes out of scope.
+  /// Thrust algorithm on the device system, scratch buffers that live until the executor goes
+  /// out of scope, and resident copies of host arrays kept in a `resident_store` (the
+  /// dataset's, so a run copies its kNN graph once; an executor made without one keeps its own).
   class executor {
    public:
+    executor() = default;
+    explicit executor(std::shared_ptr<resident_store> store) : store_(std::move(store)) {}
+
     /// @brief f(i) for every i in [0, n) on the device.
     template <class F>
     void for_each(index_t n, F f) {
@@ -238,9 +299,20 @@ struct thrust_backend {
       buffers_.push_back(std::move(buffer));
       return p;
     }
+    /// @brief `host` in device memory (see `device_evaluable`): a copy from the store under
+    /// CUDA; under a host device system host memory is device memory, so `host` itself.
+    template <class U>
+    const U* resident(std::span<const U> host, std::shared_ptr<const void> owner) {
+      if constexpr (thrust_device_is_cuda) {
+        return store_->get(host, std::move(owner));
+      } else {
+        return host.data();
+      }
+    }
 
    private:
     std::vector<std::shared_ptr<void>> buffers_;
+    std::shared_ptr<resident_store> store_ = std::make_shared<resident_store>();
   };
 
   /// @brief Scores G subsets of k rows: `device_evaluable` objectives and `device_objective`s on
@@ -254,7 +326,7 @@ struct thrust_backend {
       const batch_view<T> b{ds.embeddings(), raw(ds.inv_norms), raw(ds.sq_norms),
                             matrix_view<const index_t>(raw(subsets), g_count, k), index_view(raw(reference), nv)};
       vector<double> res(static_cast<std::size_t>(g_count));
-      executor exec;
+      executor exec(ds.resident);
       if constexpr (device_evaluable<D, T>) {
         objective.evaluate_device(exec, b, raw(res));
       } else {

@@ -3,8 +3,8 @@
 
 /// @file
 /// @brief Facility location on a k-nearest-neighbour graph (knn/graph.hpp): every capability
-/// the host optimizers use -- evaluation, the greedy state (naive, lazy and
-/// stochastic greedy) and the relaxation the continuous learner ascends.
+/// the optimizers use -- evaluation (on the host and through a backend's executor), the greedy
+/// state (naive, lazy and stochastic greedy) and the relaxation the continuous learner ascends.
 ///
 /// F(U) = (1 / |V|) * sum_{v in V} max(0, max_{j in U, j in N(v)} s(v, j)), with N(v) v's K
 /// neighbours in the graph and 0 when none of them is in U. V is the reference set, as for dense
@@ -25,9 +25,11 @@
 /// swap instead of an evaluation over the block).
 ///
 /// Cost: an evaluation reads each reference item's row up to its first neighbour in U (at most
-/// |V| K), plus O(|U|) to mark U; a greedy gain reads the candidate's reverse neighbours (K on
-/// average); the relaxation is O(n K). Memory: the graph (n K ids and floats) and, in the greedy
-/// state, its transpose.
+/// |V| K), plus O(|U|) to mark U (on a device: O(|U| log |U|) to sort U, then a binary search
+/// per neighbour read, and G |V| doubles of scratch for G subsets); a greedy gain reads the
+/// candidate's reverse neighbours (K on average); the relaxation is O(n K). Memory: the graph
+/// (n K ids and floats; under CUDA a second copy in device memory) and, in the greedy state,
+/// its transpose.
 
 #include <algorithm>
 #include <cstdint>
@@ -38,16 +40,43 @@
 #include <vector>
 
 #include "datamask/concepts.hpp"
+#include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/error.hpp"
 #include "datamask/knn/graph.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 
 namespace datamask {
 
 namespace detail::sparse_facility_impl {
 
 /// s(v, j) clamped at 0 (see the file comment).
-inline double clamped(float s) { return s > 0.0f ? static_cast<double>(s) : 0.0; }
+DATAMASK_HOST_DEVICE inline double clamped(float s) { return s > 0.0f ? static_cast<double>(s) : 0.0; }
+
+/// The device evaluation's per-pair pass: for entry i = g |V| + a, the clamped similarity of
+/// reference item a to its first neighbour in subset g (0 when none is), as the host call
+/// operator finds it; `sorted` holds each subset's rows ascending (device_passes::sorted_rows).
+struct first_in_subset {
+  const index_t* ids;  // the graph, n x k, in the executor's memory
+  const float* sims;
+  index_t k;
+  index_view reference;
+  const index_t* sorted;  // G x `size`
+  index_t size;
+  double* best;  // G x |V|
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t g = i / reference.size;
+    const index_t v = reference[i - g * reference.size];
+    double b = 0.0;
+    for (index_t r = 0; r < k; ++r) {
+      if (device_passes::contains(sorted + g * size, size, ids[v * k + r])) {
+        b = clamped(sims[v * k + r]);
+        break;
+      }
+    }
+    best[i] = b;
+  }
+};
 
 /// The graph's transpose: for item j, the reference items v that list j, with s(v, j) > 0
 /// (zero contributions can never raise a reference item's best), by v ascending.
@@ -129,8 +158,11 @@ inline std::vector<unsigned char>& marks(index_t n) {
 /// graph. Models `incremental_objective` and `relaxable_objective`. Not
 /// `batched_diversity_objective`: the backend's per-subset path already scores G subsets in
 /// parallel on the run's threads (a `batch_view` carries no thread count), and one pass over the
-/// reference set per subset is the whole cost. Not `device_evaluable`: the graph lives in host
-/// memory and the executor interface has no copy to its memory.
+/// reference set per subset is the whole cost. Models `device_evaluable`: the graph goes to the
+/// executor's memory once per run (`resident`), each subset's rows are sorted there, and each
+/// (subset, reference item) searches its row's neighbours in them, O(K log k); the values equal
+/// the host call operator's bit for bit (the same clamped float similarities, summed in
+/// reference order, divided by |V|).
 struct sparse_facility_location {
   static constexpr std::string_view name = "facility_knn";
 
@@ -157,6 +189,28 @@ struct sparse_facility_location {
     }
     for (index_t j : s.subset) in[static_cast<std::size_t>(j)] = 0;
     return total / static_cast<double>(nv);
+  }
+
+  /// @brief Scores G subsets through a backend's executor (see `device_evaluable`): each
+  /// subset's rows sorted, each (subset, reference item)'s first neighbour in the subset, then
+  /// the mean per subset in reference order, as the call operator sums.
+  template <class Exec, class T>
+  void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
+    namespace dp = detail::device_passes;
+    const knn_graph& g = checked(b.embeddings.rows);
+    const index_t g_count = b.subsets.rows;
+    const index_t k = b.subsets.cols;
+    const index_t nv = b.reference.size;
+    if (dp::zero_when(k == 0 || nv == 0, exec, b, out)) return;
+    const index_t* ids = exec.resident(std::span<const index_t>(g.ids), graph);
+    const float* sims = exec.resident(std::span<const float>(g.sims), graph);
+    index_t* sorted = exec.template scratch<index_t>(g_count * k);
+    exec.for_each(g_count, dp::sorted_rows{b.subsets, sorted});
+    double* best = exec.template scratch<double>(g_count * nv);
+    exec.for_each(g_count * nv,
+                  detail::sparse_facility_impl::first_in_subset{ids, sims, g.k, b.reference, sorted, k, best});
+    // (1 * sum) / |V|, the sum from 0 in reference order: the call operator's bits.
+    exec.for_each(g_count, dp::scaled_row_sum{best, nv, 1.0, static_cast<double>(nv), out});
   }
 
   /// @brief The greedy state over a block (see `incremental_objective`).

@@ -16,6 +16,7 @@
 #include <cuda/std/bit>
 
 #include "datamask/config.hpp"
+#include "datamask/detail/sorted_search.hpp"
 #include "datamask/rng/philox.hpp"
 #include "datamask/types.hpp"
 
@@ -103,21 +104,6 @@ struct gather_sum_rollout {
     return s;
   }
 };
-
-/// The first position in sorted[0, n) whose value is not less than x.
-DATAMASK_HOST_DEVICE inline index_t lower_bound(const index_t* sorted, index_t n, index_t x) {
-  index_t lo = 0;
-  index_t hi = n;
-  while (lo < hi) {
-    const index_t mid = lo + (hi - lo) / 2;
-    if (sorted[mid] < x) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
 
 /// The relaxed update of one active row: the coefficients of the rollouts that drew it, summed
 /// in increasing rollout order (the rollout entries are stably sorted by row), then added.
