@@ -96,11 +96,14 @@ def test_float16_shards_as_the_program(tmp_path):
 
 
 def test_same_seed_same_selection_any_thread_count():
-    x, q, _ = corpus(n=2000)
-    a = datamask.select(x, q, seed=7, threads=1)
-    b = datamask.select(x, q, seed=7, threads=2)
-    np.testing.assert_array_equal(a.ids, b.ids)
-    assert len(a) == 200 and len(np.unique(a.ids)) == 200
+    # n = 20,000: the library's loops then exceed detail::parallel_min_work and run on 2 threads.
+    x, q, _ = corpus(n=20000)
+    for extra in ({}, dict(optimizer="pg", steps=5, rollouts=8)):
+        a = datamask.select(x, q, seed=7, threads=1, **extra)
+        b = datamask.select(x, q, seed=7, threads=2, **extra)
+        np.testing.assert_array_equal(a.ids, b.ids)
+        assert a.objective.total == b.objective.total
+        assert len(a) == 2000 and len(np.unique(a.ids)) == 2000
 
 
 def test_report_parts():
