@@ -171,7 +171,11 @@ std::vector<std::pair<std::string, dm::knn_settings>> graphs_of(const settings& 
         ks.probes = pr;
         const index_t c = s.clusters > 0 ? s.clusters : dm::default_clusters(s.n);
         const index_t used = std::min(c, pr > 0 ? pr : dm::default_probes(c));
-        out.emplace_back("C" + std::to_string(c) + " P" + std::to_string(used), ks);
+        std::string label = "C";  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on a + chain
+        label += std::to_string(c);
+        label += " P";
+        label += std::to_string(used);
+        out.emplace_back(label, ks);
       }
     }
   }
