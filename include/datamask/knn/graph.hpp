@@ -15,7 +15,10 @@
 ///
 /// The exact builder runs tiles of rows against tiles of columns, one matrix product (Eigen
 /// GEMM) per pair of tiles and a running top-K per row: its buffers are tile x tile and n x K,
-/// never n x n. Cost 2 n^2 d for the products plus n^2 comparisons.
+/// never n x n. Cost 2 n^2 d for the products plus n^2 comparisons. The clustered builder
+/// (knn/clustered.hpp) compares each item with a few clusters only, through the same products
+/// and running top-K (`detail::knn` below); `build_knn_graph(problem, ...)` runs the builder
+/// `knn_settings::build` names.
 
 #include <algorithm>
 #include <array>
