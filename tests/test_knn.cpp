@@ -307,14 +307,19 @@ TEST_CASE("the clustered kNN graph is the same on 1 and 2 threads; its rows are 
 TEST_CASE("the clustered kNN graph probes more clusters when P of them hold fewer than K items", "[knn]") {
   const index_t n = 40;
   const auto x = dmtest::random_embeddings<double>(n, 4, 3);
-  // 20 clusters of about 2 items, one probed: K = 12 needs several more.
-  const dm::knn_graph g = dm::build_knn_graph(rows_of(x, n, 4), clustered(12, dm::similarity_kernel::cosine, 20, 1));
-  for (index_t v = 0; v < n; ++v) {
-    CHECK(g.neighbor(v, 0) == v);
-    for (index_t r = 0; r < g.k; ++r) {
-      CHECK(g.neighbor(v, r) >= 0);
-      CHECK(g.neighbor(v, r) < n);
-      CHECK(std::isfinite(g.similarity(v, r)));
+  // 20 clusters of about 2 items, one probed: K = 12 needs several more. 40 clusters of about
+  // one item: K = 30 needs more clusters than the head of each ranking sorted first (P + 16).
+  for (auto [clusters, k] : {std::pair<index_t, index_t>{20, 12}, {40, 30}}) {
+    const dm::knn_graph g =
+        dm::build_knn_graph(rows_of(x, n, 4), clustered(k, dm::similarity_kernel::cosine, clusters, 1));
+    for (index_t v = 0; v < n; ++v) {
+      CHECK(g.neighbor(v, 0) == v);
+      for (index_t r = 0; r < g.k; ++r) {
+        CHECK(g.neighbor(v, r) >= 0);
+        CHECK(g.neighbor(v, r) < n);
+        CHECK(std::isfinite(g.similarity(v, r)));
+        for (index_t q = 0; q < r; ++q) CHECK(g.neighbor(v, q) != g.neighbor(v, r));
+      }
     }
   }
 }

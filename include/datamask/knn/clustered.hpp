@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -64,9 +65,15 @@ namespace detail::knn {
 
 inline constexpr std::uint32_t stream_centroids = 0x6B6E6E63u;  // "knnc"
 inline constexpr std::uint32_t stream_recall = 0x6B6E6E72u;     // "knnr"
-/// Rows per product when items are assigned to centroids: fixed, so the products (and their
-/// rounding) do not depend on `tile` or threads.
-inline constexpr index_t assign_tile = 1024;
+/// Products of rows against all C centroids (assignment) or clusters against all C clusters
+/// (probe lists) hold at most this many entries (16 MiB of floats), whatever C the user asks.
+inline constexpr index_t product_entries = index_t{1} << 22;
+
+/// Rows per product when items are assigned to centroids: 1,024, fewer when C is large; fixed
+/// by C alone, so the products (and their rounding) do not depend on `tile` or threads.
+inline index_t assign_tile(index_t centroids) {
+  return std::clamp<index_t>(product_entries / std::max<index_t>(centroids, 1), 16, 1024);
+}
 /// Sampled rows per centroid for the k-means refinement.
 inline constexpr index_t rows_per_centroid = 64;
 
@@ -135,10 +142,11 @@ template <class T>
   const auto count = static_cast<index_t>(items.size());
   const auto k = static_cast<index_t>(cs.c.rows());
   std::vector<index_t> out(items.size());
-  const index_t tiles = (count + assign_tile - 1) / assign_tile;
+  const index_t tile = assign_tile(k);
+  const index_t tiles = (count + tile - 1) / tile;
   parallel_for(tiles, s.threads, [&](index_t t) {
-    const index_t r0 = t * assign_tile;
-    const index_t rows = std::min(assign_tile, count - r0);
+    const index_t r0 = t * tile;
+    const index_t rows = std::min(tile, count - r0);
     const auto a = gather(x, inv_norms, unit_rows(s.kernel), rows, [&](index_t q) { return items[r0 + q]; });
     const product_matrix<T> dots = a * cs.c.transpose();
     for (index_t q = 0; q < rows; ++q) {
@@ -153,7 +161,7 @@ template <class T>
       }
       out[static_cast<std::size_t>(r0 + q)] = best;
     }
-  }, 2.0 * static_cast<double>(assign_tile) * static_cast<double>(k) * static_cast<double>(x.cols));
+  }, 2.0 * static_cast<double>(tile) * static_cast<double>(k) * static_cast<double>(x.cols));
   return out;
 }
 
@@ -208,29 +216,41 @@ template <class T>
 }
 
 /// Each cluster's probe list: itself, then the other clusters by similarity of centroids
-/// (ties to the smaller cluster), P in all, and more while they hold fewer than K items.
+/// (ties to the smaller cluster), P in all, and more while they hold fewer than K items. The
+/// centroid products come a block of clusters at a time (`product_entries`), and only the head
+/// of each ranking is sorted.
 template <class T>
 [[nodiscard]] std::vector<std::vector<index_t>> probe_lists(const centroids<T>& cs, const clusters_of& groups,
                                                             index_t probes, index_t k, const knn_settings& s) {
   const auto count = static_cast<index_t>(cs.c.rows());
-  const product_matrix<T> dots = cs.c * cs.c.transpose();
+  const index_t block = std::clamp<index_t>(product_entries / count, 1, count);
   std::vector<std::vector<index_t>> lists(static_cast<std::size_t>(count));
-  parallel_for(count, s.threads, [&](index_t a) {
+  parallel_for((count + block - 1) / block, s.threads, [&](index_t t) {
+    const index_t a0 = t * block;
+    const index_t rows = std::min(block, count - a0);
+    const product_matrix<T> dots = cs.c.middleRows(a0, rows) * cs.c.transpose();
     std::vector<std::pair<double, index_t>> others;
-    others.reserve(static_cast<std::size_t>(count));
-    for (index_t b = 0; b < count; ++b) {
-      if (b != a) others.emplace_back(affinity(s.kernel, static_cast<double>(dots(a, b)), cs.sq[a], cs.sq[b]), b);
+    for (index_t q = 0; q < rows; ++q) {
+      const index_t a = a0 + q;
+      others.clear();
+      for (index_t b = 0; b < count; ++b) {
+        if (b != a) others.emplace_back(affinity(s.kernel, static_cast<double>(dots(q, b)), cs.sq[a], cs.sq[b]), b);
+      }
+      // The first P + 16 in order (a total order: the same head as a full sort); the rest only
+      // when those clusters hold fewer than K items.
+      const auto head = std::min<std::size_t>(others.size(), static_cast<std::size_t>(probes) + 16);
+      std::partial_sort(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(head), others.end(), better{});
+      std::vector<index_t>& list = lists[static_cast<std::size_t>(a)];
+      list.push_back(a);
+      index_t held = groups.size(a);
+      for (std::size_t i = 0; i < others.size(); ++i) {
+        if (static_cast<index_t>(list.size()) >= probes && held >= k) break;
+        if (i == head) std::sort(others.begin() + static_cast<std::ptrdiff_t>(head), others.end(), better{});
+        list.push_back(others[i].second);
+        held += groups.size(others[i].second);
+      }
     }
-    std::sort(others.begin(), others.end(), better{});
-    std::vector<index_t>& list = lists[static_cast<std::size_t>(a)];
-    list.push_back(a);
-    index_t held = groups.size(a);
-    for (const auto& o : others) {
-      if (static_cast<index_t>(list.size()) >= probes && held >= k) break;
-      list.push_back(o.second);
-      held += groups.size(o.second);
-    }
-  }, static_cast<double>(count) * 20.0);
+  }, static_cast<double>(block) * static_cast<double>(count) * (static_cast<double>(cs.c.cols()) + 20.0));
   return lists;
 }
 
