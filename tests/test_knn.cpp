@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The kNN graph (knn/graph.hpp): the exact builder against brute force in double for each
 // kernel, ties to the smaller id, independence of tiles and threads; the loader's round trip and
-// its refusals of bad files.
+// its refusals of bad files. The clustered builder (knn/clustered.hpp): the exact graph when
+// every cluster is probed, the same graph on 1 and 2 threads, full and valid rows when the
+// probed clusters hold fewer than K items, its settings checked; the recall estimate against a
+// count by hand.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 
 #include <datamask/datamask.hpp>
 #include <datamask/io/npy.hpp>
+#include <datamask/knn/clustered.hpp>
 #include <datamask/knn/graph.hpp>
 
 #include "helpers.hpp"
@@ -214,3 +218,175 @@ TEST_CASE("bad kNN graph files are refused, naming the file and the problem", "[
   write(dm::knn_graph_files(t.prefix("junk")).second, "not numpy");
   CHECK_THROWS_WITH(dm::load_knn_graph(t.prefix("junk"), n), Catch::Contains("junk.ids.npy"));
 }
+
+namespace {
+
+/// Rows of d = 8 with four entries +-1 and four 0: every norm is 2, so unit rows (+-0.5) and
+/// every product and similarity under every kernel are exact, and ties are many.
+std::vector<double> exact_rows(index_t n) {
+  const index_t d = 8;
+  std::vector<double> x(static_cast<std::size_t>(n * d), 0.0);
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t t = 0; t < 4; ++t) {
+      const index_t j = (i * 3 + t * (1 + i % 5)) % d;
+      double& v = x[static_cast<std::size_t>(i * d + j)];
+      if (v == 0.0) v = ((i / 7 + t) % 3 == 0) ? -1.0 : 1.0;
+    }
+    double sq = 0.0;  // a repeated column leaves fewer than four entries: fill the first zeros
+    for (index_t j = 0; j < d; ++j) sq += x[static_cast<std::size_t>(i * d + j)] != 0.0 ? 1.0 : 0.0;
+    for (index_t j = 0; j < d && sq < 4.0; ++j) {
+      double& v = x[static_cast<std::size_t>(i * d + j)];
+      if (v == 0.0) {
+        v = 1.0;
+        sq += 1.0;
+      }
+    }
+  }
+  return x;
+}
+
+dm::knn_settings clustered(index_t k, dm::similarity_kernel kern, index_t clusters, index_t probes) {
+  dm::knn_settings s;
+  s.neighbors = k;
+  s.kernel = kern;
+  s.gamma = 0.3;
+  s.build = dm::knn_build::clustered;
+  s.clusters = clusters;
+  s.probes = probes;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the clustered kNN graph probing every cluster is the exact graph, bit for bit", "[knn]") {
+  const index_t n = 90;
+  const auto x = exact_rows(n);
+  for (auto kern : all_kernels) {
+    dm::knn_settings s = clustered(11, kern, 7, 7);
+    s.tile = 5;  // several tiles per cluster
+    const dm::knn_graph a = dm::build_knn_graph(rows_of(x, n, 8), s);
+    s.build = dm::knn_build::exact;
+    s.tile = 512;
+    const dm::knn_graph b = dm::build_knn_graph(rows_of(x, n, 8), s);
+    CHECK(a.ids == b.ids);
+    CHECK(a.sims == b.sims);
+    CHECK(a.source.rfind("clustered, kernel ", 0) == 0);
+    CHECK(a.source.find("C = 7, P = 7") != std::string::npos);
+    CHECK(b.source.rfind("exact", 0) == 0);
+  }
+}
+
+TEST_CASE("the clustered kNN graph is the same on 1 and 2 threads; its rows are valid", "[knn]") {
+  const index_t n = 300;
+  const index_t d = 6;
+  const index_t k = 9;
+  const auto x = dmtest::random_embeddings<double>(n, d, 5);
+  for (auto kern : all_kernels) {
+    dm::knn_settings s = clustered(k, kern, 20, 3);
+    s.threads = 1;
+    const dm::knn_graph a = dm::build_knn_graph(rows_of(x, n, d), s);
+    s.threads = 2;
+    const dm::knn_graph b = dm::build_knn_graph(rows_of(x, n, d), s);
+    CHECK(a.ids == b.ids);
+    CHECK(a.sims == b.sims);
+    for (index_t v = 0; v < n; ++v) {
+      for (index_t r = 0; r < k; ++r) {
+        const index_t j = a.neighbor(v, r);
+        REQUIRE(j >= 0);
+        REQUIRE(j < n);
+        const double want = dmtest::ref_sim(x, d, v, j, kern, s.gamma);
+        CHECK(std::abs(a.similarity(v, r) - want) <= 1e-5 * std::max(1.0, std::abs(want)));
+        if (r + 1 < k) CHECK(a.similarity(v, r) >= a.similarity(v, r + 1));
+        for (index_t q = 0; q < r; ++q) CHECK(a.neighbor(v, q) != j);
+      }
+      if (kern != dm::similarity_kernel::dot) CHECK(a.neighbor(v, 0) == v);  // its own cluster is probed
+    }
+  }
+}
+
+TEST_CASE("the clustered kNN graph probes more clusters when P of them hold fewer than K items", "[knn]") {
+  const index_t n = 40;
+  const auto x = dmtest::random_embeddings<double>(n, 4, 3);
+  // 20 clusters of about 2 items, one probed: K = 12 needs several more. 40 clusters of about
+  // one item: K = 30 needs more clusters than the head of each ranking sorted first (P + 16).
+  for (auto [clusters, k] : {std::pair<index_t, index_t>{20, 12}, {40, 30}}) {
+    const dm::knn_graph g =
+        dm::build_knn_graph(rows_of(x, n, 4), clustered(k, dm::similarity_kernel::cosine, clusters, 1));
+    for (index_t v = 0; v < n; ++v) {
+      CHECK(g.neighbor(v, 0) == v);
+      for (index_t r = 0; r < g.k; ++r) {
+        CHECK(g.neighbor(v, r) >= 0);
+        CHECK(g.neighbor(v, r) < n);
+        CHECK(std::isfinite(g.similarity(v, r)));
+        for (index_t q = 0; q < r; ++q) CHECK(g.neighbor(v, q) != g.neighbor(v, r));
+      }
+    }
+  }
+}
+
+TEST_CASE("clustered kNN graph settings are checked, naming the setting", "[knn]") {
+  const auto x = dmtest::random_embeddings<double>(10, 3, 1);
+  auto refused = [&](dm::knn_settings s, const std::string& input) {
+    try {
+      (void)dm::build_knn_graph(rows_of(x, 10, 3), s);
+    } catch (const dm::invalid_input& e) {
+      CHECK(e.input() == input);
+      return;
+    }
+    FAIL("accepted");
+  };
+  refused(clustered(3, dm::similarity_kernel::cosine, 11, 2), "knn-clusters");
+  refused(clustered(3, dm::similarity_kernel::cosine, -1, 2), "knn-clusters");
+  refused(clustered(3, dm::similarity_kernel::cosine, 3, -1), "knn-probes");
+  refused(clustered(11, dm::similarity_kernel::cosine, 3, 2), "neighbors");
+  dm::knn_settings s = clustered(3, dm::similarity_kernel::cosine, 3, 2);
+  s.kmeans_iterations = -1;
+  refused(s, "kmeans-iterations");
+  // 0: the defaults; P above C probes every cluster.
+  CHECK(dm::build_knn_graph(rows_of(x, 10, 3), clustered(3, dm::similarity_kernel::cosine, 0, 0)).ids.size() == 30);
+  CHECK(dm::build_knn_graph(rows_of(x, 10, 3), clustered(3, dm::similarity_kernel::cosine, 2, 5)).source.find("P = 2") !=
+        std::string::npos);
+  CHECK(dm::default_clusters(10000) == 100);
+  CHECK(dm::default_probes(5) == 5);
+}
+
+TEST_CASE("automatic kNN building: exact up to knn_exact_up_to items", "[knn]") {
+  dm::knn_settings s;
+  s.build = dm::knn_build::automatic;
+  CHECK(dm::builds_exact(s, dm::knn_exact_up_to));
+  CHECK_FALSE(dm::builds_exact(s, dm::knn_exact_up_to + 1));
+  s.build = dm::knn_build::clustered;
+  CHECK_FALSE(dm::builds_exact(s, 10));
+  CHECK(dm::parse_enum<dm::knn_build>("auto", "knn-build") == dm::knn_build::automatic);
+  CHECK_THROWS_AS(dm::parse_enum<dm::knn_build>("fast", "knn-build"), dm::invalid_input);
+}
+
+TEST_CASE("the recall estimate counts the exact neighbours a graph lists", "[knn]") {
+  const index_t n = 50;
+  const index_t d = 4;
+  const index_t k = 5;
+  const auto x = dmtest::random_embeddings<double>(n, d, 9);
+  const auto p = rows_of(x, n, d);
+  dm::knn_settings s;
+  s.neighbors = k;
+  dm::knn_graph g = dm::build_knn_graph(p, s);
+  CHECK(dm::knn_recall(p, g, s, n) == 1.0);
+  CHECK(dm::knn_recall(p, g, s, 7) == 1.0);
+  // Replace the last neighbour of every third row by the row's least similar item (brute force):
+  // by hand, those rows keep K - 1 of their K exact neighbours.
+  index_t changed = 0;
+  for (index_t v = 0; v < n; v += 3) {
+    const auto all = brute_row(x, n, d, v, n, s.kernel, s.gamma);
+    g.ids[static_cast<std::size_t>(v * k + k - 1)] = all.back().second;
+    ++changed;
+  }
+  const double want = 1.0 - static_cast<double>(changed) / static_cast<double>(n * k);
+  CHECK(std::abs(dm::knn_recall(p, g, s, n) - want) < 1e-12);
+  s.threads = 1;
+  const double one = dm::knn_recall(p, g, s, 20, false, 4);
+  s.threads = 2;
+  CHECK(dm::knn_recall(p, g, s, 20, false, 4) == one);
+  CHECK_THROWS_AS(dm::knn_recall(p, g, s, 0), dm::invalid_input);
+  CHECK_THROWS_AS(dm::knn_recall(p, g, s, n + 1), dm::invalid_input);
+}
+

@@ -105,8 +105,10 @@ struct block_run_settings {
   block_optimizer optimizer = block_optimizer::automatic;
   objective_weights weights;
   /// Facility location on a kNN graph (objectives/sparse_facility.hpp) instead of dense: each
-  /// block's exact graph with this many neighbours under `learn.kernel` (capped at the block's
-  /// size), or `graph` (its rows the block's rows) when given; 0 and null: dense.
+  /// block's graph with this many neighbours under `learn.kernel` (capped at the block's size),
+  /// built as `learn.knn_builder` says (exact, or clustered with `learn.knn_clusters` and
+  /// `learn.knn_probes`, seeded by `run.seed`; a clustered graph's source names its estimated
+  /// recall), or `graph` (its rows the block's rows) when given; 0 and null: dense.
   index_t neighbors = 0;
   std::shared_ptr<const knn_graph> graph;
   [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
@@ -286,14 +288,27 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
   auto& sparse = std::get<sparse_facility_location>(m.objectives);
   sparse.graph = s.graph;
   if (!sparse.graph) {
+    const index_t n = p.embeddings.rows;
     knn_settings ks;
-    ks.neighbors = std::min(s.neighbors, p.embeddings.rows);
+    ks.neighbors = std::min(s.neighbors, n);
     ks.kernel = s.learn.kernel;
     ks.gamma = s.learn.gamma;
     ks.threads = s.run.threads;
+    ks.build = s.learn.knn_builder;
+    ks.clusters = std::min(s.learn.knn_clusters, n);
+    ks.probes = s.learn.knn_probes;
+    ks.seed = s.run.seed;
     const auto t0 = std::chrono::steady_clock::now();
-    sparse.graph = std::make_shared<const knn_graph>(build_knn_graph(p, ks, s.run.normalized));
-    if (h.on_graph) h.on_graph(*sparse.graph, seconds_since(t0));
+    knn_graph g = build_knn_graph(p, ks, s.run.normalized);
+    if (!builds_exact(ks, n)) {
+      // An approximate graph says how approximate: recall on a few rows (2 r n d products).
+      const index_t rows = std::min<index_t>(n, knn_recall_rows);
+      g.source += detail::concat(", recall@K ", knn_recall(p, g, ks, rows, s.run.normalized),
+                                 " (estimated on ", rows, " rows)");
+    }
+    const double seconds = seconds_since(t0);
+    sparse.graph = std::make_shared<const knn_graph>(std::move(g));
+    if (h.on_graph) h.on_graph(*sparse.graph, seconds);
   }
   return m;
 }

@@ -46,6 +46,7 @@
 
 #include "datamask/enum_names.hpp"
 #include "datamask/error.hpp"
+#include "datamask/knn/graph.hpp"
 #include "datamask/objectives/facility.hpp"
 #include "datamask/options.hpp"
 #include "datamask/policy/softmax.hpp"
@@ -65,6 +66,11 @@ struct learner_settings {
   double gamma = facility_location{}.gamma;               ///< rbf bandwidth
   /// Dense facility location's greedy similarity cache, in MiB (`facility_location::cache_bytes`).
   double facility_cache = static_cast<double>(facility_location{}.cache_bytes) / double(1 << 20);
+  /// How a block's kNN graph is built (facility location on a kNN graph), and the clustered
+  /// builder's C and P (0: its defaults); knn/graph.hpp and knn/clustered.hpp.
+  knn_build knn_builder = knn_build::automatic;
+  index_t knn_clusters = 0;
+  index_t knn_probes = 0;
 
   [[nodiscard]] runtime_lr schedule_object() const { return runtime_lr{schedule, lr_max, lr_min}; }
   [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
@@ -425,6 +431,18 @@ void visit_learner_settings(F&& f) {
                               "MiB: the greedy baselines keep dense facility location's n x n similarities "
                               "when they fit this budget (same selection, faster re-scoring); 0: never",
                               &L::facility_cache, 0.0, 1e9});
+  f(choice_setting<L, knn_build>{"knn-build", "knn_build",
+                                 "how each block's kNN graph is built (with neighbors): exact, clustered "
+                                 "(approximate: C clusters, each compared with its P most similar), or auto "
+                                 "(exact up to 20000 items, clustered above)",
+                                 &L::knn_builder});
+  f(number_setting<L, index_t>{"knn-clusters", "knn_clusters",
+                               "clustered kNN graph: clusters C, capped at the block's size (0: about sqrt(n))",
+                               &L::knn_clusters, 0, detail::index_max});
+  f(number_setting<L, index_t>{"knn-probes", "knn_probes",
+                               "clustered kNN graph: clusters each cluster is compared with, itself included "
+                               "(0: 8, at most C)",
+                               &L::knn_probes, 0, detail::index_max});
 }
 
 /// @brief Visits the table entries of the continuous learner (`continuous_settings`, then

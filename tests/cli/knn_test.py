@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""End-to-end tests of datamask-select's facility location on a kNN graph (--neighbors, --graph).
+"""End-to-end tests of datamask-select's facility location on a kNN graph (--neighbors, --graph,
+--knn-build).
 
     knn_test.py PROGRAM TEST_NAME
 
@@ -166,6 +167,41 @@ def test_resume():
     assert resumed["configuration"]["graph-built"] == first["configuration"]["graph-built"]
     g = first["blocks"][0]["graph"]
     assert g["neighbors"] == 8 and "exact" in g["source"] and g["bytes"] == first["blocks"][0]["items"] * 8 * 12, g
+
+
+def test_knn_build():
+    rows, q, ids, e, qf, idf = ct.standard_files(n=300, d=8)
+    # Clustered, every cluster probed: the exact graph, so the same selection as the exact build.
+    common = ["--embeddings", e, "--ids", idf, "--neighbors", "8", "--optimizer", "lazy"] + BASE
+    ct.run(common + ["--knn-build", "exact", "--out", ct.path("x.npy"), "--report", ct.path("x.json")])
+    ct.run(common + ["--knn-build", "clustered", "--knn-clusters", "6", "--knn-probes", "6", "--out",
+                     ct.path("c.npy"), "--report", ct.path("c.json")])
+    assert ct.read_npy_ids(ct.path("c.npy")) == ct.read_npy_ids(ct.path("x.npy"))
+    rep = json.load(open(ct.path("c.json")))
+    conf = rep["configuration"]
+    assert conf["knn-build"] == "clustered" and conf["knn-clusters"] == 6 and conf["knn-probes"] == 6, conf
+    source = conf["graph-built"]["source"]
+    assert source.startswith("clustered") and "C = 6, P = 6" in source and "recall@K 1 " in source, source
+    assert json.load(open(ct.path("x.json")))["configuration"]["graph-built"]["source"].startswith("exact")
+    # The defaults (auto: exact at this size); P below C: an approximate graph, its recall reported.
+    ct.run(["--embeddings", e, "--ids", idf, "--neighbors", "8", "--out", ct.path("a.npy"), "--report",
+            ct.path("a.json")] + BASE)
+    conf = json.load(open(ct.path("a.json")))["configuration"]
+    assert conf["knn-build"] == "auto" and conf["graph-built"]["source"].startswith("exact"), conf
+    ct.run(common + ["--knn-build", "clustered", "--knn-clusters", "20", "--knn-probes", "2", "--out",
+                     ct.path("p.npy"), "--report", ct.path("p.json")])
+    source = json.load(open(ct.path("p.json")))["configuration"]["graph-built"]["source"]
+    assert "C = 20, P = 2" in source and "recall@K" in source, source
+    # Without --neighbors the settings are refused, and left out of the configuration.
+    ct.run(["--embeddings", e, "--ids", idf, "--optimizer", "lazy", "--out", ct.path("d.npy"), "--report",
+            ct.path("d.json")] + BASE)
+    assert not any(k.startswith("knn-") for k in json.load(open(ct.path("d.json")))["configuration"])
+    plain = ["--embeddings", e, "--ids", idf] + BASE
+    ct.expect_bad(plain + ["--knn-build", "clustered"], ["--knn-build", "no --neighbors"])
+    ct.expect_bad(common + ["--knn-build", "exact", "--knn-probes", "3"], ["--knn-probes", "--knn-build is exact"])
+    ct.expect_bad(common + ["--knn-build", "fast"], ["--knn-build"])
+    ct.expect_bad(common + ["--knn-clusters", "-1"], ["--knn-clusters"])
+    ct.expect_bad(common + ["--knn-probes", "x"], ["--knn-probes"])
 
 
 def main():

@@ -101,6 +101,10 @@ void visit_program_settings(F&& f) {
 /// Settings that do not change the selection (left out of the canonical configuration).
 inline bool not_selection(std::string_view name) { return name == "threads" || name == "facility-cache"; }
 
+/// The settings of how --neighbors builds each block's graph (--knn-build, --knn-clusters,
+/// --knn-probes): in the configuration only where a graph is built.
+inline bool knn_build_setting(std::string_view name) { return name.starts_with("knn-"); }
+
 /// Every option entry: the library's table (less what the program sets), then the program's.
 template <class F>
 void visit_options(F&& f) {
@@ -250,8 +254,9 @@ inline void add_program_options(CLI::App& app, config& c) {
       "--objective-weights", [&c](const std::string& v) { c.objective_weights = parse_list("--objective-weights", v); },
       "W,...: weight per --objective, in order, each >= 0 (default: all 1)");
   app.add_option("--neighbors", c.neighbors,
-                 "K: facility location on a k-nearest-neighbour graph of each block under --kernel (exact, "
-                 "tiled; memory n K; each item is its own first neighbour), instead of dense facility location")
+                 "K: facility location on a k-nearest-neighbour graph of each block under --kernel (built as "
+                 "--knn-build says; memory n K; each item is its own first neighbour), instead of dense facility "
+                 "location")
       ->check(CLI::Range(index_t{1}, detail::index_max));
   app.add_option("--graph", c.graph,
                  "PREFIX: facility location on the kNN graph in PREFIX.ids.npy (int64, n x K neighbour rows, "
@@ -310,6 +315,7 @@ inline nlohmann::ordered_json config::selection_json() const {
   detail::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
+    if (detail::knn_build_setting(s.name) && neighbors == 0) return;
     // The continuous learner's settings only where it runs: the other optimizers ignore them.
     if (datamask::continuous_only_setting<entry> && optimizer != "continuous") return;
     const auto& v = detail::owner<entry>(*this).*s.member;
@@ -458,8 +464,25 @@ inline bool relaxable(const config& c) {
                              c.neighbors > 0 || !c.graph.empty());
 }
 
+/// --knn-*: only where a graph is built (--neighbors), and the clustered builder's settings
+/// only where it may run.
+inline void check_knn_build_options(const config& c) {
+  for (const std::string& given : c.given) {
+    const std::string name = given.substr(2);
+    if (!knn_build_setting(name)) continue;
+    if (c.neighbors == 0) {
+      throw usage_error(given + ": sets how --neighbors builds each block's kNN graph, but no --neighbors is given" +
+                        (c.graph.empty() ? "" : " (--graph loads a graph, it builds none)"));
+    }
+    if (name != "knn-build" && c.learn.knn_builder == datamask::knn_build::exact) {
+      throw usage_error(given + ": sets the clustered kNN builder, but --knn-build is exact");
+    }
+  }
+}
+
 /// --neighbors and --graph: one of them, and only with facility location.
 inline void check_graph_options(const config& c) {
+  check_knn_build_options(c);
   if (c.neighbors == 0 && c.graph.empty()) return;
   const std::string opt = c.neighbors > 0 ? "--neighbors" : "--graph";
   if (c.neighbors > 0 && !c.graph.empty()) throw usage_error("--graph: give --neighbors or --graph, not both");

@@ -15,12 +15,17 @@
 ///
 /// The exact builder runs tiles of rows against tiles of columns, one matrix product (Eigen
 /// GEMM) per pair of tiles and a running top-K per row: its buffers are tile x tile and n x K,
-/// never n x n. Cost 2 n^2 d for the products plus n^2 comparisons.
+/// never n x n. Cost 2 n^2 d for the products plus n^2 comparisons. The clustered builder
+/// (knn/clustered.hpp) compares each item with a few clusters only, through the same products
+/// and running top-K (`detail::knn` below); `build_knn_graph(problem, ...)` runs the builder
+/// `knn_settings::build` names.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +33,7 @@
 #include <Eigen/Core>
 
 #include "datamask/detail/parallel.hpp"
+#include "datamask/enum_names.hpp"
 #include "datamask/detail/prepare.hpp"
 #include "datamask/error.hpp"
 #include "datamask/io/npy.hpp"
@@ -52,13 +58,34 @@ struct knn_graph {
   [[nodiscard]] std::size_t bytes() const { return ids.size() * sizeof(index_t) + sims.size() * sizeof(float); }
 };
 
-/// @brief Settings of the exact builder.
+/// @brief How a kNN graph is built: exactly (every pair), by clusters (knn/clustered.hpp: each
+/// cluster of items against its P most similar clusters; approximate, recall below 1), or
+/// `automatic`: exact up to `knn_exact_up_to` items, clustered above.
+enum class knn_build { exact, clustered, automatic };
+
+template <>
+struct enum_traits<knn_build> {
+  static constexpr std::array<enum_choice<knn_build>, 3> choices{
+      {{"exact", knn_build::exact}, {"clustered", knn_build::clustered}, {"auto", knn_build::automatic}}};
+};
+
+/// @brief Blocks of up to this many items get the exact graph under `knn_build::automatic`.
+/// Measured (benchmarks/RESULTS.md, "Facility location on a kNN graph"): at n = 20,000 the exact
+/// build takes seconds, and the clustered one saves little at the price of recall below 1.
+inline constexpr index_t knn_exact_up_to = 20000;
+
+/// @brief Settings of the builders.
 struct knn_settings {
   index_t neighbors = 16;  ///< K, in [1, n]
   similarity_kernel kernel = similarity_kernel::cosine;
   double gamma = 1.0;      ///< rbf bandwidth
   index_t tile = 512;      ///< rows (and columns) per matrix product
   int threads = 0;         ///< 0: all
+  knn_build build = knn_build::exact;  ///< which builder `build_knn_graph(problem, ...)` runs
+  index_t clusters = 0;    ///< clustered: C centroids, in [1, n] (0: about sqrt(n), `default_clusters`)
+  index_t probes = 0;      ///< clustered: P clusters per cluster, its own included (0: `default_probes`)
+  index_t kmeans_iterations = 5;  ///< clustered: refinements of the centroids
+  std::uint64_t seed = 0;  ///< clustered: which rows seed the centroids
 };
 
 namespace detail::knn {
@@ -90,6 +117,107 @@ struct top_k {
   void sorted() { std::sort_heap(heap.begin(), heap.end(), better{}); }
 };
 
+/// Row-major products, rows x columns, in the embeddings' type.
+template <class T>
+using product_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Whether the products run on unit rows (the cosine kernels) or on the rows as given.
+inline bool unit_rows(similarity_kernel k) { return k == similarity_kernel::cosine || k == similarity_kernel::cosine2; }
+
+/// Rows id(0), ..., id(count - 1) of x as the products see them: unit rows rounded to T for the
+/// cosine kernels (as facility location rounds them), the rows as given otherwise.
+template <class T, class Id>
+[[nodiscard]] product_matrix<T> gather(matrix_view<const T> x, std::span<const double> inv_norms, bool unit,
+                                       index_t count, Id id) {
+  product_matrix<T> out(count, x.cols);
+  for (index_t a = 0; a < count; ++a) {
+    const index_t i = id(a);
+    for (index_t j = 0; j < x.cols; ++j) {
+      out(a, j) = unit ? static_cast<T>(static_cast<double>(x(i, j)) * inv_norms[i]) : x(i, j);
+    }
+  }
+  return out;
+}
+
+/// `rows` empty running top-K lists.
+[[nodiscard]] inline std::vector<top_k> tops(index_t rows, index_t k) {
+  std::vector<top_k> top(static_cast<std::size_t>(rows));
+  for (auto& t : top) {
+    t.k = k;
+    t.heap.reserve(static_cast<std::size_t>(k));
+  }
+  return top;
+}
+
+/// `offer_products` for one kernel known at compile time: the similarity's switch folds away,
+/// and the squared norms are read only where the kernel uses them (rbf), which keeps the
+/// scattered reads out of the loop that sees every candidate.
+template <similarity_kernel K, class M, class Row, class Col>
+void offer_products_as(const M& dots, std::span<top_k> top, Row row, Col col, double gamma,
+                       std::span<const double> sq_norms) {
+  for (index_t a = 0; a < static_cast<index_t>(dots.rows()); ++a) {
+    const index_t v = row(a);
+    const double sq_v = K == similarity_kernel::rbf ? sq_norms[v] : 0.0;
+    top_k& t = top[static_cast<std::size_t>(a)];
+    // Below the K-th best kept, a candidate cannot enter (at equality a smaller row still can):
+    // most candidates stop at this one comparison.
+    double floor = t.full() ? t.heap.front().first : -std::numeric_limits<double>::infinity();
+    for (index_t b = 0; b < static_cast<index_t>(dots.cols()); ++b) {
+      const double sq_j = K == similarity_kernel::rbf ? sq_norms[col(b)] : 0.0;
+      const double sim = facility_impl::similarity(K, gamma, static_cast<double>(dots(a, b)), sq_v, sq_j);
+      if (sim < floor) continue;
+      t.offer(sim, col(b));
+      if (t.full()) floor = t.heap.front().first;
+    }
+  }
+}
+
+/// Offers the candidates of one product tile: dots(a, b) is the product of item row(a) with
+/// candidate col(b); top[a] keeps row(a)'s best. The kept set does not depend on the order in
+/// which tiles come (`better` is a total order), so neither on tiles nor threads.
+template <class M, class Row, class Col, class Settings>
+void offer_products(const M& dots, std::span<top_k> top, Row row, Col col, const Settings& s,
+                    std::span<const double> sq_norms) {
+  switch (s.kernel) {
+    case similarity_kernel::cosine: return offer_products_as<similarity_kernel::cosine>(dots, top, row, col, s.gamma, sq_norms);
+    case similarity_kernel::cosine2: return offer_products_as<similarity_kernel::cosine2>(dots, top, row, col, s.gamma, sq_norms);
+    case similarity_kernel::dot: return offer_products_as<similarity_kernel::dot>(dots, top, row, col, s.gamma, sq_norms);
+    case similarity_kernel::rbf: return offer_products_as<similarity_kernel::rbf>(dots, top, row, col, s.gamma, sq_norms);
+  }
+}
+
+/// A graph of n rows of k neighbours, not yet filled.
+[[nodiscard]] inline knn_graph empty_graph(index_t n, index_t k) {
+  knn_graph g;
+  g.n = n;
+  g.k = k;
+  g.ids.resize(static_cast<std::size_t>(n * k));
+  g.sims.resize(static_cast<std::size_t>(n * k));
+  return g;
+}
+
+/// The norms `objective_function` computes for a problem's rows.
+template <class T>
+[[nodiscard]] prepared row_norms(const problem<T>& p, bool normalized, int threads) {
+  problem<T> rows_only;
+  rows_only.embeddings = p.embeddings;
+  return prepare(rows_only, normalized, threads);
+}
+
+/// Writes the full lists top[a] as row(a) of g, best first.
+template <class Row>
+void write_rows(knn_graph& g, std::span<top_k> top, Row row) {
+  for (index_t a = 0; a < static_cast<index_t>(top.size()); ++a) {
+    top_k& t = top[static_cast<std::size_t>(a)];
+    t.sorted();
+    for (index_t r = 0; r < g.k; ++r) {
+      const auto at = static_cast<std::size_t>(row(a) * g.k + r);
+      g.ids[at] = t.heap[static_cast<std::size_t>(r)].second;
+      g.sims[at] = static_cast<float>(t.heap[static_cast<std::size_t>(r)].first);
+    }
+  }
+}
+
 }  // namespace detail::knn
 
 /// @brief The exact kNN graph of the rows of `x` under `s.kernel`.
@@ -100,77 +228,51 @@ struct top_k {
 template <class T>
 [[nodiscard]] knn_graph build_knn_graph(matrix_view<const T> x, std::span<const double> inv_norms,
                                         std::span<const double> sq_norms, const knn_settings& s) {
-  using rmat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const index_t n = x.rows;
-  const index_t d = x.cols;
   DATAMASK_EXPECTS(s.neighbors >= 1 && s.neighbors <= n, "neighbors", "must be in [1, n = ", n, "], found ",
                    s.neighbors);
   DATAMASK_EXPECTS(s.tile >= 1, "tile", "must be positive, found ", s.tile);
-  const bool unit = s.kernel == similarity_kernel::cosine || s.kernel == similarity_kernel::cosine2;
-  // The rows the products run on: unit rows rounded to T for the cosine kernels (as facility
-  // location rounds them), the rows as given otherwise.
-  rmat xs(n, d);
-  for (index_t i = 0; i < n; ++i) {
-    for (index_t j = 0; j < d; ++j) {
-      xs(i, j) = unit ? static_cast<T>(static_cast<double>(x(i, j)) * inv_norms[i]) : x(i, j);
-    }
-  }
-  knn_graph g;
-  g.n = n;
-  g.k = s.neighbors;
-  g.ids.resize(static_cast<std::size_t>(n * g.k));
-  g.sims.resize(static_cast<std::size_t>(n * g.k));
+  const bool unit = detail::knn::unit_rows(s.kernel);
+  const auto xs = detail::knn::gather(x, inv_norms, unit, n, [](index_t i) { return i; });
+  knn_graph g = detail::knn::empty_graph(n, s.neighbors);
   const index_t tile = std::min(s.tile, n);
   const index_t tiles = (n + tile - 1) / tile;
   detail::parallel_for(tiles, s.threads, [&](index_t rt) {
     const index_t r0 = rt * tile;
     const index_t rows = std::min(tile, n - r0);
-    std::vector<detail::knn::top_k> top(static_cast<std::size_t>(rows));
-    for (auto& t : top) {
-      t.k = g.k;
-      t.heap.reserve(static_cast<std::size_t>(g.k));
-    }
-    rmat dots;
+    std::vector<detail::knn::top_k> top = detail::knn::tops(rows, g.k);
+    detail::knn::product_matrix<T> dots;
     for (index_t c0 = 0; c0 < n; c0 += tile) {
       const index_t cols = std::min(tile, n - c0);
       dots.noalias() = xs.middleRows(r0, rows) * xs.middleRows(c0, cols).transpose();
-      for (index_t a = 0; a < rows; ++a) {
-        const index_t v = r0 + a;
-        detail::knn::top_k& t = top[a];
-        // Below the K-th best kept, a candidate cannot enter (at equality a smaller row still can):
-        // most candidates stop at this one comparison.
-        double floor = t.full() ? t.heap.front().first : -std::numeric_limits<double>::infinity();
-        for (index_t b = 0; b < cols; ++b) {
-          const double sim = detail::facility_impl::similarity(s.kernel, s.gamma, static_cast<double>(dots(a, b)),
-                                                               sq_norms[v], sq_norms[c0 + b]);
-          if (sim < floor) continue;
-          t.offer(sim, c0 + b);
-          if (t.full()) floor = t.heap.front().first;
-        }
-      }
+      detail::knn::offer_products(dots, top, [r0](index_t a) { return r0 + a; }, [c0](index_t b) { return c0 + b; },
+                                  s, sq_norms);
     }
-    for (index_t a = 0; a < rows; ++a) {
-      top[a].sorted();
-      for (index_t r = 0; r < g.k; ++r) {
-        const auto at = static_cast<std::size_t>((r0 + a) * g.k + r);
-        g.ids[at] = top[a].heap[r].second;
-        g.sims[at] = static_cast<float>(top[a].heap[r].first);
-      }
-    }
-  }, 2.0 * static_cast<double>(tile) * static_cast<double>(n) * static_cast<double>(d));
+    detail::knn::write_rows(g, top, [r0](index_t a) { return r0 + a; });
+  }, 2.0 * static_cast<double>(tile) * static_cast<double>(n) * static_cast<double>(x.cols));
   g.source = detail::concat("exact, kernel ", enum_name(s.kernel), ", K = ", g.k);
   return g;
 }
 
-/// @brief The exact kNN graph of a problem's embeddings (norms as the learners compute them).
+template <class T>
+[[nodiscard]] knn_graph build_clustered_knn_graph(matrix_view<const T> x, std::span<const double> inv_norms,
+                                                  std::span<const double> sq_norms, const knn_settings& s);
+
+/// @brief Whether `s.build` gives a block of n items the exact graph.
+[[nodiscard]] inline bool builds_exact(const knn_settings& s, index_t n) {
+  return s.build == knn_build::exact || (s.build == knn_build::automatic && n <= knn_exact_up_to);
+}
+
+/// @brief The kNN graph of a problem's embeddings (norms as the learners compute them), by the
+/// builder `s.build` names (exact by default).
 /// @throws invalid_input for bad embeddings or settings
 template <class T>
 [[nodiscard]] knn_graph build_knn_graph(const problem<T>& p, const knn_settings& s, bool normalized = false) {
-  problem<T> rows_only;
-  rows_only.embeddings = p.embeddings;
-  const detail::prepared data = detail::prepare(rows_only, normalized, s.threads);
-  return build_knn_graph(p.embeddings, std::span<const double>(data.inv_norms), std::span<const double>(data.sq_norms),
-                         s);
+  const detail::prepared data = detail::knn::row_norms(p, normalized, s.threads);
+  const std::span<const double> inv(data.inv_norms);
+  const std::span<const double> sq(data.sq_norms);
+  return builds_exact(s, p.embeddings.rows) ? build_knn_graph(p.embeddings, inv, sq, s)
+                                            : build_clustered_knn_graph(p.embeddings, inv, sq, s);
 }
 
 /// @brief The two files a graph is read from: PREFIX.ids.npy (integer, n x K neighbour rows)
@@ -235,3 +337,5 @@ template <class T>
 }
 
 }  // namespace datamask
+
+#include "datamask/knn/clustered.hpp"  // the clustered builder build_knn_graph(problem, ...) can run
