@@ -353,9 +353,11 @@ def select(
             receives a :class:`ProgressEvent` after each step; an exception it raises stops the
             run and propagates.
         block_size: items per block; a larger corpus is split by a hash of the id.
-        neighbors: K > 0: facility location on each block's exact K-nearest-neighbour graph under
+        neighbors: K > 0: facility location on each block's K-nearest-neighbour graph under
             ``kernel`` (memory n K; it has a relaxation, so "auto" takes the continuous learner)
-            instead of dense facility location; 0 (default): dense.
+            instead of dense facility location; 0 (default): dense. The graph is exact, or
+            clustered (approximate) for blocks above 20,000 items: ``knn_build``,
+            ``knn_clusters`` and ``knn_probes`` choose.
         cancel: a :class:`threading.Event` (any object with ``is_set()``); setting it, from any
             thread, stops the run within about a second and raises :class:`Cancelled`. Ctrl-C
             stops only a call on the main thread; a call on another thread stops through this.
