@@ -128,7 +128,8 @@ class Selection:
     of datamask-select's ``--out``); ``objective``: f in total and per term, as in the program's
     report; ``history``: one dict per step or iteration (block, step, lr, reward_mean,
     reward_max, term_means); ``seconds``: optimize, evaluate and total wall time; ``blocks``: the
-    per-block part of the report; ``optimizer``: the optimizer that ran (``auto`` resolved).
+    per-block part of the report (with ``graph``: neighbors, source, seconds, bytes, for a block
+    whose facility term ran on a kNN graph); ``optimizer``: the optimizer that ran (``auto`` resolved).
     """
 
     ids: np.ndarray

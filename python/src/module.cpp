@@ -395,6 +395,14 @@ nb::dict block_dict(const datamask::block_result& b) {
   d["nonfinite_steps"] = b.nonfinite_steps;
   d["objective"] = b.objective;
   d["terms"] = terms_list(b.terms);
+  if (b.graph.neighbors > 0) {  // as the program's report block: only for a kNN facility term
+    nb::dict g;
+    g["neighbors"] = b.graph.neighbors;
+    g["source"] = b.graph.source;
+    g["seconds"] = b.graph.seconds;
+    g["bytes"] = b.graph.bytes;
+    d["graph"] = g;
+  }
   return d;
 }
 

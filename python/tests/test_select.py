@@ -84,6 +84,13 @@ def test_same_ids_and_totals_as_the_program(tmp_path, case):
     assert sel.objective.total == same(objective["total"])
     for t in sel.objective.terms:
         assert (t.raw, t.scale, t.weight) == tuple(same(objective["terms"][t.name][k]) for k in ("raw", "scale", "weight"))
+    # Each block's kNN graph record, as the report's block has it (the seconds are each run's own).
+    for mine, theirs in zip(sel.blocks, report["blocks"], strict=True):
+        assert ("graph" in mine) == ("graph" in theirs)
+        if "graph" in mine:
+            assert {k: mine["graph"][k] for k in ("neighbors", "source", "bytes")} == \
+                {k: theirs["graph"][k] for k in ("neighbors", "source", "bytes")}
+            assert mine["graph"]["seconds"] > 0
 
 
 @needs_program
