@@ -390,20 +390,14 @@ inline bool parse_args(int argc, char** argv, config& c) {
 
 namespace detail {
 
-/// The objective list and its weights.
+/// The objective list and its weights: the library's rules (`datamask::weights_of`), in the
+/// options' names.
 inline void check_objectives(config& c) {
-  for (std::size_t i = 0; i < c.objectives.size(); ++i) {
-    for (std::size_t j = 0; j < i; ++j) {
-      if (c.objectives[i] == c.objectives[j]) throw usage_error("--objective: '" + c.objectives[i] + "' given twice");
-    }
-  }
   if (c.objectives.empty()) c.objectives.push_back("pairwise");
-  if (!c.objective_weights.empty() && c.objective_weights.size() != c.objectives.size()) {
-    throw usage_error("--objective-weights: " + std::to_string(c.objective_weights.size()) +
-                      " weights for " + std::to_string(c.objectives.size()) + " --objective terms");
-  }
-  for (double w : c.objective_weights) {
-    if (w < 0.0) throw usage_error("--objective-weights: weights must be >= 0");
+  try {
+    (void)datamask::weights_of(c.objectives, c.objective_weights);
+  } catch (const datamask::invalid_input& e) {
+    throw usage_error(option_message(e));
   }
 }
 
