@@ -74,6 +74,27 @@ TEST_CASE("resolve_optimizer: auto is continuous unless facility location counts
   CHECK_THROWS_WITH(dm::resolve_optimizer(s), Catch::Contains("facility location has no relaxation"));
 }
 
+TEST_CASE("resolve_credit: auto is per-item credit where only pairwise and dense facility location count",
+          "[block_select][credit]") {
+  using dm::credit_mode;
+  const auto relaxed = dm::gradient_mode::relaxed;
+  auto resolve = [&](double pairwise, double facility, double disf, double lambda = 0.5, bool knn = false,
+                     dm::gradient_mode g = dm::gradient_mode::relaxed) {
+    return dm::resolve_credit(credit_mode::automatic, dm::objective_weights{pairwise, facility, disf}, lambda, knn, g);
+  };
+  CHECK(resolve(1, 0, 0) == credit_mode::item);
+  CHECK(resolve(0, 1, 0) == credit_mode::item);
+  CHECK(resolve(1, 1, 0) == credit_mode::item);
+  CHECK(resolve(0, 0, 1) == credit_mode::rollout);  // DiSF's marginals cost several evaluations
+  CHECK(resolve(1, 0, 1) == credit_mode::rollout);
+  CHECK(resolve(0, 1, 0, 0.5, true) == credit_mode::rollout);  // the kNN form has no marginals
+  CHECK(resolve(1, 0, 1, 1.0) == credit_mode::item);           // lambda 1: no diversity term counts
+  CHECK(resolve(1, 0, 0, 0.5, false, dm::gradient_mode::plackett_luce) == credit_mode::rollout);
+  for (const credit_mode given : {credit_mode::rollout, credit_mode::item}) {  // given: as given
+    CHECK(dm::resolve_credit(given, dm::objective_weights{0, 0, 1}, 0.5, false, relaxed) == given);
+  }
+}
+
 TEST_CASE("plan_corpus: blocks partition the rows, quotas sum to S", "[block_select]") {
   const index_t n = 2500;
   std::vector<double> q(static_cast<std::size_t>(n));

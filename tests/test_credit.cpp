@@ -239,6 +239,39 @@ TEST_CASE("per-item credit: same selection and logits on 1 and 2 threads; not th
   same(datamask::disf{});
 }
 
+TEST_CASE("credit auto: the learner's choice is the rule's (item for pairwise and facility location, "
+          "rollout for DiSF and Plackett-Luce)", "[credit]") {
+  const tiny b(300, 8, 41);
+  datamask::options o;
+  o.count = 20;
+  o.rollouts = 8;
+  o.steps = 4;
+  const auto prob = b.problem();
+  auto logits = [&](const auto& obj, datamask::credit_mode credit, datamask::gradient_mode g) {
+    datamask::options oo = o;
+    oo.credit = credit;
+    return datamask::basic_learner<datamask::eigen_backend>(oo, datamask::softmax_policy{g}).select(prob, obj).logits;
+  };
+  auto check = [&](const auto& obj, datamask::credit_mode expected, datamask::gradient_mode g) {
+    const auto automatic = logits(obj, datamask::credit_mode::automatic, g);
+    CHECK(automatic == logits(obj, expected, g));
+    if (expected == datamask::credit_mode::item) CHECK(automatic != logits(obj, datamask::credit_mode::rollout, g));
+  };
+  using datamask::credit_mode;
+  const auto relaxed = datamask::gradient_mode::relaxed;
+  CHECK(datamask::options{}.credit == credit_mode::automatic);
+  check(datamask::pairwise_similarity{}, credit_mode::item, relaxed);
+  check(datamask::facility_location{}, credit_mode::item, relaxed);
+  check(datamask::disf{}, credit_mode::rollout, relaxed);
+  check(datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0}, datamask::weighted{datamask::disf{}, 0.5}),
+        credit_mode::rollout, relaxed);
+  // DiSF at weight 0 does not count in f
+  check(datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0}, datamask::weighted{datamask::disf{}, 0.0}),
+        credit_mode::item, relaxed);
+  check(datamask::pairwise_similarity{}, credit_mode::rollout, datamask::gradient_mode::plackett_luce);
+  CHECK(datamask::parse_enum<credit_mode>("auto", "credit") == credit_mode::automatic);
+}
+
 namespace {
 /// A diversity objective without marginals.
 struct plain_spread {
@@ -259,6 +292,9 @@ TEST_CASE("per-item credit refuses objectives without marginals and the Plackett
   const auto prob = b.problem();
   CHECK_THROWS_WITH(datamask::learner<>(o).select(prob, plain_spread{}),
                     Catch::Contains("credit") && Catch::Contains("marginal_objective"));
+  datamask::options automatic = o;  // auto: the paper's estimator for an objective without marginals
+  automatic.credit = datamask::credit_mode::automatic;
+  CHECK_NOTHROW(datamask::learner<>(automatic).select(prob, plain_spread{}));
   // Weight 0: the term is off, so it needs no marginals.
   CHECK_NOTHROW(datamask::learner<>(o).select(
       prob, datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0}, datamask::weighted{plain_spread{}, 0.0})));

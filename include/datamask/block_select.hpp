@@ -148,10 +148,23 @@ template <class Entry, class Settings>
 /// Facility location on a kNN graph comes last, so runs without it keep their terms.
 using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location>;
 
-/// @brief The mix the weights and the kernel settings choose.
-[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls) {
-  return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), w.facility},
-             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, 0.0});
+/// @brief The mix the weights and the kernel settings choose; with `knn`, facility location's
+/// weight on its kNN form (whose graph the caller sets).
+[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls, bool knn = false) {
+  return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), knn ? 0.0 : w.facility},
+             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, knn ? w.facility : 0.0});
+}
+
+/// @brief `credit_mode::automatic` made concrete for a run's f (`phases::resolve_credit` on the
+/// standard mix, the learner's own rule): per-item credit when only pairwise similarity and
+/// dense facility location count in f (`knn`: facility location on a graph) and the policy
+/// gradient is relaxed, else the paper's estimator. Front ends resolve it to report it.
+[[nodiscard]] inline credit_mode resolve_credit(credit_mode c, const objective_weights& w, double lambda, bool knn,
+                                                gradient_mode g) {
+  const standard_mix m = make_mix(w, learner_settings{}, knn);  // its weights only
+  return phases::resolve_credit<float, standard_mix>(c, g == gradient_mode::relaxed, [&](std::size_t i) {
+    return lambda < 1.0 && m.weights[i] > 0.0;
+  });
 }
 
 /// @brief The block size of a run that does not name one: the paper's blocks of 1M documents.
@@ -281,10 +294,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 /// The block's mix: `make_mix`, with facility location's weight moved to its kNN form and the
 /// graph set (given, or built here for this block) when the settings ask for a graph.
 inline standard_mix block_mix(const problem<float>& p, const block_run_settings& s, const block_hooks& h) {
-  standard_mix m = make_mix(s.weights, s.learn);
+  standard_mix m = make_mix(s.weights, s.learn, s.knn());
   if (!s.knn()) return m;
-  m.weights[3] = m.weights[1];
-  m.weights[1] = 0.0;
   auto& sparse = std::get<sparse_facility_location>(m.objectives);
   sparse.graph = s.graph;
   if (!sparse.graph) {

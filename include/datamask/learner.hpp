@@ -47,7 +47,10 @@ struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objec
 /// advantage A_g through the policy's log-probability gradient; per-item credit
 /// (`credit_mode::item`) gives each draw its own advantage from the objectives' marginals
 /// (`phases::item_advantages`) and adds it to the logits in the relaxed form (the policy's
-/// `update` is not called; softmax_policy's Plackett-Luce mode is refused).
+/// `update` is not called; softmax_policy's Plackett-Luce mode is refused). The default,
+/// `credit_mode::automatic`, is per-item credit when every diversity term of f is a
+/// `cheap_marginal_objective` (pairwise similarity, dense facility location) and the policy is
+/// `softmax_policy` in its relaxed form, else the paper's estimator (`phases::resolve_credit`).
 ///
 /// @tparam Backend where the loop runs (any `backend`; `datamask::learner<>` from datamask.hpp
 ///         picks `default_backend`)
@@ -125,6 +128,7 @@ class basic_learner {
     bool track_best = false;  ///< every rollout is a complete candidate selection
     best_rollout best;
     selection_result res;
+    credit_mode credit = credit_mode::rollout;  ///< `options::credit` resolved for this f
   };
 
   /// Prepare, upload, batch sizes, initial logits.
@@ -146,7 +150,8 @@ class basic_learner {
   template <class T, class Mix>
   selection_result run(const problem<T>& p, const Mix& mix) const {
     run_state<T> st = start(p, mix);
-    if (opt_.credit == credit_mode::item) check_item_credit<T>(mix, st.blk.plan);
+    st.credit = resolved_credit<T, Mix>(st.blk.plan);
+    if (st.credit == credit_mode::item) check_item_credit<T>(mix, st.blk.plan);
     st.res.active = st.size.active;
     st.res.rollout_size = st.size.rollout;
     if (phases::learns(st.blk, opt_)) {
@@ -166,6 +171,15 @@ class basic_learner {
     phases::finish(st.b, st.dev, mix, st.blk, opt_, std::move(sel), st.b.to_host(st.logits),
                    all ? &*all : nullptr, st.res);
     return std::move(st.res);
+  }
+
+  /// `options::credit` for this f: `automatic` gives per-item credit only with a policy whose
+  /// gradient has the relaxed form (`softmax_policy`'s default), never to another policy.
+  template <class T, class Mix>
+  credit_mode resolved_credit(const detail::term_plan& plan) const {
+    bool relaxed = false;
+    if constexpr (requires { policy_.mode; }) relaxed = policy_.mode == gradient_mode::relaxed;
+    return phases::resolve_credit<T, Mix>(opt_.credit, relaxed, [&](std::size_t i) { return plan.slot[i] >= 0; });
   }
 
   /// Per-item credit needs every weighted diversity term's marginals and the relaxed form of the
@@ -238,7 +252,7 @@ class basic_learner {
     const auto& plan = st.blk.plan;
     st.b.active_batch(st.dev.ds, st.dev.kept, st.key, st32, st.size.active, buf.active);
     sampler_.sample(st.b, st.logits, st.dev.ds, buf.active, st.key, st32, g_count, k, buf.subsets);
-    const bool per_item = opt_.credit == credit_mode::item;
+    const bool per_item = st.credit == credit_mode::item;
     if (per_item) {
       phases::score_marginals(st.b, st.dev, mix, st.blk, opt_.quality, buf.subsets, g_count, k, buf.active,
                               buf.vals, buf.marginals);

@@ -48,8 +48,10 @@ enum class advantage_mode {
 /// @brief Who gets the credit of a rollout (method.md section 6, last item).
 enum class credit_mode {
   rollout,  ///< the paper's estimator: every item of rollout g gets the rollout's advantage A_g
-  item      ///< per-item credit: item i of rollout g gets its marginal f(M_g) - f(M_g \ {i}),
+  item,     ///< per-item credit: item i of rollout g gets its marginal f(M_g) - f(M_g \ {i}),
             ///< less a leave-one-out baseline over the rollouts (needs `marginal_objective`s)
+  automatic ///< item where every term of f that counts is a `cheap_marginal_objective` and the
+            ///< policy's gradient has the relaxed form, else rollout (`phases::resolve_credit`)
 };
 /// @brief How the terms of f are put on comparable scales (method.md section 1.1).
 enum class term_scaling {
@@ -80,8 +82,8 @@ struct enum_traits<advantage_mode> {
 };
 template <>
 struct enum_traits<credit_mode> {
-  static constexpr std::array<enum_choice<credit_mode>, 2> choices{
-      {{"rollout", credit_mode::rollout}, {"item", credit_mode::item}}};
+  static constexpr std::array<enum_choice<credit_mode>, 3> choices{
+      {{"rollout", credit_mode::rollout}, {"item", credit_mode::item}, {"auto", credit_mode::automatic}}};
 };
 template <>
 struct enum_traits<term_scaling> {
@@ -148,8 +150,10 @@ struct settings {
   advantage_mode advantage = advantage_mode::group_normalized;
   /// Per-rollout credit (the paper's estimator) or per-item credit from the objectives' marginals
   /// (see `basic_learner`; the policy's relaxed gradient form, every diversity term a
-  /// `marginal_objective`).
-  credit_mode credit = credit_mode::rollout;
+  /// `marginal_objective`); `automatic`: per-item credit where the marginals cost about one
+  /// evaluation (pairwise similarity, dense facility location), where it reaches a given f in
+  /// less time (benchmarks/RESULTS.md, "Policy gradient: per-item credit"), else the paper's.
+  credit_mode credit = credit_mode::automatic;
   term_scaling scaling = term_scaling::calibrated;
   /// With `term_scaling::fixed`: one divisor per term of f, finite and > 0, in the order of
   /// `selection_result::terms` (quality first when there are scores, then the diversity

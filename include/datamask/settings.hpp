@@ -370,7 +370,9 @@ void visit_run_settings(F&& f) {
                                       &S::advantage});
   f(choice_setting<S, credit_mode>{"credit", "credit",
                                    "who gets a rollout's credit: every item its advantage (rollout, the "
-                                   "paper's) or each item its own marginal gain (item)",
+                                   "paper's), each item its own marginal gain (item), or auto: item when "
+                                   "every diversity term is pairwise or dense facility location (their "
+                                   "marginals cost one evaluation) and logprob is relaxed, else rollout",
                                    &S::credit});
   f(choice_setting<S, term_scaling>{"scaling", "scaling",
                                     "how the terms of f are put on one scale", &S::scaling});

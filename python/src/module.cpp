@@ -418,6 +418,9 @@ datamask::block_run_settings run_settings(const nb::dict& options, const std::ve
   r.neighbors = neighbors;
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
   r.optimizer = datamask::resolve_optimizer(r);
+  if (r.optimizer == datamask::block_optimizer::pg) {
+    r.run.credit = datamask::resolve_credit(r.run.credit, r.weights, r.run.lambda, r.knn(), r.learn.logprob);
+  }
   refuse_unused(r.optimizer, options);
   if (!r.run.scales.empty() && !options.contains("scaling")) r.run.scaling = datamask::term_scaling::fixed;
   try {

@@ -26,15 +26,19 @@ GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.json")
 
 BASE = ["--rollouts", "16", "--steps", "60", "--min-active", "300", "--quiet", "--optimizer", "pg"]
 RUNS = {
-    "pairwise_relaxed": BASE + ["--objective", "pairwise", "--count", "120"],
+    "pairwise_relaxed": BASE + ["--objective", "pairwise", "--count", "120", "--credit", "rollout"],
     "pairwise_plackett_luce": BASE + ["--objective", "pairwise", "--count", "120", "--logprob", "plackett-luce"],
-    "facility_cosine2": BASE + ["--objective", "facility", "--kernel", "cosine2", "--count", "120"],
+    "facility_cosine2": BASE + ["--objective", "facility", "--kernel", "cosine2", "--count", "120", "--credit", "rollout"],
     "disf_quality_init": BASE + ["--objective", "disf", "--count", "120", "--init", "quality"],
     "mix_pruned": BASE + ["--objective", "pairwise", "--objective", "disf", "--objective-weights", "1,0.5",
                           "--prune", "0.3", "--count", "150", "--schedule", "cosine"],
-    "multi_block": BASE + ["--objective", "pairwise", "--block-size", "700", "--ratio", "0.05", "--seed", "7"],
+    "multi_block": BASE + ["--objective", "pairwise", "--block-size", "700", "--ratio", "0.05", "--seed", "7",
+                           "--credit", "rollout"],
     "small_block": ["--rollouts", "32", "--steps", "80", "--quiet", "--optimizer", "pg", "--objective",
-                    "pairwise", "--count", "40", "--block-size", "400"],
+                    "pairwise", "--count", "40", "--block-size", "400", "--credit", "rollout"],
+    # --credit auto (the default): per-item credit on pairwise similarity and facility location
+    "pairwise_auto_credit": BASE + ["--objective", "pairwise", "--count", "120"],
+    "facility_auto_credit": BASE + ["--objective", "facility", "--kernel", "cosine2", "--count", "120"],
     "greedy_naive_pairwise": ["--quiet", "--optimizer", "greedy", "--objective", "pairwise", "--count", "60"],
     "greedy_stochastic_disf": ["--quiet", "--optimizer", "stochastic", "--objective", "disf", "--count", "60"],
     "greedy_lazy_facility": ["--quiet", "--optimizer", "lazy", "--objective", "facility", "--count", "60",

@@ -511,6 +511,10 @@ inline void check_optimizer(config& c) {
                         "; add --optimizer pg (or use --iterations for the continuous learner)");
     }
   }
+  if (c.optimizer == "pg") {  // the credit that runs, as the report names it
+    c.run.credit = datamask::resolve_credit(c.run.credit, datamask::weights_of(c.objectives, c.objective_weights),
+                                            c.run.lambda, c.neighbors > 0 || !c.graph.empty(), c.learn.logprob);
+  }
   if (cont && c.run.scaling == datamask::term_scaling::group) {
     throw usage_error("--scaling: group makes f a different function at every step; --optimizer continuous needs "
                       "calibrated, fixed or raw scales");

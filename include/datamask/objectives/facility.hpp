@@ -398,6 +398,7 @@ struct facility_location {
   /// second-best item, so the marginal of item t is (1 / |V|) sum over the rows whose first best
   /// is t of (best - second best) (0 on ties; the whole d(s) for a single item: the empty set
   /// scores 0). The same tiles and products as the call operator: one pass, the same value.
+  static constexpr bool cheap_marginals = true;  ///< `cheap_marginal_objective`: one pass, as d(s)
   template <class T>
   double marginals(const subset_view<T>& s, std::span<double> out) const {
     using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

@@ -173,6 +173,7 @@ struct pairwise_similarity {
   /// @brief d(s) and every item's marginal d(s) - d(s without it) (`marginal_objective`): with
   /// P = ||acc||^2 - self (the sum of cosines over ordered pairs) as in the call operator,
   /// removing u_t leaves P - 2 u_t . acc + 2 c_t over (k - 1)(k - 2) pairs. O(k d).
+  static constexpr bool cheap_marginals = true;  ///< `cheap_marginal_objective`: O(k d), as d(s)
   template <class T>
   double marginals(const subset_view<T>& s, std::span<double> out) const {
     const index_t k = s.subset.size;
