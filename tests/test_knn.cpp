@@ -377,6 +377,7 @@ TEST_CASE("clustered kNN graph settings are checked, naming the setting", "[knn]
         std::string::npos);
   CHECK(dm::default_clusters(10000) == 100);
   CHECK(dm::default_probes(5) == 5);
+  CHECK(dm::default_probes(100) == 16);
 }
 
 TEST_CASE("automatic kNN building: exact up to knn_exact_up_to items", "[knn]") {
