@@ -60,10 +60,11 @@ namespace datamask {
 }
 
 /// @brief The default P (at most C). Chosen by benchmarks/facility_knn.cpp (RESULTS.md, "Clustered
-/// graph settings: recall against build time"): at n = 10^5, d = 64, P = 8, 16, 32 reach recall@32
-/// 0.36, 0.48, 0.64 and 89.8%, 92.5%, 95.2% of the continuous learner's gain on the exact graph,
-/// for 3.0, 3.4, 5.6 CPU seconds (d = 256: 5.1, 8.3, 14.3); 16 costs little more than 8 on both,
-/// and keeps the 10^6-item block's build (products P n^1.5 d) at about twice P = 8's.
+/// graph settings: recall against build time"): at n = 10^5, d = 64, P = 16, 32, 64 reach
+/// recall@32 0.52, 0.67, 0.83 and 93.6%, 95.6%, 97.6% of the continuous learner's gain on the
+/// exact graph, for 4.3, 6.4, 10.3 CPU seconds (the exact graph: 29); at d = 256 P = 8, 16, 32
+/// cost 5.0, 7.1, 11.4 s. 16 gains 4 points over the former 8 for 1.4 times its time, and keeps
+/// the 10^6-item block's build (products P n^1.5 d) below twice P = 8's.
 [[nodiscard]] inline index_t default_probes(index_t clusters) { return std::min<index_t>(clusters, 16); }
 
 /// @brief Rows on which block_select.hpp estimates a clustered graph's recall (`knn_recall`):
