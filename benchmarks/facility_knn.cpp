@@ -14,7 +14,7 @@
 //
 // Graphs: --build LIST of builders, exact|clustered [exact] (knn/graph.hpp, knn/clustered.hpp),
 // each with every K; clustered once per P of --probes LIST [0: the default], with --clusters C
-// [0: about sqrt(n)]; each graph's build time and its recall@K estimated on --recall ROWS
+// [0: about sqrt(n)]; each graph's build time (wall and CPU) and its recall@K estimated on --recall ROWS
 // sampled rows against their exact neighbours [1000; 0: none]. --dense-f 0 scores every
 // selection with f with the sparse term of the first graph instead of the dense term (at
 // n = 10^6 one dense evaluation costs n S d = 2.6 10^13 multiply-adds): the scales are then
@@ -131,6 +131,15 @@ std::string loadavg() {
   return text;
 }
 
+/// CPU seconds (user + system, all threads) of the process so far: on a shared machine a build's
+/// CPU time varies less than its wall time.
+double cpu_seconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
 double peak_mib() {
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
@@ -239,13 +248,15 @@ int main(int argc, char** argv) {
     for (const auto& [label, ks] : graphs_of(s)) {
       const index_t k = ks.neighbors;
       const auto t0 = clk::now();
+      const double cpu0 = cpu_seconds();
       const dm::sparse_facility_location sparse{std::make_shared<const dm::knn_graph>(dm::build_knn_graph(p, ks))};
       const double graph_s = since(t0);
+      const double graph_cpu = cpu_seconds() - cpu0;
       const auto t1 = clk::now();
       const double recall = s.recall > 0 ? dm::knn_recall(p, *sparse.graph, ks, std::min(s.recall, s.n)) : std::nan("");
-      std::printf("graph %s, K = %lld: %.2f s, %.1f MiB, recall@K %.4f on %lld rows (%.2f s); peak %.0f MiB; "
+      std::printf("graph %s, K = %lld: %.2f s (%.2f s CPU), %.1f MiB, recall@K %.4f on %lld rows (%.2f s); peak %.0f MiB; "
                   "load average %s\n",
-                  label.c_str(), static_cast<long long>(k), graph_s,
+                  label.c_str(), static_cast<long long>(k), graph_s, graph_cpu,
                   static_cast<double>(sparse.graph->bytes()) / (1024.0 * 1024.0), recall,
                   static_cast<long long>(std::min(s.recall, s.n)), since(t1), peak_mib(), loadavg().c_str());
       auto fs = std::make_unique<dm::objective_function<float, dm::sparse_facility_location>>(

@@ -148,6 +148,35 @@ TEST_CASE("the kNN graph breaks ties to the smaller id, whatever the tiles and t
   }
 }
 
+TEST_CASE("the kNN graph skips no candidate that can enter: wide tiles, ties, each kernel", "[knn]") {
+  // Integer rows, 8 distinct ones repeated: exact ties, and tiles wide enough that whole
+  // chunks of candidates are skipped at once (detail::knn::chunk_below).
+  const index_t n = 200;
+  const index_t d = 3;
+  std::vector<double> x(static_cast<std::size_t>(n * d));
+  for (index_t i = 0; i < n; ++i)
+    for (index_t j = 0; j < d; ++j) x[i * d + j] = static_cast<double>(((i % 8) * (j + 3)) % 7) - 3.0;
+  for (auto kern : all_kernels) {
+    dm::knn_settings s;
+    s.neighbors = 30;
+    s.kernel = kern;
+    s.gamma = 0.5;
+    s.tile = 5;  // narrower than a chunk
+    s.threads = 1;
+    const dm::knn_graph a = dm::build_knn_graph(rows_of(x, n, d), s);
+    s.tile = 512;
+    s.threads = 2;
+    const dm::knn_graph b = dm::build_knn_graph(rows_of(x, n, d), s);
+    CHECK(a.ids == b.ids);
+    CHECK(a.sims == b.sims);
+    if (kern != dm::similarity_kernel::dot && kern != dm::similarity_kernel::rbf) continue;  // products exact
+    for (index_t v = 0; v < n; ++v) {
+      const auto want = brute_row(x, n, d, v, s.neighbors, kern, s.gamma);
+      for (index_t r = 0; r < s.neighbors; ++r) CHECK(b.neighbor(v, r) == want[r].second);
+    }
+  }
+}
+
 TEST_CASE("kNN graph settings are checked", "[knn]") {
   const auto x = dmtest::random_embeddings<double>(10, 3, 1);
   dm::knn_settings s;
@@ -348,6 +377,7 @@ TEST_CASE("clustered kNN graph settings are checked, naming the setting", "[knn]
         std::string::npos);
   CHECK(dm::default_clusters(10000) == 100);
   CHECK(dm::default_probes(5) == 5);
+  CHECK(dm::default_probes(100) == 16);
 }
 
 TEST_CASE("automatic kNN building: exact up to knn_exact_up_to items", "[knn]") {

@@ -436,14 +436,14 @@ void visit_learner_settings(F&& f) {
   f(choice_setting<L, knn_build>{"knn-build", "knn_build",
                                  "how each block's kNN graph is built (with neighbors): exact, clustered "
                                  "(approximate: C clusters, each compared with its P most similar), or auto "
-                                 "(exact up to 20000 items, clustered above)",
+                                 "(exact up to 50000 items, clustered above)",
                                  &L::knn_builder});
   f(number_setting<L, index_t>{"knn-clusters", "knn_clusters",
                                "clustered kNN graph: clusters C, capped at the block's size (0: about sqrt(n))",
                                &L::knn_clusters, 0, detail::index_max});
   f(number_setting<L, index_t>{"knn-probes", "knn_probes",
                                "clustered kNN graph: clusters each cluster is compared with, itself included "
-                               "(0: 8, at most C)",
+                               "(0: 16, at most C)",
                                &L::knn_probes, 0, detail::index_max});
 }
 

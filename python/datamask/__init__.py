@@ -357,7 +357,7 @@ def select(
         neighbors: K > 0: facility location on each block's K-nearest-neighbour graph under
             ``kernel`` (memory n K; it has a relaxation, so "auto" takes the continuous learner)
             instead of dense facility location; 0 (default): dense. The graph is exact, or
-            clustered (approximate) for blocks above 20,000 items: ``knn_build``,
+            clustered (approximate) for blocks above 50,000 items: ``knn_build``,
             ``knn_clusters`` and ``knn_probes`` choose.
         cancel: a :class:`threading.Event` (any object with ``is_set()``); setting it, from any
             thread, stops the run within about a second and raises :class:`Cancelled`. Ctrl-C

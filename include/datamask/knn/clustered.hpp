@@ -14,8 +14,14 @@
 /// 3. Each cluster is compared with its P most similar clusters (itself first): one matrix
 ///    product (Eigen GEMM) per pair of member tiles, and the exact builder's running top-K
 ///    (`detail::knn::offer_products`: the same similarities, order and ties). When the P
-///    clusters hold fewer than K items, the next most similar clusters are added.
-/// With P = C every item meets every item and the graph is the exact graph. The item itself is
+///    clusters hold fewer than K items, the next most similar clusters are added. A pair of
+///    clusters is compared once, and its products serve both: when a probes b, b's items also
+///    get a's as candidates (so a cluster meets every cluster that probes it too, for the
+///    price of the products it probes itself).
+/// With P = C every item meets every item and the graph is the exact graph: bit for bit in the
+/// tests (small d). At large d (a few hundred) the similarities can differ from the exact
+/// builder's in the last bits, and near-ties then order differently: Eigen may split a long
+/// product by the shapes of the tiles, which differ between the builders. The item itself is
 /// in its own cluster, so under cosine, cosine2 and rbf it stays its own first neighbour.
 ///
 /// "Similar" follows the kernel: cosine and dot rank centroids by the product with a unit
@@ -29,15 +35,18 @@
 /// threads, and the kept neighbours do not depend on the order candidates come in), and it adds
 /// no dependency.
 ///
-/// Cost: 2 n d C per assignment of all n items, plus about 2 n d P n / C for the products and
-/// P n^2 / C comparisons (balanced clusters); C = sqrt(n) by default, so O(P n^1.5 d). Memory:
-/// the graph, the n cluster numbers and members, C x C centroid products, and per thread one
-/// tile of gathered rows and its products: never a copy of the embeddings.
+/// Cost: 2 n d C per assignment of all n items, plus at most 2 n d P n / C for the products and
+/// 2 P n^2 / C comparisons (balanced clusters; each pair of clusters once, both ways); C =
+/// sqrt(n) by default, so O(P n^1.5 d). Memory: the graph, every item's running top-K while the
+/// graph is built (n K pairs of 16 bytes), the n cluster numbers and members, C x C centroid
+/// products, and per thread one tile of gathered rows and its products: never a copy of the
+/// embeddings.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <utility>
 #include <vector>
@@ -53,9 +62,13 @@ namespace datamask {
                              std::max<index_t>(n, 1));
 }
 
-/// @brief The default P (at most C). Chosen by benchmarks/facility_knn.cpp (RESULTS.md, "Facility
-/// location on a kNN graph"): recall against build time on the benchmark's block.
-[[nodiscard]] inline index_t default_probes(index_t clusters) { return std::min<index_t>(clusters, 8); }
+/// @brief The default P (at most C). Chosen by benchmarks/facility_knn.cpp (RESULTS.md, "Clustered
+/// graph settings: recall against build time"): at n = 10^5, d = 64, P = 16, 32, 64 reach
+/// recall@32 0.52, 0.67, 0.83 and 93.6%, 95.6%, 97.6% of the continuous learner's gain on the
+/// exact graph, for 4.3, 6.4, 10.3 CPU seconds (the exact graph: 29); at d = 256 P = 8, 16, 32
+/// cost 5.0, 7.1, 11.4 s. 16 gains 4 points over the former 8 for 1.4 times its time, and keeps
+/// the 10^6-item block's build (products P n^1.5 d) below twice P = 8's.
+[[nodiscard]] inline index_t default_probes(index_t clusters) { return std::min<index_t>(clusters, 16); }
 
 /// @brief Rows on which block_select.hpp estimates a clustered graph's recall (`knn_recall`):
 /// 2 x 200 n d multiply-adds, a few seconds at n = 10^6, d = 256.
@@ -277,38 +290,82 @@ template <class T>
   const dk::centroids<T> cs = dk::train(x, inv_norms, count, s);
   std::vector<index_t> all(static_cast<std::size_t>(n));
   for (index_t i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
-  const dk::clusters_of groups(all, dk::assign(x, inv_norms, all, cs, s), count);
+  const std::vector<index_t> cluster_of = dk::assign(x, inv_norms, all, cs, s);
+  const dk::clusters_of groups(all, cluster_of, count);
   all = {};
   const std::vector<std::vector<index_t>> lists = dk::probe_lists(cs, groups, probes, s.neighbors, s);
   knn_graph g = dk::empty_graph(n, s.neighbors);
   const bool unit = dk::unit_rows(s.kernel);
-  const double per_cluster = 2.0 * static_cast<double>(n) / static_cast<double>(count) * static_cast<double>(probes) *
+  // Each pair of clusters where either probes the other, once: its products serve both sides
+  // (below). partners[a]: the clusters b > a paired with a.
+  std::vector<std::vector<index_t>> partners(static_cast<std::size_t>(count));
+  for (index_t a = 0; a < count; ++a) {
+    for (index_t b : lists[static_cast<std::size_t>(a)]) {
+      if (b != a) partners[static_cast<std::size_t>(std::min(a, b))].push_back(std::max(a, b));
+    }
+  }
+  for (auto& p : partners) {
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+  }
+  // The running top-K of every item, by its position in `groups.member` (a cluster's rows are
+  // then contiguous), each cluster's lists behind its own lock: a pair's products are offered
+  // to both clusters' rows, from whichever thread holds the pair. The kept neighbours do not
+  // depend on the order of the offers (`better` is a total order): the same graph on any
+  // thread count.
+  std::vector<dk::top_k> top = dk::tops(n, g.k);
+  std::vector<std::mutex> locks(static_cast<std::size_t>(count));
+  const auto id = [&](index_t at) { return groups.member[static_cast<std::size_t>(at)]; };
+  const auto lists_at = [&](index_t at, index_t len) {
+    return std::span<dk::top_k>(top).subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(len));
+  };
+  const double per_cluster = static_cast<double>(n) / static_cast<double>(count) * static_cast<double>(probes) *
                              static_cast<double>(n) / static_cast<double>(count) * static_cast<double>(x.cols);
   detail::parallel_for(count, s.threads, [&](index_t a) {
-    const std::span<const index_t> mine = groups.of(a);
-    if (mine.empty()) return;
-    const auto rows = static_cast<index_t>(mine.size());
-    const auto row = [&](index_t q) { return mine[static_cast<std::size_t>(q)]; };
+    const index_t first = groups.start[static_cast<std::size_t>(a)];
+    const index_t rows = groups.size(a);
+    if (rows == 0) return;
+    const auto row = [&](index_t q) { return id(first + q); };
     const auto lhs = dk::gather(x, inv_norms, unit, rows, row);
-    // The probed clusters' members in one list, taken `tile` at a time: each gathered tile
-    // meets every tile of this cluster's rows, so products stay large when clusters are small.
+    // This cluster's own rows, then its partners' members in one list (positions), taken
+    // `tile` at a time: each gathered tile meets every tile of this cluster's rows, so products
+    // stay large when clusters are small.
     std::vector<index_t> theirs;
-    for (index_t b : lists[static_cast<std::size_t>(a)]) theirs.insert(theirs.end(), groups.of(b).begin(), groups.of(b).end());
-    std::vector<dk::top_k> top = dk::tops(rows, g.k);
+    for (index_t q = 0; q < rows; ++q) theirs.push_back(first + q);
+    for (index_t b : partners[static_cast<std::size_t>(a)]) {
+      for (index_t q = 0; q < groups.size(b); ++q) theirs.push_back(groups.start[static_cast<std::size_t>(b)] + q);
+    }
     dk::product_matrix<T> dots;
+    dk::product_matrix<T> back;
     for (index_t c0 = 0; c0 < static_cast<index_t>(theirs.size()); c0 += s.tile) {
       const index_t cols = std::min(s.tile, static_cast<index_t>(theirs.size()) - c0);
-      const auto col = [&](index_t q) { return theirs[static_cast<std::size_t>(c0 + q)]; };
+      const auto at = [&](index_t q) { return theirs[static_cast<std::size_t>(c0 + q)]; };
+      const auto col = [&](index_t q) { return id(at(q)); };
       const auto rhs = dk::gather(x, inv_norms, unit, cols, col);
       for (index_t r0 = 0; r0 < rows; r0 += s.tile) {
         const index_t part = std::min(s.tile, rows - r0);
         dots.noalias() = lhs.middleRows(r0, part) * rhs.transpose();
-        dk::offer_products(dots, std::span<dk::top_k>(top).subspan(static_cast<std::size_t>(r0), static_cast<std::size_t>(part)),
-                           [&](index_t q) { return row(r0 + q); }, col, s, sq_norms);
+        {
+          const std::lock_guard<std::mutex> hold(locks[static_cast<std::size_t>(a)]);
+          dk::offer_products(dots, lists_at(first + r0, part), [&](index_t q) { return row(r0 + q); }, col, s, sq_norms);
+        }
+        // The other side: a partner's rows get this cluster's rows as candidates, a run of
+        // one cluster's rows at a time (its own rows met each other above).
+        back.noalias() = dots.transpose();
+        for (index_t q = std::max<index_t>(0, rows - c0); q < cols;) {
+          const index_t b = cluster_of[static_cast<std::size_t>(col(q))];
+          index_t end = q + 1;
+          while (end < cols && cluster_of[static_cast<std::size_t>(col(end))] == b) ++end;
+          const std::lock_guard<std::mutex> hold(locks[static_cast<std::size_t>(b)]);
+          dk::offer_products(back.middleRows(q, end - q), lists_at(at(q), end - q),
+                             [&](index_t j) { return col(q + j); }, [&](index_t j) { return row(r0 + j); }, s,
+                             sq_norms);
+          q = end;
+        }
       }
     }
-    dk::write_rows(g, top, row);
   }, per_cluster);
+  dk::write_rows(g, std::span<dk::top_k>(top), id);
   g.source = detail::concat("clustered, kernel ", enum_name(s.kernel), ", K = ", g.k, ", C = ", count, ", P = ",
                             probes);
   return g;
