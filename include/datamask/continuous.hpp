@@ -13,7 +13,9 @@
 /// over the block and carries a separate signal for every item.
 ///
 /// Layout: `ascend_from` is the core (any relaxed function, any candidate set, from the first
-/// iterate, as `optimize` runs it, or from a snapshot's `continuous_iterate`); `read_out` and
+/// iterate, as `optimize` runs it, or from a snapshot's `continuous_iterate`); `ascend_on_device`
+/// is the same iteration on a device backend's executor (`relaxed_objective_on`, for objectives
+/// that are `device_relaxable`), the step shared as `ascent_direction` and `ascent_update`; `read_out` and
 /// `polish_swaps` are the two finishing steps; `continuous_learner` runs the three between the
 /// phases every optimiser shares (phases.hpp), so S, the kept rows, the scales and the reported
 /// f are those of the policy-gradient learner. Its settings (`continuous_settings`,
@@ -1304,10 +1306,16 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
 /// objective with `relax`); dense facility location has none (use `learner`, or give it a graph).
 ///
 /// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
-///         evaluation); the ascent and the polish run on the host, from the caller's
-///         embeddings, whatever the backend (on `thrust_backend` over OpenMP the selection is
-///         the CPU backend's, bit for bit on 1 and 2 threads: tests/test_thrust_credit_continuous.cpp;
-///         under CUDA the relaxation is not yet batched on the device).
+///         evaluation) and, where it can, the ascent: on a backend with an executor
+///         (`thrust_backend`) and a mix whose diversity terms are all `device_relaxable`
+///         (pairwise similarity), `ascend_on_device` keeps p, the gradient, the step and the
+///         projection on the device and brings back scalars per iteration (and p at the
+///         tracked read-outs). Otherwise (the Eigen backend; DiSF, facility location on a kNN
+///         graph, a user objective with only the host `relax`) `ascend_from` runs on the host
+///         from the caller's embeddings. The polish always runs on the host. On `thrust_backend`
+///         over OpenMP the selection is the CPU backend's on 1 and 2 threads, the device
+///         ascent's f within 1e-7 relative, and its bits do not depend on the thread count
+///         (tests/test_thrust_credit_continuous.cpp).
 template <backend Backend = default_backend>
 class basic_continuous_learner {
  public:
