@@ -13,6 +13,7 @@
 #include <random>
 #include <span>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -93,8 +94,8 @@ TEMPLATE_TEST_CASE("the continuous learner on Thrust-on-OMP: the CPU backend's s
 // Which runs take the device ascent: a backend with an executor and only device relaxations.
 static_assert(datamask::detail::continuous::device_ascent<datamask::thrust_backend, float,
                                                           datamask::diversity_mix<datamask::pairwise_similarity>>);
-static_assert(!datamask::detail::continuous::device_ascent<datamask::thrust_backend, float,
-                                                           datamask::diversity_mix<datamask::disf>>);
+static_assert(datamask::detail::continuous::device_ascent<
+              datamask::thrust_backend, float, datamask::diversity_mix<datamask::pairwise_similarity, datamask::disf>>);
 static_assert(!datamask::detail::continuous::device_ascent<datamask::eigen_backend, float,
                                                            datamask::diversity_mix<datamask::pairwise_similarity>>);
 
@@ -106,6 +107,8 @@ struct host_relaxed_pairwise : datamask::pairwise_similarity {
   void relax_device(Exec&, const datamask::relax_view<T>&, double*, int) const = delete;
 };
 static_assert(!datamask::device_relaxable<host_relaxed_pairwise, float>);
+static_assert(!datamask::detail::continuous::device_ascent<datamask::thrust_backend, float,
+                                                           datamask::diversity_mix<host_relaxed_pairwise>>);
 
 /// p with zeros (non-candidates), ones and fractions.
 std::vector<double> random_p(index_t n, unsigned seed) {
@@ -121,16 +124,19 @@ std::vector<double> random_p(index_t n, unsigned seed) {
 
 }  // namespace
 
-TEST_CASE("pairwise similarity's device relaxation is the host's, the same bits on 1 and 2 threads",
-          "[continuous][thrust][relax]") {
-  const dm_test::instance inst(3000, 10, 8);  // three chunks of the host's column sums
+TEMPLATE_TEST_CASE("a device relaxation is the host's, the same bits on 1 and 2 threads",
+                   "[continuous][thrust][relax]", datamask::pairwise_similarity, datamask::disf) {
+  // Three chunks of the host's column sums; below disf_float_rows, so DiSF's host products are
+  // in double too.
+  const dm_test::instance inst(3000, 10, 8);
+  static_assert(3000 < datamask::detail::disf_impl::disf_float_rows);
   const auto prep = datamask::detail::prepare(inst.problem(), false, 1);
   const std::vector<double> p = random_p(inst.n, 3);
   const double total = std::accumulate(p.begin(), p.end(), 0.0);
   const datamask::relax_view<float> hv{inst.problem().embeddings, prep.inv_norms.data(), prep.sq_norms.data(), p,
                                        total, 1};
   std::vector<double> host_grad(static_cast<std::size_t>(inst.n));
-  const double host_value = datamask::pairwise_similarity{}.relax(hv, std::span<double>(host_grad));
+  const double host_value = TestType{}.relax(hv, std::span<double>(host_grad));
   auto device = [&](int threads) {
     return with_threads(threads, [&](int) {
       const datamask::thrust_backend b;
@@ -141,7 +147,7 @@ TEST_CASE("pairwise similarity's device relaxation is the host's, the same bits 
       v.p = std::span<const double>(exec.upload(std::span<const double>(p)), p.size());
       v.total = total;
       double* grad = exec.scratch<double>(inst.n);
-      const double value = datamask::pairwise_similarity{}.relax_device(exec, v, grad);
+      const double value = TestType{}.relax_device(exec, v, grad);
       std::vector<double> g(static_cast<std::size_t>(inst.n));
       exec.download(static_cast<const double*>(grad), std::span<double>(g));
       return std::make_pair(value, g);
@@ -151,10 +157,11 @@ TEST_CASE("pairwise similarity's device relaxation is the host's, the same bits 
   const auto two = device(2);
   CHECK(one.first == two.first);
   CHECK(one.second == two.second);
-  CHECK(one.first == Approx(host_value).epsilon(1e-12));
+  CHECK(one.first == Approx(host_value).epsilon(1e-10));
+  CHECK(host_value != 0.0);
   double scale = 0.0;
   for (double g : host_grad) scale = std::max(scale, std::abs(g));
-  for (index_t i = 0; i < inst.n; ++i) CHECK(one.second[i] == Approx(host_grad[i]).margin(1e-12 * scale));
+  for (index_t i = 0; i < inst.n; ++i) CHECK(one.second[i] == Approx(host_grad[i]).margin(1e-10 * scale));
 }
 
 TEST_CASE("the device projections equal the host's and sum to S", "[continuous][thrust][relax]") {
@@ -207,8 +214,8 @@ TEST_CASE("the device projections equal the host's and sum to S", "[continuous][
   CHECK(ones > 0);  // the projection is not trivially interior
 }
 
-TEST_CASE("the continuous learner's device ascent: the CPU backend's selection and f, any settings",
-          "[continuous][thrust]") {
+TEMPLATE_TEST_CASE("the continuous learner's device ascent: the CPU backend's selection and f, any settings",
+                   "[continuous][thrust]", datamask::pairwise_similarity, datamask::disf) {
   const dm_test::instance inst(2000, 16, 9);
   const auto p = inst.problem();
   auto settings = [](int threads, datamask::step_rule rule, datamask::continuous_parameterization par) {
@@ -228,18 +235,24 @@ TEST_CASE("the continuous learner's device ascent: the CPU backend's selection a
                                   std::pair{step_rule::plain, continuous_parameterization::logits}}) {
     const auto [one, cpu] = thrust_and_cpu([&](auto backend, int threads) {
       return datamask::basic_continuous_learner<decltype(backend)>(settings(threads, rule, par))
-          .select(p, datamask::pairwise_similarity{});
+          .select(p, TestType{});
     });
     CHECK(one.objective == Approx(cpu.objective).epsilon(1e-7));
+    // F per iteration: to rounding for pairwise similarity; DiSF's calibrated scale differs in
+    // about the eighth digit (the device scores the calibration subsets in double, the CPU in
+    // float: backend/thrust.hpp), and F with it.
+    const double tol = std::is_same_v<TestType, datamask::disf> ? 1e-7 : 1e-9;
     REQUIRE(one.history.size() == cpu.history.size());
     for (std::size_t t = 0; t < cpu.history.size(); ++t)
-      CHECK(one.history[t].reward_mean == Approx(cpu.history[t].reward_mean).epsilon(1e-9));
-    // The host path of the same backend (an objective without the device relaxation) agrees too.
-    const auto host = with_threads(2, [&](int threads) {
-      return datamask::basic_continuous_learner<datamask::thrust_backend>(settings(threads, rule, par))
-          .select(p, host_relaxed_pairwise{});
-    });
-    CHECK(host.rows == one.rows);
+      CHECK(one.history[t].reward_mean == Approx(cpu.history[t].reward_mean).epsilon(tol).margin(tol));
+    if constexpr (std::is_same_v<TestType, datamask::pairwise_similarity>) {
+      // The host path of the same backend (an objective without the device relaxation) agrees too.
+      const auto host = with_threads(2, [&](int threads) {
+        return datamask::basic_continuous_learner<datamask::thrust_backend>(settings(threads, rule, par))
+            .select(p, host_relaxed_pairwise{});
+      });
+      CHECK(host.rows == one.rows);
+    }
   }
 }
 

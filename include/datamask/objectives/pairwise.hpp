@@ -142,46 +142,8 @@ double relax(const relax_view<T>& v, std::span<double> grad) {
   return -(s.squaredNorm() - self_sum) / norm;
 }
 
-/// Device relaxation, pass 1: part[c (d + 1) + j] = sum over the rows i of chunk c with p_i != 0
-/// of u_ij p_i (j < d), and of p_i^2 c_i (j = d), in row order: `relax`'s chunks and order
-/// (detail::relax::weighted_sum), so s comes out bit for bit as on the host.
-template <class T>
-struct relax_chunk {
-  relax_view<T> v;
-  index_t rows;  ///< rows per chunk
-  double* part;
-  DATAMASK_HOST_DEVICE void operator()(index_t idx) const {
-    const index_t d = v.embeddings.cols;
-    const index_t c = idx / (d + 1);
-    const index_t j = idx % (d + 1);
-    const index_t end = (c + 1) * rows < v.embeddings.rows ? (c + 1) * rows : v.embeddings.rows;
-    const double* p = v.p.data();
-    double acc = 0.0;
-    for (index_t i = c * rows; i < end; ++i) {
-      if (p[i] == 0.0) continue;
-      if (j < d) {
-        acc += static_cast<double>(v.embeddings(i, j)) * (p[i] * v.inv_norms[i]);
-      } else {
-        acc += p[i] * p[i] * v.sq_norms[i] * v.inv_norms[i] * v.inv_norms[i];
-      }
-    }
-    part[idx] = acc;
-  }
-};
-
-/// Pass 2: tot[j] = sum_c part[c (d + 1) + j], chunks in order; then (one thread, j = d + 1)
-/// tot[d + 1] = F = -(||s||^2 - tot[d]) / norm.
-struct relax_totals {
-  const double* part;
-  index_t chunks;
-  index_t d;
-  double* tot;
-  DATAMASK_HOST_DEVICE void operator()(index_t j) const {
-    double acc = 0.0;
-    for (index_t c = 0; c < chunks; ++c) acc += part[c * (d + 1) + j];
-    tot[j] = acc;
-  }
-};
+/// Device relaxation, pass 2: tot[d + 1] = F = -(||s||^2 - tot[d]) / norm (one thread), from
+/// `device_passes::weighted_sum`'s totals (s, then sum p_i^2 c_i).
 struct relax_value {
   double* tot;
   index_t d;
@@ -190,6 +152,21 @@ struct relax_value {
     double sq = 0.0;
     for (index_t j = 0; j < d; ++j) sq += tot[j] * tot[j];
     tot[d + 1] = -(sq - tot[d]) / norm;
+  }
+};
+
+/// The weights of pass 1: u_i p_i (w = p_i / ||e_i||) and p_i^2 c_i, as `relax` weighs them.
+template <class T>
+struct unit_weight {
+  relax_view<T> v;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return v.p.data()[i] * v.inv_norms[i]; }
+};
+template <class T>
+struct self_weight {
+  relax_view<T> v;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const {
+    const double* p = v.p.data();
+    return p[i] * p[i] * v.sq_norms[i] * v.inv_norms[i] * v.inv_norms[i];
   }
 };
 
@@ -297,9 +274,10 @@ struct pairwise_similarity {
     return detail::pairwise_impl::relax(v, grad);
   }
 
-  /// @brief The same relaxation through a backend's executor (`device_relaxable`): three passes
-  /// (chunked column sums of p-weighted unit rows, their totals and F, one dot product per row)
-  /// and one double back to the host. s has `relax`'s bits; F and the gradient agree to rounding.
+  /// @brief The same relaxation through a backend's executor (`device_relaxable`): the chunked
+  /// column sums of the p-weighted unit rows (`device_passes::weighted_sum`), F, one dot product
+  /// per row, and one double back to the host. s has `relax`'s bits; F and the gradient agree
+  /// to rounding.
   template <class Exec, class T>
   double relax_device(Exec& exec, const relax_view<T>& v, double* grad) const {
     namespace pi = detail::pairwise_impl;
@@ -310,12 +288,8 @@ struct pairwise_similarity {
       return 0.0;
     }
     const double norm = v.total * (v.total - 1.0);
-    const index_t rows = detail::relax::chunk_rows(n, 64);
-    const index_t chunks = (n + rows - 1) / rows;
-    double* part = exec.template scratch<double>(chunks * (d + 1));
-    double* tot = exec.template scratch<double>(d + 2);
-    exec.for_each(chunks * (d + 1), pi::relax_chunk<T>{v, rows, part});
-    exec.for_each(d + 1, pi::relax_totals{part, chunks, d, tot});
+    double* tot = detail::device_passes::weighted_sum(exec, v.embeddings, v.p.data(), pi::unit_weight<T>{v},
+                                                      pi::self_weight<T>{v}, 1);
     exec.for_each(1, pi::relax_value{tot, d, norm});
     exec.for_each(n, pi::relax_gradient<T>{v, tot, norm, grad});
     double value = 0.0;

@@ -13,6 +13,7 @@
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/sorted_search.hpp"
+#include "datamask/objectives/detail/relax_sums.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask::detail::device_passes {
@@ -152,6 +153,59 @@ double fold(Exec& exec, double* partials, index_t n, Term term, Op op, double in
   double a = init;
   for (double v : host) a = op(a, v);
   return a;
+}
+
+/// `weighted_sum`'s pass 1: part[c (d + 1) + j] = sum over the rows i of chunk c with p_i != 0
+/// of x_ij w(i) (j < d) and of a(i) (j = d), in row order.
+template <class T, class W, class A>
+struct weighted_column_chunk {
+  matrix_view<const T> x;
+  const double* p;
+  W w;
+  A a;
+  index_t rows;  ///< rows per chunk
+  double* part;
+  DATAMASK_HOST_DEVICE void operator()(index_t idx) const {
+    const index_t d = x.cols;
+    const index_t c = idx / (d + 1);
+    const index_t j = idx % (d + 1);
+    const index_t end = (c + 1) * rows < x.rows ? (c + 1) * rows : x.rows;
+    double acc = 0.0;
+    for (index_t i = c * rows; i < end; ++i) {
+      if (p[i] == 0.0) continue;
+      acc += j < d ? static_cast<double>(x(i, j)) * w(i) : a(i);
+    }
+    part[idx] = acc;
+  }
+};
+
+/// tot[j] = sum_c part[c width + j], chunks in order.
+struct column_totals {
+  const double* part;
+  index_t chunks;
+  index_t width;
+  double* tot;
+  DATAMASK_HOST_DEVICE void operator()(index_t j) const {
+    double acc = 0.0;
+    for (index_t c = 0; c < chunks; ++c) acc += part[c * width + j];
+    tot[j] = acc;
+  }
+};
+
+/// `detail::relax::weighted_sum` through an executor: sum_i w(i) x_i (d values) and sum_i a(i)
+/// over the rows with p_i != 0, in the host's chunks and order, so the d + 1 totals are the
+/// host's bits. Returns them in executor scratch of d + 1 + `extra` doubles (the extra ones
+/// for the caller). One thread per (chunk, column): coalesced reads of a row on a GPU.
+template <class Exec, class T, class W, class A>
+double* weighted_sum(Exec& exec, const matrix_view<const T>& x, const double* p, W w, A a, index_t extra) {
+  const index_t d = x.cols;
+  const index_t rows = relax::chunk_rows(x.rows, 64);
+  const index_t chunks = (x.rows + rows - 1) / rows;
+  double* part = exec.template scratch<double>(chunks * (d + 1));
+  double* tot = exec.template scratch<double>(d + 1 + extra);
+  exec.for_each(chunks * (d + 1), weighted_column_chunk<T, W, A>{x, p, w, a, rows, part});
+  exec.for_each(d + 1, column_totals{part, chunks, d + 1, tot});
+  return tot;
 }
 
 /// The value of a subset too small to score (fewer rows than an objective needs) is 0: writes
