@@ -1308,10 +1308,11 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
 /// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
 ///         evaluation) and, where it can, the ascent: on a backend with an executor
 ///         (`thrust_backend`) and a mix whose diversity terms are all `device_relaxable`
-///         (pairwise similarity), `ascend_on_device` keeps p, the gradient, the step and the
-///         projection on the device and brings back scalars per iteration (and p at the
-///         tracked read-outs). Otherwise (the Eigen backend; DiSF, facility location on a kNN
-///         graph, a user objective with only the host `relax`) `ascend_from` runs on the host
+///         (pairwise similarity, DiSF), `ascend_on_device` keeps p, the gradient, the step and
+///         the projection on the device and brings back scalars per iteration (and p at the
+///         tracked read-outs). Otherwise (the Eigen backend; facility location on a kNN graph,
+///         whose gradient is a scatter over the graph that the device has no fixed-order form
+///         for yet; a user objective with only the host `relax`) `ascend_from` runs on the host
 ///         from the caller's embeddings. The polish always runs on the host. On `thrust_backend`
 ///         over OpenMP the selection is the CPU backend's on 1 and 2 threads, the device
 ///         ascent's f within 1e-7 relative, and its bits do not depend on the thread count
