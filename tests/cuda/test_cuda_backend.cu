@@ -106,23 +106,23 @@ TEST_CASE("CUDA: every objective, built in or user, agrees with the CPU backend"
   check(spread{}, 1e-10);
 }
 
-TEST_CASE("CUDA: the continuous learner's device ascent selects as the CPU backend", "[cuda][continuous]") {
+TEMPLATE_TEST_CASE("CUDA: the continuous learner's device ascent selects as the CPU backend", "[cuda][continuous]",
+                   datamask::pairwise_similarity, datamask::disf) {
   static_assert(datamask::detail::continuous::device_ascent<datamask::thrust_backend, float,
-                                                            datamask::diversity_mix<datamask::pairwise_similarity>>,
-                "pairwise similarity's continuous ascent must run on the device under CUDA");
+                                                            datamask::diversity_mix<TestType>>,
+                "the continuous ascent must run on the device under CUDA");
   const dm_test::instance inst(3000, 16, 9);
   datamask::continuous_options o;
   o.common.ratio = 0.1;
   o.ascent.iterations = 40;
-  const auto er = datamask::basic_continuous_learner<datamask::eigen_backend>(o).select(
-      inst.problem(), datamask::pairwise_similarity{});
-  const auto tr = datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(
-      inst.problem(), datamask::pairwise_similarity{});
+  const auto er = datamask::basic_continuous_learner<datamask::eigen_backend>(o).select(inst.problem(), TestType{});
+  const auto tr = datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(inst.problem(), TestType{});
   // CUDA's FMA contraction and summation order change the last bits of F, the projection's tau
-  // and so p: the same items unless two fall within rounding of each other at the S-th place.
+  // and so p (DiSF's calibrated scale also differs in about the eighth digit: backend/thrust.hpp):
+  // the same items unless two fall within rounding of each other at the S-th place.
   CHECK(dm_test::overlap(er.rows, tr.rows) >= 0.99);
   CHECK(tr.objective == Approx(er.objective).epsilon(1e-6));
   REQUIRE(tr.history.size() == er.history.size());
   for (std::size_t t = 0; t < er.history.size(); ++t)
-    CHECK(tr.history[t].reward_mean == Approx(er.history[t].reward_mean).epsilon(1e-6));
+    CHECK(tr.history[t].reward_mean == Approx(er.history[t].reward_mean).epsilon(1e-6).margin(1e-6));
 }
