@@ -170,8 +170,9 @@ struct self_weight {
   }
 };
 
-/// Pass 3: grad[i] = -(2 u_i . s - 2 p_i c_i) / norm (the dot in index order: rounding may
-/// differ from Eigen's vectorised dot on the host).
+/// Pass 3: grad[i] = -(2 u_i . s - 2 p_i c_i) / norm. The dot in four interleaved partial sums
+/// added in a fixed order (independent chains: SIMD lanes on CPU threads, instruction-level
+/// parallelism on a GPU); its rounding may differ from Eigen's vectorised dot on the host.
 template <class T>
 struct relax_gradient {
   relax_view<T> v;
@@ -180,8 +181,15 @@ struct relax_gradient {
   double* grad;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
     const double w = v.inv_norms[i];
-    double dot = 0.0;
-    for (index_t j = 0; j < v.embeddings.cols; ++j) dot += static_cast<double>(v.embeddings(i, j)) * s[j];
+    const index_t d = v.embeddings.cols;
+    const T* x = v.embeddings.row(i);
+    double part[4] = {0.0, 0.0, 0.0, 0.0};
+    index_t j = 0;
+    for (; j + 4 <= d; j += 4) {
+      for (index_t l = 0; l < 4; ++l) part[l] += static_cast<double>(x[j + l]) * s[j + l];
+    }
+    for (; j < d; ++j) part[0] += static_cast<double>(x[j]) * s[j];
+    const double dot = (part[0] + part[1]) + (part[2] + part[3]);
     const double us = dot * w;
     grad[i] = -(2.0 * us - 2.0 * v.p.data()[i] * v.sq_norms[i] * w * w) / norm;
   }
