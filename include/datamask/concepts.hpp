@@ -168,6 +168,11 @@ struct device_executor_archetype {
   template <class U>
   const U* resident(std::span<const U> host, std::shared_ptr<const void> owner);
 };
+/// What a device relaxation's executor adds (`device_relaxable`): values back to the host.
+struct device_relax_executor_archetype : device_executor_archetype {
+  template <class U>
+  void download(const U* device, std::span<U> host);
+};
 }  // namespace detail
 
 /// @brief Refinement of `diversity_objective`: the objective scores G subsets through an
@@ -224,6 +229,29 @@ concept relaxable_objective =
     diversity_objective<D, T> &&
     requires(const D& d, const relax_view<T>& v, std::span<double> grad) {
       { d.relax(v, grad) } -> std::convertible_to<double>;
+    };
+
+/// @brief Refinement of `relaxable_objective`: the relaxation through a backend's executor,
+/// `double d.relax_device(exec, const relax_view<T>& v, double* grad) const`, which returns
+/// F(p) on the host and writes dF/dp_i into grad[i] for every row, where `v.embeddings`,
+/// `v.inv_norms`, `v.sq_norms`, `v.p` and `grad` live in the executor's memory.
+///
+/// The executor is `device_evaluable`'s (`for_each`, `scratch`, `resident`) plus
+/// `exec.download(const U* device, std::span<U> host)`, which copies `host.size()` values back.
+///
+/// Why: the continuous learner on a device backend (`thrust_backend`) keeps p, the gradient
+/// and the iterate on the device; a relaxation that only has the host `relax` makes it copy p
+/// and the gradient across every iteration and run the O(n d) passes on the CPU.
+///
+/// Rules the compiler cannot check: the value and gradient are `relax`'s up to rounding (the
+/// same bits wherever it can, as pairwise similarity's column sums); deterministic, whatever
+/// the thread count: every sum has a fixed order (`detail::device_passes::fold`); only scalars
+/// (or a few partial sums) cross to the host.
+template <class D, class T = float>
+concept device_relaxable =
+    relaxable_objective<D, T> &&
+    requires(const D& d, detail::device_relax_executor_archetype& exec, const relax_view<T>& v, double* grad) {
+      { d.relax_device(exec, v, grad) } -> std::convertible_to<double>;
     };
 
 /// @brief Refinement of `diversity_objective`: each item's marginal in one call,

@@ -13,7 +13,9 @@
 /// over the block and carries a separate signal for every item.
 ///
 /// Layout: `ascend_from` is the core (any relaxed function, any candidate set, from the first
-/// iterate, as `optimize` runs it, or from a snapshot's `continuous_iterate`); `read_out` and
+/// iterate, as `optimize` runs it, or from a snapshot's `continuous_iterate`); `ascend_on_device`
+/// is the same iteration on a device backend's executor (`relaxed_objective_on`, for objectives
+/// that are `device_relaxable`), the step shared as `ascent_direction` and `ascent_update`; `read_out` and
 /// `polish_swaps` are the two finishing steps; `continuous_learner` runs the three between the
 /// phases every optimiser shares (phases.hpp), so S, the kept rows, the scales and the reported
 /// f are those of the policy-gradient learner. Its settings (`continuous_settings`,
@@ -41,8 +43,10 @@
 
 #include <Eigen/Core>
 
+#include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/error.hpp"
+#include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/backend/concept.hpp"
 #include "datamask/backend/default.hpp"
 #include "datamask/learner.hpp"
@@ -243,8 +247,78 @@ inline void project_capped_simplex(std::span<const double> y, std::span<const in
   for (index_t i : c) p[i] = std::clamp(y[i] - tau, 0.0, 1.0);
 }
 
-inline double sigmoid(double z) {
-  return z >= 0.0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
+DATAMASK_HOST_DEVICE inline double sigmoid(double z) {
+  return z >= 0.0 ? 1.0 / (1.0 + ::exp(-z)) : ::exp(z) / (1.0 + ::exp(z));
+}
+
+/// The step size of iteration t: the learner's own schedules, from lr to lr * final_fraction.
+inline double step_size(const continuous_settings& s, index_t t) {
+  const double lo = s.lr * s.final_fraction;
+  switch (s.decay) {
+    case step_decay::linear: return linear_lr{s.lr, lo}(t, s.iterations);
+    case step_decay::cosine: return cosine_lr{s.lr, lo}(t, s.iterations);
+    case step_decay::constant: break;
+  }
+  return s.lr;
+}
+
+/// Whether iteration t is one of every `every` (0: none).
+inline bool due(index_t t, index_t every) { return every > 0 && t % every == 0; }
+
+/// std::clamp(z, 0.0, 1.0), callable on a device.
+DATAMASK_HOST_DEVICE inline double clamp01(double z) { return z < 0.0 ? 0.0 : (1.0 < z ? 1.0 : z); }
+
+/// The ascent direction of candidate k (row i = cand[k]): h_i = dF/dp_i, or (logits)
+/// dF/dL_i = p_i (1 - p_i) dF/dp_i. One home for the host and the device loops.
+struct ascent_direction {
+  const index_t* cand;
+  const double* p;
+  const double* grad;
+  double* h;
+  bool logit;
+  DATAMASK_HOST_DEVICE void operator()(index_t k) const {
+    const index_t i = cand[k];
+    h[i] = logit ? p[i] * (1.0 - p[i]) * grad[i] : grad[i];
+  }
+};
+
+/// The step of candidate k by the rule: plain x += lr h, normalised x += lr h / max|h| (no step
+/// when h = 0), Adam with bias-corrected moments (c1, c2: 1 - beta^t).
+struct ascent_update {
+  const index_t* cand;
+  const double* h;
+  double* x;
+  double* m1;
+  double* m2;
+  step_rule rule;
+  double lr;
+  double hmax;
+  double beta1;
+  double beta2;
+  double c1;
+  double c2;
+  double epsilon;
+  DATAMASK_HOST_DEVICE void operator()(index_t k) const {
+    const index_t i = cand[k];
+    if (rule == step_rule::plain) {
+      x[i] += lr * h[i];
+    } else if (rule == step_rule::normalized) {
+      if (hmax > 0.0) x[i] += lr * h[i] / hmax;
+    } else {
+      m1[i] = beta1 * m1[i] + (1.0 - beta1) * h[i];
+      m2[i] = beta2 * m2[i] + (1.0 - beta2) * h[i] * h[i];
+      x[i] += lr * (m1[i] / c1) / (::sqrt(m2[i] / c2) + epsilon);
+    }
+  }
+};
+
+/// The update functor of iteration t (h, the moments and x at the given pointers).
+inline ascent_update update_for(const continuous_settings& cfg, index_t t, const index_t* cand, const double* h,
+                                double* x, double* m1, double* m2, double hmax) {
+  const double c1 = cfg.rule == step_rule::adam ? 1.0 - std::pow(cfg.beta1, static_cast<double>(t)) : 1.0;
+  const double c2 = cfg.rule == step_rule::adam ? 1.0 - std::pow(cfg.beta2, static_cast<double>(t)) : 1.0;
+  return ascent_update{cand, h, x, m1, m2, cfg.rule, step_size(cfg, t), hmax, cfg.beta1, cfg.beta2, c1, c2,
+                       cfg.epsilon};
 }
 
 /// tau such that sum_{i in c} sigmoid(L_i - tau) = s (bisection); p_i = sigmoid(L_i - tau).
@@ -262,17 +336,6 @@ inline double sigmoid_shift(std::span<const double> l, std::span<const index_t> 
   const double tau = 0.5 * (lo + hi);
   for (index_t i : c) p[i] = sigmoid(l[i] - tau);
   return tau;
-}
-
-/// The step size of iteration t: the learner's own schedules, from lr to lr * final_fraction.
-inline double step_size(const continuous_settings& s, index_t t) {
-  const double lo = s.lr * s.final_fraction;
-  switch (s.decay) {
-    case step_decay::linear: return linear_lr{s.lr, lo}(t, s.iterations);
-    case step_decay::cosine: return cosine_lr{s.lr, lo}(t, s.iterations);
-    case step_decay::constant: break;
-  }
-  return s.lr;
 }
 
 /// Rows ordered by key descending, ties to the smaller id; the first `s` of them.
@@ -353,6 +416,9 @@ struct ascent_hooks {
   /// which `stop` ended the run, after `on_iterate`, `on_step` and `stop`.
   index_t snapshot_every = 0;
   std::function<void(const continuous_iterate&)> on_snapshot;
+  /// `on_iterate` is called at the iterations divisible by this only (a device ascent copies p
+  /// to the host for it then).
+  index_t iterate_every = 1;
 };
 
 /// @brief The continuous ascent from a given iterate (`first_iterate`, or a snapshot's) to
@@ -388,25 +454,15 @@ template <class Relaxed>
     it.relaxed.push_back(val);
     const double lr = dc::step_size(cfg, t);
     double hmax = 0.0;
-    for (index_t i : candidates) {
-      h[i] = logit ? it.p[i] * (1.0 - it.p[i]) * grad[i] : grad[i];
-      hmax = std::max(hmax, std::abs(h[i]));
+    const auto m = static_cast<index_t>(candidates.size());
+    const dc::ascent_direction direction{candidates.data(), it.p.data(), grad.data(), h.data(), logit};
+    for (index_t k = 0; k < m; ++k) {
+      direction(k);
+      hmax = std::max(hmax, std::abs(h[candidates[k]]));
     }
-    if (cfg.rule == step_rule::plain) {
-      for (index_t i : candidates) x[i] += lr * h[i];
-    } else if (cfg.rule == step_rule::normalized) {
-      if (hmax > 0.0) {
-        for (index_t i : candidates) x[i] += lr * h[i] / hmax;
-      }
-    } else {
-      const double c1 = 1.0 - std::pow(cfg.beta1, static_cast<double>(t));
-      const double c2 = 1.0 - std::pow(cfg.beta2, static_cast<double>(t));
-      for (index_t i : candidates) {
-        m1[i] = cfg.beta1 * m1[i] + (1.0 - cfg.beta1) * h[i];
-        m2[i] = cfg.beta2 * m2[i] + (1.0 - cfg.beta2) * h[i] * h[i];
-        x[i] += lr * (m1[i] / c1) / (std::sqrt(m2[i] / c2) + cfg.epsilon);
-      }
-    }
+    const dc::ascent_update update = dc::update_for(cfg, t, candidates.data(), h.data(), x.data(), m1.data(),
+                                                    m2.data(), hmax);
+    for (index_t k = 0; k < m; ++k) update(k);
     if (logit) {
       it.tau = dc::sigmoid_shift(x, candidates, sd, it.p);
     } else {
@@ -416,11 +472,11 @@ template <class Relaxed>
     double integ = 0.0;
     for (index_t i : candidates) integ += it.p[i] * (1.0 - it.p[i]);
     it.iteration = t;
-    if (hooks.on_iterate) hooks.on_iterate(t, std::span<const double>(it.p));
+    if (hooks.on_iterate && dc::due(t, hooks.iterate_every)) hooks.on_iterate(t, std::span<const double>(it.p));
     const continuous_step_info info{t, cfg.iterations, lr, val, integ / sd};
     if (hooks.on_step) hooks.on_step(info);
     const bool stopping = hooks.stop && hooks.stop(info);
-    if (hooks.on_snapshot && (stopping || (hooks.snapshot_every > 0 && t % hooks.snapshot_every == 0))) {
+    if (hooks.on_snapshot && (stopping || dc::due(t, hooks.snapshot_every))) {
       hooks.on_snapshot(it);
     }
     if (stopping) {
@@ -461,6 +517,244 @@ template <class Relaxed>
                                         const std::function<void(index_t, std::span<const double>)>& on_iterate = {}) {
   return ascend_from(relaxed, n, candidates, s, cfg, first_iterate(n, candidates, s, cfg),
                      ascent_hooks{on_step, stop, on_iterate, 0, {}});
+}
+
+namespace detail::continuous {
+
+/// Terms of the device projections' folds over the candidates (k indexes `cand`).
+struct value_at {
+  const index_t* cand;
+  const double* y;
+  DATAMASK_HOST_DEVICE double operator()(index_t k) const { return y[cand[k]]; }
+};
+struct clamped_at {
+  const index_t* cand;
+  const double* y;
+  double tau;
+  DATAMASK_HOST_DEVICE double operator()(index_t k) const { return clamp01(y[cand[k]] - tau); }
+};
+struct sigmoid_at {
+  const index_t* cand;
+  const double* l;
+  double tau;
+  DATAMASK_HOST_DEVICE double operator()(index_t k) const { return sigmoid(l[cand[k]] - tau); }
+};
+/// part 0: y_i on the free set {0 < y_i - tau < 1}; 1: 1 on the ones; 2: 1 on the free set.
+struct free_part {
+  const index_t* cand;
+  const double* y;
+  double tau;
+  int part;
+  DATAMASK_HOST_DEVICE double operator()(index_t k) const {
+    const double z = y[cand[k]] - tau;
+    if (part == 1) return z >= 1.0 ? 1.0 : 0.0;
+    if (z >= 1.0 || !(z > 0.0)) return 0.0;
+    return part == 0 ? y[cand[k]] : 1.0;
+  }
+};
+/// 1 where tau and `exact` put y_i in different parts (zeros, free, ones).
+struct part_changed {
+  const index_t* cand;
+  const double* y;
+  double tau;
+  double exact;
+  DATAMASK_HOST_DEVICE double operator()(index_t k) const {
+    const double z0 = y[cand[k]] - tau;
+    const double z1 = y[cand[k]] - exact;
+    return ((z0 >= 1.0) != (z1 >= 1.0) || (z0 > 0.0) != (z1 > 0.0)) ? 1.0 : 0.0;
+  }
+};
+/// p_i = clamp(y_i - tau, 0, 1), or (sigmoid) sigmoid(y_i - tau); with `copy_back`, y_i = p_i.
+struct write_p {
+  const index_t* cand;
+  double* y;
+  double tau;
+  double* p;
+  bool sigmoid_map;
+  bool copy_back;
+  DATAMASK_HOST_DEVICE void operator()(index_t k) const {
+    const index_t i = cand[k];
+    p[i] = sigmoid_map ? sigmoid(y[i] - tau) : clamp01(y[i] - tau);
+    if (copy_back) y[i] = p[i];
+  }
+};
+/// p_i (1 - p_i), the integrality's term.
+struct spread_at {
+  const index_t* cand;
+  const double* p;
+  DATAMASK_HOST_DEVICE double operator()(index_t k) const { return p[cand[k]] * (1.0 - p[cand[k]]); }
+};
+/// |h_i|, for the normalised step.
+struct magnitude_at {
+  const index_t* cand;
+  const double* h;
+  DATAMASK_HOST_DEVICE double operator()(index_t k) const { return h[cand[k]] < 0.0 ? -h[cand[k]] : h[cand[k]]; }
+};
+/// out_i += w v_i (v null: out_i = 0).
+struct add_scaled {
+  double* out;
+  const double* v;
+  double w;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const { out[i] = v == nullptr ? 0.0 : out[i] + w * v[i]; }
+};
+/// q_i p_i, the quality term's dot product.
+struct product_at {
+  const double* q;
+  const double* p;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return q[i] * p[i]; }
+};
+
+/// The device buffers one fold needs and the candidates: what the projections read.
+struct device_candidates {
+  const index_t* rows;
+  index_t count;
+  double* partials;  ///< `device_passes::fold_scratch(count)` doubles
+};
+
+template <class Exec, class Term, class Op>
+double fold_over(Exec& exec, const device_candidates& c, Term term, Op op, double init) {
+  return device_passes::fold(exec, c.partials, c.count, term, op, init);
+}
+
+/// `project_capped_simplex` on a device: the same bisection (without the narrowing, whose band
+/// would need a compaction; each total is one parallel pass) and the same exact-tau refinement,
+/// every sum a fixed-order fold: deterministic, equal to the host's to rounding. With
+/// `copy_back`, y becomes p (the projected iterate).
+template <class Exec>
+void project_capped_simplex_on(Exec& exec, const device_candidates& c, double* y, double s, double* p,
+                               bool copy_back) {
+  namespace dp = device_passes;
+  const value_at at{c.rows, y};
+  double lo = fold_over(exec, c, at, dp::min_op{}, std::numeric_limits<double>::infinity()) - 1.0;
+  double hi = fold_over(exec, c, at, dp::max_op{}, -std::numeric_limits<double>::infinity());
+  for (int it = 0; it < 100 && hi - lo > 1e-15 * std::max(1.0, std::abs(hi)); ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (fold_over(exec, c, clamped_at{c.rows, y, mid}, dp::plus_op{}, 0.0) > s ? lo : hi) = mid;
+  }
+  double tau = 0.5 * (lo + hi);
+  const double free_sum = fold_over(exec, c, free_part{c.rows, y, tau, 0}, dp::plus_op{}, 0.0);
+  const double ones = fold_over(exec, c, free_part{c.rows, y, tau, 1}, dp::plus_op{}, 0.0);
+  const double free_count = fold_over(exec, c, free_part{c.rows, y, tau, 2}, dp::plus_op{}, 0.0);
+  if (free_count > 0.0) {
+    const double exact = (free_sum + ones - s) / free_count;
+    if (fold_over(exec, c, part_changed{c.rows, y, tau, exact}, dp::plus_op{}, 0.0) == 0.0) tau = exact;
+  }
+  exec.for_each(c.count, write_p{c.rows, y, tau, p, false, copy_back});
+}
+
+/// `sigmoid_shift` on a device (the same bisection, fixed-order sums); returns tau.
+template <class Exec>
+double sigmoid_shift_on(Exec& exec, const device_candidates& c, double* l, double s, double* p) {
+  namespace dp = device_passes;
+  const value_at at{c.rows, l};
+  double lo = fold_over(exec, c, at, dp::min_op{}, std::numeric_limits<double>::infinity()) - 50.0;
+  double hi = fold_over(exec, c, at, dp::max_op{}, -std::numeric_limits<double>::infinity()) + 50.0;
+  for (int it = 0; it < 200 && hi - lo > 1e-13 * std::max(1.0, std::abs(hi)); ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (fold_over(exec, c, sigmoid_at{c.rows, l, mid}, dp::plus_op{}, 0.0) > s ? lo : hi) = mid;
+  }
+  const double tau = 0.5 * (lo + hi);
+  exec.for_each(c.count, write_p{c.rows, l, tau, p, true, false});
+  return tau;
+}
+
+/// The iterate's per-row arrays on the device.
+struct device_iterate {
+  double* p = nullptr;
+  double* x = nullptr;  ///< L (logits) or p before its projection
+  double* m1 = nullptr;
+  double* m2 = nullptr;
+};
+
+}  // namespace detail::continuous
+
+/// @brief `ascend_from` on a backend with a device (`thrust_backend`): the same iteration, with
+/// p, the gradient, the step and the projection on the device through executors of type Exec.
+/// Per iteration only scalars cross (F, the folds' results), plus p every
+/// `hooks.iterate_every` iterations for `on_iterate`, and the whole iterate for a snapshot.
+///
+/// @param relaxed callable `double(Exec& exec, const double* p, double* grad)` on device
+///        memory (see `relaxed_objective_on`)
+/// @return what `ascend_from` returns; the same selection to rounding: the reductions are
+///         fixed-order folds (the same bits on any thread count) but not the host's serial order
+template <class Exec, class Relaxed>
+[[nodiscard]] continuous_state ascend_on_device(const Relaxed& relaxed, index_t n, std::span<const index_t> candidates,
+                                                index_t s, const continuous_settings& cfg, continuous_iterate it,
+                                                const ascent_hooks& hooks = {}) {
+  namespace dc = detail::continuous;
+  validate(cfg);
+  DATAMASK_EXPECTS(static_cast<index_t>(candidates.size()) >= s && s >= 1, "candidates", "has ",
+                   candidates.size(), " rows, fewer than S = ", s);
+  dc::check_iterate(it, n, candidates, cfg);
+  const auto sd = static_cast<double>(s);
+  const bool logit = cfg.parameterization == continuous_parameterization::logits;
+  const bool adam = cfg.rule == step_rule::adam;
+  const auto m = static_cast<index_t>(candidates.size());
+  Exec keep;  // the buffers of the whole run
+  const dc::device_candidates cand{keep.upload(candidates), m,
+                                   keep.template scratch<double>(detail::device_passes::fold_scratch(m))};
+  dc::device_iterate d;
+  d.p = keep.upload(std::span<const double>(it.p));
+  d.x = keep.upload(std::span<const double>(logit ? it.logits : it.p));
+  if (adam) {
+    d.m1 = keep.upload(std::span<const double>(it.m1));
+    d.m2 = keep.upload(std::span<const double>(it.m2));
+  }
+  double* grad = keep.template scratch<double>(n);
+  double* h = keep.template scratch<double>(n);
+  keep.for_each(n, dc::add_scaled{grad, nullptr, 0.0});
+  keep.for_each(n, dc::add_scaled{h, nullptr, 0.0});
+  auto to_host = [&](const double* dev, std::vector<double>& host) { keep.download(dev, std::span<double>(host)); };
+  continuous_state st;
+  it.relaxed.reserve(static_cast<std::size_t>(cfg.iterations));
+  for (index_t t = it.iteration + 1; t <= cfg.iterations; ++t) {
+    Exec step;  // this iteration's scratch
+    const double val = relaxed(step, static_cast<const double*>(d.p), grad);
+    it.relaxed.push_back(val);
+    const double lr = dc::step_size(cfg, t);
+    step.for_each(m, dc::ascent_direction{cand.rows, d.p, grad, h, logit});
+    const double hmax = cfg.rule == step_rule::normalized
+                            ? dc::fold_over(step, cand, dc::magnitude_at{cand.rows, h}, detail::device_passes::max_op{}, 0.0)
+                            : 0.0;
+    step.for_each(m, dc::update_for(cfg, t, cand.rows, h, d.x, d.m1, d.m2, hmax));
+    if (logit) {
+      it.tau = dc::sigmoid_shift_on(step, cand, d.x, sd, d.p);
+    } else {
+      dc::project_capped_simplex_on(step, cand, d.x, sd, d.p, true);
+    }
+    const double integ = dc::fold_over(step, cand, dc::spread_at{cand.rows, d.p}, detail::device_passes::plus_op{}, 0.0);
+    it.iteration = t;
+    if (hooks.on_iterate && dc::due(t, hooks.iterate_every)) {
+      to_host(d.p, it.p);
+      hooks.on_iterate(t, std::span<const double>(it.p));
+    }
+    const continuous_step_info info{t, cfg.iterations, lr, val, integ / sd};
+    if (hooks.on_step) hooks.on_step(info);
+    const bool stopping = hooks.stop && hooks.stop(info);
+    if (hooks.on_snapshot && (stopping || dc::due(t, hooks.snapshot_every))) {
+      to_host(d.p, it.p);
+      if (logit) to_host(d.x, it.logits);
+      if (adam) {
+        to_host(d.m1, it.m1);
+        to_host(d.m2, it.m2);
+      }
+      hooks.on_snapshot(it);
+    }
+    if (stopping) {
+      st.stopped_early = t < cfg.iterations;
+      break;
+    }
+  }
+  st.iterations_run = it.iteration;
+  to_host(d.p, it.p);
+  if (logit) {
+    to_host(d.x, it.logits);
+    st.logits.assign(static_cast<std::size_t>(n), -std::numeric_limits<double>::infinity());
+    for (index_t i : candidates) st.logits[i] = it.logits[i] - it.tau;
+  }
+  st.p = std::move(it.p);
+  st.relaxed = std::move(it.relaxed);
+  return st;
 }
 
 /// @brief The read-out: the S candidates with the largest key (p, or the logits, which order
@@ -685,7 +979,61 @@ template <class T, class Diversity>
   };
 }
 
+/// @brief `relaxed_objective` on a device, for `ascend_on_device`: the same terms, weights and
+/// scales, the quality term as a fixed-order fold and each diversity term's `relax_device`.
+/// Every diversity term must be `device_relaxable`.
+/// @param view the dataset as the device reads it (`thrust_backend::device_relax_view`)
+/// @param quality f's quality per row in device memory (null without a quality term)
+/// @param tmp, partials device buffers of n and `device_passes::fold_scratch(n)` doubles
+/// @return a callable `double(Exec& exec, const double* p, double* grad)` (device pointers)
+template <class T, class Diversity>
+[[nodiscard]] auto relaxed_objective_on(const objective_function<T, Diversity>& f, index_t s, relax_view<T> view,
+                                        const double* quality, double* tmp, double* partials) {
+  return [&f, s, view, quality, tmp, partials](auto& exec, const double* p, double* grad) -> double {
+    namespace dc = detail::continuous;
+    const index_t n = f.size();
+    const auto& terms = f.terms();
+    exec.for_each(n, dc::add_scaled{grad, nullptr, 0.0});
+    double val = 0.0;
+    const double sd = static_cast<double>(s);
+    if (f.has_quality_term()) {
+      const double div = f.aggregate() == quality_aggregate::mean ? sd : 1.0;
+      const double w = terms[0].weight / terms[0].scale / div;
+      const double dot =
+          detail::device_passes::fold(exec, partials, n, dc::product_at{quality, p}, detail::device_passes::plus_op{}, 0.0);
+      exec.for_each(n, dc::add_scaled{grad, quality, w});
+      val += w * dot;
+    }
+    relax_view<T> v = view;
+    v.p = std::span<const double>(p, static_cast<std::size_t>(n));
+    v.total = sd;
+    f.mix().for_each([&](auto i, const auto& objective, double /*v*/) {
+      const int t = f.term_slots()[i];
+      if (t < 0) return;
+      using D = std::decay_t<decltype(objective)>;
+      static_assert(device_relaxable<D, T>,
+                    "datamask::relaxed_objective_on: a diversity objective of f has no device relaxation "
+                    "(datamask::device_relaxable<D, T>); the continuous learner keeps such a run on the host");
+      const double w = terms[static_cast<std::size_t>(t)].weight / terms[static_cast<std::size_t>(t)].scale;
+      val += w * static_cast<double>(objective.relax_device(exec, v, tmp));
+      exec.for_each(n, dc::add_scaled{grad, tmp, w});
+    });
+    return val;
+  };
+}
+
 namespace detail::continuous {
+
+/// Whether the continuous learner runs its ascent on backend B's device: B has an executor and
+/// a device view of its dataset, and every diversity term of the mix is `device_relaxable`.
+template <class B, class T, class Mix>
+inline constexpr bool device_ascent = false;
+template <class B, class T, class... Ds>
+inline constexpr bool device_ascent<B, T, diversity_mix<Ds...>> =
+    requires(const B& b, const typename B::template dataset<T>& ds) {
+      typename B::executor;
+      { b.device_relax_view(ds) } -> std::same_as<relax_view<T>>;
+    } && (device_relaxable<Ds, T> && ...);
 
 /// The state of one `polish_swaps` run, in steps: the term states on the selection, the exact
 /// gain of a swap, the candidates ranked by the relaxation's gradient, the best single swap, the
@@ -958,10 +1306,17 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
 /// objective with `relax`); dense facility location has none (use `learner`, or give it a graph).
 ///
 /// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
-///         evaluation); the ascent and the polish run on the host, from the caller's
-///         embeddings, whatever the backend (on `thrust_backend` over OpenMP the selection is
-///         the CPU backend's, bit for bit on 1 and 2 threads: tests/test_thrust_credit_continuous.cpp;
-///         under CUDA the relaxation is not yet batched on the device).
+///         evaluation) and, where it can, the ascent: on a backend with an executor
+///         (`thrust_backend`) and a mix whose diversity terms are all `device_relaxable`
+///         (pairwise similarity, DiSF), `ascend_on_device` keeps p, the gradient, the step and
+///         the projection on the device and brings back scalars per iteration (and p at the
+///         tracked read-outs). Otherwise (the Eigen backend; facility location on a kNN graph,
+///         whose gradient is a scatter over the graph that the device has no fixed-order form
+///         for yet; a user objective with only the host `relax`) `ascend_from` runs on the host
+///         from the caller's embeddings. The polish always runs on the host. On `thrust_backend`
+///         over OpenMP the selection is the CPU backend's on 1 and 2 threads, the device
+///         ascent's f within 1e-7 relative, and its bits do not depend on the thread count
+///         (tests/test_thrust_credit_continuous.cpp).
 template <backend Backend = default_backend>
 class basic_continuous_learner {
  public:
@@ -1012,7 +1367,7 @@ class basic_continuous_learner {
       const phases::batch_size size = phases::batch_sizes(blk, o);
       // The scales of the policy-gradient learner with the same settings: one f for both.
       phases::calibrate_scales(b, dev, mix, blk.plan, o, size.active, size.rollout);
-      rows = ascend(p, mix, blk, key, res);
+      rows = ascend(b, dev, p, mix, blk, key, res);
     }
     const auto key_dev = b.to_device(std::span<const double>(key));
     // Read-out order: the key, ties to the smaller id (the top S by quality when f is modular).
@@ -1030,8 +1385,9 @@ class basic_continuous_learner {
   /// The ascent, its read-out and the polish on f with the block's scales. Fills `key` (the
   /// read-out key per row), the history and the counters; returns the selected rows.
   template <class T, class Mix>
-  std::vector<index_t> ascend(const problem<T>& p, const Mix& mix, const phases::block_plan& blk,
-                              std::vector<double>& key, selection_result& res) const {
+  std::vector<index_t> ascend(const Backend& b, const phases::device_block<Backend, T>& dev, const problem<T>& p,
+                              const Mix& mix, const phases::block_plan& blk, std::vector<double>& key,
+                              selection_result& res) const {
     const options& o = opt_.common;
     const index_t s = blk.selected;
     objective_function<T, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
@@ -1053,10 +1409,25 @@ class basic_continuous_learner {
       }
     };
     if (opt_.on_snapshot) hooks.on_snapshot = [&](const continuous_iterate& it) { opt_.on_snapshot(it, best); };
-    continuous_state st = ascend_from(relaxed, blk.rows(), blk.kept, s, opt_.ascent,
-                                      opt_.initial.p.empty() ? first_iterate(blk.rows(), blk.kept, s, opt_.ascent)
-                                                             : opt_.initial,
-                                      hooks);
+    hooks.iterate_every = every;
+    continuous_iterate start =
+        opt_.initial.p.empty() ? first_iterate(blk.rows(), blk.kept, s, opt_.ascent) : opt_.initial;
+    continuous_state st;
+    if constexpr (detail::continuous::device_ascent<Backend, T, Mix>) {
+      // The ascent on the device: f's quality and two work buffers uploaded once.
+      using exec_t = typename Backend::executor;
+      exec_t keep;
+      const index_t n = blk.rows();
+      const double* quality = f.has_quality_term() ? keep.upload(f.quality()) : nullptr;
+      double* tmp = keep.template scratch<double>(n);
+      double* partials = keep.template scratch<double>(detail::device_passes::fold_scratch(n));
+      st = ascend_on_device<exec_t>(relaxed_objective_on(f, s, b.device_relax_view(dev.ds), quality, tmp, partials),
+                                    n, blk.kept, s, opt_.ascent, std::move(start), hooks);
+    } else {
+      (void)b;
+      (void)dev;
+      st = ascend_from(relaxed, blk.rows(), blk.kept, s, opt_.ascent, std::move(start), hooks);
+    }
     res.steps_run = st.iterations_run;
     res.stopped_early = st.stopped_early;
     res.history.reserve(st.relaxed.size());

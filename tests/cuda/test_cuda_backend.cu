@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include <datamask/continuous.hpp>
 #include <datamask/knn/graph.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
@@ -103,4 +104,25 @@ TEST_CASE("CUDA: every objective, built in or user, agrees with the CPU backend"
       std::make_shared<const datamask::knn_graph>(datamask::build_knn_graph(inst.problem(), knn))};
   check(sparse, 0.0);  // the same float similarities, summed in the same order: the same bits
   check(spread{}, 1e-10);
+}
+
+TEMPLATE_TEST_CASE("CUDA: the continuous learner's device ascent selects as the CPU backend", "[cuda][continuous]",
+                   datamask::pairwise_similarity, datamask::disf) {
+  static_assert(datamask::detail::continuous::device_ascent<datamask::thrust_backend, float,
+                                                            datamask::diversity_mix<TestType>>,
+                "the continuous ascent must run on the device under CUDA");
+  const dm_test::instance inst(3000, 16, 9);
+  datamask::continuous_options o;
+  o.common.ratio = 0.1;
+  o.ascent.iterations = 40;
+  const auto er = datamask::basic_continuous_learner<datamask::eigen_backend>(o).select(inst.problem(), TestType{});
+  const auto tr = datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(inst.problem(), TestType{});
+  // CUDA's FMA contraction and summation order change the last bits of F, the projection's tau
+  // and so p (DiSF's calibrated scale also differs in about the eighth digit: backend/thrust.hpp):
+  // the same items unless two fall within rounding of each other at the S-th place.
+  CHECK(dm_test::overlap(er.rows, tr.rows) >= 0.99);
+  CHECK(tr.objective == Approx(er.objective).epsilon(1e-6));
+  REQUIRE(tr.history.size() == er.history.size());
+  for (std::size_t t = 0; t < er.history.size(); ++t)
+    CHECK(tr.history[t].reward_mean == Approx(er.history[t].reward_mean).epsilon(1e-6).margin(1e-6));
 }

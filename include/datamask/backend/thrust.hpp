@@ -310,10 +310,32 @@ struct thrust_backend {
       }
     }
 
+    /// @brief `host`'s values in a new buffer on the device, owned by the executor (the
+    /// continuous ascent's iterate).
+    template <class U>
+    U* upload(std::span<const U> host) {
+      U* p = scratch<U>(static_cast<index_t>(host.size()));
+      thrust::copy(host.begin(), host.end(), thrust::device_pointer_cast(p));
+      return p;
+    }
+    /// @brief Copies `host.size()` values at `device` back to the host (`device_relaxable`).
+    template <class U>
+    void download(const U* device, std::span<U> host) {
+      const auto first = thrust::device_pointer_cast(device);
+      thrust::copy(first, first + static_cast<std::ptrdiff_t>(host.size()), host.begin());
+    }
+
    private:
     std::vector<std::shared_ptr<void>> buffers_;
     std::shared_ptr<resident_store> store_ = std::make_shared<resident_store>();
   };
+
+  /// @brief The dataset as a device relaxation reads it (`device_relaxable`): embeddings and
+  /// norms in device memory; `p`, `total` and `threads` are the caller's to fill.
+  template <class T>
+  [[nodiscard]] relax_view<T> device_relax_view(const dataset<T>& ds) const {
+    return relax_view<T>{ds.embeddings(), raw(ds.inv_norms), raw(ds.sq_norms), {}, 0.0, 0};
+  }
 
   /// @brief Scores G subsets of k rows: `device_evaluable` objectives and `device_objective`s on
   /// the device, anything else on the host (see the file comment).

@@ -330,6 +330,112 @@ double relax(const relax_view<T>& v, std::span<double> grad) {
   return disf_relax_in<double>(v, grad);
 }
 
+/// Device relaxation (`disf::relax_device`), the weights of pass 1: p_i for both W and X^T p.
+struct p_weight {
+  const double* p;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return p[i]; }
+};
+
+/// mu = X^T p / W in place of the totals (tot[d] = W stays).
+struct divide_by_weight {
+  double* tot;
+  index_t d;
+  DATAMASK_HOST_DEVICE void operator()(index_t j) const { tot[j] /= tot[d]; }
+};
+
+/// Pass 2: part[c d^2 + a d + b] (b <= a) = sum over the rows i of chunk c with p_i > 0 of
+/// p_i (x_ia - mu_a)(x_ib - mu_b), in row order, in double.
+template <class T>
+struct scatter_chunk {
+  matrix_view<const T> x;
+  const double* p;
+  const double* mu;
+  index_t rows;
+  double* part;
+  DATAMASK_HOST_DEVICE void operator()(index_t idx) const {
+    const index_t d = x.cols;
+    const index_t c = idx / (d * d);
+    const index_t a = (idx / d) % d;
+    const index_t b = idx % d;
+    if (b > a) return;
+    const index_t end = (c + 1) * rows < x.rows ? (c + 1) * rows : x.rows;
+    double acc = 0.0;
+    for (index_t i = c * rows; i < end; ++i) {
+      if (!(p[i] > 0.0)) continue;
+      acc += p[i] * (static_cast<double>(x(i, a)) - mu[a]) * (static_cast<double>(x(i, b)) - mu[b]);
+    }
+    part[idx] = acc;
+  }
+};
+
+/// Sigma_ab = Sigma_ba = sum_c part[c d^2 + a d + b] / (W - 1) (b <= a), chunks in order.
+struct scatter_total {
+  const double* part;
+  index_t chunks;
+  index_t d;
+  double wm1;
+  double* sigma;
+  DATAMASK_HOST_DEVICE void operator()(index_t idx) const {
+    const index_t a = idx / d;
+    const index_t b = idx % d;
+    if (b > a) return;
+    double acc = 0.0;
+    for (index_t c = 0; c < chunks; ++c) acc += part[c * d * d + idx];
+    sigma[a * d + b] = acc / wm1;
+    sigma[b * d + a] = acc / wm1;
+  }
+};
+
+/// Column b of G = dF/dSigma (`disf_sum_and_gradient`'s formulas) and fcol[b] = sum_{a != b}
+/// Sigma_ab^2 / (v_a v_b).
+struct sigma_gradient {
+  const double* sigma;
+  index_t d;
+  double* g;
+  double* fcol;
+  DATAMASK_HOST_DEVICE void operator()(index_t b) const {
+    const double vb = sigma[b * d + b] + epsilon;
+    double diag = 0.0;
+    for (index_t a = 0; a < d; ++a) {
+      if (a == b) continue;
+      const double va = sigma[a * d + a] + epsilon;
+      const double sab = sigma[a * d + b];
+      diag += sab * sab / (va * vb);
+      g[a * d + b] = -2.0 * scale * sab / (va * vb);
+    }
+    g[b * d + b] = 2.0 * scale * diag / vb;
+    fcol[b] = diag;
+  }
+};
+
+/// G_ab Sigma_ab, a term of <G, Sigma>.
+struct product_of {
+  const double* g;
+  const double* sigma;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return g[i] * sigma[i]; }
+};
+
+/// Pass 3: grad_i = ((x_i - mu)^T G (x_i - mu) - gs) / (W - 1), in double.
+template <class T>
+struct quadratic_form {
+  matrix_view<const T> x;
+  const double* mu;
+  const double* g;
+  double gs;
+  double wm1;
+  double* grad;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = x.cols;
+    double quad = 0.0;
+    for (index_t a = 0; a < d; ++a) {
+      double z = 0.0;
+      for (index_t b = 0; b < d; ++b) z += g[a * d + b] * (static_cast<double>(x(i, b)) - mu[b]);
+      quad += (static_cast<double>(x(i, a)) - mu[a]) * z;
+    }
+    grad[i] = (quad - gs) / wm1;
+  }
+};
+
 /// Every item's marginal (`disf::marginals`). With Y the k centred rows (y_i = x_i - mean), the
 /// scatter M = Y^T Y and w0_a = 1 / (M_aa / (k - 1) + 1e-8), F = -scale (w0^T (M o M) w0 /
 /// (k - 1)^2 - sum_a (M_aa w0_a / (k - 1))^2). Removing row i is a rank-one downdate
@@ -402,7 +508,7 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
 /// - otherwise: one symmetric rank-k update of the d x d matrix Z^T Z in the embeddings'
 ///   precision, the squares summed in double.
 /// A subset of fewer than two items scores 0. Models `incremental_objective` (rank-one updates
-/// of the centred scatter) and `device_evaluable`.
+/// of the centred scatter), `device_evaluable`, `relaxable_objective` and `device_relaxable`.
 struct disf {
   static constexpr std::string_view name = "disf";
   static constexpr double epsilon = detail::disf_impl::epsilon;
@@ -522,6 +628,44 @@ struct disf {
   template <class T>
   double relax(const relax_view<T>& v, std::span<double> grad) const {
     return detail::disf_impl::relax(v, grad);
+  }
+
+  /// @brief The same relaxation through a backend's executor (`device_relaxable`), in double:
+  /// W and X^T p (`device_passes::weighted_sum`, the host's bits), Sigma from the rows with
+  /// p_i > 0 (one thread per chunk and entry of the lower triangle, chunks in order), G and F
+  /// (one thread per column), the quadratic forms (one thread per row, O(d^2)). The host's
+  /// `relax` runs its products in float from `disf_float_rows` rows on and in Eigen's blocked
+  /// order: the two agree to about 1e-6 relative there, to rounding below. O(n d^2) work.
+  template <class Exec, class T>
+  double relax_device(Exec& exec, const relax_view<T>& v, double* grad) const {
+    namespace di = detail::disf_impl;
+    namespace dp = detail::device_passes;
+    const index_t n = v.embeddings.rows;
+    const index_t d = v.embeddings.cols;
+    const double* p = v.p.data();
+    double* tot = dp::weighted_sum(exec, v.embeddings, p, di::p_weight{p}, di::p_weight{p}, 0);
+    double wsum = 0.0;
+    exec.download(static_cast<const double*>(tot + d), std::span<double>(&wsum, 1));
+    if (!(wsum > 1.0)) {
+      exec.for_each(n, dp::fill{grad, 0.0});
+      return 0.0;
+    }
+    const double wm1 = wsum - 1.0;
+    exec.for_each(d, di::divide_by_weight{tot, d});
+    const index_t rows = detail::relax::chunk_rows(n, 16);
+    const index_t chunks = (n + rows - 1) / rows;
+    double* part = exec.template scratch<double>(chunks * d * d);
+    double* sigma = exec.template scratch<double>(d * d);
+    double* g = exec.template scratch<double>(d * d);
+    double* fcol = exec.template scratch<double>(d);
+    double* partials = exec.template scratch<double>(dp::fold_scratch(d * d));
+    exec.for_each(chunks * d * d, di::scatter_chunk<T>{v.embeddings, p, tot, rows, part});
+    exec.for_each(d * d, di::scatter_total{part, chunks, d, wm1, sigma});
+    exec.for_each(d, di::sigma_gradient{sigma, d, g, fcol});
+    const double f = dp::fold(exec, partials, d, dp::read{fcol}, dp::plus_op{}, 0.0);
+    const double gs = dp::fold(exec, partials, d * d, di::product_of{g, sigma}, dp::plus_op{}, 0.0);
+    exec.for_each(n, di::quadratic_form<T>{v.embeddings, tot, g, gs, wm1, grad});
+    return -scale * f;
   }
 };
 

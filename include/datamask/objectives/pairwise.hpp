@@ -142,13 +142,67 @@ double relax(const relax_view<T>& v, std::span<double> grad) {
   return -(s.squaredNorm() - self_sum) / norm;
 }
 
+/// Device relaxation, pass 2: tot[d + 1] = F = -(||s||^2 - tot[d]) / norm (one thread), from
+/// `device_passes::weighted_sum`'s totals (s, then sum p_i^2 c_i).
+struct relax_value {
+  double* tot;
+  index_t d;
+  double norm;
+  DATAMASK_HOST_DEVICE void operator()(index_t) const {
+    double sq = 0.0;
+    for (index_t j = 0; j < d; ++j) sq += tot[j] * tot[j];
+    tot[d + 1] = -(sq - tot[d]) / norm;
+  }
+};
+
+/// The weights of pass 1: u_i p_i (w = p_i / ||e_i||) and p_i^2 c_i, as `relax` weighs them.
+template <class T>
+struct unit_weight {
+  relax_view<T> v;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return v.p.data()[i] * v.inv_norms[i]; }
+};
+template <class T>
+struct self_weight {
+  relax_view<T> v;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const {
+    const double* p = v.p.data();
+    return p[i] * p[i] * v.sq_norms[i] * v.inv_norms[i] * v.inv_norms[i];
+  }
+};
+
+/// Pass 3: grad[i] = -(2 u_i . s - 2 p_i c_i) / norm. The dot in four interleaved partial sums
+/// added in a fixed order (independent chains: SIMD lanes on CPU threads, instruction-level
+/// parallelism on a GPU); its rounding may differ from Eigen's vectorised dot on the host.
+template <class T>
+struct relax_gradient {
+  relax_view<T> v;
+  const double* s;
+  double norm;
+  double* grad;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const double w = v.inv_norms[i];
+    const index_t d = v.embeddings.cols;
+    const T* x = v.embeddings.row(i);
+    double part[4] = {0.0, 0.0, 0.0, 0.0};
+    index_t j = 0;
+    for (; j + 4 <= d; j += 4) {
+      for (index_t l = 0; l < 4; ++l) part[l] += static_cast<double>(x[j + l]) * s[j + l];
+    }
+    for (; j < d; ++j) part[0] += static_cast<double>(x[j]) * s[j];
+    const double dot = (part[0] + part[1]) + (part[2] + part[3]);
+    const double us = dot * w;
+    grad[i] = -(2.0 * us - 2.0 * v.p.data()[i] * v.sq_norms[i] * w * w) / norm;
+  }
+};
+
 }  // namespace detail::pairwise_impl
 
 /// @brief F_pws(U) = -(1 / (k (k - 1))) * sum_{i != j in U} cos(e_i, e_j). Larger is more diverse.
 ///
 /// Computed as -(||s||^2 - sum_i ||u_i||^2) / (k (k - 1)) with s the sum of the unit rows u_i:
 /// O(k d) per subset, accumulated in double. A subset of fewer than two items scores 0.
-/// Models `incremental_objective` and `device_evaluable`.
+/// Models `incremental_objective`, `device_evaluable`, `relaxable_objective` and
+/// `device_relaxable`.
 struct pairwise_similarity {
   static constexpr std::string_view name = "pairwise";
 
@@ -227,6 +281,29 @@ struct pairwise_similarity {
   template <class T>
   double relax(const relax_view<T>& v, std::span<double> grad) const {
     return detail::pairwise_impl::relax(v, grad);
+  }
+
+  /// @brief The same relaxation through a backend's executor (`device_relaxable`): the chunked
+  /// column sums of the p-weighted unit rows (`device_passes::weighted_sum`), F, one dot product
+  /// per row, and one double back to the host. s has `relax`'s bits; F and the gradient agree
+  /// to rounding.
+  template <class Exec, class T>
+  double relax_device(Exec& exec, const relax_view<T>& v, double* grad) const {
+    namespace pi = detail::pairwise_impl;
+    const index_t n = v.embeddings.rows;
+    const index_t d = v.embeddings.cols;
+    if (!(v.total >= 2.0)) {
+      exec.for_each(n, detail::device_passes::fill{grad, 0.0});
+      return 0.0;
+    }
+    const double norm = v.total * (v.total - 1.0);
+    double* tot = detail::device_passes::weighted_sum(exec, v.embeddings, v.p.data(), pi::unit_weight<T>{v},
+                                                      pi::self_weight<T>{v}, 1);
+    exec.for_each(1, pi::relax_value{tot, d, norm});
+    exec.for_each(n, pi::relax_gradient<T>{v, tot, norm, grad});
+    double value = 0.0;
+    exec.download(static_cast<const double*>(tot + d + 1), std::span<double>(&value, 1));
+    return value;
   }
 };
 
