@@ -25,7 +25,9 @@ int datamask_cuda_device_count() {
 
 using datamask::index_t;
 
-namespace {
+// Outside the unnamed namespace: nvcc reports device_callable, read only through a concept, as an
+// unreferenced member of a class with internal linkage (warning 177).
+namespace dm_cuda_test {
 /// Minus the mean squared distance of the subset's rows to their centroid, negated: a device
 /// objective (O(k d), one thread per rollout).
 struct spread {
@@ -45,7 +47,10 @@ struct spread {
     return total / static_cast<double>(s.subset.size);
   }
 };
+}  // namespace dm_cuda_test
+using dm_cuda_test::spread;
 
+namespace {
 template <class B, class D>
 auto run(const dm_test::instance& inst, const D& objective, std::vector<std::vector<index_t>>& masks) {
   dm_test::recording_sampler rec;
