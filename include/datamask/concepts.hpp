@@ -47,11 +47,14 @@ struct batch_view {
   const double* sq_norms = nullptr;
   matrix_view<const index_t> subsets;
   index_view reference;
+  /// How many threads one `evaluate_batch` call may use inside itself (0: all), as
+  /// `subset_view::threads`; a backend's device pass ignores it.
+  int threads = 0;
 
   /// @brief The g-th subset as a single-subset view.
   [[nodiscard]] DATAMASK_HOST_DEVICE subset_view<T> operator[](index_t g) const {
     return subset_view<T>{embeddings, inv_norms, sq_norms, index_view{subsets.row(g), subsets.cols},
-                          reference};
+                          reference, threads};
   }
 };
 

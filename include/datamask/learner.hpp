@@ -52,6 +52,12 @@ struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objec
 /// `cheap_marginal_objective` (pairwise similarity, dense facility location) and the policy is
 /// `softmax_policy` in its relaxed form, else the paper's estimator (`phases::resolve_credit`).
 ///
+/// Reference set: a step scores its G rollouts with the step's active batch as the reference set
+/// V of objectives that compare a subset with a population (facility location: the rollout's
+/// coverage of the m active items; `phases::score` passes the batch), in one batched call per
+/// objective where it has one (`batched_diversity_objective`); the read-out and the final f use
+/// the whole block.
+///
 /// @tparam Backend where the loop runs (any `backend`; `datamask::learner<>` from datamask.hpp
 ///         picks `default_backend`)
 /// @tparam Policy the mask policy: how rollouts update the logits (`softmax_policy`)

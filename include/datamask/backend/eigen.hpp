@@ -122,7 +122,7 @@ struct eigen_backend {
                 std::span<double> out) const {
     const batch_view<T> b{ds.embeddings, ds.inv_norms.data(), ds.sq_norms.data(),
                           matrix_view<const index_t>(subsets.data(), g_count, k),
-                          index_view(reference.data(), static_cast<index_t>(reference.size()))};
+                          index_view(reference.data(), static_cast<index_t>(reference.size())), threads};
     if constexpr (batched_diversity_objective<D, T>) {
       objective.evaluate_batch(b, out);
     } else {

@@ -71,6 +71,53 @@ DATAMASK_HOST_DEVICE inline double similarity(similarity_kernel kernel, double g
   return 0.0;
 }
 
+/// Columns per call of `fixed_dots`, and reference rows per register block.
+inline constexpr index_t dot_width = 32;
+inline constexpr index_t dot_rows = 4;
+
+/// The `nc` <= dot_width rows col(c) (each d values) packed as a d x dot_width matrix, the
+/// missing columns zero: the right-hand side of `fixed_dots`.
+template <class T, class Col>
+std::vector<T> pack_columns(index_t nc, index_t d, Col&& col) {
+  std::vector<T> xct(static_cast<std::size_t>(d * dot_width), T(0));
+  for (index_t c = 0; c < nc; ++c) {
+    const T* r = col(c);
+    for (index_t j = 0; j < d; ++j) xct[j * dot_width + c] = r[j];
+  }
+  return xct;
+}
+
+/// The dot products of `nr` rows (row_of(v): d values) with the dot_width packed columns `xct`
+/// (`pack_columns`): row(v, dots) for each v in order, dots[c] the product with column c. Each
+/// dot product is summed in T over the d columns in order, whatever the block around it, so a
+/// pair's value is the same bits in every product that holds it: the greedy state's gains, one
+/// subset's value and a batch of rollouts scored from shared products (facility_location) agree
+/// bit for bit. (A library GEMM's order depends on the matrix shapes.)
+template <class T, class RowOf, class Row>
+void fixed_dots(index_t nr, index_t d, RowOf&& row_of, const T* xct, Row&& row) {
+  constexpr index_t width = dot_width;
+  const std::vector<T> zero(static_cast<std::size_t>(d), T(0));
+  alignas(64) T dots[dot_rows][width];
+  for (index_t v0 = 0; v0 < nr; v0 += dot_rows) {
+    const index_t t = std::min(dot_rows, nr - v0);
+    const T* a[dot_rows];
+    for (index_t r = 0; r < dot_rows; ++r) a[r] = r < t ? row_of(v0 + r) : zero.data();
+    for (index_t r = 0; r < dot_rows; ++r)
+      for (index_t c = 0; c < width; ++c) dots[r][c] = T(0);
+    for (index_t j = 0; j < d; ++j) {
+      const T* b = xct + j * width;
+      const T a0 = a[0][j], a1 = a[1][j], a2 = a[2][j], a3 = a[3][j];
+      for (index_t c = 0; c < width; ++c) {
+        dots[0][c] += a0 * b[c];
+        dots[1][c] += a1 * b[c];
+        dots[2][c] += a2 * b[c];
+        dots[3][c] += a3 * b[c];
+      }
+    }
+    for (index_t r = 0; r < t; ++r) row(v0 + r, &dots[r][0]);
+  }
+}
+
 /// The greedy state over the whole block: best[v] = max_{j in S} sim(v, j), and the gain of i
 /// is (1 / n) sum_v max(0, sim(v, i) - best[v]) (sum_v sim(v, i) / n for the first pick).
 /// Gains of a chunk of candidates are one tiled product against the block with that sum as
@@ -131,46 +178,19 @@ struct state {
     return map(x.row(r0), rows, x.cols, Eigen::OuterStride<>(x.stride));
   }
 
-  /// Candidates per kernel call. Every call computes exactly this many columns (missing ones are
-  /// zero), and each dot product is summed over the d columns in order, so a candidate's gain is
-  /// bit-identical whatever chunk it is scored in: naive and lazy greedy then break exact ties
-  /// (frequent in facility location: two items that cover each other) the same way.
-  static constexpr index_t width = 32;
-  static constexpr index_t row_block = 4;
+  /// Candidates per kernel call (`fixed_dots`): a candidate's gain is bit-identical whatever
+  /// chunk it is scored in, so naive and lazy greedy break exact ties (frequent in facility
+  /// location: two items that cover each other) the same way.
+  static constexpr index_t width = dot_width;
   /// Candidates per pass over the cached rows (`cached_gains`).
   static constexpr index_t cached_group = 8;
 
   /// The dot products of every reference row with `nc` <= width candidates: row(v, dots) for each
-  /// v in order, dots[c] the dot product with cands[c].
+  /// v in order, dots[c] the dot product with cands[c] (`fixed_dots`).
   template <class Row>
   void chunk_dots(const index_t* cands, index_t nc, Row&& row) const {
-    const index_t n = x.rows;
-    const index_t d = x.cols;
-    std::vector<T> xct(static_cast<std::size_t>(d * width), T(0));  // d x width
-    for (index_t c = 0; c < nc; ++c) {
-      const T* r = x.row(cands[c]);
-      for (index_t j = 0; j < d; ++j) xct[j * width + c] = r[j];
-    }
-    const std::vector<T> zero(static_cast<std::size_t>(d), T(0));
-    alignas(64) T dots[row_block][width];
-    for (index_t v0 = 0; v0 < n; v0 += row_block) {
-      const index_t t = std::min(row_block, n - v0);
-      const T* a[row_block];
-      for (index_t r = 0; r < row_block; ++r) a[r] = r < t ? x.row(v0 + r) : zero.data();
-      for (index_t r = 0; r < row_block; ++r)
-        for (index_t c = 0; c < width; ++c) dots[r][c] = T(0);
-      for (index_t j = 0; j < d; ++j) {
-        const T* b = xct.data() + j * width;
-        const T a0 = a[0][j], a1 = a[1][j], a2 = a[2][j], a3 = a[3][j];
-        for (index_t c = 0; c < width; ++c) {
-          dots[0][c] += a0 * b[c];
-          dots[1][c] += a1 * b[c];
-          dots[2][c] += a2 * b[c];
-          dots[3][c] += a3 * b[c];
-        }
-      }
-      for (index_t r = 0; r < t; ++r) row(v0 + r, &dots[r][0]);
-    }
+    const std::vector<T> xct = pack_columns<T>(nc, x.cols, [&](index_t c) { return x.row(cands[c]); });
+    fixed_dots<T>(x.rows, x.cols, [&](index_t v) { return x.row(v); }, xct.data(), row);
   }
 
   /// Every dot product, one chunk of candidates per task (the kernel `chunk_gains` runs).
@@ -327,70 +347,91 @@ struct best_of {
 /// @brief F_fl(U) = (1 / |V|) * sum_{v in V} max_{j in U} sim(e_v, e_j). Larger is more diverse
 /// (better covered). V is `subset_view::reference`.
 ///
-/// Cost 2 |V| k d per subset. The reference set is processed in tiles of `tile` rows, each tile
-/// one matrix product against the gathered subset, so the only buffer is tile x k: never
-/// |V| x k, never n x n. An empty subset or reference scores 0. Models `incremental_objective`
-/// (a running maximum per reference item, the whole block as reference set; exact for lazy
-/// greedy) and `device_evaluable` (one device call per (subset, reference item)).
+/// Cost 2 |V| k d per subset alone; a batch of G subsets (`evaluate_batch`) costs 2 |V| |U| d
+/// for the products with the distinct rows U of all subsets plus |V| k lookups per subset. The
+/// reference set is processed in tiles of `tile` rows, each tile one product (`fixed_dots`)
+/// against the gathered rows, so the buffers are tile x |U| (a group of tiles, `group_bytes`):
+/// never n x n. An empty subset or reference scores 0. Models `batched_diversity_objective`,
+/// `marginal_objective`, `incremental_objective` (a running maximum per reference item, the
+/// whole block as reference set; exact for lazy greedy) and `device_evaluable` (one device call
+/// per (subset, reference item)).
+///
+/// The reference set V is the caller's. The policy-gradient learner (learner.hpp) scores rollout
+/// g of a step with V = that step's active batch (m items, drawn anew each step; the rollout's
+/// k = round(m S / kept) items are drawn from it), so its reward is how well M_g covers the
+/// active batch, not the block; the calibration's uniform subsets use the first active batch.
+/// All G rollouts of a step share V, so the batch's m x |U| <= m x m products are computed once
+/// per step. The final evaluation, the best-rollout comparison and greedy use the whole block.
 struct facility_location {
   static constexpr std::string_view name = "facility";
 
   similarity_kernel kernel = similarity_kernel::cosine;
   double gamma = 1.0;  ///< rbf bandwidth
-  index_t tile = 256;  ///< reference rows per matrix product
+  index_t tile = 256;  ///< reference rows per tile of the products (a subset's sum is per tile)
   /// Greedy: keep the block's n x n dot products when n^2 sizeof(T) bytes fit this budget (the
   /// default, 256 MiB, holds n up to 8,192 in float); 0: never. Same gains either way; faster
   /// re-scoring (naive greedy re-scores every candidate in every round).
   std::size_t cache_bytes = std::size_t{256} << 20;
+  /// Scoring: the dot products of the reference tiles held at once (tiles x subsets' distinct
+  /// rows), at least one tile. Same values whatever it is.
+  std::size_t group_bytes = std::size_t{64} << 20;
 
-  /// @brief Scores one subset against `s.reference`.
+  /// @brief Scores one subset against `s.reference` (a batch of one, `evaluate_batch`).
   template <class T>
   [[nodiscard]] double operator()(const subset_view<T>& s) const {
-    using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    const index_t k = s.subset.size;
-    const index_t nv = s.reference.size;
-    if (k == 0 || nv == 0) return 0.0;
-    const index_t d = s.embeddings.cols;
-    const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
-    auto row = [&](index_t i) {
-      return Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(s.embeddings.row(i), d);
-    };
-    mat xu(k, d);
-    for (index_t j = 0; j < k; ++j) {
-      const index_t r = s.subset[j];
-      if (unit) {
-        xu.row(j) = (row(r).template cast<double>() * s.inv_norms[r]).template cast<T>();
-      } else {
-        xu.row(j) = row(r);
+    const batch_view<T> one{s.embeddings, s.inv_norms, s.sq_norms,
+                            matrix_view<const index_t>(s.subset.data, 1, s.subset.size), s.reference,
+                            s.threads};
+    double v = 0.0;
+    evaluate_batch(one, std::span<double>(&v, 1));
+    return v;
+  }
+
+  /// @brief Scores G subsets against `b.reference` (`batched_diversity_objective`), the same
+  /// bits as one call per subset: the dot products of the reference rows with the distinct rows
+  /// of all subsets are computed once (|V| x |U|, U the union; the active batch's m x m products
+  /// during learning, where every rollout is drawn from V), and each subset is scored from them
+  /// (|V| k lookups per subset instead of 2 |V| k d flops). Each dot product has the same bits in
+  /// any product (`fixed_dots`), and each subset's sum runs over the same tiles in the same
+  /// order, so neither G, the other subsets nor the thread count changes a value.
+  template <class T>
+  void evaluate_batch(const batch_view<T>& b, std::span<double> out) const {
+    const index_t g_count = b.subsets.rows;
+    const index_t k = b.subsets.cols;
+    const index_t nv = b.reference.size;
+    std::fill(out.begin(), out.end(), 0.0);
+    if (k == 0 || nv == 0 || g_count == 0) return;
+    // The distinct rows of the subsets (the product's columns) and each entry's column.
+    std::vector<index_t> cols;
+    cols.reserve(static_cast<std::size_t>(g_count * k));
+    for (index_t g = 0; g < g_count; ++g) cols.insert(cols.end(), b.subsets.row(g), b.subsets.row(g) + k);
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    std::vector<index_t> at(static_cast<std::size_t>(g_count * k));
+    for (index_t g = 0; g < g_count; ++g) {
+      for (index_t j = 0; j < k; ++j) {
+        at[g * k + j] = std::lower_bound(cols.begin(), cols.end(), b.subsets(g, j)) - cols.begin();
       }
     }
-    // Tiles are scored independently (on up to `s.threads` threads when this call is not already
-    // inside a parallel region) and their sums added in tile order: the value does not depend on
-    // the thread count.
-    const index_t tl = std::max<index_t>(1, std::min(tile, nv));
-    const index_t tiles = (nv + tl - 1) / tl;
-    std::vector<double> partial(static_cast<std::size_t>(tiles), 0.0);
-    detail::parallel_for(tiles, s.threads, [&](index_t c) {
-      const index_t v0 = c * tl;
-      const index_t t = std::min(tl, nv - v0);
-      mat xv(t, d);
-      for (index_t a = 0; a < t; ++a) {
-        const index_t r = s.reference[v0 + a];
-        if (unit) {
-          xv.row(a) = (row(r).template cast<double>() * s.inv_norms[r]).template cast<T>();
-        } else {
-          xv.row(a) = row(r);
-        }
-      }
-      mat sim(t, k);
-      sim.noalias() = xv * xu.transpose();
-      double sum = 0.0;
-      for (index_t a = 0; a < t; ++a) sum += best(sim.row(a), s, s.reference[v0 + a]);
-      partial[c] = sum;
-    }, 2.0 * static_cast<double>(tl) * static_cast<double>(k) * static_cast<double>(d));
-    double total = 0.0;
-    for (double p : partial) total += p;
-    return total / static_cast<double>(nv);
+    const auto nu = static_cast<index_t>(cols.size());
+    const index_t tiles = tiles_of(nv).second;
+    std::vector<double> partial(static_cast<std::size_t>(tiles * g_count), 0.0);  // per tile, per subset
+    tiled_dots(b, cols, g_count, static_cast<double>(tiles_of(nv).first * k),
+               [&](index_t c, index_t v0, index_t t, const T* sim, index_t g) {
+                 const index_t* pos = at.data() + g * k;
+                 double sum = 0.0;
+                 for (index_t a = 0; a < t; ++a) {
+                   const T* row = sim + a * nu;
+                   sum += best(k, [&](index_t j) { return static_cast<double>(row[pos[j]]); }, b.subsets.row(g),
+                               b.sq_norms, b.reference[v0 + a]);
+                 }
+                 partial[c * g_count + g] = sum;
+               });
+    for (index_t g = 0; g < g_count; ++g) {
+      double total = 0.0;
+      for (index_t c = 0; c < tiles; ++c) total += partial[c * g_count + g];
+      out[g] = total / static_cast<double>(nv);
+    }
   }
 
   /// @brief d(s) and every item's marginal d(s) - d(s without it) (`marginal_objective`): only
@@ -401,43 +442,28 @@ struct facility_location {
   static constexpr bool cheap_marginals = true;  ///< `cheap_marginal_objective`: one pass, as d(s)
   template <class T>
   double marginals(const subset_view<T>& s, std::span<double> out) const {
-    using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     const index_t k = s.subset.size;
     const index_t nv = s.reference.size;
     std::fill(out.begin(), out.end(), 0.0);
     if (k == 0 || nv == 0) return 0.0;
-    const index_t d = s.embeddings.cols;
-    const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
-    auto gather = [&](index_t r, auto&& dst) {
-      const auto row = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(s.embeddings.row(r), d);
-      if (unit) {
-        dst = (row.template cast<double>() * s.inv_norms[r]).template cast<T>();
-      } else {
-        dst = row;
-      }
-    };
-    mat xu(k, d);
-    for (index_t j = 0; j < k; ++j) gather(s.subset[j], xu.row(j));
-    const index_t tl = std::max<index_t>(1, std::min(tile, nv));
-    const index_t tiles = (nv + tl - 1) / tl;
+    const batch_view<T> one{s.embeddings, s.inv_norms, s.sq_norms, matrix_view<const index_t>(s.subset.data, 1, k),
+                            s.reference, s.threads};
+    const std::vector<index_t> cols(s.subset.begin(), s.subset.end());  // column j: subset row j
+    const auto [tl, tiles] = tiles_of(nv);
     std::vector<double> partial(static_cast<std::size_t>(tiles), 0.0);
     std::vector<double> lost(static_cast<std::size_t>(tiles * k), 0.0);  // per tile and item
-    detail::parallel_for(tiles, s.threads, [&](index_t c) {
-      const index_t v0 = c * tl;
-      const index_t t = std::min(tl, nv - v0);
-      mat xv(t, d);
-      for (index_t a = 0; a < t; ++a) gather(s.reference[v0 + a], xv.row(a));
-      mat sim(t, k);
-      sim.noalias() = xv * xu.transpose();
+    tiled_dots(one, cols, 1, static_cast<double>(tl * k), [&](index_t c, index_t v0, index_t t, const T* sim, index_t) {
       double sum = 0.0;
       double* loss = lost.data() + c * k;
       for (index_t a = 0; a < t; ++a) {
-        const auto [first, at, second] = best_two(sim.row(a), s, s.reference[v0 + a]);
+        const T* row = sim + a * k;
+        const auto [first, pos, second] = best_two(k, [&](index_t j) { return static_cast<double>(row[j]); },
+                                                   s.subset.data, s.sq_norms, s.reference[v0 + a]);
         sum += first;
-        loss[at] += k == 1 ? first : first - second;
+        loss[pos] += k == 1 ? first : first - second;
       }
       partial[c] = sum;
-    }, 2.0 * static_cast<double>(tl) * static_cast<double>(k) * static_cast<double>(d));
+    });
     double total = 0.0;
     for (double p : partial) total += p;
     for (index_t c = 0; c < tiles; ++c) {
@@ -468,20 +494,93 @@ struct facility_location {
   }
 
  private:
-  template <class Row, class T>
-  [[nodiscard]] double best(const Row& dots, const subset_view<T>& s, index_t v) const {
-    const index_t k = s.subset.size;
+  /// The kernel's row of a block row r: unit for the cosine kernels, rounded to T as the greedy
+  /// state's unit rows are.
+  template <class T>
+  void gather(const batch_view<T>& b, index_t r, T* dst) const {
+    const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
+    const T* src = b.embeddings.row(r);
+    for (index_t j = 0; j < b.embeddings.cols; ++j) {
+      dst[j] = unit ? static_cast<T>(static_cast<double>(src[j]) * b.inv_norms[r]) : src[j];
+    }
+  }
+
+  /// Reference rows per tile, and the number of tiles, for |V| = nv.
+  [[nodiscard]] std::pair<index_t, index_t> tiles_of(index_t nv) const {
+    const index_t tl = std::max<index_t>(1, std::min(tile, nv));
+    return {tl, (nv + tl - 1) / tl};
+  }
+
+  /// The dot products of the reference rows with the rows `cols`, in tiles of `tile` reference
+  /// rows (`tiles_of`), then score(c, v0, t, sim, p) for every tile c and part p < parts
+  /// (sim: the tile's t x |cols| products, row-major), the products of a group of tiles at a
+  /// time on up to `b.threads` threads (when not already inside a parallel region), then the
+  /// group's (tile, part) pairs. Parts split the scoring of a tile (a batch's subsets), so a
+  /// batch whose reference set is one tile still runs on every thread. The buffers are the
+  /// group's tile x |cols| products (at most `group_bytes`, at least one tile), never
+  /// |V| x |cols| of a large V.
+  template <class T, class Score>
+  void tiled_dots(const batch_view<T>& b, std::span<const index_t> cols, index_t parts, double part_work,
+                  Score&& score) const {
+    namespace fi = detail::facility_impl;
+    const index_t d = b.embeddings.cols;
+    const auto nu = static_cast<index_t>(cols.size());
+    const index_t chunks = (nu + fi::dot_width - 1) / fi::dot_width;
+    std::vector<T> rows(static_cast<std::size_t>(nu * d));
+    for (index_t u = 0; u < nu; ++u) gather(b, cols[u], rows.data() + u * d);
+    std::vector<std::vector<T>> packed(static_cast<std::size_t>(chunks));
+    for (index_t ch = 0; ch < chunks; ++ch) {
+      const index_t c0 = ch * fi::dot_width;
+      packed[ch] = fi::pack_columns<T>(std::min(fi::dot_width, nu - c0), d,
+                                       [&](index_t c) { return rows.data() + (c0 + c) * d; });
+    }
+    const auto [tl, tiles] = tiles_of(b.reference.size);
+    const double tile_bytes = static_cast<double>(tl) * static_cast<double>(nu) * sizeof(T);
+    const index_t group =
+        std::clamp<index_t>(static_cast<index_t>(static_cast<double>(group_bytes) / tile_bytes), 1, tiles);
+    std::vector<std::vector<T>> sims(static_cast<std::size_t>(group));
+    for (index_t c0 = 0; c0 < tiles; c0 += group) {
+      const index_t gc = std::min(group, tiles - c0);
+      auto span_of = [&](index_t c) {
+        const index_t v0 = c * tl;
+        return std::pair<index_t, index_t>{v0, std::min(tl, b.reference.size - v0)};
+      };
+      detail::parallel_for(gc, b.threads, [&](index_t i) {
+        const auto [v0, t] = span_of(c0 + i);
+        std::vector<T> xv(static_cast<std::size_t>(t * d));
+        for (index_t a = 0; a < t; ++a) gather(b, b.reference[v0 + a], xv.data() + a * d);
+        std::vector<T>& sim = sims[i];
+        sim.resize(static_cast<std::size_t>(t * nu));
+        for (index_t ch = 0; ch < chunks; ++ch) {
+          const index_t u0 = ch * fi::dot_width;
+          const index_t nc = std::min(fi::dot_width, nu - u0);
+          fi::fixed_dots<T>(t, d, [&](index_t a) { return xv.data() + a * d; }, packed[ch].data(),
+                            [&](index_t a, const T* dots) { std::copy(dots, dots + nc, sim.begin() + (a * nu + u0)); });
+        }
+      }, 2.0 * static_cast<double>(tl) * static_cast<double>(nu) * static_cast<double>(d));
+      detail::parallel_for(gc * parts, b.threads, [&](index_t i) {
+        const index_t c = c0 + i / parts;
+        const auto [v0, t] = span_of(c);
+        score(c, v0, t, static_cast<const T*>(sims[i / parts].data()), i % parts);
+      }, part_work);
+    }
+  }
+
+  /// The best similarity of reference row v to a subset of k rows (`rows`), dot(j) its dot
+  /// product with row j.
+  template <class Dot>
+  [[nodiscard]] double best(index_t k, Dot&& dot, const index_t* rows, const double* sq_norms, index_t v) const {
     switch (kernel) {
       case similarity_kernel::cosine:
       case similarity_kernel::dot: {
         double m = -std::numeric_limits<double>::infinity();
-        for (index_t j = 0; j < k; ++j) m = std::max(m, static_cast<double>(dots(j)));
+        for (index_t j = 0; j < k; ++j) m = std::max(m, dot(j));
         return m;
       }
       case similarity_kernel::cosine2: {
         double m = 0.0;
         for (index_t j = 0; j < k; ++j) {
-          const double c = static_cast<double>(dots(j));
+          const double c = dot(j);
           m = std::max(m, c * c);
         }
         return m;
@@ -489,10 +588,8 @@ struct facility_location {
       case similarity_kernel::rbf: {
         // max_j exp(-gamma ||v - j||^2) = exp(-gamma * min_j (||v||^2 + ||j||^2 - 2 v.j)).
         double m = std::numeric_limits<double>::infinity();
-        for (index_t j = 0; j < k; ++j) {
-          m = std::min(m, s.sq_norms[s.subset[j]] - 2.0 * static_cast<double>(dots(j)));
-        }
-        return std::exp(-gamma * std::max(0.0, s.sq_norms[v] + m));
+        for (index_t j = 0; j < k; ++j) m = std::min(m, sq_norms[rows[j]] - 2.0 * dot(j));
+        return std::exp(-gamma * std::max(0.0, sq_norms[v] + m));
       }
     }
     return 0.0;
@@ -502,15 +599,14 @@ struct facility_location {
   /// first item reaching it, and the best similarity without that item (the best again on a
   /// tie; unused for a single item). Compared as `best` compares (rbf: the smallest
   /// ||j||^2 - 2 v.j), so the best is `best`'s value bit for bit.
-  template <class Row, class T>
-  [[nodiscard]] std::tuple<double, index_t, double> best_two(const Row& dots, const subset_view<T>& s,
-                                                             index_t v) const {
-    const index_t k = s.subset.size;
+  template <class Dot>
+  [[nodiscard]] std::tuple<double, index_t, double> best_two(index_t k, Dot&& dot, const index_t* rows,
+                                                             const double* sq_norms, index_t v) const {
     auto key = [&](index_t j) {  // larger is better
-      const double c = static_cast<double>(dots(j));
+      const double c = dot(j);
       switch (kernel) {
         case similarity_kernel::cosine2: return c * c;
-        case similarity_kernel::rbf: return -(s.sq_norms[s.subset[j]] - 2.0 * c);
+        case similarity_kernel::rbf: return -(sq_norms[rows[j]] - 2.0 * c);
         default: return c;
       }
     };
@@ -528,7 +624,7 @@ struct facility_location {
       }
     }
     auto value = [&](double x) {
-      return kernel == similarity_kernel::rbf ? std::exp(-gamma * std::max(0.0, s.sq_norms[v] + (-x))) : x;
+      return kernel == similarity_kernel::rbf ? std::exp(-gamma * std::max(0.0, sq_norms[v] + (-x))) : x;
     };
     return {value(k1), at, k < 2 ? 0.0 : value(k2)};
   }
