@@ -290,3 +290,100 @@ TEST_CASE("facility location's tiles give the same value on the caller's thread 
     CHECK(fl(s) == one);
   }
 }
+
+namespace {
+
+/// Facility location of one subset, bit for bit as documented: unit rows rounded to T, each dot
+/// product summed in T over the d columns in order, per reference row the best over the subset
+/// (in subset order), summed per tile of `tile` reference rows, the tiles' sums in order, / |V|.
+template <class T>
+double fixed_order_fl(const std::vector<T>& x, index_t d, const std::vector<double>& inv, const std::vector<double>& sq,
+                      const index_t* u, index_t k, const std::vector<index_t>& ref, similarity_kernel kernel,
+                      double gamma, index_t tile) {
+  const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
+  auto e = [&](index_t r, index_t j) {
+    const T v = x[static_cast<std::size_t>(r * d + j)];
+    return unit ? static_cast<T>(static_cast<double>(v) * inv[r]) : v;
+  };
+  double total = 0.0;
+  const auto nv = static_cast<index_t>(ref.size());
+  for (index_t v0 = 0; v0 < nv; v0 += tile) {
+    double part = 0.0;
+    for (index_t a = v0; a < std::min(nv, v0 + tile); ++a) {
+      const index_t v = ref[a];
+      double m = kernel == similarity_kernel::cosine2 ? 0.0
+                 : kernel == similarity_kernel::rbf   ? std::numeric_limits<double>::infinity()
+                                                      : -std::numeric_limits<double>::infinity();
+      for (index_t j = 0; j < k; ++j) {
+        T acc = T(0);
+        for (index_t c = 0; c < d; ++c) acc += e(v, c) * e(u[j], c);
+        const auto dot = static_cast<double>(acc);
+        if (kernel == similarity_kernel::cosine2) m = std::max(m, dot * dot);
+        else if (kernel == similarity_kernel::rbf) m = std::min(m, sq[u[j]] - 2.0 * dot);
+        else m = std::max(m, dot);
+      }
+      part += kernel == similarity_kernel::rbf ? std::exp(-gamma * std::max(0.0, sq[v] + m)) : m;
+    }
+    total += part;
+  }
+  return total / static_cast<double>(nv);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("facility location's batched rollouts equal one subset at a time, bit for bit",
+                   "[objectives][facility][batch]", float, double) {
+  // A learner step: G rollouts of k rows drawn from an active batch of m rows, the batch as
+  // reference set. The batch shares one product of the reference rows with the rollouts' rows;
+  // each value must be the per-subset value and the fixed-order sum's, whatever G, the tile
+  // groups held at once, or the thread count.
+  const index_t n = 90, d = 37;
+  const auto x = dmtest::random_embeddings<TestType>(n, d, 41);
+  std::vector<double> inv, sq;
+  dmtest::norms(x, n, d, inv, sq);
+  for (similarity_kernel kernel : {similarity_kernel::cosine, similarity_kernel::cosine2, similarity_kernel::dot,
+                                   similarity_kernel::rbf}) {
+    for (const auto& [m, k, g_count] : {std::tuple<index_t, index_t, index_t>{70, 9, 12}, {40, 1, 5}, {33, 33, 3},
+                                       {64, 40, 7}}) {
+      INFO(kernel_name(kernel) << " m " << m << " k " << k << " G " << g_count);
+      dmtest::rng r(static_cast<std::uint64_t>(m * 31 + k));
+      const std::vector<index_t> active = r.distinct(n, m);
+      std::vector<index_t> subsets;
+      for (index_t g = 0; g < g_count; ++g) {
+        const std::vector<index_t> pick = r.distinct(m, k);
+        for (index_t t : pick) subsets.push_back(active[t]);
+      }
+      datamask::facility_location fl;
+      fl.kernel = kernel;
+      fl.gamma = 0.5 / static_cast<double>(d);
+      fl.tile = 16;  // several tiles, a partial last one
+      const datamask::batch_view<TestType> b{datamask::make_matrix_view(x.data(), n, d), inv.data(), sq.data(),
+                                             datamask::matrix_view<const index_t>(subsets.data(), g_count, k),
+                                             datamask::index_view(active)};
+      std::vector<double> want(static_cast<std::size_t>(g_count));
+      for (index_t g = 0; g < g_count; ++g) {
+        want[g] = fixed_order_fl(x, d, inv, sq, subsets.data() + g * k, k, active, kernel, fl.gamma, fl.tile);
+        datamask::subset_view<TestType> s = b[g];
+        s.threads = 1;
+        CHECK(fl(s) == want[g]);
+        const std::vector<index_t> u(subsets.begin() + g * k, subsets.begin() + (g + 1) * k);
+        check_close(want[g], dmtest::ref_fl(x, d, u, active, kernel, fl.gamma),
+                    kernel == similarity_kernel::dot ? 1.5 * d : 1.0, tolerance<TestType>());
+      }
+      for (std::size_t group : {std::size_t{1}, std::size_t{64} << 20}) {  // one tile at a time, or all
+        for (int threads : {1, 2}) {
+          fl.group_bytes = group;
+          datamask::batch_view<TestType> bt = b;
+          bt.threads = threads;
+          std::vector<double> got(static_cast<std::size_t>(g_count), -1.0);
+          fl.evaluate_batch(bt, std::span<double>(got));
+          CHECK(got == want);
+          // The marginals' value is the same sum.
+          std::vector<double> marg(static_cast<std::size_t>(k));
+          datamask::subset_view<TestType> s0 = bt[0];
+          CHECK(fl.marginals(s0, std::span<double>(marg)) == want[0]);
+        }
+      }
+    }
+  }
+}
