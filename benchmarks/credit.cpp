@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // datamask_bench_credit: the policy-gradient learner's two credit estimators (--credit rollout,
 // the paper's: every item of a rollout gets the rollout's advantage; --credit item: each item its
-// own marginal gain, less a leave-one-out baseline) against a greedy baseline, on the
+// own marginal gain, less a leave-one-out baseline) against greedy baselines, on the
 // benchmark's synthetic block (synthetic.hpp), for one objective. Prints one markdown table: f,
-// share of the greedy's gain over random subsets, seconds.
+// share of the first greedy's gain over random subsets, seconds.
 //
 //   datamask_bench_credit --objective pws|fl|disf [--n 20000] [--d 64] [--steps 300,1000]
-//       [--credits rollout,item] [--greedy naive|lazy|stochastic|none] [--random 8]
-//       [--threads 0] [--set NAME VALUE]...
+//       [--credits rollout,item] [--references 0] [--greedy naive|lazy|stochastic|none,...]
+//       [--random 8] [--threads 0] [--set NAME VALUE]...
+//
+// --greedy runs each greedy named (none: no greedy); shares are of the first one's gain.
+// --references runs each estimator with each reference set size while learning
+// (`settings::reference_size`: 0 the step's active batch, R > 0 R rows drawn each step).
 //
 // --set gives any setting of the library's table (datamask/settings.hpp) to both estimators,
 // e.g. --set min-active 256 --set init quality (a flag takes on or off). Every f is the same
 // function: objective_function with lambda 0.5, mean quality, and the scales the learner
 // calibrates with the benchmark's options (seed 0), facility location with the whole block as
 // reference set. The learner's time includes its calibration and final evaluation.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +54,8 @@ struct args {
   index_t d = 64;
   std::vector<index_t> steps{300, 1000};
   std::vector<dm::credit_mode> credits{dm::credit_mode::rollout, dm::credit_mode::item};
-  std::string greedy = "naive";
+  std::vector<index_t> references{0};
+  std::vector<std::string> greedy{"naive"};
   int random = 8;
   int threads = 0;
   std::vector<std::pair<std::string, std::string>> sets;  // table settings, as given
@@ -87,7 +93,7 @@ args parse(int argc, char** argv) {
     if (k == "--objective") a.objective = v;
     else if (k == "--n") a.n = static_cast<index_t>(number(v));
     else if (k == "--d") a.d = static_cast<index_t>(number(v));
-    else if (k == "--greedy") a.greedy = v;
+    else if (k == "--greedy") a.greedy = dm_bench::split(v);
     else if (k == "--random") a.random = static_cast<int>(number(v));
     else if (k == "--threads") a.threads = static_cast<int>(number(v));
     else if (k == "--steps") {
@@ -96,6 +102,9 @@ args parse(int argc, char** argv) {
     } else if (k == "--credits") {
       a.credits.clear();
       for (const auto& s : dm_bench::split(v)) a.credits.push_back(dm::parse_enum<dm::credit_mode>(s, "--credits"));
+    } else if (k == "--references") {
+      a.references.clear();
+      for (const auto& s : dm_bench::split(v)) a.references.push_back(static_cast<index_t>(number(s)));
     } else if (k == "--set") {
       if (i + 1 >= argc) usage("--set " + v + ": needs a value");
       a.sets.emplace_back(v, argv[++i]);
@@ -104,9 +113,14 @@ args parse(int argc, char** argv) {
     }
   }
   if (a.objective != "pws" && a.objective != "fl" && a.objective != "disf") usage("--objective: pws, fl or disf");
-  if (a.greedy != "naive" && a.greedy != "lazy" && a.greedy != "stochastic" && a.greedy != "none") {
-    usage("--greedy: naive, lazy, stochastic or none");
+  if (a.greedy.empty()) usage("--greedy: at least one name");
+  for (const std::string& g : a.greedy) {
+    if (g != "naive" && g != "lazy" && g != "stochastic" && g != "none") usage("--greedy: naive, lazy, stochastic or none");
   }
+  if (a.greedy.size() > 1 && std::find(a.greedy.begin(), a.greedy.end(), "none") != a.greedy.end()) {
+    usage("--greedy: none stands alone");
+  }
+  if (a.greedy.front() == "none") a.greedy.clear();
   return a;
 }
 
@@ -130,34 +144,39 @@ int run(const args& a, const D& div) {
   dm_bench::calibrate(f, p, div, dm_bench::bench_options(a.threads));
   const double base = dm_bench::random_mean(f, a.n, count, a.random);
   std::vector<row> rows;
-  if (a.greedy != "none") {
+  for (const std::string& g : a.greedy) {
     dm::greedy_options go;
     go.threads = a.threads;
-    go.method = a.greedy == "naive" ? dm::greedy_method::naive
-                : a.greedy == "lazy" ? dm::greedy_method::lazy
-                                     : dm::greedy_method::stochastic;
+    go.method = g == "naive" ? dm::greedy_method::naive : g == "lazy" ? dm::greedy_method::lazy : dm::greedy_method::stochastic;
     const auto t0 = clk::now();
     const auto res = dm::greedy_select(f, count, go);
     const double secs = dm_bench::since(t0);
-    rows.push_back(row{"greedy " + a.greedy, f(std::span<const index_t>(res.rows)), secs});
+    rows.push_back(row{"greedy " + g, f(std::span<const index_t>(res.rows)), secs});
   }
   for (const index_t e : a.steps) {
-    for (const dm::credit_mode c : a.credits) {
-      dm::options o = opt;
-      o.steps = e;
-      o.credit = c;
-      const auto t0 = clk::now();
-      const auto res = dm::basic_learner<dm::default_backend, dm::softmax_policy, dm::runtime_lr>(o, ls.policy_object(), ls.schedule_object()).select(p, div);
-      const double secs = dm_bench::since(t0);
-      rows.push_back(row{"learner, credit " + std::string(dm::enum_name(c)) + ", E = " + std::to_string(e),
-                         f(std::span<const index_t>(res.rows)), secs});
-      std::fprintf(stderr, "%s: f %.6g, %.1f s\n", rows.back().method.c_str(), rows.back().f, secs);
+    for (const index_t r : a.references) {
+      for (const dm::credit_mode c : a.credits) {
+        dm::options o = opt;
+        o.steps = e;
+        o.credit = c;
+        o.reference_size = r;
+        const auto t0 = clk::now();
+        const auto res = dm::basic_learner<dm::default_backend, dm::softmax_policy, dm::runtime_lr>(
+                             o, ls.policy_object(), ls.schedule_object())
+                             .select(p, div);
+        const double secs = dm_bench::since(t0);
+        const std::string v = r == 0 ? std::string("active batch") : std::to_string(r) + " drawn";
+        rows.push_back(row{"learner, credit " + std::string(dm::enum_name(c)) + ", V " + v + ", E = " +
+                               std::to_string(e),
+                           f(std::span<const index_t>(res.rows)), secs});
+        std::fprintf(stderr, "%s: f %.6g, %.1f s\n", rows.back().method.c_str(), rows.back().f, secs);
+      }
     }
   }
-  const double gain = a.greedy != "none" ? rows.front().f - base : std::nan("");
+  const double gain = !a.greedy.empty() ? rows.front().f - base : std::nan("");
   std::printf("%s, n = %lld, d = %lld, S = %lld; random subsets (mean of %d): f = %.6g\n\n", a.objective.c_str(),
               static_cast<long long>(a.n), static_cast<long long>(a.d), static_cast<long long>(count), a.random, base);
-  std::printf("| method | f | share of the greedy's gain | seconds |\n|---|---:|---:|---:|\n");
+  std::printf("| method | f | share of the first greedy's gain | seconds |\n|---|---:|---:|---:|\n");
   for (const row& r : rows) {
     std::printf("| %s | %.6g | %.4f | %.2f |\n", r.method.c_str(), r.f, (r.f - base) / gain, r.seconds);
   }

@@ -3,7 +3,11 @@
 // pruning, determinism, and the invariants of a result.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -532,4 +536,92 @@ TEST_CASE("batched facility-location rollouts leave the learner's selection unch
     CHECK(bit_identical(batched.logits, single.logits));
     CHECK(batched.objective == single.objective);
   }
+}
+
+namespace {
+
+/// Facility location that records the reference set and the rows of every batch of rollouts it
+/// scores (a batch of more than one subset: the calibration, then one per step).
+struct facility_recorder {
+  struct call {
+    std::vector<index_t> reference;
+    std::set<index_t> rows;
+  };
+  datamask::facility_location fl;
+  std::shared_ptr<std::vector<call>> log = std::make_shared<std::vector<call>>();
+  static constexpr std::string_view name = "facility";
+  template <class T>
+  double operator()(const datamask::subset_view<T>& s) const {
+    return fl(s);
+  }
+  template <class T>
+  void evaluate_batch(const datamask::batch_view<T>& b, std::span<double> out) const {
+    if (b.subsets.rows > 1) {
+      call c{{b.reference.begin(), b.reference.end()}, {}};
+      for (index_t g = 0; g < b.subsets.rows; ++g) c.rows.insert(b.subsets.row(g), b.subsets.row(g) + b.subsets.cols);
+      log->push_back(std::move(c));
+    }
+    fl.evaluate_batch(b, out);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("reference-size: each step's facility reference set is R kept rows drawn anew", "[learner][facility][reference]") {
+  const det_case c;  // 300 rows, 270 kept, active batch m = 81, rollouts of 9 rows
+  auto run = [&](index_t r, int threads = 1) {
+    auto o = c.opt;
+    o.reference_size = r;
+    o.threads = threads;
+    o.credit = datamask::credit_mode::rollout;
+    const facility_recorder rec;
+    auto res = datamask::learner<>(o).select(c.p, rec);
+    return std::pair{std::move(res), *rec.log};
+  };
+  const auto [base, base_log] = run(0);
+  const auto kept = [&](index_t row) { return std::isfinite(base.logits[row]); };
+  REQUIRE(base_log.size() == 41);  // calibration + 40 steps
+  for (std::size_t i = 1; i < base_log.size(); ++i) {
+    // Without a size, V is the active batch, which holds every rollout.
+    CHECK(base_log[i].reference.size() == 81);
+    CHECK(std::includes(base_log[i].reference.begin(), base_log[i].reference.end(), base_log[i].rows.begin(),
+                        base_log[i].rows.end()));
+  }
+  const auto [drawn, log] = run(50);
+  REQUIRE(log.size() == 41);
+  CHECK(log[0].reference == log[1].reference);  // the calibration uses step 1's
+  CHECK(log[1].rows == base_log[1].rows);  // step 1 draws the same rollouts (the logits differ later)
+  bool outside = false;  // some rollout row outside V: V is not a part of the active batch
+  std::set<std::vector<index_t>> distinct;
+  for (std::size_t i = 1; i < log.size(); ++i) {
+    const auto& v = log[i].reference;
+    REQUIRE(v.size() == 50);
+    CHECK(std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end());  // increasing
+    CHECK(std::all_of(v.begin(), v.end(), kept));
+    outside = outside || !std::includes(v.begin(), v.end(), log[i].rows.begin(), log[i].rows.end());
+    distinct.insert(v);
+  }
+  CHECK(outside);
+  CHECK(distinct.size() == 40);  // drawn anew each step
+  CHECK(drawn.ids != base.ids);
+  // More than the kept rows: V is every kept row.
+  const auto [all, all_log] = run(1000);
+  for (std::size_t i = 1; i < all_log.size(); ++i) {
+    CHECK(all_log[i].reference.size() == 270);
+    CHECK(std::all_of(all_log[i].reference.begin(), all_log[i].reference.end(), kept));
+  }
+  // Deterministic on any thread count.
+  const auto again = run(50, 2).first;
+  CHECK(again.ids == drawn.ids);
+  CHECK(bit_identical(again.logits, drawn.logits));
+}
+
+TEST_CASE("reference-size leaves objectives without a reference set unchanged", "[learner][reference]") {
+  const det_case c;
+  auto o = c.opt;
+  const auto before = datamask::learner<>(o).select(c.p, datamask::pairwise_similarity{});
+  o.reference_size = 40;
+  const auto after = datamask::learner<>(o).select(c.p, datamask::pairwise_similarity{});
+  CHECK(after.ids == before.ids);
+  CHECK(bit_identical(after.logits, before.logits));
 }

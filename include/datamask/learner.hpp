@@ -55,8 +55,9 @@ struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objec
 /// Reference set: a step scores its G rollouts with the step's active batch as the reference set
 /// V of objectives that compare a subset with a population (facility location: the rollout's
 /// coverage of the m active items; `phases::score` passes the batch), in one batched call per
-/// objective where it has one (`batched_diversity_objective`); the read-out and the final f use
-/// the whole block.
+/// objective where it has one (`batched_diversity_objective`); with `settings::reference_size`
+/// R > 0, V is R kept rows drawn anew each step instead (`phases::step_reference`). The read-out
+/// and the final f use the whole block.
 ///
 /// @tparam Backend where the loop runs (any `backend`; `datamask::learner<>` from datamask.hpp
 ///         picks `default_backend`)
@@ -219,6 +220,7 @@ class basic_learner {
   /// Per-step buffers of the loop.
   struct step_buffers {
     ivec active;
+    ivec reference;  ///< a sampled reference set (`settings::reference_size`)
     ivec subsets;
     dvec scratch;
     std::vector<double> vals;
@@ -258,13 +260,13 @@ class basic_learner {
     const auto& plan = st.blk.plan;
     st.b.active_batch(st.dev.ds, st.dev.kept, st.key, st32, st.size.active, buf.active);
     sampler_.sample(st.b, st.logits, st.dev.ds, buf.active, st.key, st32, g_count, k, buf.subsets);
+    const ivec& reference = phases::step_reference(st.b, st.dev, opt_, st.key, st32, buf.active, buf.reference);
     const bool per_item = st.credit == credit_mode::item;
     if (per_item) {
-      phases::score_marginals(st.b, st.dev, mix, st.blk, opt_.quality, buf.subsets, g_count, k, buf.active,
+      phases::score_marginals(st.b, st.dev, mix, st.blk, opt_.quality, buf.subsets, g_count, k, reference,
                               buf.vals, buf.marginals);
     } else {
-      phases::score(st.b, st.dev, mix, plan, opt_.quality, buf.subsets, g_count, k, buf.active,
-                    buf.vals);
+      phases::score(st.b, st.dev, mix, plan, opt_.quality, buf.subsets, g_count, k, reference, buf.vals);
     }
     phases::rewards(plan, opt_.scaling, buf.vals, g_count, buf.rewards);
     for (std::size_t t = 0; t < plan.terms.size(); ++t) {

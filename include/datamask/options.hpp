@@ -143,6 +143,11 @@ struct settings {
   index_t steps = 1000;
   double active_fraction = 0.05;  ///< beta, in (0, 1]
   index_t min_active = 1024;      ///< floor of the active batch size m (clipped to the kept items)
+  /// The reference set V of objectives that compare a subset with a population (facility
+  /// location) while learning: 0, the step's active batch (method.md); R > 0, R kept rows
+  /// (at most all of them) drawn anew each step, independently of the active batch, so a
+  /// rollout's reward is its coverage of a sample of the block. The calibration uses step 1's.
+  index_t reference_size = 0;
   init_mode init = init_mode::uniform;
   double prune = 0.0;  ///< drop items whose quality is below this quantile, in [0, 1)
   /// A quality threshold computed elsewhere (global quantile over blocks); overrides `prune`.

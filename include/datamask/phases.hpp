@@ -375,9 +375,24 @@ inline item_credit_status item_advantages(const detail::term_plan& plan, term_sc
   return item_credit_status::ok;
 }
 
+/// @brief The reference set of a step (`settings::reference_size`): `active`, the step's active
+/// batch, when the size is 0; else that many kept rows (at most all) drawn into `drawn` by the
+/// active-batch draw under the reference stream's own key, independent of the active batch.
+template <backend B, class T>
+const typename B::template vector<index_t>& step_reference(const B& b, const device_block<B, T>& dev,
+                                                          const settings& s, rng::philox_key key,
+                                                          std::uint32_t step,
+                                                          const typename B::template vector<index_t>& active,
+                                                          typename B::template vector<index_t>& drawn) {
+  if (s.reference_size == 0) return active;
+  b.active_batch(dev.ds, dev.kept, rng::stream_key(key, rng::stream_reference), step, s.reference_size, drawn);
+  return drawn;
+}
+
 /// @brief Under calibrated scaling, sets each term's scale to its std over
-/// `s.calibration_subsets` uniform subsets of k rows of the first active batch (1 when the std
-/// is 0 or not finite). Other scalings keep their scales. Does not depend on the logits.
+/// `s.calibration_subsets` uniform subsets of k rows of the first active batch, scored against
+/// the first step's reference set (`step_reference`) (1 when the std is 0 or not finite). Other
+/// scalings keep their scales. Does not depend on the logits.
 template <backend B, class T, class Mix>
 void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
                       detail::term_plan& plan, const settings& s, index_t m, index_t k) {
@@ -386,13 +401,15 @@ void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
   const rng::philox_key key = rng::block_key(s.seed, s.block);
   ivec active;
   ivec subsets;
+  ivec drawn;
   b.active_batch(dev.ds, dev.kept, key, 1u, m, active);
+  const ivec& reference = step_reference(b, dev, s, key, 1u, active, drawn);
   const std::vector<double> zeros(static_cast<std::size_t>(dev.rows), 0.0);
   const auto zeros_dev = b.to_device(std::span<const double>(zeros));
   const index_t c = s.calibration_subsets;
   b.gumbel_top_k(zeros_dev, dev.ds, active, key, 0u, 0u, c, k, subsets);
   std::vector<double> vals;
-  score(b, dev, mix, plan, s.quality, subsets, c, k, active, vals);
+  score(b, dev, mix, plan, s.quality, subsets, c, k, reference, vals);
   for (std::size_t t = 0; t < plan.terms.size(); ++t) {
     const double sd =
         mean_std(std::span<const double>(vals.data() + t * c, static_cast<std::size_t>(c))).second;

@@ -358,6 +358,10 @@ void visit_run_settings(F&& f) {
   f(number_setting<S, index_t>{"min-active", "min_active",
                                "floor of the active batch size m (clipped to the kept items)",
                                &S::min_active, 1, index_max});
+  f(number_setting<S, index_t>{"reference-size", "reference_size",
+                               "facility location's reference set while learning: 0 the step's active "
+                               "batch (the paper's), else this many kept items drawn anew each step",
+                               &S::reference_size, 0, index_max});
   f(choice_setting<S, init_mode>{"init", "init", "initial logits", &S::init});
   f(number_setting<S, double>{"prune", "prune",
                               "drop items below this quantile of quality (0: keep all)",

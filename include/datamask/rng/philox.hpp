@@ -57,6 +57,7 @@ DATAMASK_HOST_DEVICE constexpr u32x4 philox4x32_10(u32x4 ctr, philox_key key) {
 /// @brief Streams reserved in the fourth counter word. Rollouts use 0 .. 2^32 - 3.
 inline constexpr std::uint32_t stream_active_batch = 0xFFFFFFFFu;
 inline constexpr std::uint32_t stream_readout = 0xFFFFFFFEu;
+inline constexpr std::uint32_t stream_reference = 0xFFFFFFFDu;
 
 /// @brief The key of one block of one run: Philox of (block, "key") under the seed.
 DATAMASK_HOST_DEVICE constexpr philox_key block_key(std::uint64_t seed, std::uint64_t block) {
@@ -64,6 +65,14 @@ DATAMASK_HOST_DEVICE constexpr philox_key block_key(std::uint64_t seed, std::uin
       u32x4{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
              0x6B657921u, 0u}},
       philox_key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+  return philox_key{out.v[0], out.v[1]};
+}
+
+/// @brief A key of its own for a reserved stream whose draws reuse a backend's active-batch
+/// draw (`active_batch` under this key: a sampled reference set, `stream_reference`), so they
+/// are independent of the active batch's: Philox of ("key", stream) under `key`.
+DATAMASK_HOST_DEVICE constexpr philox_key stream_key(philox_key key, std::uint32_t stream) {
+  const u32x4 out = philox4x32_10(u32x4{{0x6B657921u, stream, 0u, 0u}}, key);
   return philox_key{out.v[0], out.v[1]};
 }
 
