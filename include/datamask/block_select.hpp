@@ -37,7 +37,7 @@ namespace datamask {
 
 /// @brief The optimizer of a block (`auto` is resolved before a run: `resolve_optimizer`).
 enum class block_optimizer {
-  automatic,   ///< continuous when every diversity term has a relaxation, else pg
+  automatic,   ///< continuous when every diversity term has a relaxation, else stochastic (`auto_optimizer`)
   continuous,  ///< the continuous learner (continuous.hpp)
   pg,          ///< the policy-gradient learner (learner.hpp)
   greedy,      ///< naive greedy on the same f
@@ -132,11 +132,20 @@ template <class Entry, class Settings>
   }
 }
 
-/// @brief `auto` made concrete: continuous when `relaxable`, else pg.
+/// @brief What `auto` runs for an f: the continuous learner when it is `relaxable`; else (dense
+/// facility location counts in f) stochastic greedy. On dense facility location both the
+/// policy-gradient learner at its defaults and stochastic greedy cost O(n^2 d) per block, and
+/// stochastic greedy reached more of lazy greedy's gain in an eighth of the time
+/// (benchmarks/RESULTS.md, "Dense facility location: what auto runs").
+[[nodiscard]] inline block_optimizer auto_optimizer(const objective_weights& w, double lambda, bool knn) {
+  return relaxable(w, lambda, knn) ? block_optimizer::continuous : block_optimizer::stochastic;
+}
+
+/// @brief `auto` made concrete (`auto_optimizer`); the others as given.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
   const bool relax = relaxable(s.weights, s.run.lambda, s.knn());
-  if (s.optimizer == block_optimizer::automatic) return relax ? block_optimizer::continuous : block_optimizer::pg;
+  if (s.optimizer == block_optimizer::automatic) return auto_optimizer(s.weights, s.run.lambda, s.knn());
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relax, "optimizer",
                    "continuous: dense facility location has no relaxation; give it a kNN graph, or use pg, "
                    "greedy, lazy or stochastic");

@@ -346,7 +346,8 @@ def select(
             scaled term, weighted by ``objective_weights``).
         lam: weight of quality against diversity (1: top by quality, 0: diversity only).
         optimizer: "auto" (default: "continuous" when every objective has a relaxation, else
-            "pg"), "continuous", "pg", or the greedy baselines "greedy", "lazy", "stochastic".
+            "stochastic": dense facility location), "continuous", "pg", or the greedy baselines
+            "greedy", "lazy", "stochastic".
         seed: random seed; the same seed gives the same selection on any thread count.
         ids: one unique int64 id per row (default: the row numbers); blocks are assigned by a
             hash of the id, and ``Selection.ids`` reports these ids.

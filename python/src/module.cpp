@@ -378,8 +378,8 @@ void refuse_unused(datamask::block_optimizer opt, const nb::dict& given) {
     const bool cont_only = datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>>;
     DATAMASK_EXPECTS(!cont_only || cont, k, "sets the continuous learner, but the optimizer is ", name,
                      "; add optimizer=\"continuous\"");
-    DATAMASK_EXPECTS(!datamask::policy_gradient_only(s.name) || !cont, k,
-                     "sets the policy-gradient learner, but the optimizer is continuous; add optimizer=\"pg\"");
+    DATAMASK_EXPECTS(!datamask::policy_gradient_only(s.name) || opt == datamask::block_optimizer::pg, k,
+                     "sets the policy-gradient learner, but the optimizer is ", name, "; add optimizer=\"pg\"");
   });
 }
 

@@ -443,15 +443,17 @@ def test_bad_inputs():
     expect_bad(["--embeddings", e, "--quality", qf, "--kernel", "gauss"], ["--kernel", "gauss"])
     expect_bad(["--embeddings", e, "--quality", qf, "--frobnicate"], ["--frobnicate"])
     expect_bad(["--embeddings", e, "--quality", qf, "--objective-weights", "1,2"], ["--objective-weights"])
-    expect_bad(["--embeddings", e, "--quality", qf, "--optimizer", "lazy", "--prune", "0.95", "--ratio", "0.1"],
-               ["prune", "fewer than"])
+    # (not through expect_bad: its policy-gradient options are refused with a greedy)
+    refused(["--embeddings", e, "--quality", qf, "--optimizer", "lazy", "--prune", "0.95", "--ratio", "0.1", "--out",
+             path("lazy_bad.npy")], ["prune", "fewer than"])
+    assert not os.path.exists(path("lazy_bad.npy"))
     expect_bad(["--embeddings", e, "--quality", qf, "--optimizer", "annealing"], ["--optimizer", "annealing"])
 
 
 def test_optimizers():
     rows, q, ids, e, qf, idf = standard_files()
     for opt in ["greedy", "lazy", "stochastic"]:
-        p = run(FAST + ["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "20", "--optimizer", opt,
+        p = run(["--quiet", "--embeddings", e, "--quality", qf, "--ids", idf, "--count", "20", "--optimizer", opt,
                         "--out", path("g.npy"), "--report", path("g.json")], expect=None)
         assert p.returncode == 0, p.stderr
         sel = read_npy_ids(path("g.npy"))
@@ -460,7 +462,7 @@ def test_optimizers():
     # With --prune, the greedies pick only among the kept items; naive greedy's picks, in order,
     # are a plain Python greedy's over the kept rows on the report's f.
     for opt in ["greedy", "lazy", "stochastic"]:
-        run(FAST + ["--embeddings", e, "--quality", qf, "--ids", idf, "--count", "12", "--optimizer", opt,
+        run(["--quiet", "--embeddings", e, "--quality", qf, "--ids", idf, "--count", "12", "--optimizer", opt,
                     "--prune", "0.5", "--out", path("gp.npy"), "--report", path("gp.json")])
         sel = read_npy_ids(path("gp.npy"))
         check_ids(sel, ids, 12)
@@ -735,11 +737,14 @@ def test_continuous():
     sel = read_npy_ids(path("s.npy"))
     check_ids(sel, ids, 20)
     check_report(json.load(open(path("r.json"))), rows, q, ids, sel, [])
-    # Auto falls back to the policy gradient when an objective has no relaxation (facility).
-    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility"] + FAST[2:],
+    # Auto runs stochastic greedy when an objective has no relaxation (dense facility location),
+    # and refuses the policy gradient's settings there.
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--quiet"],
             expect=None)
     assert p.returncode == 0, p.stderr
-    assert "optimizer pg" in p.stdout, p.stdout
+    assert "optimizer stochastic" in p.stdout, p.stdout
+    refused(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--steps", "40",
+             "--out", path("x.npy")], ["--steps", "stochastic", "auto", "--optimizer pg"])
 
 
 def test_continuous_refusals():
@@ -754,6 +759,7 @@ def test_continuous_refusals():
     refused(base + ["--rollouts", "8"], ["--rollouts", "--optimizer pg"])
     refused(base + ["--optimizer", "pg", "--iterations", "10"], ["--iterations", "--optimizer continuous"])
     refused(base + ["--optimizer", "greedy", "--no-polish"], ["--polish", "--optimizer continuous"])
+    refused(base + ["--optimizer", "lazy", "--credit", "item"], ["--credit", "lazy", "--optimizer pg"])
     refused(base + ["--optimizer", "continuous", "--scaling", "group"], ["--scaling", "group"])
     refused(base + ["--optimizer", "greedy", "--checkpoint", path("ck"), "--checkpoint-every", "5"],
             ["--checkpoint-every", "whole blocks"])

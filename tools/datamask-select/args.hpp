@@ -52,7 +52,7 @@ struct config {
   // graph loaded from PREFIX.ids.npy and PREFIX.sims.npy (0 and empty: dense facility location).
   index_t neighbors = 0;
   std::string graph;
-  // auto: continuous when every diversity term of f has a relaxation, else pg (check_args
+  // auto: continuous when every diversity term of f has a relaxation, else stochastic (check_args
   // resolves it; `requested` keeps what was asked for, for the report).
   std::string optimizer = "auto";
   std::string requested;
@@ -264,8 +264,8 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--optimizer", c.optimizer,
                  "auto | continuous | pg | greedy | lazy | stochastic. continuous: gradient ascent of a relaxation "
                  "of f (--iterations); pg: the paper's policy gradient (--steps); auto: continuous when every "
-                 "--objective has a relaxation (pairwise, disf, facility with --neighbors or --graph), else pg. The greedy baselines optimise the same "
-                 "f and write ids in the order picked")
+                 "--objective has a relaxation (pairwise, disf, facility with --neighbors or --graph), else (dense facility) "
+                 "stochastic. The greedy baselines optimise the same f and write ids in the order picked")
       ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
       ->capture_default_str();
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64), .csv or .txt, in selection order "
@@ -489,7 +489,10 @@ inline void check_graph_options(const config& c) {
 /// Resolves --optimizer auto and refuses options that the chosen optimizer would ignore.
 inline void check_optimizer(config& c) {
   c.requested = c.optimizer;
-  if (c.optimizer == "auto") c.optimizer = relaxable(c) ? "continuous" : "pg";
+  if (c.optimizer == "auto") {
+    c.optimizer = datamask::enum_name(datamask::auto_optimizer(datamask::weights_of(c.objectives, c.objective_weights),
+                                                               c.run.lambda, c.neighbors > 0 || !c.graph.empty()));
+  }
   const bool cont = c.optimizer == "continuous";
   if (cont && !relaxable(c)) {
     throw usage_error("--optimizer continuous: dense --objective facility has no relaxation; add --neighbors K "
@@ -506,9 +509,9 @@ inline void check_optimizer(config& c) {
       throw usage_error(given + ": sets the continuous learner, but the optimizer is " + c.optimizer + why +
                         "; add --optimizer continuous");
     }
-    if (datamask::policy_gradient_only(name) && cont) {
-      throw usage_error(given + ": sets the policy-gradient learner, but the optimizer is continuous" + why +
-                        "; add --optimizer pg (or use --iterations for the continuous learner)");
+    if (datamask::policy_gradient_only(name) && c.optimizer != "pg") {
+      throw usage_error(given + ": sets the policy-gradient learner, but the optimizer is " + c.optimizer + why +
+                        "; add --optimizer pg" + (cont ? " (or use --iterations for the continuous learner)" : ""));
     }
   }
   if (c.optimizer == "pg") {  // the credit that runs, as the report names it
