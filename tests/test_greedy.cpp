@@ -604,7 +604,7 @@ TEST_CASE("lazy greedy saves evaluations on facility location mixed with pairwis
   CHECK(lazy.evaluations < naive.evaluations);
 }
 
-TEST_CASE("greedy stop hook: asked every round, ends the run with the picks so far", "[greedy]") {
+TEST_CASE("greedy stop hook: asked every round, ends the run with the picks so far; on_pick after each pick", "[greedy]") {
   const auto in = random_instance(1500, 4, 41);
   const auto p = in.problem();
   const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{dm::facility_location{}, 1.0},
@@ -632,5 +632,12 @@ TEST_CASE("greedy stop hook: asked every round, ends the run with the picks so f
     CHECK(cut.rows.size() < 6);
     CHECK(std::equal(cut.rows.begin(), cut.rows.end(), plain.rows.begin()));
     CHECK(dm::greedy_select_blackbox(f, 6, o).stopped);
+    // on_pick: once per pick, with the picks so far; the picks unchanged.
+    o.stop = nullptr;
+    std::vector<dm::index_t> told;
+    o.on_pick = [&](dm::index_t k) { told.push_back(k); };
+    const auto watched = dm::greedy_select(f, 6, o);
+    CHECK(told == std::vector<dm::index_t>{1, 2, 3, 4, 5, 6});
+    CHECK(watched.rows == plain.rows);
   }
 }

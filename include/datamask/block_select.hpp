@@ -256,6 +256,8 @@ class run_stopped : public error {
 struct block_hooks {
   /// After each policy-gradient step or continuous iteration.
   std::function<void(const step_record&)> on_step;
+  /// The greedy baselines: after each pick, with the rows picked so far in the block.
+  std::function<void(index_t)> on_pick;
   /// Polled after every step or iteration and, for the greedy baselines, about every 0.1 s:
   /// returning true stops the block (`run_stopped` is thrown once the optimizer returns).
   std::function<bool()> stop;
@@ -431,13 +433,14 @@ std::vector<index_t> ascend(const problem<float>& p, const options& o, const blo
 
 /// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend).
 inline std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
-                                   const standard_mix& m, stop_latch& stop, block_result& r,
-                                   std::vector<double>& scales) {
+                                   const standard_mix& m, const block_hooks& h, stop_latch& stop,
+                                   block_result& r, std::vector<double>& scales) {
   greedy_options g;
   g.method = which == block_optimizer::greedy ? greedy_method::naive
              : which == block_optimizer::lazy ? greedy_method::lazy
                                               : greedy_method::stochastic;
   g.stop = [&] { return stop(); };
+  g.on_pick = h.on_pick;
   std::vector<index_t> rows = greedy_select_block(p, m, o, g, scales, r.kept);
   if (stop()) throw run_stopped();
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
@@ -483,7 +486,7 @@ template <backend Backend = eigen_backend>
   } else if (s.optimizer == block_optimizer::continuous) {
     rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, scales);
   } else {
-    rows = detail::blocks::greedy(p, o, s.optimizer, m, stop, r, scales);
+    rows = detail::blocks::greedy(p, o, s.optimizer, m, h, stop, r, scales);
   }
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();

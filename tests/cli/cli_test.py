@@ -738,11 +738,11 @@ def test_continuous():
     check_ids(sel, ids, 20)
     check_report(json.load(open(path("r.json"))), rows, q, ids, sel, [])
     # Auto runs stochastic greedy when an objective has no relaxation (dense facility location),
-    # and refuses the policy gradient's settings there.
-    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--quiet"],
-            expect=None)
+    # with its picks as progress, and refuses the policy gradient's settings there.
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility"], expect=None)
     assert p.returncode == 0, p.stderr
     assert "optimizer stochastic" in p.stdout, p.stdout
+    assert "progress: 20/20 picks (100%)" in p.stderr, p.stderr
     refused(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--steps", "40",
              "--out", path("x.npy")], ["--steps", "stochastic", "auto", "--optimizer pg"])
 

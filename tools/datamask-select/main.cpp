@@ -108,7 +108,7 @@ class progress {
     return buf;
   }
   bool quiet_;
-  const char* unit_;  // "steps" (pg) or "iterations" (continuous)
+  const char* unit_;  // "steps" (pg), "iterations" (continuous) or "picks" (greedy)
   bool tty_ = false;
   index_t total_;
   index_t done_ = 0;
@@ -147,6 +147,7 @@ datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   datamask::block_hooks h;
   const auto blocks = static_cast<index_t>(ctx.blocks);
   h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
+  h.on_pick = [&ctx, b, blocks](index_t) { ctx.prog.step(b, blocks); };
   h.stop = [] { return g_signal != 0; };
   h.on_graph = [&ctx, b](const datamask::knn_graph& g, double seconds) {
     note_graph(ctx.cfg, g, seconds, " of block " + std::to_string(b));
@@ -185,8 +186,6 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
   } catch (const datamask::run_stopped&) {
     throw interrupted{g_signal, ctx.ckpt.active()};
   }
-  // The progress plan counts --steps per block for the greedy baselines.
-  if (c.optimizer != "pg" && c.optimizer != "continuous") ctx.prog.skip(c.run.steps);
   return r;
 }
 
@@ -337,12 +336,15 @@ int run(int argc, char** argv, const mpi_world& world) {
     checkpoint_dir(again, k.hash, blocks.size()).finish_block(r);
   };
   rep.resumed = c.resume;
+  // Progress counts what each optimizer repeats: steps, iterations, or a greedy's picks.
   index_t planned = 0;
   const bool cont = c.optimizer == "continuous";
+  const bool learner = cont || c.optimizer == "pg";
   for (const index_t b : mine) {
-    if (!ckpt.done(static_cast<std::size_t>(b)) && counts[static_cast<std::size_t>(b)] > 0) planned += cont ? c.ascent.iterations : c.run.steps;
+    const index_t s_b = counts[static_cast<std::size_t>(b)];
+    if (!ckpt.done(static_cast<std::size_t>(b)) && s_b > 0) planned += cont ? c.ascent.iterations : learner ? c.run.steps : s_b;
   }
-  progress prog(c.quiet, planned, cont ? "iterations" : "steps");
+  progress prog(c.quiet, planned, cont ? "iterations" : learner ? "steps" : "picks");
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),

@@ -136,6 +136,7 @@ void pick(Scorer& scorer, run_state& r, index_t j, double priority) {
   r.res.gains.push_back(gain);
   r.res.objective += gain;
   scorer.add(j);
+  if (r.opt->on_pick) r.opt->on_pick(static_cast<index_t>(r.res.rows.size()));
 }
 
 /// One naive round: scores every remaining row, picks the best; `r.p` keeps the others' scores

@@ -32,6 +32,9 @@ struct greedy_options {
   /// to take about a tenth of a second; returning true ends the run with the picks so far and
   /// `greedy_result::stopped` set. Empty: never stop. Called on the thread that runs the greedy.
   std::function<bool()> stop;
+  /// Called after each pick with the number of rows picked so far (progress). Empty: never.
+  /// Called on the thread that runs the greedy.
+  std::function<void(index_t)> on_pick;
 };
 
 /// @brief What a greedy run returns.
