@@ -146,14 +146,15 @@ class Selection:
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """What a progress callable receives after each step (pg) or iteration (continuous)."""
+    """What a progress callable receives after each step (pg), iteration (continuous) or pick
+    (the greedy baselines)."""
 
     block: int  #: 0-based block number
     blocks: int  #: blocks in the run
-    step: int  #: 1-based step within the block
+    step: int  #: 1-based step (or pick) within the block
     done: int  #: steps done over the run
     total: int  #: steps planned over the run
-    value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step
+    value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step; NaN for a pick
 
 
 def _objective(d: Mapping) -> Objective:

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -273,7 +274,12 @@ class python_side {
 
   datamask::block_hooks hooks(index_t block, index_t blocks) {
     datamask::block_hooks h;
-    h.on_step = [this, block, blocks](const datamask::step_record& rec) { step(block, blocks, rec); };
+    h.on_step = [this, block, blocks](const datamask::step_record& rec) {
+      step(block, blocks, rec.step, rec.reward_mean);
+    };
+    h.on_pick = [this, block, blocks](index_t picked) {  // a greedy's pick: no value to report
+      step(block, blocks, picked, std::numeric_limits<double>::quiet_NaN());
+    };
     h.stop = [this] { return poll(); };
     return h;
   }
@@ -293,12 +299,12 @@ class python_side {
   }
 
  private:
-  void step(index_t block, index_t blocks, const datamask::step_record& rec) {
+  void step(index_t block, index_t blocks, index_t step, double value) {
     ++done_;
     if (!on_event_.is_valid() || on_event_.is_none() || error_) return;
     nb::gil_scoped_acquire gil;
     try {
-      on_event_(block, blocks, rec.step, done_, total_, rec.reward_mean);
+      on_event_(block, blocks, step, done_, total_, value);
     } catch (nb::python_error& e) {
       error_.emplace(std::move(e));
     }
@@ -456,7 +462,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     plan = datamask::plan_corpus(k.n, r.run, block_size, [&](index_t row) { return k.id(row); },
                                  std::span<const std::vector<double>>(k.quality), k.weights);
     index_t planned = 0;
-    for (index_t c : plan.counts) planned += c > 0 && learns ? (cont ? r.ascent.iterations : r.run.steps) : 0;
+    for (index_t c : plan.counts) planned += c == 0 ? 0 : cont ? r.ascent.iterations : learns ? r.run.steps : c;
     side.plan(planned);
     const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
     for (index_t b = 0; b < nb_blocks && !side.stopping(); ++b) {

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A running selection: progress events, Ctrl-C, a failing callback, the GIL."""
 
+import math
 import os
 import signal
 import sys
@@ -104,6 +105,14 @@ def test_progress_events_count_every_iteration():
     datamask.select(x, q, iterations=12, progress=events.append)
     assert [e.step for e in events] == list(range(1, 13))
     assert all(e.total == 12 for e in events)
+
+
+def test_progress_events_count_every_greedy_pick():
+    x, q = data(n=1000)
+    events = []
+    datamask.select(x, q, count=15, optimizer="stochastic", objective="facility", progress=events.append)
+    assert [e.step for e in events] == list(range(1, 16))
+    assert all(e.total == 15 and math.isnan(e.value) for e in events)
 
 
 def test_progress_true_shows_a_bar_or_a_line(capsys):
