@@ -7,9 +7,10 @@
 //
 //   datamask_bench_credit --objective pws|fl|disf [--n 20000] [--d 64] [--steps 300,1000]
 //       [--credits rollout,item] [--references 0] [--greedy naive|lazy|stochastic|none,...]
-//       [--random 8] [--threads 0] [--set NAME VALUE]...
+//       [--epsilons 0.1] [--random 8] [--threads 0] [--set NAME VALUE]...
 //
 // --greedy runs each greedy named (none: no greedy); shares are of the first one's gain.
+// --epsilons runs stochastic greedy with each epsilon given (default 0.1).
 // --references runs each estimator with each reference set size while learning
 // (`settings::reference_size`: 0 the step's active batch, R > 0 R rows drawn each step).
 //
@@ -56,6 +57,7 @@ struct args {
   std::vector<dm::credit_mode> credits{dm::credit_mode::rollout, dm::credit_mode::item};
   std::vector<index_t> references{0};
   std::vector<std::string> greedy{"naive"};
+  std::vector<double> epsilons{0.1};
   int random = 8;
   int threads = 0;
   std::vector<std::pair<std::string, std::string>> sets;  // table settings, as given
@@ -102,6 +104,9 @@ args parse(int argc, char** argv) {
     } else if (k == "--credits") {
       a.credits.clear();
       for (const auto& s : dm_bench::split(v)) a.credits.push_back(dm::parse_enum<dm::credit_mode>(s, "--credits"));
+    } else if (k == "--epsilons") {
+      a.epsilons.clear();
+      for (const auto& s : dm_bench::split(v)) a.epsilons.push_back(number(s));
     } else if (k == "--references") {
       a.references.clear();
       for (const auto& s : dm_bench::split(v)) a.references.push_back(static_cast<index_t>(number(s)));
@@ -145,13 +150,20 @@ int run(const args& a, const D& div) {
   const double base = dm_bench::random_mean(f, a.n, count, a.random);
   std::vector<row> rows;
   for (const std::string& g : a.greedy) {
-    dm::greedy_options go;
-    go.threads = a.threads;
-    go.method = g == "naive" ? dm::greedy_method::naive : g == "lazy" ? dm::greedy_method::lazy : dm::greedy_method::stochastic;
-    const auto t0 = clk::now();
-    const auto res = dm::greedy_select(f, count, go);
-    const double secs = dm_bench::since(t0);
-    rows.push_back(row{"greedy " + g, f(std::span<const index_t>(res.rows)), secs});
+    const bool stochastic = g == "stochastic";
+    for (const double eps : stochastic ? a.epsilons : std::vector<double>{0.1}) {
+      dm::greedy_options go;
+      go.threads = a.threads;
+      go.method = g == "naive" ? dm::greedy_method::naive : g == "lazy" ? dm::greedy_method::lazy : dm::greedy_method::stochastic;
+      go.epsilon = eps;
+      const auto t0 = clk::now();
+      const auto res = dm::greedy_select(f, count, go);
+      const double secs = dm_bench::since(t0);
+      char name[64];
+      std::snprintf(name, sizeof name, stochastic ? "greedy %s, epsilon %g" : "greedy %s", g.c_str(), eps);
+      rows.push_back(row{name, f(std::span<const index_t>(res.rows)), secs});
+      std::fprintf(stderr, "%s: f %.6g, %.1f s\n", name, rows.back().f, secs);
+    }
   }
   for (const index_t e : a.steps) {
     for (const index_t r : a.references) {

@@ -632,12 +632,23 @@ TEST_CASE("greedy stop hook: asked every round, ends the run with the picks so f
     CHECK(cut.rows.size() < 6);
     CHECK(std::equal(cut.rows.begin(), cut.rows.end(), plain.rows.begin()));
     CHECK(dm::greedy_select_blackbox(f, 6, o).stopped);
-    // on_pick: once per pick, with the picks so far; the picks unchanged.
-    o.stop = nullptr;
+    // on_pick: once per pick, with the picks so far; the picks unchanged; a stopped run tells
+    // only the picks it made.
     std::vector<dm::index_t> told;
     o.on_pick = [&](dm::index_t k) { told.push_back(k); };
+    asked = 0;
+    const auto stopped = dm::greedy_select(f, 6, o);
+    CHECK(stopped.stopped);
+    CHECK(stopped.rows.size() == told.size());
+    o.stop = nullptr;
+    told.clear();
     const auto watched = dm::greedy_select(f, 6, o);
     CHECK(told == std::vector<dm::index_t>{1, 2, 3, 4, 5, 6});
     CHECK(watched.rows == plain.rows);
+    // Facility location alone: lazy greedy's bounded path.
+    dm::objective_function<double, dm::facility_location> fl(p, dm::facility_location{}, 0.5);
+    told.clear();
+    CHECK(dm::greedy_select(fl, 6, o).rows.size() == 6);
+    CHECK(told == std::vector<dm::index_t>{1, 2, 3, 4, 5, 6});
   }
 }

@@ -190,7 +190,7 @@ inline constexpr index_t default_block_size = 1000000;
 /// another optimizer instead of ignoring them.
 [[nodiscard]] constexpr bool policy_gradient_only(std::string_view name) {
   for (std::string_view n : {"steps", "rollouts", "init", "advantage", "credit", "readout", "keep-best-rollout",
-                             "lr-max", "lr-min", "schedule", "logprob"}) {
+                             "reference-size", "lr-max", "lr-min", "schedule", "logprob"}) {
     if (n == name) return true;
   }
   return false;

@@ -276,6 +276,22 @@ concept marginal_objective =
       { d.marginals(s, out) } -> std::convertible_to<double>;
     };
 
+/// @brief Refinement of `marginal_objective`: the marginals of G subsets in one call,
+/// `d.marginals_batch(const batch_view<T>&, std::span<double> values, std::span<double> out)`,
+/// values[g] = d(subset g) and out[g k + t] its t-th marginal (`marginals` per subset).
+///
+/// Why: per-item credit scores every rollout of a step; an objective that compares subsets with
+/// a shared reference set (facility location) computes the products of the reference rows with
+/// all rollouts' rows once instead of once per rollout, as `batched_diversity_objective` does for
+/// the values alone. Rule: the same values as one `marginals` call per subset, whatever the
+/// thread count.
+template <class D, class T = float>
+concept batched_marginal_objective =
+    marginal_objective<D, T> &&
+    requires(const D& d, const batch_view<T>& b, std::span<double> values, std::span<double> out) {
+      d.marginals_batch(b, values, out);
+    };
+
 /// @brief A `marginal_objective` whose k marginals cost about one evaluation in practice, as the
 /// objective declares: `static constexpr bool cheap_marginals = true;`.
 ///

@@ -210,6 +210,7 @@ class basic_learner {
   template <class T>
   void start_best(run_state<T>& st) const {
     st.track_best = opt_.keep_best_rollout && st.size.active == st.blk.kept_count() &&
+                    (opt_.reference_size == 0 || opt_.reference_size >= st.blk.kept_count()) &&
                     opt_.scaling != term_scaling::group &&
                     opt_.readout == readout_mode::top_logits;
     if (!st.track_best) return;

@@ -353,8 +353,8 @@ def select(
         ids: one unique int64 id per row (default: the row numbers); blocks are assigned by a
             hash of the id, and ``Selection.ids`` reports these ids.
         progress: True for a tqdm bar (a plain line on stderr without tqdm), or a callable that
-            receives a :class:`ProgressEvent` after each step; an exception it raises stops the
-            run and propagates.
+            receives a :class:`ProgressEvent` after each step, iteration or greedy pick; an
+            exception it raises stops the run and propagates.
         block_size: items per block; a larger corpus is split by a hash of the id.
         neighbors: K > 0: facility location on each block's K-nearest-neighbour graph under
             ``kernel`` (memory n K; it has a relaxation, so "auto" takes the continuous learner)

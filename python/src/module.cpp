@@ -375,9 +375,9 @@ nb::list history_list(const std::vector<datamask::block_result>& blocks) {
 }
 
 /// Refuses, as datamask-select does, a keyword that the chosen optimizer would ignore.
-void refuse_unused(datamask::block_optimizer opt, const nb::dict& given) {
+void refuse_unused(datamask::block_optimizer opt, bool chosen_by_auto, const nb::dict& given) {
   const bool cont = opt == datamask::block_optimizer::continuous;
-  const std::string name(datamask::enum_name(opt));
+  const std::string name = std::string(datamask::enum_name(opt)) + (chosen_by_auto ? " (chosen by optimizer=\"auto\")" : "");
   visit_options([&](const auto& s) {
     const std::string k = keyword(s.name);
     if (!given.contains(k.c_str())) return;
@@ -423,11 +423,12 @@ datamask::block_run_settings run_settings(const nb::dict& options, const std::ve
                    "sets facility location's kNN graph, but objective has no facility term");
   r.neighbors = neighbors;
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
+  const bool chosen_by_auto = r.optimizer == datamask::block_optimizer::automatic;
   r.optimizer = datamask::resolve_optimizer(r);
   if (r.optimizer == datamask::block_optimizer::pg) {
     r.run.credit = datamask::resolve_credit(r.run.credit, r.weights, r.run.lambda, r.knn(), r.learn.logprob);
   }
-  refuse_unused(r.optimizer, options);
+  refuse_unused(r.optimizer, chosen_by_auto, options);
   if (!r.run.scales.empty() && !options.contains("scaling")) r.run.scaling = datamask::term_scaling::fixed;
   try {
     datamask::validate(r.run);

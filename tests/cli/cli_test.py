@@ -739,10 +739,19 @@ def test_continuous():
     check_report(json.load(open(path("r.json"))), rows, q, ids, sel, [])
     # Auto runs stochastic greedy when an objective has no relaxation (dense facility location),
     # with its picks as progress, and refuses the policy gradient's settings there.
-    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility"], expect=None)
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--out", path("fa.npy")],
+            expect=None)
     assert p.returncode == 0, p.stderr
     assert "optimizer stochastic" in p.stdout, p.stdout
     assert "progress: 20/20 picks (100%)" in p.stderr, p.stderr
+    run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--optimizer", "stochastic",
+         "--quiet", "--out", path("fs.npy")])
+    assert read_npy_ids(path("fa.npy")) == read_npy_ids(path("fs.npy"))
+    # Several blocks: the progress counts every block's picks.
+    p = run(["--embeddings", e, "--quality", qf, "--count", "30", "--optimizer", "lazy", "--block-size", "250",
+             "--out", path("fb.npy")], expect=None)
+    assert p.returncode == 0, p.stderr
+    assert "progress: 30/30 picks (100%)" in p.stderr, p.stderr
     refused(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--steps", "40",
              "--out", path("x.npy")], ["--steps", "stochastic", "auto", "--optimizer pg"])
 
@@ -760,6 +769,9 @@ def test_continuous_refusals():
     refused(base + ["--optimizer", "pg", "--iterations", "10"], ["--iterations", "--optimizer continuous"])
     refused(base + ["--optimizer", "greedy", "--no-polish"], ["--polish", "--optimizer continuous"])
     refused(base + ["--optimizer", "lazy", "--credit", "item"], ["--credit", "lazy", "--optimizer pg"])
+    refused(base + ["--optimizer", "lazy", "--reference-size", "100"], ["--reference-size", "lazy", "--optimizer pg"])
+    refused(base + ["--optimizer", "greedy", "--log", path("g.csv")], ["--log", "greedy", "--optimizer continuous or pg"])
+    refused(base + ["--objective", "facility", "--plot", path("g.svg")], ["--plot", "stochastic", "auto"])
     refused(base + ["--optimizer", "continuous", "--scaling", "group"], ["--scaling", "group"])
     refused(base + ["--optimizer", "greedy", "--checkpoint", path("ck"), "--checkpoint-every", "5"],
             ["--checkpoint-every", "whole blocks"])

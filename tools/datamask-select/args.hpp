@@ -272,8 +272,8 @@ inline void add_program_options(CLI::App& app, config& c) {
                                  "(pg: by final logit, descending, block by block)");
   app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
                                        "selected, objective.total, objective.terms.<name>.{raw,scale,weight}, steps, seconds");
-  app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f)");
-  app.add_option("--plot", c.plot, "PATH: SVG of the log");
+  app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f); not with a greedy");
+  app.add_option("--plot", c.plot, "PATH: SVG of the log; not with a greedy");
   app.add_option("--checkpoint", c.checkpoint,
                  "DIR: a manifest records finished blocks and hashes of the inputs and options; with the learners "
                  "also each unfinished block's state (pg: logits and step; continuous: its iterate) every "
@@ -316,6 +316,7 @@ inline nlohmann::ordered_json config::selection_json() const {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
     if (detail::knn_build_setting(s.name) && neighbors == 0) return;
+    if (s.name == "reference-size" && run.reference_size == 0) return;  // as neighbors: only when given
     // The continuous learner's settings only where it runs: the other optimizers ignore them.
     if (datamask::continuous_only_setting<entry> && optimizer != "continuous") return;
     const auto& v = detail::owner<entry>(*this).*s.member;
@@ -522,10 +523,17 @@ inline void check_optimizer(config& c) {
     throw usage_error("--scaling: group makes f a different function at every step; --optimizer continuous needs "
                       "calibrated, fixed or raw scales");
   }
+  for (const char* flag : {"--log", "--plot"}) {
+    if (!cont && c.optimizer != "pg" && c.has(flag)) {
+      throw usage_error(std::string(flag) + ": the greedy baselines have no steps to log (their picks are in --out, in "
+                        "the order picked, and f in --report); the optimizer is " + c.optimizer + why +
+                        "; drop it, or use --optimizer continuous or pg");
+    }
+  }
   if (!cont && c.optimizer != "pg" && c.has("--checkpoint-every")) {
     throw usage_error("--checkpoint-every: the greedy baselines checkpoint whole blocks (each finished block is "
-                      "recorded; an interrupted block restarts on --resume); drop it, or use --optimizer continuous "
-                      "or pg");
+                      "recorded; an interrupted block restarts on --resume); the optimizer is " + c.optimizer + why +
+                      "; drop it, or use --optimizer continuous or pg");
   }
 }
 

@@ -141,8 +141,9 @@ struct eigen_backend {
   }
 
   /// @brief Per-item credit's scores (`marginal_objective`): values[g] = d(subset g) and
-  /// out[g k + t] = d(subset g) - d(subset g without its t-th row), subsets spread over the
-  /// threads (each call's own parallel loops then run on its thread).
+  /// out[g k + t] = d(subset g) - d(subset g without its t-th row): the batched form when the
+  /// objective has one (`batched_marginal_objective`), else subsets spread over the threads
+  /// (each call's own parallel loops then run on its thread).
   template <class T, class D>
     requires marginal_objective<D, T>
   void marginals(const D& objective, const dataset<T>& ds, const vector<index_t>& subsets,
@@ -150,7 +151,11 @@ struct eigen_backend {
                  std::span<double> values, std::span<double> out) const {
     const batch_view<T> b{ds.embeddings, ds.inv_norms.data(), ds.sq_norms.data(),
                           matrix_view<const index_t>(subsets.data(), g_count, k),
-                          index_view(reference.data(), static_cast<index_t>(reference.size()))};
+                          index_view(reference.data(), static_cast<index_t>(reference.size())), threads};
+    if constexpr (batched_marginal_objective<D, T>) {
+      objective.marginals_batch(b, values, out);
+      return;
+    }
     const double work = static_cast<double>(k) * static_cast<double>(ds.embeddings.cols) *
                         static_cast<double>(std::max<index_t>(k, b.reference.size));
     detail::parallel_for(g_count, threads, [&](index_t g) {

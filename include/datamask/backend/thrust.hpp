@@ -371,7 +371,8 @@ struct thrust_backend {
 
   /// @brief Per-item credit's scores (`marginal_objective`), as `eigen_backend::marginals`: on
   /// the host, from copies of the subset and reference rows (G k + |V| indices per step), as a
-  /// host-only objective is scored; the marginals are not batched on the device yet.
+  /// host-only objective is scored (the batched form where the objective has one); the
+  /// marginals have no device form yet.
   template <class T, class D>
     requires marginal_objective<D, T>
   void marginals(const D& objective, const dataset<T>& ds, const vector<index_t>& subsets,
@@ -382,6 +383,10 @@ struct thrust_backend {
     const batch_view<T> b{ds.host_embeddings, ds.host_inv_norms.data(), ds.host_sq_norms.data(),
                           matrix_view<const index_t>(hs.data(), g_count, k),
                           index_view(hr.data(), static_cast<index_t>(hr.size()))};
+    if constexpr (batched_marginal_objective<D, T>) {
+      objective.marginals_batch(b, values, out);
+      return;
+    }
     detail::parallel_for(g_count, 0, [&](index_t g) {
       values[g] = objective.marginals(b[g], out.subspan(static_cast<std::size_t>(g * k), static_cast<std::size_t>(k)));
     });

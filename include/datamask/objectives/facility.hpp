@@ -352,7 +352,7 @@ struct best_of {
 /// reference set is processed in tiles of `tile` rows, each tile one product (`fixed_dots`)
 /// against the gathered rows, so the buffers are tile x |U| (a group of tiles, `group_bytes`):
 /// never n x n. An empty subset or reference scores 0. Models `batched_diversity_objective`,
-/// `marginal_objective`, `incremental_objective` (a running maximum per reference item, the
+/// `batched_marginal_objective`, `incremental_objective` (a running maximum per reference item, the
 /// whole block as reference set; exact for lazy greedy) and `device_evaluable` (one device call
 /// per (subset, reference item)).
 ///
@@ -360,8 +360,11 @@ struct best_of {
 /// g of a step with V = that step's active batch (m items, drawn anew each step; the rollout's
 /// k = round(m S / kept) items are drawn from it), so its reward is how well M_g covers the
 /// active batch, not the block; the calibration's uniform subsets use the first active batch.
-/// All G rollouts of a step share V, so the batch's m x |U| <= m x m products are computed once
-/// per step. The final evaluation, the best-rollout comparison and greedy use the whole block.
+/// (`settings::reference_size` draws a V of its own instead; it measured worse: RESULTS.md, "The
+/// policy-gradient learner's reference set".) All G rollouts of a step share V, so the batch's
+/// m x |U| <= m x m products are computed once per step, for the values and for per-item
+/// credit's marginals alike. The final evaluation, the best-rollout comparison and greedy use
+/// the whole block.
 struct facility_location {
   static constexpr std::string_view name = "facility";
 
@@ -401,18 +404,7 @@ struct facility_location {
     const index_t nv = b.reference.size;
     std::fill(out.begin(), out.end(), 0.0);
     if (k == 0 || nv == 0 || g_count == 0) return;
-    // The distinct rows of the subsets (the product's columns) and each entry's column.
-    std::vector<index_t> cols;
-    cols.reserve(static_cast<std::size_t>(g_count * k));
-    for (index_t g = 0; g < g_count; ++g) cols.insert(cols.end(), b.subsets.row(g), b.subsets.row(g) + k);
-    std::sort(cols.begin(), cols.end());
-    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-    std::vector<index_t> at(static_cast<std::size_t>(g_count * k));
-    for (index_t g = 0; g < g_count; ++g) {
-      for (index_t j = 0; j < k; ++j) {
-        at[g * k + j] = std::lower_bound(cols.begin(), cols.end(), b.subsets(g, j)) - cols.begin();
-      }
-    }
+    const auto [cols, at] = columns_of(b.subsets);
     const auto nu = static_cast<index_t>(cols.size());
     const index_t tiles = tiles_of(nv).second;
     std::vector<double> partial(static_cast<std::size_t>(tiles * g_count), 0.0);  // per tile, per subset
@@ -426,12 +418,9 @@ struct facility_location {
                                b.sq_norms, b.reference[v0 + a]);
                  }
                  partial[c * g_count + g] = sum;
-               });
-    for (index_t g = 0; g < g_count; ++g) {
-      double total = 0.0;
-      for (index_t c = 0; c < tiles; ++c) total += partial[c * g_count + g];
-      out[g] = total / static_cast<double>(nv);
-    }
+               },
+               [](index_t, index_t) {});
+    tile_means(partial, tiles, g_count, nv, out);
   }
 
   /// @brief d(s) and every item's marginal d(s) - d(s without it) (`marginal_objective`): only
@@ -442,35 +431,58 @@ struct facility_location {
   static constexpr bool cheap_marginals = true;  ///< `cheap_marginal_objective`: one pass, as d(s)
   template <class T>
   double marginals(const subset_view<T>& s, std::span<double> out) const {
-    const index_t k = s.subset.size;
-    const index_t nv = s.reference.size;
-    std::fill(out.begin(), out.end(), 0.0);
-    if (k == 0 || nv == 0) return 0.0;
-    const batch_view<T> one{s.embeddings, s.inv_norms, s.sq_norms, matrix_view<const index_t>(s.subset.data, 1, k),
+    const batch_view<T> one{s.embeddings, s.inv_norms, s.sq_norms, matrix_view<const index_t>(s.subset.data, 1, s.subset.size),
                             s.reference, s.threads};
-    const std::vector<index_t> cols(s.subset.begin(), s.subset.end());  // column j: subset row j
+    double v = 0.0;
+    marginals_batch(one, std::span<double>(&v, 1), out);
+    return v;
+  }
+
+  /// @brief `marginals` of G subsets (`batched_marginal_objective`), the same bits as one call
+  /// per subset: scored from one product of the reference rows with the subsets' distinct rows,
+  /// as `evaluate_batch`. Each item's loss is summed per tile, then over the tiles in order; the
+  /// losses of a group of tiles are held at once (G k per tile), never those of every tile.
+  template <class T>
+  void marginals_batch(const batch_view<T>& b, std::span<double> values, std::span<double> out) const {
+    const index_t g_count = b.subsets.rows;
+    const index_t k = b.subsets.cols;
+    const index_t nv = b.reference.size;
+    std::fill(values.begin(), values.end(), 0.0);
+    std::fill(out.begin(), out.end(), 0.0);
+    if (k == 0 || nv == 0 || g_count == 0) return;
+    const auto [cols, at] = columns_of(b.subsets);
+    const auto nu = static_cast<index_t>(cols.size());
     const auto [tl, tiles] = tiles_of(nv);
-    std::vector<double> partial(static_cast<std::size_t>(tiles), 0.0);
-    std::vector<double> lost(static_cast<std::size_t>(tiles * k), 0.0);  // per tile and item
-    tiled_dots(one, cols, 1, static_cast<double>(tl * k), [&](index_t c, index_t v0, index_t t, const T* sim, index_t) {
-      double sum = 0.0;
-      double* loss = lost.data() + c * k;
-      for (index_t a = 0; a < t; ++a) {
-        const T* row = sim + a * k;
-        const auto [first, pos, second] = best_two(k, [&](index_t j) { return static_cast<double>(row[j]); },
-                                                   s.subset.data, s.sq_norms, s.reference[v0 + a]);
-        sum += first;
-        loss[pos] += k == 1 ? first : first - second;
-      }
-      partial[c] = sum;
-    });
-    double total = 0.0;
-    for (double p : partial) total += p;
-    for (index_t c = 0; c < tiles; ++c) {
-      for (index_t j = 0; j < k; ++j) out[j] += lost[c * k + j];
-    }
+    const index_t group = group_of(tl, tiles, nu, sizeof(T));
+    const auto gk = static_cast<std::size_t>(g_count * k);
+    std::vector<double> partial(static_cast<std::size_t>(tiles * g_count), 0.0);  // per tile, per subset
+    std::vector<double> lost(static_cast<std::size_t>(group) * gk);               // per group tile, per entry
+    tiled_dots(
+        b, cols, g_count, static_cast<double>(tl * k),
+        [&](index_t c, index_t v0, index_t t, const T* sim, index_t g) {
+          const index_t* pos = at.data() + g * k;
+          double* loss = lost.data() + static_cast<std::size_t>(c % group) * gk + static_cast<std::size_t>(g * k);
+          std::fill(loss, loss + k, 0.0);
+          double sum = 0.0;
+          for (index_t a = 0; a < t; ++a) {
+            const T* row = sim + a * nu;
+            const auto [first, p, second] = best_two(k, [&](index_t j) { return static_cast<double>(row[pos[j]]); },
+                                                     b.subsets.row(g), b.sq_norms, b.reference[v0 + a]);
+            sum += first;
+            loss[p] += k == 1 ? first : first - second;
+          }
+          partial[c * g_count + g] = sum;
+        },
+        [&](index_t c0, index_t gc) {  // after each group: its tiles' losses, in tile order
+          detail::parallel_for(g_count, b.threads, [&](index_t g) {
+            for (index_t c = c0; c < c0 + gc; ++c) {
+              const double* loss = lost.data() + static_cast<std::size_t>(c % group) * gk + static_cast<std::size_t>(g * k);
+              for (index_t j = 0; j < k; ++j) out[g * k + j] += loss[j];
+            }
+          }, static_cast<double>(gc * k));
+        });
+    tile_means(partial, tiles, g_count, nv, values);
     for (double& o : out) o /= static_cast<double>(nv);
-    return total / static_cast<double>(nv);
   }
 
   /// @brief The greedy state over a block (see `incremental_objective`).
@@ -511,6 +523,40 @@ struct facility_location {
     return {tl, (nv + tl - 1) / tl};
   }
 
+  /// Tiles whose products (tl x nu values of `bytes` each) are held at once: as many as fit
+  /// `group_bytes`, at least one, at most all. Groups start at multiples of it.
+  [[nodiscard]] index_t group_of(index_t tl, index_t tiles, index_t nu, std::size_t bytes) const {
+    const double tile_bytes = static_cast<double>(tl) * static_cast<double>(nu) * static_cast<double>(bytes);
+    return std::clamp<index_t>(static_cast<index_t>(static_cast<double>(group_bytes) / tile_bytes), 1, tiles);
+  }
+
+  /// The distinct rows of G subsets (sorted: the products' columns) and the column of each
+  /// entry, at[g k + j].
+  [[nodiscard]] static std::pair<std::vector<index_t>, std::vector<index_t>> columns_of(
+      const matrix_view<const index_t>& subsets) {
+    const index_t k = subsets.cols;
+    std::vector<index_t> cols;
+    cols.reserve(static_cast<std::size_t>(subsets.rows * k));
+    for (index_t g = 0; g < subsets.rows; ++g) cols.insert(cols.end(), subsets.row(g), subsets.row(g) + k);
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    std::vector<index_t> at(static_cast<std::size_t>(subsets.rows * k));
+    for (index_t g = 0; g < subsets.rows; ++g) {
+      for (index_t j = 0; j < k; ++j) at[g * k + j] = std::lower_bound(cols.begin(), cols.end(), subsets(g, j)) - cols.begin();
+    }
+    return {std::move(cols), std::move(at)};
+  }
+
+  /// out[g] = (sum of subset g's tile sums `partial[c * G + g]`, tiles in order) / nv.
+  static void tile_means(const std::vector<double>& partial, index_t tiles, index_t g_count, index_t nv,
+                         std::span<double> out) {
+    for (index_t g = 0; g < g_count; ++g) {
+      double total = 0.0;
+      for (index_t c = 0; c < tiles; ++c) total += partial[c * g_count + g];
+      out[g] = total / static_cast<double>(nv);
+    }
+  }
+
   /// The dot products of the reference rows with the rows `cols`, in tiles of `tile` reference
   /// rows (`tiles_of`), then score(c, v0, t, sim, p) for every tile c and part p < parts
   /// (sim: the tile's t x |cols| products, row-major), the products of a group of tiles at a
@@ -518,10 +564,10 @@ struct facility_location {
   /// group's (tile, part) pairs. Parts split the scoring of a tile (a batch's subsets), so a
   /// batch whose reference set is one tile still runs on every thread. The buffers are the
   /// group's tile x |cols| products (at most `group_bytes`, at least one tile), never
-  /// |V| x |cols| of a large V.
-  template <class T, class Score>
+  /// |V| x |cols| of a large V. After each group, done(c0, gc) (its first tile and its tiles).
+  template <class T, class Score, class Done>
   void tiled_dots(const batch_view<T>& b, std::span<const index_t> cols, index_t parts, double part_work,
-                  Score&& score) const {
+                  Score&& score, Done&& done) const {
     namespace fi = detail::facility_impl;
     const index_t d = b.embeddings.cols;
     const auto nu = static_cast<index_t>(cols.size());
@@ -535,9 +581,7 @@ struct facility_location {
                                        [&](index_t c) { return rows.data() + (c0 + c) * d; });
     }
     const auto [tl, tiles] = tiles_of(b.reference.size);
-    const double tile_bytes = static_cast<double>(tl) * static_cast<double>(nu) * sizeof(T);
-    const index_t group =
-        std::clamp<index_t>(static_cast<index_t>(static_cast<double>(group_bytes) / tile_bytes), 1, tiles);
+    const index_t group = group_of(tl, tiles, nu, sizeof(T));
     std::vector<std::vector<T>> sims(static_cast<std::size_t>(group));
     for (index_t c0 = 0; c0 < tiles; c0 += group) {
       const index_t gc = std::min(group, tiles - c0);
@@ -563,6 +607,7 @@ struct facility_location {
         const auto [v0, t] = span_of(c);
         score(c, v0, t, static_cast<const T*>(sims[i / parts].data()), i % parts);
       }, part_work);
+      done(c0, gc);
     }
   }
 
