@@ -196,6 +196,9 @@ inline constexpr index_t default_block_size = 1000000;
   return false;
 }
 
+/// @brief Settings of the table that only stochastic greedy reads: refused with another optimizer.
+[[nodiscard]] constexpr bool stochastic_greedy_only(std::string_view name) { return name == "epsilon"; }
+
 /// @brief Whether table entry `Entry` sets the continuous learner (its ascent or polish): a
 /// front end refuses it with another optimizer.
 template <class Entry>
@@ -439,6 +442,7 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   g.method = which == block_optimizer::greedy ? greedy_method::naive
              : which == block_optimizer::lazy ? greedy_method::lazy
                                               : greedy_method::stochastic;
+  g.epsilon = o.epsilon;
   g.stop = [&] { return stop(); };
   g.on_pick = h.on_pick;
   std::vector<index_t> rows = greedy_select_block(p, m, o, g, scales, r.kept);

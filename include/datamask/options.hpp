@@ -21,6 +21,7 @@
 
 #include "datamask/enum_names.hpp"
 #include "datamask/error.hpp"
+#include "datamask/greedy/options.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask {
@@ -178,6 +179,9 @@ struct settings {
   /// whose rewards are not values of a fixed f, nor with the sampled read-out.
   bool keep_best_rollout = true;
   index_t snapshot_every = 0;  ///< call `hooks::on_snapshot` after every this many steps (0: never)
+  /// Stochastic greedy's epsilon (`greedy_options::epsilon`), for front ends that run it from
+  /// these settings (block_select.hpp); the learners ignore it.
+  double epsilon = greedy_options{}.epsilon;
 };
 
 /// @brief A snapshot callback: `(const step_info&, std::span<const double> logits, const

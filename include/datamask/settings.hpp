@@ -412,6 +412,9 @@ void visit_run_settings(F&& f) {
   f(number_setting<S, index_t>{"snapshot-every", "snapshot_every",
                                "steps between snapshots (0: never)", &S::snapshot_every, 0,
                                index_max});
+  f(number_setting<S, double>{"epsilon", "epsilon",
+                              "stochastic greedy: ceil((n / S) ln(1 / epsilon)) candidates per round",
+                              &S::epsilon, 0.0, 1.0, true, true});
 }
 
 /// @brief Visits the table entries of `learner_settings`.

@@ -384,6 +384,8 @@ void refuse_unused(datamask::block_optimizer opt, bool chosen_by_auto, const nb:
     const bool cont_only = datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>>;
     DATAMASK_EXPECTS(!cont_only || cont, k, "sets the continuous learner, but the optimizer is ", name,
                      "; add optimizer=\"continuous\"");
+    DATAMASK_EXPECTS(!datamask::stochastic_greedy_only(s.name) || opt == datamask::block_optimizer::stochastic, k,
+                     "sets stochastic greedy, but the optimizer is ", name, "; add optimizer=\"stochastic\"");
     DATAMASK_EXPECTS(!datamask::policy_gradient_only(s.name) || opt == datamask::block_optimizer::pg, k,
                      "sets the policy-gradient learner, but the optimizer is ", name, "; add optimizer=\"pg\"");
   });

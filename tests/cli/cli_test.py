@@ -747,6 +747,12 @@ def test_continuous():
     run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--optimizer", "stochastic",
          "--quiet", "--out", path("fs.npy")])
     assert read_npy_ids(path("fa.npy")) == read_npy_ids(path("fs.npy"))
+    # --epsilon reaches stochastic greedy (0.9: 4 candidates per round, another selection) and
+    # the report's configuration.
+    run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--optimizer", "stochastic",
+         "--epsilon", "0.9", "--quiet", "--out", path("fe.npy"), "--report", path("fe.json")])
+    assert read_npy_ids(path("fe.npy")) != read_npy_ids(path("fs.npy"))
+    assert json.load(open(path("fe.json")))["configuration"]["epsilon"] == 0.9
     # Several blocks: the progress counts every block's picks.
     p = run(["--embeddings", e, "--quality", qf, "--count", "30", "--optimizer", "lazy", "--block-size", "250",
              "--out", path("fb.npy")], expect=None)
@@ -770,6 +776,8 @@ def test_continuous_refusals():
     refused(base + ["--optimizer", "greedy", "--no-polish"], ["--polish", "--optimizer continuous"])
     refused(base + ["--optimizer", "lazy", "--credit", "item"], ["--credit", "lazy", "--optimizer pg"])
     refused(base + ["--optimizer", "lazy", "--reference-size", "100"], ["--reference-size", "lazy", "--optimizer pg"])
+    refused(base + ["--optimizer", "lazy", "--epsilon", "0.1"], ["--epsilon", "lazy", "--optimizer stochastic"])
+    refused(base + ["--optimizer", "stochastic", "--epsilon", "1"], ["--epsilon", "(0, 1)"])
     refused(base + ["--optimizer", "greedy", "--log", path("g.csv")], ["--log", "greedy", "--optimizer continuous or pg"])
     refused(base + ["--objective", "facility", "--plot", path("g.svg")], ["--plot", "stochastic", "auto"])
     refused(base + ["--optimizer", "continuous", "--scaling", "group"], ["--scaling", "group"])

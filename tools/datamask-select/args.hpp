@@ -317,6 +317,7 @@ inline nlohmann::ordered_json config::selection_json() const {
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
     if (detail::knn_build_setting(s.name) && neighbors == 0) return;
     if (s.name == "reference-size" && run.reference_size == 0) return;  // as neighbors: only when given
+    if (datamask::stochastic_greedy_only(s.name) && optimizer != "stochastic") return;  // ignored elsewhere
     // The continuous learner's settings only where it runs: the other optimizers ignore them.
     if (datamask::continuous_only_setting<entry> && optimizer != "continuous") return;
     const auto& v = detail::owner<entry>(*this).*s.member;
@@ -509,6 +510,10 @@ inline void check_optimizer(config& c) {
     if (cont_only && !cont) {
       throw usage_error(given + ": sets the continuous learner, but the optimizer is " + c.optimizer + why +
                         "; add --optimizer continuous");
+    }
+    if (datamask::stochastic_greedy_only(name) && c.optimizer != "stochastic") {
+      throw usage_error(given + ": sets stochastic greedy, but the optimizer is " + c.optimizer + why +
+                        "; add --optimizer stochastic");
     }
     if (datamask::policy_gradient_only(name) && c.optimizer != "pg") {
       throw usage_error(given + ": sets the policy-gradient learner, but the optimizer is " + c.optimizer + why +
