@@ -191,43 +191,6 @@ void check_one_step(const D& objective, datamask::advantage_mode mode) {
 
 namespace {
 
-/// Facility location's marginals of G subsets in one call against one subset at a time, bit for
-/// bit, in T, on `threads` threads.
-template <class T>
-void check_batched_marginals(const datamask::facility_location& fl, int threads) {
-  const index_t n = 40, d = 6;
-  const std::vector<T> x = dmtest::random_embeddings<T>(n, d, 17);
-  std::vector<double> inv, sq;
-  dmtest::norms(x, n, d, inv, sq);
-  std::vector<index_t> reference;  // several tiles, not the whole block
-  for (index_t i = 1; i < n; i += 2) reference.push_back(i);
-  dmtest::rng r(5);
-  for (const index_t k : {1, 5}) {
-    const index_t g_count = 6;
-    std::vector<index_t> subsets;
-    for (index_t g = 0; g < g_count; ++g) {
-      const std::vector<index_t> u = r.distinct(12, k);  // rows 0..11: the subsets share rows
-      subsets.insert(subsets.end(), u.begin(), u.end());
-    }
-    const datamask::batch_view<T> b{datamask::make_matrix_view(x.data(), n, d), inv.data(), sq.data(),
-                                    datamask::matrix_view<const index_t>(subsets.data(), g_count, k),
-                                    datamask::index_view(std::span<const index_t>(reference)), threads};
-    std::vector<double> values(static_cast<std::size_t>(g_count), -1.0);
-    std::vector<double> out(static_cast<std::size_t>(g_count * k), -1.0);
-    fl.marginals_batch(b, std::span<double>(values), std::span<double>(out));
-    std::vector<double> batched_values(static_cast<std::size_t>(g_count));
-    fl.evaluate_batch(b, std::span<double>(batched_values));
-    for (index_t g = 0; g < g_count; ++g) {
-      INFO("k = " << k << ", subset " << g);
-      std::vector<double> one(static_cast<std::size_t>(k), -1.0);
-      const double v = fl.marginals(b[g], std::span<double>(one));
-      CHECK(v == values[g]);
-      CHECK(v == batched_values[g]);
-      for (index_t j = 0; j < k; ++j) CHECK(one[j] == out[g * k + j]);
-    }
-  }
-}
-
 /// A small run under per-item credit: 10%, G = 16, `steps` steps, active batches of `min_active`.
 datamask::options item_credit_options(index_t steps, index_t min_active) {
   datamask::options o;
@@ -256,25 +219,11 @@ struct facility_marginals_one_at_a_time {
 
 }  // namespace
 
-TEST_CASE("facility location's batched marginals are one subset's at a time, bit for bit", "[credit][marginals]") {
-  static_assert(datamask::batched_marginal_objective<datamask::facility_location, float>);
+TEST_CASE("per-item credit on facility location: batched marginals, the same selection as one rollout at a time",
+          "[credit][marginals]") {
   static_assert(!datamask::batched_marginal_objective<facility_marginals_one_at_a_time, float>);
-  for (const auto kernel : {datamask::similarity_kernel::cosine, datamask::similarity_kernel::cosine2,
-                            datamask::similarity_kernel::dot, datamask::similarity_kernel::rbf}) {
-    for (const std::size_t group : {std::size_t{1}, std::size_t{64} << 20}) {  // one tile per group, or all
-      for (const int threads : {1, 2}) {
-        INFO("kernel " << datamask::enum_name(kernel) << ", group bytes " << group << ", threads " << threads);
-        datamask::facility_location fl;
-        fl.kernel = kernel;
-        fl.gamma = 0.2;
-        fl.tile = 3;
-        fl.group_bytes = group;
-        check_batched_marginals<float>(fl, threads);
-        check_batched_marginals<double>(fl, threads);
-      }
-    }
-  }
-  // The learner under per-item credit: the same selection and logits either way.
+  // The learner under per-item credit: the same selection and logits either way (the marginals
+  // themselves, batched and one at a time, against a fixed-order reference: test_objectives.cpp).
   const tiny b(400, 8, 23);
   datamask::options o = item_credit_options(8, 150);
   for (const int threads : {1, 2}) {

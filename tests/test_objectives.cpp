@@ -293,18 +293,28 @@ TEST_CASE("facility location's tiles give the same value on the caller's thread 
 
 namespace {
 
-/// Facility location of one subset, bit for bit as documented: unit rows rounded to T, each dot
-/// product summed in T over the d columns in order, per reference row the best over the subset
-/// (in subset order), summed per tile of `tile` reference rows, the tiles' sums in order, / |V|.
+/// The kernel's dot product of rows v and r as facility location forms it: unit rows (cosine
+/// kernels) rounded to T, the product summed in T over the d columns in order.
+template <class T>
+double fixed_order_dot(const std::vector<T>& x, index_t d, const std::vector<double>& inv, similarity_kernel kernel,
+                       index_t v, index_t r) {
+  const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
+  auto e = [&](index_t row, index_t j) {
+    const T val = x[static_cast<std::size_t>(row * d + j)];
+    return unit ? static_cast<T>(static_cast<double>(val) * inv[row]) : val;
+  };
+  T acc = T(0);
+  for (index_t c = 0; c < d; ++c) acc += e(v, c) * e(r, c);
+  return static_cast<double>(acc);
+}
+
+/// Facility location of one subset, bit for bit as documented: each dot product as
+/// `fixed_order_dot`, per reference row the best over the subset (in subset order), summed per
+/// tile of `tile` reference rows, the tiles' sums in order, / |V|.
 template <class T>
 double fixed_order_fl(const std::vector<T>& x, index_t d, const std::vector<double>& inv, const std::vector<double>& sq,
                       const index_t* u, index_t k, const std::vector<index_t>& ref, similarity_kernel kernel,
                       double gamma, index_t tile) {
-  const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
-  auto e = [&](index_t r, index_t j) {
-    const T v = x[static_cast<std::size_t>(r * d + j)];
-    return unit ? static_cast<T>(static_cast<double>(v) * inv[r]) : v;
-  };
   double total = 0.0;
   const auto nv = static_cast<index_t>(ref.size());
   for (index_t v0 = 0; v0 < nv; v0 += tile) {
@@ -315,9 +325,7 @@ double fixed_order_fl(const std::vector<T>& x, index_t d, const std::vector<doub
                  : kernel == similarity_kernel::rbf   ? std::numeric_limits<double>::infinity()
                                                       : -std::numeric_limits<double>::infinity();
       for (index_t j = 0; j < k; ++j) {
-        T acc = T(0);
-        for (index_t c = 0; c < d; ++c) acc += e(v, c) * e(u[j], c);
-        const auto dot = static_cast<double>(acc);
+        const double dot = fixed_order_dot(x, d, inv, kernel, v, u[j]);
         if (kernel == similarity_kernel::cosine2) m = std::max(m, dot * dot);
         else if (kernel == similarity_kernel::rbf) m = std::min(m, sq[u[j]] - 2.0 * dot);
         else m = std::max(m, dot);
@@ -329,14 +337,57 @@ double fixed_order_fl(const std::vector<T>& x, index_t d, const std::vector<doub
   return total / static_cast<double>(nv);
 }
 
+/// Facility location's marginals of one subset, bit for bit as documented: per reference row
+/// the first item reaching the best (compared as the value is: rbf by ||j||^2 - 2 v.j) and the
+/// best without it; best minus second best (the best itself for a single item) added to that
+/// item's sum of the tile, rows in order; the tiles' sums in order, / |V|.
+template <class T>
+std::vector<double> fixed_order_marginals(const std::vector<T>& x, index_t d, const std::vector<double>& inv,
+                                          const std::vector<double>& sq, const index_t* u, index_t k,
+                                          const std::vector<index_t>& ref, similarity_kernel kernel, double gamma,
+                                          index_t tile) {
+  std::vector<double> out(static_cast<std::size_t>(k), 0.0);
+  const auto nv = static_cast<index_t>(ref.size());
+  for (index_t v0 = 0; v0 < nv; v0 += tile) {
+    std::vector<double> lost(static_cast<std::size_t>(k), 0.0);
+    for (index_t a = v0; a < std::min(nv, v0 + tile); ++a) {
+      const index_t v = ref[a];
+      double k1 = -std::numeric_limits<double>::infinity();
+      double k2 = k1;
+      index_t at = 0;
+      for (index_t j = 0; j < k; ++j) {
+        const double dot = fixed_order_dot(x, d, inv, kernel, v, u[j]);
+        const double key = kernel == similarity_kernel::cosine2 ? dot * dot
+                           : kernel == similarity_kernel::rbf   ? -(sq[u[j]] - 2.0 * dot)
+                                                                : dot;
+        if (key > k1) {
+          k2 = k1;
+          k1 = key;
+          at = j;
+        } else if (key > k2) {
+          k2 = key;
+        }
+      }
+      auto value = [&](double key) {
+        return kernel == similarity_kernel::rbf ? std::exp(-gamma * std::max(0.0, sq[v] - key)) : key;
+      };
+      lost[at] += k == 1 ? value(k1) : value(k1) - value(k2);
+    }
+    for (index_t j = 0; j < k; ++j) out[j] += lost[j];
+  }
+  for (double& o : out) o /= static_cast<double>(nv);
+  return out;
+}
+
 }  // namespace
 
-TEMPLATE_TEST_CASE("facility location's batched rollouts equal one subset at a time, bit for bit",
-                   "[objectives][facility][batch]", float, double) {
+TEMPLATE_TEST_CASE("facility location's batched rollouts and marginals equal one subset at a time, bit for bit",
+                   "[objectives][facility][batch][credit]", float, double) {
   // A learner step: G rollouts of k rows drawn from an active batch of m rows, the batch as
   // reference set. The batch shares one product of the reference rows with the rollouts' rows;
-  // each value must be the per-subset value and the fixed-order sum's, whatever G, the tile
-  // groups held at once, or the thread count.
+  // each value must be the per-subset value and the fixed-order sum's, and each rollout's
+  // marginals (per-item credit) the per-subset ones and the fixed-order sums', whatever G, the
+  // tile groups held at once, or the thread count.
   const index_t n = 90, d = 37;
   const auto x = dmtest::random_embeddings<TestType>(n, d, 41);
   std::vector<double> inv, sq;
@@ -361,11 +412,18 @@ TEMPLATE_TEST_CASE("facility location's batched rollouts equal one subset at a t
                                              datamask::matrix_view<const index_t>(subsets.data(), g_count, k),
                                              datamask::index_view(active)};
       std::vector<double> want(static_cast<std::size_t>(g_count));
+      std::vector<double> want_marg;  // G x k
       for (index_t g = 0; g < g_count; ++g) {
         want[g] = fixed_order_fl(x, d, inv, sq, subsets.data() + g * k, k, active, kernel, fl.gamma, fl.tile);
+        const std::vector<double> mg =
+            fixed_order_marginals(x, d, inv, sq, subsets.data() + g * k, k, active, kernel, fl.gamma, fl.tile);
+        want_marg.insert(want_marg.end(), mg.begin(), mg.end());
         datamask::subset_view<TestType> s = b[g];
         s.threads = 1;
         CHECK(fl(s) == want[g]);
+        std::vector<double> one(static_cast<std::size_t>(k), -1.0);
+        CHECK(fl.marginals(s, std::span<double>(one)) == want[g]);
+        CHECK(one == mg);
         const std::vector<index_t> u(subsets.begin() + g * k, subsets.begin() + (g + 1) * k);
         check_close(want[g], dmtest::ref_fl(x, d, u, active, kernel, fl.gamma),
                     kernel == similarity_kernel::dot ? 1.5 * d : 1.0, tolerance<TestType>());
@@ -378,12 +436,15 @@ TEMPLATE_TEST_CASE("facility location's batched rollouts equal one subset at a t
           std::vector<double> got(static_cast<std::size_t>(g_count), -1.0);
           fl.evaluate_batch(bt, std::span<double>(got));
           CHECK(got == want);
-          // The marginals' value is the same sum.
-          std::vector<double> marg(static_cast<std::size_t>(k));
-          datamask::subset_view<TestType> s0 = bt[0];
-          CHECK(fl.marginals(s0, std::span<double>(marg)) == want[0]);
+          std::vector<double> values(static_cast<std::size_t>(g_count), -1.0);
+          std::vector<double> marg(static_cast<std::size_t>(g_count * k), -1.0);
+          fl.marginals_batch(bt, std::span<double>(values), std::span<double>(marg));
+          CHECK(values == want);
+          CHECK(marg == want_marg);
         }
       }
     }
   }
+  static_assert(datamask::batched_marginal_objective<datamask::facility_location, float>);
+  static_assert(!datamask::batched_marginal_objective<datamask::pairwise_similarity, float>);
 }
