@@ -155,6 +155,7 @@ class ProgressEvent:
     done: int  #: steps done over the run
     total: int  #: steps planned over the run
     value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step; NaN for a pick
+    unit: str = "step"  #: what `step`, `done` and `total` count: "step", "iteration" or "pick"
 
 
 def _objective(d: Mapping) -> Objective:
@@ -286,13 +287,13 @@ class _Progress:
         else:
             self.tqdm = None
 
-    def __call__(self, block: int, blocks: int, step: int, done: int, total: int, value: float) -> None:
+    def __call__(self, block: int, blocks: int, step: int, done: int, total: int, value: float, unit: str) -> None:
         if self.callback is not None:
-            self.callback(ProgressEvent(block, blocks, step, done, total, value))
+            self.callback(ProgressEvent(block, blocks, step, done, total, value, unit))
             return
         if self.tqdm is not None:
             if self.bar is None:
-                self.bar = self.tqdm(total=total, unit="step", desc="datamask")
+                self.bar = self.tqdm(total=total, unit=unit, desc="datamask")
             self.bar.set_postfix_str(f"block {block + 1}/{blocks}", refresh=False)
             self.bar.update(1)
             return
@@ -303,8 +304,8 @@ class _Progress:
                     self.next += 0.1
                 rate = done / max(time.monotonic() - self.t0, 1e-9)
                 print(
-                    f"datamask: {done}/{total} steps ({100 * frac:.0f}%), block {block + 1}/{blocks}, "
-                    f"{rate:.1f} steps/s",
+                    f"datamask: {done}/{total} {unit}s ({100 * frac:.0f}%), block {block + 1}/{blocks}, "
+                    f"{rate:.1f} {unit}s/s",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -270,7 +270,11 @@ struct cancelled : std::runtime_error {
 class python_side {
  public:
   python_side(nb::object on_event, nb::object cancel) : on_event_(std::move(on_event)), cancel_(std::move(cancel)) {}
-  void plan(index_t total) { total_ = total; }
+  /// The events' total over the run and what they count ("step", "iteration" or "pick").
+  void plan(index_t total, const char* unit) {
+    total_ = total;
+    unit_ = unit;
+  }
 
   datamask::block_hooks hooks(index_t block, index_t blocks) {
     datamask::block_hooks h;
@@ -304,7 +308,7 @@ class python_side {
     if (!on_event_.is_valid() || on_event_.is_none() || error_) return;
     nb::gil_scoped_acquire gil;
     try {
-      on_event_(block, blocks, step, done_, total_, value);
+      on_event_(block, blocks, step, done_, total_, value, unit_);
     } catch (nb::python_error& e) {
       error_.emplace(std::move(e));
     }
@@ -331,6 +335,7 @@ class python_side {
   nb::object cancel_;
   bool cancelled_ = false;
   index_t total_ = 0;
+  const char* unit_ = "step";
   index_t done_ = 0;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   std::optional<nb::python_error> error_;
@@ -466,7 +471,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
                                  std::span<const std::vector<double>>(k.quality), k.weights);
     index_t planned = 0;
     for (index_t c : plan.counts) planned += c == 0 ? 0 : cont ? r.ascent.iterations : learns ? r.run.steps : c;
-    side.plan(planned);
+    side.plan(planned, cont ? "iteration" : learns ? "step" : "pick");
     const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
     for (index_t b = 0; b < nb_blocks && !side.stopping(); ++b) {
       const auto& rows = plan.blocks[static_cast<std::size_t>(b)];

@@ -50,7 +50,7 @@ def test_ctrl_c_stops_a_long_run_within_a_second():
     assert sent and stopped - sent[0] < 1.0
     assert events and isinstance(events[0], datamask.ProgressEvent)
     assert [e.done for e in events] == list(range(1, len(events) + 1))
-    assert events[0].total == 10**6 and events[0].blocks == 1
+    assert events[0].total == 10**6 and events[0].blocks == 1 and events[0].unit == "step"
 
 
 def test_a_cancel_event_stops_a_run_in_a_worker_thread():
@@ -104,7 +104,7 @@ def test_progress_events_count_every_iteration():
     events = []
     datamask.select(x, q, iterations=12, progress=events.append)
     assert [e.step for e in events] == list(range(1, 13))
-    assert all(e.total == 12 for e in events)
+    assert all(e.total == 12 and e.unit == "iteration" for e in events)
 
 
 def test_progress_events_count_every_greedy_pick():
@@ -112,13 +112,22 @@ def test_progress_events_count_every_greedy_pick():
     events = []
     datamask.select(x, q, count=15, optimizer="stochastic", objective="facility", progress=events.append)
     assert [e.step for e in events] == list(range(1, 16))
-    assert all(e.total == 15 and math.isnan(e.value) for e in events)
+    assert all(e.total == 15 and math.isnan(e.value) and e.unit == "pick" for e in events)
 
 
 def test_progress_true_shows_a_bar_or_a_line(capsys):
     x, q = data(n=1000)
     datamask.select(x, q, iterations=5, progress=True)
     assert "5/5" in capsys.readouterr().err
+
+
+def test_the_plain_progress_line_names_what_it_counts(capsys, monkeypatch):
+    # Without tqdm the line says picks for a greedy, as the program's progress line does.
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    x, q = data(n=1000)
+    datamask.select(x, q, count=15, optimizer="lazy", objective="facility", progress=True)
+    err = capsys.readouterr().err
+    assert "15/15 picks (100%)" in err and "steps" not in err
 
 
 def test_the_gil_is_released_while_selecting():
