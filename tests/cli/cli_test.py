@@ -551,6 +551,19 @@ def test_resume():
     npy_vec(path("q.npy"), q)
     p = run(base + ["--checkpoint", ck], expect=2)
     assert "--resume" in p.stderr, p.stderr
+    # A checkpoint resumes only with the version and backend that wrote it.
+    manifest = os.path.join(ck, "manifest")
+    written = open(manifest).read()
+    backend = json.load(open(path("r.json")))["configuration"]["backend"]
+    assert f"\nbackend {backend}\n" in written, written
+    for line, other, word in [("version", "0.0.0-other", "0.0.0-other"), ("backend", "other", "other backend")]:
+        with open(manifest, "w") as f:
+            f.write("".join(f"{line} {other}\n" if x.startswith(line + " ") else x
+                            for x in written.splitlines(keepends=True)))
+        p = run(base + ["--checkpoint", ck, "--resume"], expect=2)
+        assert "refused" in p.stderr and word in p.stderr, p.stderr
+    with open(manifest, "w") as f:
+        f.write(written)
     # Threads do not matter to a resume (nor to the selection).
     run(base + ["--checkpoint", ck, "--resume", "--threads", "1", "--out", path("r2.npy")])
     assert read_npy_ids(path("r2.npy")) == full

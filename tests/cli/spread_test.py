@@ -251,6 +251,7 @@ def test_merge_refusals():
          "garbage.json: damaged part"),
         (damaged("term.json", lambda d: d["blocks"][0]["history"][0][4].pop()), "term.json: damaged part"),
         (damaged("version.json", lambda d: d.update(version="0.0.0-other")), "0.0.0-other"),
+        (damaged("backend.json", lambda d: d["configuration"].update(backend="other")), "ran on the other backend"),
     ]
     for parts, word in cases:
         p = run([PROG, "merge", "--out", path("m.npy")] + parts, expect=2)

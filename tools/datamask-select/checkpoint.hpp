@@ -3,7 +3,8 @@
 
 // datamask-select: the checkpoint directory.
 //
-//   manifest             format line, input hash, configuration hash, block count, "done b" lines
+//   manifest             format line, version and backend of the program that wrote it, input
+//                        hash, configuration hash, block count, "done b" lines
 //   config.txt           the canonical configuration (to name what changed when a resume is refused)
 //   block-<b>.done       a finished block: its selection, terms, counters and history
 //   block-<b>.snapshot   an unfinished block: the step (pg) or iteration (continuous) reached, the
@@ -28,6 +29,7 @@
 #include <datamask/io/file.hpp>
 
 #include "args.hpp"
+#include "block_backend.hpp"
 #include "outputs.hpp"
 
 namespace dmselect {
@@ -82,12 +84,14 @@ class checkpoint_dir {
     std::string line, key;
     std::getline(in, line);
     check_format(line, "datamask-select checkpoint ", manifest_format, manifest.string());
-    std::string inputs, cfg;
+    std::string version, backend, inputs, cfg;
     std::size_t nb = 0;
     while (std::getline(in, line)) {
       std::istringstream ls(line);
       ls >> key;
-      if (key == "inputs") ls >> inputs;
+      if (key == "version") ls >> version;
+      else if (key == "backend") ls >> backend;
+      else if (key == "inputs") ls >> inputs;
       else if (key == "config") ls >> cfg;
       else if (key == "blocks") ls >> nb;
       else if (key == "done") {
@@ -95,6 +99,17 @@ class checkpoint_dir {
         ls >> b;
         done_.insert(b);
       }
+    }
+    // A block resumes where it stopped only with the program (and backend) that ran its steps;
+    // manifests of versions before the backend line have none to compare.
+    const std::string start_over = "; resume with that build, or remove the directory to start over";
+    if (version != datamask::version_string) {
+      throw usage_error("--resume: refused: the checkpoint in " + dir_ + " was written by datamask-select " + version +
+                        ", this is " + datamask::version_string + start_over);
+    }
+    if (!backend.empty() && backend != dmfront::block_backend_name()) {
+      throw usage_error("--resume: refused: the checkpoint in " + dir_ + " was written on the " + backend +
+                        " backend, this build runs on " + dmfront::block_backend_name() + start_over);
     }
     if (inputs != hex64(input_hash_)) {
       throw usage_error("--resume: refused: the inputs differ from those of the checkpoint in " + dir_ +
@@ -305,7 +320,7 @@ class checkpoint_dir {
   }
   void write_manifest() const {
     std::string s = "datamask-select checkpoint " + std::to_string(manifest_format) + "\nversion " + std::string(datamask::version_string) +
-                    "\ninputs " + hex64(input_hash_) + "\nconfig " + hex64(config_hash_) + "\nblocks " +
+                    "\nbackend " + dmfront::block_backend_name() + "\ninputs " + hex64(input_hash_) + "\nconfig " + hex64(config_hash_) + "\nblocks " +
                     std::to_string(blocks_) + "\n";
     for (auto b : done_) s += "done " + std::to_string(b) + "\n";
     datamask::io::write_file_atomic((std::filesystem::path(dir_) / "manifest").string(), s);

@@ -293,7 +293,6 @@ int run(int argc, char** argv, const mpi_world& world) {
 
   datamask::io::run_report rep;
   rep.configuration = configuration_json(c);
-  rep.configuration["backend"] = dmfront::block_backend_name();
   const auto t_load = clock_type::now();
   // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
   const read_share reading{world.rank(), world.size(),
@@ -320,7 +319,6 @@ int run(int argc, char** argv, const mpi_world& world) {
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
 
   run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
-  header.configuration["backend"] = dmfront::block_backend_name();  // a part's report says it too
   const auto mine = datamask::worker_blocks(nb, share.index, share.count);
   if (!c.shard.empty() && shard_finished(part, header, mine, c.quiet)) {
     if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());

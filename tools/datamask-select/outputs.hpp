@@ -22,6 +22,7 @@
 #include <datamask/pipeline.hpp>
 
 #include "args.hpp"
+#include "block_backend.hpp"
 
 namespace dmselect {
 
@@ -40,13 +41,16 @@ inline std::string ids_file_bytes(const std::string& path, const std::vector<dat
 }
 
 /// The report's "configuration": every option that determines the selection (the canonical
-/// configuration, typed), plus the inputs and the outputs.
+/// configuration, typed), the backend that ran the blocks (it is not in the canonical
+/// configuration, which checkpoints of earlier versions hashed: merges and resumes compare it
+/// apart), plus the inputs and the outputs.
 inline nlohmann::ordered_json configuration_json(const config& c) {
   nlohmann::ordered_json j;
   j["embeddings"] = c.embeddings;
   j["quality"] = c.quality;
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.ids);
   j.update(c.selection_json());
+  j["backend"] = dmfront::block_backend_name();
   j["optimizer-requested"] = c.requested;  // "auto", or the optimizer named
   j["threads"] = c.run.threads;
   j["out"] = c.out;

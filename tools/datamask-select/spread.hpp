@@ -218,6 +218,13 @@ inline void check_same_run(const run_header& first, const std::string& first_nam
     throw usage_error(name + ": refused: made from other inputs than " + first_name + " (content hash " +
                       hex64(h.input_hash) + ", " + first_name + " has " + hex64(first.input_hash) + ")");
   }
+  // Backends may differ in the last bits (their sums run in other orders): a run's blocks, like
+  // a resumed block's steps, all come from one.
+  const auto backend = [](const run_header& r) { return r.configuration.value("backend", std::string("?")); };
+  if (backend(h) != backend(first)) {
+    throw usage_error(name + ": refused: its blocks ran on the " + backend(h) + " backend, " + first_name + "'s on " +
+                      backend(first) + "; run every part with one build");
+  }
   if (h.canonical != first.canonical) {
     throw usage_error(name + ": refused: made with other options than " + first_name + " (" +
                       first_difference(first.canonical, h.canonical, first_name, name) + ")");
