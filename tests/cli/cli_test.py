@@ -564,6 +564,17 @@ def test_resume():
         assert "refused" in p.stderr and word in p.stderr, p.stderr
     with open(manifest, "w") as f:
         f.write(written)
+    # A damaged record of a finished block, or another block's, is refused, naming the file.
+    done0, done1 = (os.path.join(ck, f"block-{b}.done") for b in (0, 1))
+    record = open(done1).read()
+    for text, word in [(record[: len(record) // 2], "block-1.done: damaged block record"),
+                       (open(done0).read(), "block-1.done: the record of block 0")]:
+        with open(done1, "w") as f:
+            f.write(text)
+        p = run(base + ["--checkpoint", ck, "--resume"], expect=2)
+        assert word in p.stderr, p.stderr
+    with open(done1, "w") as f:
+        f.write(record)
     # Threads do not matter to a resume (nor to the selection).
     run(base + ["--checkpoint", ck, "--resume", "--threads", "1", "--out", path("r2.npy")])
     assert read_npy_ids(path("r2.npy")) == full
@@ -831,7 +842,15 @@ def test_continuous_interrupt():
     proc.kill()
     proc.communicate(timeout=60)
     assert "done 0" in open(os.path.join(ck, "manifest")).read()
-    step = int(open(os.path.join(ck, "block-1.snapshot"), "rb").read().split(b"\nstep ")[1].split(b"\n")[0])
+    snap1 = os.path.join(ck, "block-1.snapshot")
+    snap = open(snap1, "rb").read()
+    step = int(snap.split(b"\nstep ")[1].split(b"\n")[0])
+    with open(snap1, "wb") as f:  # a history cut short: refused, naming the file
+        f.write(snap.replace(b"\nhistory [", b"\nhistory [[1,", 1))
+    p = run(base + ckpt + ["--resume"], expect=2)
+    assert "block-1.snapshot: truncated or damaged snapshot" in p.stderr, p.stderr
+    with open(snap1, "wb") as f:
+        f.write(snap)
     # Without --quiet: the progress counts only the iterations run, those of blocks 1 (after
     # its snapshot) and 2; a block started afresh would run more than planned.
     err = run(base + ckpt[:-1] + ["--resume"]).stderr

@@ -6,20 +6,21 @@
 //   manifest             format line, version and backend of the program that wrote it, input
 //                        hash, configuration hash, block count, "done b" lines
 //   config.txt           the canonical configuration (to name what changed when a resume is refused)
-//   block-<b>.done       a finished block: its selection, terms, counters and history
+//   block-<b>.done       a finished block: its record (block_record.hpp, as a part holds it)
 //   block-<b>.snapshot   an unfinished block: the step (pg) or iteration (continuous) reached, the
-//                        history so far, the learner's state (pg: the logits; continuous: its
-//                        packed iterate, datamask::continuous_iterate) and its best selection
+//                        history so far (as a block record holds it), the learner's state (pg:
+//                        the logits; continuous: its packed iterate, datamask::continuous_iterate)
+//                        and its best selection
 //
 // Doubles are written as hexadecimal floats (or raw bytes for the state), so a resumed run sees
 // bit-identical values. Every file is written atomically; the manifest is rewritten after a
 // block's .done file exists, so "done" in the manifest always has its file.
 
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -30,27 +31,10 @@
 
 #include "args.hpp"
 #include "block_backend.hpp"
+#include "block_record.hpp"
 #include "outputs.hpp"
 
 namespace dmselect {
-
-inline std::string hexf(double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%a", v);
-  return buf;
-}
-/// A double written by hexf; refuses (usage_error) a string that is not one whole number.
-inline double unhexf(const std::string& s) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size()) throw usage_error("'" + s + "' is not a number (a damaged file?)");
-  return v;
-}
-inline std::string hex64(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
 
 class checkpoint_dir {
  public:
@@ -100,14 +84,13 @@ class checkpoint_dir {
         done_.insert(b);
       }
     }
-    // A block resumes where it stopped only with the program (and backend) that ran its steps;
-    // manifests of versions before the backend line have none to compare.
+    // A block resumes where it stopped only with the program (and backend) that ran its steps.
     const std::string start_over = "; resume with that build, or remove the directory to start over";
     if (version != datamask::version_string) {
       throw usage_error("--resume: refused: the checkpoint in " + dir_ + " was written by datamask-select " + version +
                         ", this is " + datamask::version_string + start_over);
     }
-    if (!backend.empty() && backend != dmfront::block_backend_name()) {
+    if (backend != dmfront::block_backend_name()) {
       throw usage_error("--resume: refused: the checkpoint in " + dir_ + " was written on the " + backend +
                         " backend, this build runs on " + dmfront::block_backend_name() + start_over);
     }
@@ -131,10 +114,11 @@ class checkpoint_dir {
     if (nb != blocks_) throw usage_error("--resume: refused: the checkpoint has " + std::to_string(nb) + " blocks, this run " + std::to_string(blocks_));
   }
 
-  /// The formats this version writes and reads (snapshot 1 had no best rollout, 2 held only the
-  /// policy gradient's logits, one per row).
-  static constexpr int manifest_format = 1;
-  static constexpr int snapshot_format = 3;
+  /// The formats this version writes and reads (manifest 1 had no backend, its done files and
+  /// snapshot 3 a text history; snapshot 1 had no best rollout, 2 held only the policy
+  /// gradient's logits, one per row).
+  static constexpr int manifest_format = 2;
+  static constexpr int snapshot_format = 4;
 
   [[nodiscard]] bool active() const { return !dir_.empty(); }
   [[nodiscard]] bool done(std::size_t b) const { return done_.count(b) != 0; }
@@ -145,8 +129,7 @@ class checkpoint_dir {
                      const datamask::best_rollout& best) const {
     std::string s = "snapshot " + std::to_string(snapshot_format) + "\nblock " + std::to_string(r.block) + "\nstep " + std::to_string(step) +
                     "\nrows " + std::to_string(r.items) + "\nvalues " + std::to_string(state.size()) + "\n";
-    s += history_text(r.history);
-    s += "state\n";
+    s += "history " + history_json(r.history).dump() + "\nstate\n";
     s.append(reinterpret_cast<const char*>(state.data()), state.size_bytes());
     // The best complete rollout so far (the learner may return it), so a resume stays exact.
     s += "\nbest " + std::to_string(best.rows.size()) + "\n";
@@ -168,13 +151,22 @@ class checkpoint_dir {
     std::string key, first_line;
     std::getline(ls, first_line);
     check_format(first_line, "snapshot ", snapshot_format, path(b, "snapshot"));
+    const auto damaged = [&] { return usage_error("--resume: " + path(b, "snapshot") + ": truncated or damaged snapshot"); };
     index_t blk = -1, n = -1;
     std::size_t values = 0;
     ls >> key >> blk >> key >> step >> key >> n >> key >> values;
+    if (key != "values") throw damaged();
     if (blk != b || n != rows) throw usage_error("--resume: " + path(b, "snapshot") + ": snapshot of another block");
-    history = read_history(ls, path(b, "snapshot"));
-    const auto damaged = [&] { return usage_error("--resume: " + path(b, "snapshot") + ": truncated or damaged snapshot"); };
-    if (key != "values" || values > all.size() / sizeof(double)) throw damaged();
+    std::string history_line;
+    ls >> key >> std::ws;
+    std::getline(ls, history_line);
+    if (key != "history") throw damaged();
+    try {
+      history = read_history(nlohmann::ordered_json::parse(history_line));
+    } catch (const nlohmann::json::exception&) {
+      throw damaged();
+    }
+    if (values > all.size() / sizeof(double)) throw damaged();
     const std::size_t bytes = values * sizeof(double);
     const std::size_t from = at + 6;  // after "state\n"
     if (all.size() < from + bytes) throw damaged();
@@ -205,62 +197,26 @@ class checkpoint_dir {
   }
 
   void finish_block(const block_result& r) {
-    std::ostringstream os;
-    os << "block " << r.block << "\nitems " << r.items << "\nselected " << r.selected << "\nkept " << r.kept
-       << "\nsteps_run " << r.steps_run << "\nzero_variance " << r.zero_variance_steps << "\nnonfinite "
-       << r.nonfinite_steps << "\nobjective " << hexf(r.objective) << "\noptimize_seconds "
-       << hexf(r.optimize_seconds) << "\nevaluate_seconds " << hexf(r.evaluate_seconds) << "\nterms "
-       << r.terms.size() << "\n";
-    for (const auto& t : r.terms) os << t.name << " " << hexf(t.weight) << " " << hexf(t.scale) << " " << hexf(t.raw) << "\n";
-    if (r.graph.neighbors > 0) {  // the source, last, may hold spaces
-      os << "graph " << r.graph.neighbors << " " << r.graph.bytes << " " << hexf(r.graph.seconds) << " "
-         << r.graph.source << "\n";
-    }
-    os << "ids " << r.ids.size() << "\n";
-    for (auto id : r.ids) os << id << "\n";
-    os << history_text(r.history) << "end\n";
-    datamask::io::write_file_atomic(path(r.block, "done"), os.str());
+    datamask::io::write_file_atomic(path(r.block, "done"), block_record(r).dump() + "\n");
     done_.insert(static_cast<std::size_t>(r.block));
     write_manifest();
     std::remove(path(r.block, "snapshot").c_str());
   }
 
   [[nodiscard]] block_result load_block(index_t b) const {
-    std::ifstream in(path(b, "done"));
-    if (!in) throw usage_error("--resume: " + path(b, "done") + " is missing");
+    const std::string file = path(b, "done");
+    std::ifstream in(file);
+    if (!in) throw usage_error("--resume: " + file + " is missing");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     block_result r;
-    std::string key, v;
-    std::size_t nt = 0, nid = 0;
-    in >> key >> r.block >> key >> r.items >> key >> r.selected >> key >> r.kept >> key >> r.steps_run >> key >>
-        r.zero_variance_steps >> key >> r.nonfinite_steps >> key >> v;
-    r.objective = unhexf(v);
-    in >> key >> v;
-    r.optimize_seconds = unhexf(v);
-    in >> key >> v;
-    r.evaluate_seconds = unhexf(v);
-    in >> key >> nt;
-    for (std::size_t t = 0; t < nt && in; ++t) {
-      datamask::term_value tv;
-      std::string w, s, raw;
-      in >> tv.name >> w >> s >> raw;
-      tv.weight = unhexf(w);
-      tv.scale = unhexf(s);
-      tv.raw = unhexf(raw);
-      r.terms.push_back(tv);
+    try {
+      r = read_block_record(nlohmann::ordered_json::parse(text));
+    } catch (const nlohmann::json::exception& e) {
+      throw usage_error("--resume: " + file + ": damaged block record (" + e.what() + ")");
+    } catch (const usage_error& e) {
+      throw usage_error("--resume: " + file + ": damaged block record (" + e.what() + ")");
     }
-    in >> key;
-    if (key == "graph") {
-      in >> r.graph.neighbors >> r.graph.bytes >> v >> std::ws;
-      r.graph.seconds = unhexf(v);
-      std::getline(in, r.graph.source);
-      in >> key;
-    }
-    in >> nid;
-    r.ids.resize(nid);
-    for (auto& id : r.ids) in >> id;
-    r.history = read_history(in, path(b, "done"));
-    in >> key;
-    if (!in || key != "end" || r.block != b) throw usage_error("--resume: " + path(b, "done") + ": damaged block record");
+    if (r.block != b) throw usage_error("--resume: " + file + ": the record of block " + std::to_string(r.block));
     r.from_checkpoint = true;
     return r;
   }
@@ -284,39 +240,6 @@ class checkpoint_dir {
   }
   [[nodiscard]] std::string path(index_t b, const char* what) const {
     return (std::filesystem::path(dir_) / ("block-" + std::to_string(b) + "." + what)).string();
-  }
-  static std::string history_text(const std::vector<datamask::step_record>& h) {
-    std::ostringstream os;
-    os << "history " << h.size() << " " << (h.empty() ? 0 : h[0].term_means.size()) << "\n";
-    for (const auto& r : h) {
-      os << r.step << " " << hexf(r.lr) << " " << hexf(r.reward_mean) << " " << hexf(r.reward_max);
-      for (double t : r.term_means) os << " " << hexf(t);
-      os << "\n";
-    }
-    return os.str();
-  }
-  static std::vector<datamask::step_record> read_history(std::istream& in, const std::string& file) {
-    std::string key, v;
-    std::size_t rows = 0, terms = 0;
-    in >> key >> rows >> terms;
-    if (key != "history") throw usage_error("--resume: " + file + ": damaged history");
-    std::vector<datamask::step_record> h(rows);
-    for (auto& r : h) {
-      in >> r.step;
-      in >> v;
-      r.lr = unhexf(v);
-      in >> v;
-      r.reward_mean = unhexf(v);
-      in >> v;
-      r.reward_max = unhexf(v);
-      r.term_means.resize(terms);
-      for (auto& t : r.term_means) {
-        in >> v;
-        t = unhexf(v);
-      }
-    }
-    if (!in) throw usage_error("--resume: " + file + ": damaged history");
-    return h;
   }
   void write_manifest() const {
     std::string s = "datamask-select checkpoint " + std::to_string(manifest_format) + "\nversion " + std::string(datamask::version_string) +

@@ -23,6 +23,7 @@
 #include <datamask/pipeline.hpp>
 
 #include "args.hpp"
+#include "block_record.hpp"
 #include "checkpoint.hpp"
 #include "outputs.hpp"
 
@@ -49,83 +50,6 @@ struct run_header {
 inline run_header make_header(const config& c, std::uint64_t hash, index_t rows, index_t dims, index_t blocks,
                               index_t selected, std::optional<double> threshold) {
   return run_header{hash, rows, dims, c.canonical(), configuration_json(c), blocks, selected, threshold, c.resume};
-}
-
-namespace detail {
-
-inline nlohmann::ordered_json hex_array(const std::vector<double>& v) {
-  nlohmann::ordered_json a = nlohmann::ordered_json::array();
-  for (double x : v) a.push_back(hexf(x));
-  return a;
-}
-
-inline double hex_at(const nlohmann::ordered_json& j, const char* key) { return unhexf(j.at(key).get<std::string>()); }
-
-}  // namespace detail
-
-/// One block's result, every field of it: the report's (datamask/io/report.hpp), then its
-/// doubles exactly, the ids and the per-step history.
-inline nlohmann::ordered_json block_record(const block_result& r) {
-  nlohmann::ordered_json j = datamask::io::detail::block_json(r);
-  auto& x = j["exact"];
-  x["objective"] = hexf(r.objective);
-  x["optimize_seconds"] = hexf(r.optimize_seconds);
-  x["evaluate_seconds"] = hexf(r.evaluate_seconds);
-  if (r.graph.neighbors > 0) x["graph_seconds"] = hexf(r.graph.seconds);
-  x["terms"] = nlohmann::ordered_json::array();
-  for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
-  j["ids"] = r.ids;
-  auto& h = j["history"] = nlohmann::ordered_json::array();
-  for (const auto& s : r.history) {
-    h.push_back({s.step, hexf(s.lr), hexf(s.reward_mean), hexf(s.reward_max), detail::hex_array(s.term_means)});
-  }
-  return j;
-}
-
-namespace detail {
-
-/// Refuses (usage_error) a block record whose parts disagree: as many ids as it selected, a
-/// name, weight, scale and raw value per term, and every step's term means one per term (or none:
-/// the continuous learner's steps have none).
-inline void check_block_record(const block_result& r) {
-  const std::string where = "block " + std::to_string(r.block) + ": ";
-  if (static_cast<index_t>(r.ids.size()) != r.selected) {
-    throw usage_error(where + std::to_string(r.ids.size()) + " ids, but it selected " + std::to_string(r.selected));
-  }
-  for (const auto& s : r.history) {
-    if (!s.term_means.empty() && s.term_means.size() != r.terms.size()) {
-      throw usage_error(where + "step " + std::to_string(s.step) + " has " + std::to_string(s.term_means.size()) +
-                        " term means for " + std::to_string(r.terms.size()) + " terms");
-    }
-  }
-}
-
-}  // namespace detail
-
-/// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field,
-/// usage_error on a value that is not a number or on parts that disagree (check_block_record).
-inline block_result read_block_record(const nlohmann::ordered_json& j) {
-  block_result r = datamask::io::detail::block_from_json(j);
-  const auto& x = j.at("exact");
-  r.objective = detail::hex_at(x, "objective");
-  r.optimize_seconds = detail::hex_at(x, "optimize_seconds");
-  r.evaluate_seconds = detail::hex_at(x, "evaluate_seconds");
-  r.terms.clear();
-  for (const auto& t : x.at("terms")) {
-    if (t.size() != 4) throw usage_error("block " + std::to_string(r.block) + ": a term without its 4 values");
-    r.terms.push_back(datamask::term_value{t.at(0).get<std::string>(), unhexf(t.at(1).get<std::string>()),
-                                           unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
-  }
-  if (r.graph.neighbors > 0) r.graph.seconds = detail::hex_at(x, "graph_seconds");
-  r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
-  for (const auto& s : j.at("history")) {
-    datamask::step_record step{s.at(0).get<index_t>(), unhexf(s.at(1).get<std::string>()),
-                               unhexf(s.at(2).get<std::string>()), unhexf(s.at(3).get<std::string>()), {}};
-    for (const auto& t : s.at(4)) step.term_means.push_back(unhexf(t.get<std::string>()));
-    r.history.push_back(std::move(step));
-  }
-  detail::check_block_record(r);
-  return r;
 }
 
 /// A worker's document: the header, then its blocks (in block order).

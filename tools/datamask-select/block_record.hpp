@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// datamask-select: one block's result as JSON, every field of it, read back bit for bit. A
+// worker's part (spread.hpp) holds its blocks so, and a checkpoint (checkpoint.hpp) its finished
+// blocks and the history of an unfinished one. Every double is a hexadecimal float (a string), so
+// that a value read back is the one written, NaN and infinities included.
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <datamask/io/report.hpp>
+#include <datamask/pipeline.hpp>
+
+#include "args.hpp"
+#include "outputs.hpp"
+
+namespace dmselect {
+
+inline std::string hexf(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+/// A double written by hexf; refuses (usage_error) a string that is not one whole number.
+inline double unhexf(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) throw usage_error("'" + s + "' is not a number (a damaged file?)");
+  return v;
+}
+inline std::string hex64(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+namespace detail {
+
+inline nlohmann::ordered_json hex_array(const std::vector<double>& v) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (double x : v) a.push_back(hexf(x));
+  return a;
+}
+
+inline double hex_at(const nlohmann::ordered_json& j, const char* key) { return unhexf(j.at(key).get<std::string>()); }
+
+}  // namespace detail
+
+/// A block's per-step history: one array per step (step, lr, reward mean, reward max, term means).
+inline nlohmann::ordered_json history_json(const std::vector<datamask::step_record>& history) {
+  auto h = nlohmann::ordered_json::array();
+  for (const auto& s : history) {
+    h.push_back({s.step, hexf(s.lr), hexf(s.reward_mean), hexf(s.reward_max), detail::hex_array(s.term_means)});
+  }
+  return h;
+}
+
+/// Reads history_json back. Throws nlohmann's exceptions on a missing or mistyped field,
+/// usage_error on a value that is not a number.
+inline std::vector<datamask::step_record> read_history(const nlohmann::ordered_json& h) {
+  std::vector<datamask::step_record> out;
+  for (const auto& s : h) {
+    datamask::step_record step{s.at(0).get<index_t>(), unhexf(s.at(1).get<std::string>()),
+                               unhexf(s.at(2).get<std::string>()), unhexf(s.at(3).get<std::string>()), {}};
+    for (const auto& t : s.at(4)) step.term_means.push_back(unhexf(t.get<std::string>()));
+    out.push_back(std::move(step));
+  }
+  return out;
+}
+
+/// One block's result, every field of it: the report's (datamask/io/report.hpp), then its
+/// doubles exactly, the ids and the per-step history.
+inline nlohmann::ordered_json block_record(const block_result& r) {
+  nlohmann::ordered_json j = datamask::io::detail::block_json(r);
+  auto& x = j["exact"];
+  x["objective"] = hexf(r.objective);
+  x["optimize_seconds"] = hexf(r.optimize_seconds);
+  x["evaluate_seconds"] = hexf(r.evaluate_seconds);
+  if (r.graph.neighbors > 0) x["graph_seconds"] = hexf(r.graph.seconds);
+  x["terms"] = nlohmann::ordered_json::array();
+  for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
+  j["ids"] = r.ids;
+  j["history"] = history_json(r.history);
+  return j;
+}
+
+namespace detail {
+
+/// Refuses (usage_error) a block record whose parts disagree: as many ids as it selected, a
+/// name, weight, scale and raw value per term, and every step's term means one per term (or none:
+/// the continuous learner's steps have none).
+inline void check_block_record(const block_result& r) {
+  const std::string where = "block " + std::to_string(r.block) + ": ";
+  if (static_cast<index_t>(r.ids.size()) != r.selected) {
+    throw usage_error(where + std::to_string(r.ids.size()) + " ids, but it selected " + std::to_string(r.selected));
+  }
+  for (const auto& s : r.history) {
+    if (!s.term_means.empty() && s.term_means.size() != r.terms.size()) {
+      throw usage_error(where + "step " + std::to_string(s.step) + " has " + std::to_string(s.term_means.size()) +
+                        " term means for " + std::to_string(r.terms.size()) + " terms");
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field,
+/// usage_error on a value that is not a number or on parts that disagree (check_block_record).
+inline block_result read_block_record(const nlohmann::ordered_json& j) {
+  block_result r = datamask::io::detail::block_from_json(j);
+  const auto& x = j.at("exact");
+  r.objective = detail::hex_at(x, "objective");
+  r.optimize_seconds = detail::hex_at(x, "optimize_seconds");
+  r.evaluate_seconds = detail::hex_at(x, "evaluate_seconds");
+  r.terms.clear();
+  for (const auto& t : x.at("terms")) {
+    if (t.size() != 4) throw usage_error("block " + std::to_string(r.block) + ": a term without its 4 values");
+    r.terms.push_back(datamask::term_value{t.at(0).get<std::string>(), unhexf(t.at(1).get<std::string>()),
+                                           unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
+  }
+  if (r.graph.neighbors > 0) r.graph.seconds = detail::hex_at(x, "graph_seconds");
+  r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
+  r.history = read_history(j.at("history"));
+  detail::check_block_record(r);
+  return r;
+}
+
+}  // namespace dmselect
