@@ -22,6 +22,7 @@
 
 #include <Eigen/Core>
 
+#include <datamask/continuous.hpp>
 #include <datamask/datamask.hpp>
 #include <datamask/greedy/greedy.hpp>
 
@@ -101,8 +102,9 @@ void finish(benchmark::State& st, double seconds) {
 // ---- selection runs ------------------------------------------------------------------------------
 
 /// One selection: method "learner" (steps E, default options), "learner_small" (steps E,
-/// `small_batch_options`), "naive"/"lazy"/"stochastic" (structured greedy),
-/// "random" (mean f over 64 uniform subsets). Counters: objective, seconds, evaluations.
+/// `small_batch_options`), "continuous" (the continuous learner, `steps` iterations, its
+/// defaults otherwise), "naive"/"lazy"/"stochastic" (structured greedy), "random" (mean f over
+/// 64 uniform subsets). Counters: objective, seconds, evaluations.
 void run_select(benchmark::State& st, obj o, index_t n, index_t d, std::string method,
                 index_t steps, double eps) {
   for (auto _ : st) {
@@ -133,6 +135,20 @@ void run_select(benchmark::State& st, obj o, index_t n, index_t d, std::string m
         seconds = since(t0);
         rows = res.rows;
         st.counters["steps"] = static_cast<double>(steps);
+      } else if (method == "continuous") {
+        if constexpr (dm::relaxable_objective<std::remove_cvref_t<decltype(div)>, float>) {
+          dm::continuous_options co;
+          co.common = learner_options(steps);
+          co.ascent.iterations = steps;
+          const auto t0 = clk::now();
+          const auto res = dm::continuous_learner(co).select(b.problem(), div);
+          seconds = since(t0);
+          rows = res.rows;
+          st.counters["steps"] = static_cast<double>(steps);
+        } else {
+          st.SkipWithError("the continuous learner needs a relaxable objective");
+          return 0;
+        }
       } else {
         dm::greedy_options go;
         go.method = method == "naive" ? dm::greedy_method::naive
@@ -319,6 +335,14 @@ void register_all() {
       reg(pre + "learner/steps:" + std::to_string(e),
           [=](benchmark::State& s) { run_select(s, o, nq, d, "learner", e, 0); });
     }
+    // The continuous learner: pairwise similarity and DiSF (dense facility location has no
+    // relaxation; its sparse form is benchmarked in facility_knn.cpp).
+    if (o != obj::fl) {
+      for (index_t e : full_mode ? std::vector<index_t>{30, 100, 300, 1000} : std::vector<index_t>{30, 100}) {
+        reg(pre + "continuous/steps:" + std::to_string(e),
+            [=](benchmark::State& s) { run_select(s, o, nq, d, "continuous", e, 0); });
+      }
+    }
     const std::vector<index_t> small_sweep =
         full_mode ? (o == obj::pws    ? std::vector<index_t>{1000, 4000, 16000, 64000, 128000}
                      : o == obj::disf ? std::vector<index_t>{1000, 4000, 16000, 64000}
@@ -347,13 +371,21 @@ void register_all() {
       // 2 m k d G), DiSF's learner at 10^6 (about 2 s per step).
       const bool big = full_mode && n >= 100000;
       if (o == obj::fl && big) continue;
-      reg(pre + "stochastic" + sn,
-          [=](benchmark::State& s) { run_select(s, o, n, d, "stochastic", 0, 0.1); });
+      reg(pre + "stochastic" + sn, [=](benchmark::State& s) {
+        run_select(s, o, n, d, "stochastic", 0, dm::greedy_options{}.epsilon);
+      });
       reg(pre + "lazy" + sn, [=](benchmark::State& s) { run_select(s, o, n, d, "lazy", 0, 0); });
       const index_t e = full_mode ? 300 : 30;
       if (!(full_mode && n >= 1000000 && o == obj::disf)) {
         reg(pre + "learner/steps:" + std::to_string(e) + sn,
             [=](benchmark::State& s) { run_select(s, o, n, d, "learner", e, 0); });
+      }
+      // The continuous learner at its default iteration count (DiSF at 10^6, like its policy
+      // gradient, is left to the fronts section of RESULTS.md: n d^2 per iteration).
+      const index_t iters = dm::continuous_settings{}.iterations;
+      if (o != obj::fl && !(full_mode && n >= 1000000 && o == obj::disf)) {
+        reg(pre + "continuous/steps:" + std::to_string(iters) + sn,
+            [=](benchmark::State& s) { run_select(s, o, n, d, "continuous", iters, 0); });
       }
     }
   }
