@@ -67,9 +67,10 @@ dm::options learner_options(index_t steps) {
 }
 
 /// The small-batch learner: an active batch of 256 items whatever n (beta = 256 / n) and the
-/// quality initialisation. Per unit of work, smaller batches gave a higher share of greedy's gain
-/// in this suite (RESULTS.md, section 1), so this is the learner's best measured setting here;
-/// everything else is the default (G = 128, linear lr 10 -> 1, relaxed gradient).
+/// quality initialisation; everything else is the default (G = 128, linear lr 10 -> 1, relaxed
+/// gradient, credit auto). Per unit of work it beats the default batch with rollout credit
+/// (DiSF's under auto), not with per-item credit (pairwise similarity's and facility location's):
+/// RESULTS.md section 1, README "Choosing the active batch".
 dm::options small_batch_options(index_t steps, index_t n) {
   dm::options o = learner_options(steps);
   o.min_active = 256;
