@@ -231,6 +231,23 @@ def _ids(ids: Any, name: str = "ids") -> Optional[np.ndarray]:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def _graph(graph: Any) -> Optional[tuple]:
+    """``graph=(ids, sims)``: int64 neighbour ids and float64 similarities, C-contiguous (the core
+    checks shapes and values)."""
+    if graph is None:
+        return None
+    if not isinstance(graph, (tuple, list)) or len(graph) != 2:
+        raise InvalidInput(f"graph: expected a pair (ids, sims) of n x K arrays, found {type(graph).__name__}")
+    ids, sims = (np.asarray(a) for a in graph)
+    if ids.dtype.kind not in "iu":
+        raise InvalidInput(f"graph ids: expected integer neighbour ids, found dtype '{ids.dtype}'")
+    if ids.dtype.kind == "u" and ids.size and int(ids.max()) > np.iinfo(np.int64).max:
+        raise InvalidInput("graph ids: ids must fit in int64")
+    if sims.dtype.kind not in "fiu":
+        raise InvalidInput(f"graph sims: expected real similarities, found dtype '{sims.dtype}'")
+    return np.ascontiguousarray(ids, dtype=np.int64), np.ascontiguousarray(sims, dtype=np.float64)
+
+
 def _objectives(objective: Union[str, Sequence[str]]) -> list:
     return [objective] if isinstance(objective, str) else list(objective)
 
@@ -247,7 +264,7 @@ def _options(given: Mapping, quality: list) -> dict:
     out = {}
     for k, v in given.items():
         if k not in _TABLE:
-            near = difflib.get_close_matches(k, list(_TABLE) + ["objective", "objective_weights", "quality_weights", "optimizer", "block_size", "neighbors"])
+            near = difflib.get_close_matches(k, list(_TABLE) + ["objective", "objective_weights", "quality_weights", "optimizer", "block_size", "neighbors", "graph"])
             hint = f"; did you mean {near[0]!r}?" if near else "; datamask.options() lists them"
             raise TypeError(f"datamask: unknown option {k!r}{hint}")
         if v is None:
@@ -331,6 +348,7 @@ def select(
     quality_weights: Optional[Sequence[float]] = None,
     block_size: int = _core.default_block_size,
     neighbors: int = 0,
+    graph: Any = None,
     cancel: Any = None,
     **options: Any,
 ) -> Selection:
@@ -362,6 +380,14 @@ def select(
             instead of dense facility location; 0 (default): dense. The graph is exact, or
             clustered (approximate) for blocks above 50,000 items: ``knn_build``,
             ``knn_clusters`` and ``knn_probes`` choose.
+        graph: ``(ids, sims)``, facility location on a kNN graph the caller built (with faiss,
+            say) instead of one built here: two n x K arrays, integer neighbour ids (rows of
+            the corpus, 0 to n - 1, not ``ids``) and real similarities, each row's K neighbours
+            in any order (rows are sorted here; list the item itself, whose similarity is 1
+            under cosine kernels). Needs the corpus in one block (``block_size`` >= n) and a
+            facility term; not with ``neighbors``. Bad graphs (ids out of range or repeated in
+            a row, non-finite similarities, other shapes) raise InvalidInput naming the array
+            and the entry.
         cancel: a :class:`threading.Event` (any object with ``is_set()``); setting it, from any
             thread, stops the run within about a second and raises :class:`Cancelled`. Ctrl-C
             stops only a call on the main thread; a call on another thread stops through this.
@@ -395,6 +421,7 @@ def select(
             optimizer or "auto",
             int(block_size),
             int(neighbors),
+            _graph(graph),
             sink,
             cancel,
         )
@@ -425,6 +452,7 @@ def evaluate(
     objective_weights: Optional[Sequence[float]] = None,
     quality_weights: Optional[Sequence[float]] = None,
     neighbors: int = 0,
+    graph: Any = None,
     **options: Any,
 ) -> Objective:
     """f and its terms on any subset of the corpus (the whole corpus as one block).
@@ -435,6 +463,8 @@ def evaluate(
     several blocks (n > ``block_size``) is scored block by block, each block's f on its own
     items (``Selection.objective`` weighs the blocks' terms by their share of the selection);
     evaluating its ids here scores them as one block of the whole corpus, which gives another f.
+    ``neighbors`` builds the kNN graph of facility location again on every call; ``graph``
+    (as in :func:`select`) scores on a graph the caller keeps.
     """
     shards = _shards(embeddings)
     cols = _columns(quality)
@@ -451,6 +481,7 @@ def evaluate(
         [float(w) for w in objective_weights] if objective_weights is not None else [],
         optimizer or "auto",
         int(neighbors),
+        _graph(graph),
     )
     return _objective(out)
 

@@ -28,7 +28,8 @@ def select(
     optimizer: str,
     block_size: int,
     neighbors: int,
-    on_event: Optional[Callable[[int, int, int, int, int, float], Any]],
+    graph: Optional[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+    on_event: Optional[Callable[[int, int, int, int, int, float, str], Any]],
     cancel: Optional[Any],
 ) -> dict[str, Any]: ...
 def evaluate(
@@ -42,6 +43,7 @@ def evaluate(
     objective_weights: Sequence[float],
     optimizer: str,
     neighbors: int,
+    graph: Optional[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
 ) -> dict[str, Any]: ...
 def demo_corpus(seed: int = 0) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float64]]: ...
 def corpus_view_address(shards: Sequence[npt.NDArray[Any]]) -> int: ...

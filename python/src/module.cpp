@@ -12,6 +12,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +50,9 @@ namespace {
 using shard_array = nb::ndarray<nb::ro, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using column_array = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using ids_array = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+/// graph=(ids, sims) as datamask/__init__.py passes it (any dimensions: the shapes are checked here).
+using graph_arrays = std::pair<nb::ndarray<const std::int64_t, nb::c_contig, nb::device::cpu>,
+                               nb::ndarray<const double, nb::c_contig, nb::device::cpu>>;
 
 /// One embedding shard as the binding sees it: a view of the caller's buffer.
 struct shard {
@@ -419,16 +424,42 @@ nb::dict block_dict(const datamask::block_result& b) {
   return d;
 }
 
+/// graph=(ids, sims): the caller's kNN graph of the corpus's n rows, checked and sorted as
+/// datamask-select's --graph files are (`datamask::make_knn_graph`); null without one.
+std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph_arrays>& g,
+                                                       const std::vector<shard_array>& shards) {
+  if (!g) return nullptr;
+  index_t n = 0;
+  for (const shard_array& a : shards) n += static_cast<index_t>(a.shape(0));
+  const auto shape = [](const auto& a) {
+    std::vector<std::int64_t> out(a.ndim());
+    for (std::size_t i = 0; i < a.ndim(); ++i) out[i] = static_cast<std::int64_t>(a.shape(i));
+    return out;
+  };
+  const std::vector<std::int64_t> si = shape(g->first), ss = shape(g->second);
+  datamask::check_knn_shape("graph ids", si, n);
+  datamask::check_knn_shape("graph sims", ss, n);
+  DATAMASK_EXPECTS(si == ss, "graph sims", "has shape ", ss[0], " x ", ss[1], ", but graph ids has ", si[0], " x ",
+                   si[1], "; the two must match");
+  const auto k = static_cast<index_t>(si[1]);
+  const auto entries = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
+  return std::make_shared<const datamask::knn_graph>(datamask::make_knn_graph(
+      {g->first.data(), entries}, {g->second.data(), entries}, n, k, "graph ids", "graph sims",
+      "given as arrays, K = " + std::to_string(k)));
+}
+
 datamask::block_run_settings run_settings(const nb::dict& options, const std::vector<std::string>& objectives,
                                           const std::vector<double>& objective_weights, const std::string& optimizer,
-                                          index_t neighbors = 0) {
+                                          index_t neighbors, std::shared_ptr<const datamask::knn_graph> graph) {
   datamask::block_run_settings r;
   apply_options(r, options);
   r.weights = datamask::weights_of(objectives, objective_weights);
   DATAMASK_EXPECTS(neighbors >= 0, "neighbors", "must be >= 0 (0: dense facility location), found ", neighbors);
-  DATAMASK_EXPECTS(neighbors == 0 || r.weights.facility > 0.0, "neighbors",
+  DATAMASK_EXPECTS(neighbors == 0 || !graph, "graph", "give neighbors (a graph built here) or graph, not both");
+  DATAMASK_EXPECTS((neighbors == 0 && !graph) || r.weights.facility > 0.0, graph ? "graph" : "neighbors",
                    "sets facility location's kNN graph, but objective has no facility term");
   r.neighbors = neighbors;
+  r.graph = std::move(graph);
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
   const bool chosen_by_auto = r.optimizer == datamask::block_optimizer::automatic;
   r.optimizer = datamask::resolve_optimizer(r);
@@ -454,8 +485,9 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
                 const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                 const nb::dict& options, const std::vector<std::string>& objectives,
                 const std::vector<double>& objective_weights, const std::string& optimizer, index_t block_size,
-                index_t neighbors, nb::object on_event, nb::object cancel) {
-  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer, neighbors);
+                index_t neighbors, const std::optional<graph_arrays>& graph, nb::object on_event, nb::object cancel) {
+  const datamask::block_run_settings r =
+      run_settings(options, objectives, objective_weights, optimizer, neighbors, given_graph(graph, shards));
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -469,6 +501,9 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     (void)dmfront::use_block_device(std::nullopt);  // under CUDA: a device is present, else a clear error
     plan = datamask::plan_corpus(k.n, r.run, block_size, [&](index_t row) { return k.id(row); },
                                  std::span<const std::vector<double>>(k.quality), k.weights);
+    DATAMASK_EXPECTS(!r.graph || plan.blocks.size() == 1, "graph", "its rows are the corpus rows, so it needs the "
+                     "corpus in one block; the ", k.n, " items form ", plan.blocks.size(),
+                     " blocks (set block_size to at least ", k.n, ")");
     index_t planned = 0;
     for (index_t c : plan.counts) planned += c == 0 ? 0 : cont ? r.ascent.iterations : learns ? r.run.steps : c;
     side.plan(planned, cont ? "iteration" : learns ? "step" : "pick");
@@ -529,8 +564,10 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
 nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
                   const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                   const ids_array& subset, const nb::dict& options, const std::vector<std::string>& objectives,
-                  const std::vector<double>& objective_weights, const std::string& optimizer, index_t neighbors) {
-  const datamask::block_run_settings r = run_settings(options, objectives, objective_weights, optimizer, neighbors);
+                  const std::vector<double>& objective_weights, const std::string& optimizer, index_t neighbors,
+                  const std::optional<graph_arrays>& graph) {
+  const datamask::block_run_settings r =
+      run_settings(options, objectives, objective_weights, optimizer, neighbors, given_graph(graph, shards));
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
   datamask::block_result res;
   {
@@ -590,10 +627,10 @@ NB_MODULE(_core, m) {
   m.attr("default_block_size") = datamask::default_block_size;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,
-        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "neighbors"_a, "on_event"_a.none(),
+        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "neighbors"_a, "graph"_a.none(), "on_event"_a.none(),
         "cancel"_a.none());
   m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "corpus_ids"_a.none(), "ids"_a,
-        "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a, "neighbors"_a);
+        "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a, "neighbors"_a, "graph"_a.none());
   m.def("demo_corpus", &demo_corpus, "seed"_a = 0, "The corpus of datamask-select --demo: (embeddings, quality).");
   m.def(
       "corpus_view_address",

@@ -85,6 +85,21 @@ INF = X.astype(np.float16)
 INF[7, 2] = np.inf
 QNAN = Q.copy()
 QNAN[5] = np.nan
+# A kNN graph of X (any rows will do for the checks): each row 0..3 shifted by the row number.
+G_IDS = (np.arange(100)[:, None] + np.arange(4)[None, :]) % 100
+G_SIMS = np.tile(np.array([1.0, 0.5, 0.25, 0.125]), (100, 1))
+
+
+def bad_graph(ids=None, sims=None):
+    """The graph above with one entry replaced: ids or sims = (row, column, value)."""
+    g_ids, g_sims = G_IDS.copy(), G_SIMS.copy()
+    for array, change in ((g_ids, ids), (g_sims, sims)):
+        if change is not None:
+            array[change[0], change[1]] = change[2]
+    return g_ids, g_sims
+
+
+FAC = dict(objective="facility")
 
 # (arguments, keywords, what the message must say)
 BAD = {
@@ -114,6 +129,26 @@ BAD = {
                             "optimizer: continuous: dense facility location has no relaxation"),
     "neighbors without facility": ((X, Q), dict(neighbors=4), "neighbors: sets facility location's kNN graph"),
     "negative neighbors": ((X, Q), dict(objective="facility", neighbors=-1), "neighbors: must be >= 0"),
+    "graph id out of range": ((X, Q), dict(FAC, graph=bad_graph(ids=(7, 1, 100))),
+                              "graph ids: row 7, column 1 holds id 100, outside [0, 100)"),
+    "graph negative id": ((X, Q), dict(FAC, graph=bad_graph(ids=(3, 2, -1))), "graph ids: row 3, column 2 holds id -1"),
+    "graph repeated id": ((X, Q), dict(FAC, graph=bad_graph(ids=(4, 2, 4))), "graph ids: row 4 lists id 4 twice"),
+    "graph NaN": ((X, Q), dict(FAC, graph=bad_graph(sims=(9, 0, np.nan))), "graph sims: row 9, column 0 is NaN"),
+    "graph infinite": ((X, Q), dict(FAC, graph=bad_graph(sims=(9, 3, -np.inf))), "graph sims: row 9, column 3 is infinite"),
+    "graph beyond float": ((X, Q), dict(FAC, graph=bad_graph(sims=(2, 0, 1e300))),
+                           "graph sims: row 2, column 0 is 1e+300, beyond the float range"),
+    "graph rows": ((X, Q), dict(FAC, graph=(G_IDS[:99], G_SIMS[:99])), "graph ids: has 99 rows, expected 100"),
+    "graph shapes differ": ((X, Q), dict(FAC, graph=(G_IDS, G_SIMS[:, :3])),
+                            "graph sims: has shape 100 x 3, but graph ids has 100 x 4; the two must match"),
+    "graph 1-D": ((X, Q), dict(FAC, graph=(G_IDS.ravel(), G_SIMS.ravel())), "graph ids: expected a 2-D array (n x K), found 1 dimension"),
+    "graph no columns": ((X, Q), dict(FAC, graph=(G_IDS[:, :0], G_SIMS[:, :0])), "graph ids: has 0 columns"),
+    "graph float ids": ((X, Q), dict(FAC, graph=(G_IDS.astype(float), G_SIMS)), "graph ids: expected integer neighbour ids"),
+    "graph text sims": ((X, Q), dict(FAC, graph=(G_IDS, G_SIMS.astype(str))), "graph sims: expected real similarities"),
+    "graph not a pair": ((X, Q), dict(FAC, graph=G_IDS), "graph: expected a pair (ids, sims)"),
+    "graph and neighbors": ((X, Q), dict(FAC, graph=(G_IDS, G_SIMS), neighbors=4), "graph: give neighbors"),
+    "graph without facility": ((X, Q), dict(graph=(G_IDS, G_SIMS)), "graph: sets facility location's kNN graph"),
+    "graph over blocks": ((X, Q), dict(FAC, graph=(G_IDS, G_SIMS), block_size=60),
+                          "graph: its rows are the corpus rows, so it needs the corpus in one block; the 100 items form"),
     "continuous option with pg": ((X, Q), dict(optimizer="pg", step_size=0.1), "step_size: sets the continuous learner"),
     "pg option with continuous": ((X, Q), dict(steps=10), "steps: sets the policy-gradient learner"),
     "pg option with a greedy": ((X, Q), dict(optimizer="lazy", rollouts=8),

@@ -146,6 +146,49 @@ def test_evaluate_gives_a_knn_selections_objective():
     assert dense.total != ev.total
 
 
+def cosine_graph(x, k):
+    """Each row's k most similar rows under cosine in double (itself first), ties to the smaller row."""
+    u = x.astype(np.float64)
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    sims = u @ u.T
+    order = np.lexsort((np.broadcast_to(np.arange(len(u)), sims.shape), -sims), axis=1)[:, :k]
+    return order.astype(np.int64), np.take_along_axis(sims, order, axis=1)
+
+
+def sparse_facility(ids, sims, rows):
+    """Facility location on the graph: the mean over items of the best selected neighbour (0: none)."""
+    chosen = np.zeros(len(ids), dtype=bool)
+    chosen[rows] = True
+    hit = chosen[ids]
+    return float(np.where(hit, sims.astype(np.float32).astype(np.float64), 0.0).max(axis=1, initial=0.0).mean())
+
+
+def test_a_given_graph_is_the_one_optimised_and_scored():
+    # graph=(ids, sims): the caller's graph, its rows in any order; the reported term is facility
+    # location on exactly that graph, and evaluate scores a subset on it without building one.
+    x, q, ids = corpus(n=600)
+    g_ids, g_sims = cosine_graph(x, 8)
+    kw = dict(objective="facility", lam=0.0, ratio=0.1, seed=1, iterations=30)
+    sel = datamask.select(x, q, ids=ids, graph=(g_ids, g_sims), **kw)
+    (block,) = sel.blocks
+    assert block["graph"]["neighbors"] == 8 and block["graph"]["source"] == "given as arrays, K = 8"
+    row_of = {v: i for i, v in enumerate(ids)}
+    rows = np.array([row_of[v] for v in sel.ids])
+    (term,) = [t for t in sel.objective.terms if t.name == "facility_knn"]
+    assert term.raw == pytest.approx(sparse_facility(g_ids, g_sims, rows), rel=1e-6)
+    # Rows reversed and in float32: sorted again, the same graph, the same selection.
+    again = datamask.select(x, q, ids=ids, graph=(g_ids[:, ::-1], g_sims[:, ::-1].astype(np.float32)), **kw)
+    np.testing.assert_array_equal(again.ids, sel.ids)
+    ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, graph=(g_ids, g_sims), **kw)
+    assert ev.total == pytest.approx(sel.objective.total, rel=1e-12)
+    other = datamask.evaluate(x, q, ids[:60], corpus_ids=ids, graph=(g_ids, g_sims), **kw)
+    (other_term,) = [t for t in other.terms if t.name == "facility_knn"]
+    assert other_term.raw == pytest.approx(sparse_facility(g_ids, g_sims, np.arange(60)), rel=1e-6)
+    # The library's own exact graph of the same K selects the same items.
+    built = datamask.select(x, q, ids=ids, neighbors=8, **kw)
+    np.testing.assert_array_equal(built.ids, sel.ids)
+
+
 def test_evaluate_scores_a_several_block_selection_as_one_block():
     # As the README says: not the selection's own f, which is combined over its blocks.
     x, q, ids = corpus(n=2000)

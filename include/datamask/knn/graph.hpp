@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -309,9 +310,65 @@ template <class T>
   return {prefix + ".ids.npy", prefix + ".sims.npy"};
 }
 
+/// @brief Checks the shape of one of a graph's two arrays for a block of n items: 2-D, n rows,
+/// K >= 1 columns. `name` names the array in the error (a file's path, or an argument).
+/// @throws invalid_input naming `name` and what is wrong
+inline void check_knn_shape(const std::string& name, std::span<const std::int64_t> shape, index_t n) {
+  DATAMASK_EXPECTS(shape.size() == 2, name, "expected a 2-D array (n x K), found ", shape.size(), " dimension",
+                   shape.size() == 1 ? "" : "s");
+  DATAMASK_EXPECTS(shape[0] == n, name, "has ", shape[0], " rows, expected ", n, " (one per item of the block)");
+  DATAMASK_EXPECTS(shape[1] >= 1, name, "has 0 columns; expected K >= 1 neighbours per item");
+}
+
+/// @brief A graph from the rows a pipeline made (n x K neighbour ids and similarities,
+/// row-major, each shape checked by `check_knn_shape`): checks the values and sorts each row by
+/// similarity descending, ties to the smaller id. Rows should list the item itself (see the file
+/// comment); nothing requires it. `ids_name` and `sims_name` name the two arrays in errors.
+/// @throws invalid_input naming the array and the entry: an id outside [0, n) or repeated in a
+/// row, a non-finite similarity or one beyond the float range
+[[nodiscard]] inline knn_graph make_knn_graph(std::span<const std::int64_t> ids, std::span<const double> sims,
+                                              index_t n, index_t k, const std::string& ids_name,
+                                              const std::string& sims_name, std::string source) {
+  const auto entries = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
+  if (ids.size() != entries || sims.size() != entries) {
+    throw std::logic_error("make_knn_graph: the arrays do not hold n x K entries");  // shapes are checked first
+  }
+  knn_graph g;
+  g.n = n;
+  g.k = k;
+  g.ids.resize(entries);
+  g.sims.resize(entries);
+  std::vector<std::pair<double, index_t>> row(static_cast<std::size_t>(k));
+  std::vector<char> listed(static_cast<std::size_t>(n), 0);  // the ids of the current row: O(K) per row
+  for (index_t v = 0; v < n; ++v) {
+    for (index_t r = 0; r < k; ++r) {
+      const auto at = static_cast<std::size_t>(v * k + r);
+      DATAMASK_EXPECTS(ids[at] >= 0 && ids[at] < n, ids_name, "row ", v, ", column ", r, " holds id ", ids[at],
+                       ", outside [0, ", n, ")");
+      DATAMASK_EXPECTS(std::isfinite(sims[at]), sims_name, "row ", v, ", column ", r, " is ",
+                       std::isnan(sims[at]) ? "NaN" : "infinite", "; every similarity must be finite");
+      DATAMASK_EXPECTS(std::isfinite(static_cast<float>(sims[at])), sims_name, "row ", v, ", column ", r, " is ",
+                       sims[at], ", beyond the float range the graph stores");
+      row[static_cast<std::size_t>(r)] = {static_cast<double>(static_cast<float>(sims[at])),
+                                          static_cast<index_t>(ids[at])};
+    }
+    std::sort(row.begin(), row.end(), detail::knn::better{});
+    for (index_t r = 0; r < k; ++r) {
+      const auto at = static_cast<std::size_t>(v * k + r);
+      g.ids[at] = row[static_cast<std::size_t>(r)].second;
+      g.sims[at] = static_cast<float>(row[static_cast<std::size_t>(r)].first);
+      char& seen = listed[static_cast<std::size_t>(g.ids[at])];
+      DATAMASK_EXPECTS(!seen, ids_name, "row ", v, " lists id ", g.ids[at], " twice; neighbours must be distinct");
+      seen = 1;
+    }
+    for (index_t r = 0; r < k; ++r) listed[static_cast<std::size_t>(g.ids[static_cast<std::size_t>(v * k + r)])] = 0;
+  }
+  g.source = std::move(source);
+  return g;
+}
+
 /// @brief Reads a graph a pipeline wrote (see `knn_graph_files`) for a block of n items, checks
-/// it, and sorts each row by similarity descending, ties to the smaller id. Rows should list
-/// the item itself (see the file comment); nothing requires it.
+/// it and sorts its rows (`make_knn_graph`).
 /// @throws invalid_input naming the file and the problem: not a .npy file, a wrong dtype, not
 /// 2-D, rows other than n, shapes that differ, an id outside [0, n) or repeated in a row, a
 /// non-finite similarity or one beyond the float range
@@ -319,49 +376,13 @@ template <class T>
   const auto [ids_path, sims_path] = knn_graph_files(prefix);
   const io::npy_file fi(ids_path);
   const io::npy_file fs(sims_path);
-  for (const io::npy_file* f : {&fi, &fs}) {
-    const auto& sh = f->header().shape;
-    DATAMASK_EXPECTS(sh.size() == 2, f->path(), "expected a 2-D array (n x K), found ", sh.size(), " dimension",
-                     sh.size() == 1 ? "" : "s");
-    DATAMASK_EXPECTS(sh[0] == n, f->path(), "has ", sh[0], " rows, expected ", n, " (one per item of the block)");
-    DATAMASK_EXPECTS(sh[1] >= 1, f->path(), "has 0 columns; expected K >= 1 neighbours per item");
-  }
+  for (const io::npy_file* f : {&fi, &fs}) check_knn_shape(f->path(), f->header().shape, n);
   DATAMASK_EXPECTS(fi.header().shape == fs.header().shape, fs.path(), "has shape ", fs.rows(), " x ", fs.cols(),
                    ", but ", fi.path(), " has ", fi.rows(), " x ", fi.cols(), "; the two must match");
-  knn_graph g;
-  g.n = n;
-  g.k = fi.cols();
   const std::vector<std::int64_t> ids = fi.read_int64();
   const std::vector<double> sims = fs.read_doubles();
-  g.ids.resize(ids.size());
-  g.sims.resize(sims.size());
-  std::vector<std::pair<double, index_t>> row(static_cast<std::size_t>(g.k));
-  std::vector<char> listed(static_cast<std::size_t>(n), 0);  // the ids of the current row: O(K) per row
-  for (index_t v = 0; v < n; ++v) {
-    for (index_t r = 0; r < g.k; ++r) {
-      const auto at = static_cast<std::size_t>(v * g.k + r);
-      DATAMASK_EXPECTS(ids[at] >= 0 && ids[at] < n, fi.path(), "row ", v, ", column ", r, " holds id ", ids[at],
-                       ", outside [0, ", n, ")");
-      DATAMASK_EXPECTS(std::isfinite(sims[at]), fs.path(), "row ", v, ", column ", r, " is ",
-                       std::isnan(sims[at]) ? "NaN" : "infinite", "; every similarity must be finite");
-      DATAMASK_EXPECTS(std::isfinite(static_cast<float>(sims[at])), fs.path(), "row ", v, ", column ", r, " is ",
-                       sims[at], ", beyond the float range the graph stores");
-      row[static_cast<std::size_t>(r)] = {static_cast<double>(static_cast<float>(sims[at])),
-                                          static_cast<index_t>(ids[at])};
-    }
-    std::sort(row.begin(), row.end(), detail::knn::better{});
-    for (index_t r = 0; r < g.k; ++r) {
-      const auto at = static_cast<std::size_t>(v * g.k + r);
-      g.ids[at] = row[static_cast<std::size_t>(r)].second;
-      g.sims[at] = static_cast<float>(row[static_cast<std::size_t>(r)].first);
-      char& seen = listed[static_cast<std::size_t>(g.ids[at])];
-      DATAMASK_EXPECTS(!seen, fi.path(), "row ", v, " lists id ", g.ids[at], " twice; neighbours must be distinct");
-      seen = 1;
-    }
-    for (index_t r = 0; r < g.k; ++r) listed[static_cast<std::size_t>(g.ids[static_cast<std::size_t>(v * g.k + r)])] = 0;
-  }
-  g.source = detail::concat("loaded from ", ids_path, " and ", sims_path, ", K = ", g.k);
-  return g;
+  return make_knn_graph(ids, sims, n, fi.cols(), fi.path(), fs.path(),
+                        detail::concat("loaded from ", ids_path, " and ", sims_path, ", K = ", fi.cols()));
 }
 
 }  // namespace datamask
