@@ -443,6 +443,7 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
                    si[1], "; the two must match");
   const auto k = static_cast<index_t>(si[1]);
   const auto entries = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
+  nb::gil_scoped_release nogil;  // O(n K log K): other Python threads (one setting `cancel`) run meanwhile
   return std::make_shared<const datamask::knn_graph>(datamask::make_knn_graph(
       {g->first.data(), entries}, {g->second.data(), entries}, n, k, "graph ids", "graph sims",
       "given as arrays, K = " + std::to_string(k)));

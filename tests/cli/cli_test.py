@@ -567,8 +567,21 @@ def test_resume():
     # A damaged record of a finished block, or another block's, is refused, naming the file.
     done0, done1 = (os.path.join(ck, f"block-{b}.done") for b in (0, 1))
     record = open(done1).read()
+
+    def changed(change):
+        doc = json.loads(record)
+        change(doc)
+        return json.dumps(doc)
+
+    def fewer(doc):  # consistent in itself, not with the plan's quota
+        doc["ids"].pop()
+        doc["selected"] -= 1
+
     for text, word in [(record[: len(record) // 2], "block-1.done: damaged block record"),
-                       (open(done0).read(), "block-1.done: the record of block 0")]:
+                       (open(done0).read(), "block-1.done: the record of block 0"),
+                       (changed(fewer), "block-1.done: damaged block record (%d items selecting" % json.loads(record)["items"]),
+                       (changed(lambda d: d["history"][0].__setitem__(0, 0)), "history's step 1 is numbered 0"),
+                       (changed(lambda d: d["history"].pop()), "steps in its history, but it ran")]:
         with open(done1, "w") as f:
             f.write(text)
         p = run(base + ["--checkpoint", ck, "--resume"], expect=2)
@@ -845,10 +858,23 @@ def test_continuous_interrupt():
     snap1 = os.path.join(ck, "block-1.snapshot")
     snap = open(snap1, "rb").read()
     step = int(snap.split(b"\nstep ")[1].split(b"\n")[0])
-    with open(snap1, "wb") as f:  # a history cut short: refused, naming the file
-        f.write(snap.replace(b"\nhistory [", b"\nhistory [[1,", 1))
-    p = run(base + ckpt + ["--resume"], expect=2)
-    assert "block-1.snapshot: truncated or damaged snapshot" in p.stderr, p.stderr
+    head, rest = snap.split(b"\nhistory ", 1)
+    history, tail = rest.split(b"\n", 1)
+
+    def with_history(change):
+        h = json.loads(history)
+        change(h)
+        return head + b"\nhistory " + json.dumps(h).encode() + b"\n" + tail
+
+    # Refused, naming the file: broken JSON, a value that is not a number, a history shorter than
+    # the step reached (valid JSON: the resume would run on with a wrong log).
+    for damaged in [snap.replace(b"\nhistory [", b"\nhistory [[1,", 1),
+                    with_history(lambda h: h[-1].__setitem__(2, "zz")),
+                    with_history(lambda h: h.pop())]:
+        with open(snap1, "wb") as f:
+            f.write(damaged)
+        p = run(base + ckpt + ["--resume"], expect=2)
+        assert "block-1.snapshot: truncated or damaged snapshot" in p.stderr, p.stderr
     with open(snap1, "wb") as f:
         f.write(snap)
     # Without --quiet: the progress counts only the iterations run, those of blocks 1 (after

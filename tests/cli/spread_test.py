@@ -252,6 +252,12 @@ def test_merge_refusals():
         (damaged("term.json", lambda d: d["blocks"][0]["history"][0][4].pop()), "term.json: damaged part"),
         (damaged("version.json", lambda d: d.update(version="0.0.0-other")), "0.0.0-other"),
         (damaged("backend.json", lambda d: d["configuration"].update(backend="other")), "ran on the other backend"),
+        (damaged("backend5.json", lambda d: d["configuration"].update(backend=5)),
+         "backend5.json: damaged part: its configuration names no backend"),
+        (damaged("noconf.json", lambda d: d.update(configuration=None)), "noconf.json: damaged part"),
+        (damaged("step0.json", lambda d: d["blocks"][0]["history"][0].__setitem__(0, 0)),
+         "step0.json: damaged part: the history's step 1 is numbered 0"),
+        (damaged("short.json", lambda d: d["blocks"][0]["history"].pop()), "short.json: damaged part"),
     ]
     for parts, word in cases:
         p = run([PROG, "merge", "--out", path("m.npy")] + parts, expect=2)

@@ -63,12 +63,18 @@ inline nlohmann::ordered_json history_json(const std::vector<datamask::step_reco
 }
 
 /// Reads history_json back. Throws nlohmann's exceptions on a missing or mistyped field,
-/// usage_error on a value that is not a number.
+/// usage_error on a value that is not a number or on steps other than 1, 2, ... in order (a
+/// history holds every step or iteration run).
 inline std::vector<datamask::step_record> read_history(const nlohmann::ordered_json& h) {
+  if (!h.is_array()) throw usage_error("the history is not a list of steps");
   std::vector<datamask::step_record> out;
   for (const auto& s : h) {
     datamask::step_record step{s.at(0).get<index_t>(), unhexf(s.at(1).get<std::string>()),
                                unhexf(s.at(2).get<std::string>()), unhexf(s.at(3).get<std::string>()), {}};
+    const auto expected = static_cast<index_t>(out.size()) + 1;
+    if (step.step != expected) {
+      throw usage_error("the history's step " + std::to_string(expected) + " is numbered " + std::to_string(step.step));
+    }
     for (const auto& t : s.at(4)) step.term_means.push_back(unhexf(t.get<std::string>()));
     out.push_back(std::move(step));
   }
@@ -94,12 +100,16 @@ inline nlohmann::ordered_json block_record(const block_result& r) {
 namespace detail {
 
 /// Refuses (usage_error) a block record whose parts disagree: as many ids as it selected, a
-/// name, weight, scale and raw value per term, and every step's term means one per term (or none:
-/// the continuous learner's steps have none).
+/// record per step run (or none: a greedy's block), a name, weight, scale and raw value per term,
+/// and every step's term means one per term (or none: the continuous learner's steps have none).
 inline void check_block_record(const block_result& r) {
   const std::string where = "block " + std::to_string(r.block) + ": ";
   if (static_cast<index_t>(r.ids.size()) != r.selected) {
     throw usage_error(where + std::to_string(r.ids.size()) + " ids, but it selected " + std::to_string(r.selected));
+  }
+  if (!r.history.empty() && static_cast<index_t>(r.history.size()) != r.steps_run) {
+    throw usage_error(where + std::to_string(r.history.size()) + " steps in its history, but it ran " +
+                      std::to_string(r.steps_run));
   }
   for (const auto& s : r.history) {
     if (!s.term_means.empty() && s.term_means.size() != r.terms.size()) {

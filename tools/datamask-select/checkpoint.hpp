@@ -165,7 +165,10 @@ class checkpoint_dir {
       history = read_history(nlohmann::ordered_json::parse(history_line));
     } catch (const nlohmann::json::exception&) {
       throw damaged();
+    } catch (const usage_error&) {  // a value that is not a number, steps out of order
+      throw damaged();
     }
+    if (static_cast<index_t>(history.size()) != step) throw damaged();  // one record per step done
     if (values > all.size() / sizeof(double)) throw damaged();
     const std::size_t bytes = values * sizeof(double);
     const std::size_t from = at + 6;  // after "state\n"
@@ -203,7 +206,9 @@ class checkpoint_dir {
     std::remove(path(r.block, "snapshot").c_str());
   }
 
-  [[nodiscard]] block_result load_block(index_t b) const {
+  /// A finished block's record, which must be that of block b with its `items` rows and
+  /// `selected` picks (the plan's).
+  [[nodiscard]] block_result load_block(index_t b, index_t items, index_t selected) const {
     const std::string file = path(b, "done");
     std::ifstream in(file);
     if (!in) throw usage_error("--resume: " + file + " is missing");
@@ -217,6 +222,11 @@ class checkpoint_dir {
       throw usage_error("--resume: " + file + ": damaged block record (" + e.what() + ")");
     }
     if (r.block != b) throw usage_error("--resume: " + file + ": the record of block " + std::to_string(r.block));
+    if (r.items != items || r.selected != selected) {
+      throw usage_error("--resume: " + file + ": damaged block record (" + std::to_string(r.items) + " items selecting " +
+                        std::to_string(r.selected) + ", but the block has " + std::to_string(items) + " selecting " +
+                        std::to_string(selected) + ")");
+    }
     r.from_checkpoint = true;
     return r;
   }

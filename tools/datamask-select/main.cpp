@@ -199,7 +199,7 @@ std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::ve
     const auto b = static_cast<std::size_t>(block);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     if (ctx.ckpt.done(b)) {
-      results.push_back(ctx.ckpt.load_block(block));
+      results.push_back(ctx.ckpt.load_block(block, static_cast<index_t>(blocks[b].size()), counts[b]));
       continue;
     }
     try {

@@ -88,6 +88,9 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
     h.dims = j.at("input").at("dims").get<index_t>();
     h.canonical = j.at("canonical").get<std::string>();
     h.configuration = j.at("configuration");
+    if (!h.configuration.is_object() || !h.configuration.contains("backend") || !h.configuration["backend"].is_string()) {
+      throw usage_error(source + ": damaged part: its configuration names no backend");
+    }
     h.blocks = j.at("blocks_total").get<index_t>();
     h.selected = j.at("selected").get<index_t>();
     if (!j.at("prune_threshold").is_null()) h.prune_threshold = unhexf(j.at("prune_threshold").get<std::string>());
