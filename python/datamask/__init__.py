@@ -238,14 +238,18 @@ def _graph(graph: Any) -> Optional[tuple]:
         return None
     if not isinstance(graph, (tuple, list)) or len(graph) != 2:
         raise InvalidInput(f"graph: expected a pair (ids, sims) of n x K arrays, found {type(graph).__name__}")
-    ids, sims = (np.asarray(a) for a in graph)
+    try:
+        ids, sims = (np.asarray(a) for a in graph)
+    except ValueError as e:  # ragged nested lists
+        raise InvalidInput(f"graph: not a pair of n x K arrays ({e})") from None
     if ids.dtype.kind not in "iu":
         raise InvalidInput(f"graph ids: expected integer neighbour ids, found dtype '{ids.dtype}'")
     if ids.dtype.kind == "u" and ids.size and int(ids.max()) > np.iinfo(np.int64).max:
         raise InvalidInput("graph ids: ids must fit in int64")
     if sims.dtype.kind not in "fiu":
         raise InvalidInput(f"graph sims: expected real similarities, found dtype '{sims.dtype}'")
-    return np.ascontiguousarray(ids, dtype=np.int64), np.ascontiguousarray(sims, dtype=np.float64)
+    # np.require keeps a 0-d array 0-d (ascontiguousarray makes it 1-d), so the core names its shape.
+    return np.require(ids, np.int64, "C"), np.require(sims, np.float64, "C")
 
 
 def _objectives(objective: Union[str, Sequence[str]]) -> list:

@@ -144,6 +144,8 @@ BAD = {
     "graph no columns": ((X, Q), dict(FAC, graph=(G_IDS[:, :0], G_SIMS[:, :0])), "graph ids: has 0 columns"),
     "graph float ids": ((X, Q), dict(FAC, graph=(G_IDS.astype(float), G_SIMS)), "graph ids: expected integer neighbour ids"),
     "graph text sims": ((X, Q), dict(FAC, graph=(G_IDS, G_SIMS.astype(str))), "graph sims: expected real similarities"),
+    "graph 0-d": ((X, Q), dict(FAC, graph=(np.int64(3), np.float64(1.0))), "graph ids: expected a 2-D array (n x K), found 0 dimensions"),
+    "graph ragged": ((X, Q), dict(FAC, graph=([[0, 1], [1]], [[1.0, 0.5], [1.0]])), "graph: not a pair of n x K arrays"),
     "graph not a pair": ((X, Q), dict(FAC, graph=G_IDS), "graph: expected a pair (ids, sims)"),
     "graph and neighbors": ((X, Q), dict(FAC, graph=(G_IDS, G_SIMS), neighbors=4), "graph: give neighbors"),
     "graph without facility": ((X, Q), dict(graph=(G_IDS, G_SIMS)), "graph: sets facility location's kNN graph"),
