@@ -283,8 +283,13 @@ def test_formats():
     s1 = npy_f32(path("shards/part-1.npy"), rows[250:])
     run(["--embeddings", s0, "--embeddings", s1, "--out", path("b.npy")] + base)
     assert read_npy_ids(path("b.npy")) == a
+    write(path("shards/notes.txt"), b"not a shard")  # a directory contributes its .npy files only
     run(["--embeddings", path("shards"), "--out", path("c.npy")] + base)
     assert read_npy_ids(path("c.npy")) == a
+    os.mkdir(path("no-shards"))
+    write(path("no-shards/notes.txt"), b"not a shard")
+    expect_bad(["--embeddings", path("no-shards")] + base,
+               ["no-shards", "directory holds no .npy files"])
     # .npy format version 2 header.
     npy_f32(path("emb_v2.npy"), rows, version=2)
     run(["--embeddings", path("emb_v2.npy"), "--out", path("v2.npy")] + base)

@@ -235,6 +235,10 @@ def test_merge_refusals():
         (three[:2] + [other_opts[2]], "--lambda"),        # other options, named
         ([path("nothing.json")], "cannot read"),
     ]
+    os.mkdir(path("no-parts"))
+    with open(path("no-parts/notes.json"), "w") as f:  # a folder contributes its part-*.json only
+        f.write("{}")
+    cases.append(([path("no-parts")], "no-parts: holds no part-*.json file"))
     with open(path("junk.json"), "w") as f:
         f.write("{\"format\": \"something else\"}")
     cases.append(([path("junk.json")], "not a datamask-select part"))

@@ -27,6 +27,7 @@
 #include <datamask/synthetic.hpp>
 
 #include "args.hpp"
+#include "paths.hpp"
 
 namespace dmselect {
 
@@ -88,25 +89,9 @@ inline bool ends_with(const std::string& s, std::string_view suffix) {
 /// The embedding shards, in order: each file as given; a directory contributes its *.npy files
 /// in name order.
 inline std::vector<std::string> embedding_files(const std::vector<std::string>& inputs) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  for (const auto& e : inputs) {
-    std::error_code ec;
-    if (!fs::is_directory(e, ec)) {
-      files.push_back(e);
-      continue;
-    }
-    std::vector<std::string> in_dir;
-    for (const auto& entry : fs::directory_iterator(e)) {
-      if (entry.is_regular_file() && ends_with(entry.path().string(), ".npy")) {
-        in_dir.push_back(entry.path().string());
-      }
-    }
-    std::sort(in_dir.begin(), in_dir.end());
-    if (in_dir.empty()) throw invalid_input(e, "directory holds no .npy files");
-    files.insert(files.end(), in_dir.begin(), in_dir.end());
-  }
-  return files;
+  return listed_files(
+      inputs, [](const std::filesystem::path& p) { return ends_with(p.string(), ".npy"); },
+      [](const std::string& dir) { throw invalid_input(dir, "directory holds no .npy files"); });
 }
 
 /// Opens one embedding shard and checks its header (2-D, float32 or float16, non-empty, the same

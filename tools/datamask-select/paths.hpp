@@ -7,6 +7,7 @@
 // into (--checkpoint, --parts) hold one. Paths are compared
 // resolved: `./a`, `a`, `dir/../a` and symbolic links to one file are the same file.
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -19,6 +20,30 @@
 namespace dmselect {
 
 namespace detail {
+
+/// Input files as a command line names them, in order: each file as given; a folder contributes
+/// the files in it that `wanted(path)` accepts, in name order, and `empty(folder)` throws when
+/// there are none (embedding shards: *.npy; merge's parts: part-*.json).
+template <class Wanted, class Empty>
+std::vector<std::string> listed_files(const std::vector<std::string>& inputs, Wanted wanted, Empty empty) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& a : inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(a, ec)) {
+      files.push_back(a);
+      continue;
+    }
+    std::vector<std::string> in_dir;
+    for (const auto& e : fs::directory_iterator(a)) {
+      if (e.is_regular_file() && wanted(e.path())) in_dir.push_back(e.path().string());
+    }
+    std::sort(in_dir.begin(), in_dir.end());
+    if (in_dir.empty()) empty(a);
+    files.insert(files.end(), in_dir.begin(), in_dir.end());
+  }
+  return files;
+}
 
 /// The resolved form of a path (symbolic links followed as far as the path exists).
 inline std::filesystem::path resolved(const std::string& p) {

@@ -186,24 +186,12 @@ namespace detail {
 /// The part files named on merge's command line: each file as given, a folder's part-*.json in
 /// name order.
 inline std::vector<std::string> part_list(const std::vector<std::string>& args) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  for (const auto& a : args) {
-    std::error_code ec;
-    if (!fs::is_directory(a, ec)) {
-      out.push_back(a);
-      continue;
-    }
-    std::vector<std::string> in_dir;
-    for (const auto& e : fs::directory_iterator(a)) {
-      const std::string name = e.path().filename().string();
-      if (e.is_regular_file() && name.rfind("part-", 0) == 0 && e.path().extension() == ".json") in_dir.push_back(e.path().string());
-    }
-    std::sort(in_dir.begin(), in_dir.end());
-    if (in_dir.empty()) throw usage_error(a + ": holds no part-*.json file");
-    out.insert(out.end(), in_dir.begin(), in_dir.end());
-  }
-  return out;
+  return listed_files(
+      args,
+      [](const std::filesystem::path& p) {
+        return p.filename().string().rfind("part-", 0) == 0 && p.extension() == ".json";
+      },
+      [](const std::string& dir) { throw usage_error(dir + ": holds no part-*.json file"); });
 }
 
 }  // namespace detail
