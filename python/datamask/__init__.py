@@ -226,9 +226,14 @@ def _ids(ids: Any, name: str = "ids") -> Optional[np.ndarray]:
         raise InvalidInput(f"{name}: must be a 1-D array (one id per row)")
     if a.size and a.dtype.kind not in "iu":
         raise InvalidInput(f"{name}: expected integer ids, found dtype '{a.dtype}'")
+    return np.ascontiguousarray(_fits_int64(a, name), dtype=np.int64)
+
+
+def _fits_int64(a: np.ndarray, name: str) -> np.ndarray:
+    """``a``, refused when it holds unsigned values beyond int64 (a cast would wrap them)."""
     if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
         raise InvalidInput(f"{name}: ids must fit in int64")
-    return np.ascontiguousarray(a, dtype=np.int64)
+    return a
 
 
 def _graph(graph: Any) -> Optional[tuple]:
@@ -244,8 +249,7 @@ def _graph(graph: Any) -> Optional[tuple]:
         raise InvalidInput(f"graph: not a pair of n x K arrays ({e})") from None
     if ids.dtype.kind not in "iu":
         raise InvalidInput(f"graph ids: expected integer neighbour ids, found dtype '{ids.dtype}'")
-    if ids.dtype.kind == "u" and ids.size and int(ids.max()) > np.iinfo(np.int64).max:
-        raise InvalidInput("graph ids: ids must fit in int64")
+    _fits_int64(ids, "graph ids")
     if sims.dtype.kind not in "fiu":
         raise InvalidInput(f"graph sims: expected real similarities, found dtype '{sims.dtype}'")
     # np.require keeps a 0-d array 0-d (ascontiguousarray makes it 1-d), so the core names its shape.

@@ -436,12 +436,7 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
     for (std::size_t i = 0; i < a.ndim(); ++i) out[i] = static_cast<std::int64_t>(a.shape(i));
     return out;
   };
-  const std::vector<std::int64_t> si = shape(g->first), ss = shape(g->second);
-  datamask::check_knn_shape("graph ids", si, n);
-  datamask::check_knn_shape("graph sims", ss, n);
-  DATAMASK_EXPECTS(si == ss, "graph sims", "has shape ", ss[0], " x ", ss[1], ", but graph ids has ", si[0], " x ",
-                   si[1], "; the two must match");
-  const auto k = static_cast<index_t>(si[1]);
+  const index_t k = datamask::check_knn_shapes("graph ids", shape(g->first), "graph sims", shape(g->second), n);
   const auto entries = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
   nb::gil_scoped_release nogil;  // O(n K log K): other Python threads (one setting `cancel`) run meanwhile
   return std::make_shared<const datamask::knn_graph>(datamask::make_knn_graph(
@@ -487,8 +482,11 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
                 const nb::dict& options, const std::vector<std::string>& objectives,
                 const std::vector<double>& objective_weights, const std::string& optimizer, index_t block_size,
                 index_t neighbors, const std::optional<graph_arrays>& graph, nb::object on_event, nb::object cancel) {
+  const auto t_graph = std::chrono::steady_clock::now();
+  auto given = given_graph(graph, shards);
+  const double graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
   const datamask::block_run_settings r =
-      run_settings(options, objectives, objective_weights, optimizer, neighbors, given_graph(graph, shards));
+      run_settings(options, objectives, objective_weights, optimizer, neighbors, std::move(given));
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -531,6 +529,9 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     }
   }
   side.rethrow();  // KeyboardInterrupt or the callable's exception
+  if (r.graph) {  // checked once, before the (one) block, as datamask-select's --graph is loaded
+    for (auto& b : results) b.graph.seconds = graph_seconds;
+  }
   std::vector<std::int64_t> selected;
   for (const auto& b : results) selected.insert(selected.end(), b.ids.begin(), b.ids.end());
   if (static_cast<index_t>(selected.size()) != plan.total) {

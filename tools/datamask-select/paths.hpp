@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// datamask-select: the checks on output paths, run before any work. Each output must be
+// datamask-select: the input files a command line names (`listed_files`), and the checks on
+// output paths, run before any work. Each output must be
 // writable, no two outputs may be one file (the second would silently replace the first), and
 // no output may be an input (it would replace the data the run reads), nor a folder written
 // into (--checkpoint, --parts) hold one. Paths are compared

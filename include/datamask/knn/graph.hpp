@@ -310,18 +310,25 @@ template <class T>
   return {prefix + ".ids.npy", prefix + ".sims.npy"};
 }
 
-/// @brief Checks the shape of one of a graph's two arrays for a block of n items: 2-D, n rows,
-/// K >= 1 columns. `name` names the array in the error (a file's path, or an argument).
-/// @throws invalid_input naming `name` and what is wrong
-inline void check_knn_shape(const std::string& name, std::span<const std::int64_t> shape, index_t n) {
-  DATAMASK_EXPECTS(shape.size() == 2, name, "expected a 2-D array (n x K), found ", shape.size(), " dimension",
-                   shape.size() == 1 ? "" : "s");
-  DATAMASK_EXPECTS(shape[0] == n, name, "has ", shape[0], " rows, expected ", n, " (one per item of the block)");
-  DATAMASK_EXPECTS(shape[1] >= 1, name, "has 0 columns; expected K >= 1 neighbours per item");
+/// @brief Checks the shapes of a graph's two arrays for a block of n items: each 2-D with n rows
+/// and K >= 1 columns, the same K. The names name the arrays in errors (files' paths, or
+/// arguments). Returns K.
+/// @throws invalid_input naming the array and what is wrong
+inline index_t check_knn_shapes(const std::string& ids_name, std::span<const std::int64_t> ids_shape,
+                                const std::string& sims_name, std::span<const std::int64_t> sims_shape, index_t n) {
+  for (const auto& [name, shape] : {std::pair{&ids_name, ids_shape}, std::pair{&sims_name, sims_shape}}) {
+    DATAMASK_EXPECTS(shape.size() == 2, *name, "expected a 2-D array (n x K), found ", shape.size(), " dimension",
+                     shape.size() == 1 ? "" : "s");
+    DATAMASK_EXPECTS(shape[0] == n, *name, "has ", shape[0], " rows, expected ", n, " (one per item of the block)");
+    DATAMASK_EXPECTS(shape[1] >= 1, *name, "has 0 columns; expected K >= 1 neighbours per item");
+  }
+  DATAMASK_EXPECTS(sims_shape[1] == ids_shape[1], sims_name, "has shape ", sims_shape[0], " x ", sims_shape[1],
+                   ", but ", ids_name, " has ", ids_shape[0], " x ", ids_shape[1], "; the two must match");
+  return static_cast<index_t>(ids_shape[1]);
 }
 
 /// @brief A graph from the rows a pipeline made (n x K neighbour ids and similarities,
-/// row-major, each shape checked by `check_knn_shape`): checks the values and sorts each row by
+/// row-major, their shapes checked by `check_knn_shapes`): checks the values and sorts each row by
 /// similarity descending, ties to the smaller id. Rows should list the item itself (see the file
 /// comment); nothing requires it. `ids_name` and `sims_name` name the two arrays in errors.
 /// @throws invalid_input naming the array and the entry: an id outside [0, n) or repeated in a
@@ -376,13 +383,11 @@ inline void check_knn_shape(const std::string& name, std::span<const std::int64_
   const auto [ids_path, sims_path] = knn_graph_files(prefix);
   const io::npy_file fi(ids_path);
   const io::npy_file fs(sims_path);
-  for (const io::npy_file* f : {&fi, &fs}) check_knn_shape(f->path(), f->header().shape, n);
-  DATAMASK_EXPECTS(fi.header().shape == fs.header().shape, fs.path(), "has shape ", fs.rows(), " x ", fs.cols(),
-                   ", but ", fi.path(), " has ", fi.rows(), " x ", fi.cols(), "; the two must match");
+  const index_t k = check_knn_shapes(fi.path(), fi.header().shape, fs.path(), fs.header().shape, n);
   const std::vector<std::int64_t> ids = fi.read_int64();
   const std::vector<double> sims = fs.read_doubles();
-  return make_knn_graph(ids, sims, n, fi.cols(), fi.path(), fs.path(),
-                        detail::concat("loaded from ", ids_path, " and ", sims_path, ", K = ", fi.cols()));
+  return make_knn_graph(ids, sims, n, k, fi.path(), fs.path(),
+                        detail::concat("loaded from ", ids_path, " and ", sims_path, ", K = ", k));
 }
 
 }  // namespace datamask
