@@ -111,6 +111,9 @@ struct block_run_settings {
   /// recall), or `graph` (its rows the block's rows) when given; 0 and null: dense.
   index_t neighbors = 0;
   std::shared_ptr<const knn_graph> graph;
+  /// The terms of f as calibrated once for a corpus of several blocks (`calibrate_sample` on
+  /// `calibration_rows`): every block divides by their scales. Empty: each block's own scaling.
+  std::vector<term_value> calibration;
   [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
 };
 
@@ -241,6 +244,95 @@ template <class IdOf>
   return plan;
 }
 
+/// @brief The most rows a corpus's calibration sample holds (`calibration_rows`): up to a
+/// corpus of about 1.3 million items at the default active fraction (0.05) the sample is
+/// exactly the first active batch the corpus would have as one block.
+inline constexpr index_t max_calibration_rows = index_t{1} << 16;
+
+/// @brief The rows a run over a corpus calibrates f's scales on, once for every block, and the
+/// size of the calibration subsets drawn from them.
+struct calibration_sample {
+  std::vector<index_t> rows;  ///< corpus rows, ascending; empty: nothing to calibrate for the corpus
+  index_t subset = 0;         ///< k, the size of each calibration subset
+};
+
+/// @brief The calibration sample of a corpus (`term_scaling::calibrated` over several blocks):
+/// the first active batch the corpus would have as one block (block 0's key, step 1: the m kept
+/// rows with the smallest draws, ties to the smaller id; m and k = round(m S / kept) as
+/// `phases::batch_sizes` gives them, m at most `max_calibration_rows`). A one-block run's learner
+/// draws exactly these rows and subsets itself, so its f and that of the same corpus in several
+/// blocks are one function: f compares across block sizes, shards and ranks. Empty (each block
+/// scales f itself) for one block, other scalings, lambda = 1, every kept row selected, or a kNN
+/// graph (built per block, so the corpus has none to calibrate on).
+/// @param id_of callable `id_t(index_t row)`; @param quality the corpus's columns; @param weights theirs
+template <class IdOf>
+[[nodiscard]] calibration_sample calibration_rows(const corpus_plan& plan, const block_run_settings& s, IdOf&& id_of,
+                                                  std::span<const std::vector<double>> quality,
+                                                  std::span<const double> weights) {
+  calibration_sample c;
+  if (plan.blocks.size() <= 1 || s.run.scaling != term_scaling::calibrated || s.run.lambda >= 1.0 || s.knn()) {
+    return c;
+  }
+  index_t n = 0;
+  for (const auto& b : plan.blocks) n += static_cast<index_t>(b.size());
+  std::vector<double> combined;
+  if (plan.prune_threshold) {
+    const std::vector<std::span<const double>> columns(quality.begin(), quality.end());
+    combined = combined_quality(columns, weights);
+  }
+  // The m smallest (draw, id) of the kept rows, in a bounded max-heap: O(m) memory for any n.
+  const rng::philox_key key = rng::block_key(s.run.seed, 0);
+  struct drawn {
+    double u;
+    id_t id;
+    index_t row;
+    bool operator<(const drawn& o) const { return u != o.u ? u < o.u : id < o.id; }
+  };
+  std::vector<drawn> heap;
+  index_t kept = 0;
+  const index_t cap = max_calibration_rows;  // m is at most this: the heap holds every candidate
+  for (index_t r = 0; r < n; ++r) {
+    if (plan.prune_threshold && !(combined[static_cast<std::size_t>(r)] >= *plan.prune_threshold)) continue;
+    ++kept;
+    const id_t id = id_of(r);
+    const drawn d{rng::uniform01(key, id, 1u, rng::stream_active_batch), id, r};
+    if (static_cast<index_t>(heap.size()) < cap) {
+      heap.push_back(d);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (d < heap.front()) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = d;
+      std::push_heap(heap.begin(), heap.end());
+    }
+  }
+  if (kept <= plan.total) return c;  // every kept row is selected: nothing is learned
+  const phases::batch_size z = phases::batch_sizes(kept, plan.total, s.run, max_calibration_rows);
+  std::sort(heap.begin(), heap.end());
+  heap.resize(static_cast<std::size_t>(z.active));
+  for (const auto& d : heap) c.rows.push_back(d.row);
+  std::sort(c.rows.begin(), c.rows.end());
+  c.subset = z.rollout;
+  return c;
+}
+
+/// @brief f's terms calibrated on a corpus's calibration sample (`calibration_rows`), gathered
+/// as a problem in row order: as the learner of a one-block run calibrates them on its first
+/// active batch (`learner::calibrate` with the whole sample active and subsets of `subset`).
+/// Set the result as `block_run_settings::calibration` for every block.
+/// @tparam Backend the backend the blocks run on (it scores the calibration subsets)
+template <backend Backend = eigen_backend>
+[[nodiscard]] std::vector<term_value> calibrate_sample(const problem<float>& sample, index_t subset,
+                                                       const block_run_settings& s) {
+  options o;
+  static_cast<settings&>(o) = s.run;
+  o.count = subset;
+  o.prune = 0.0;  // the sample holds kept rows only
+  o.active_fraction = 1.0;
+  o.block = 0;
+  o.evaluate_selection = false;
+  return learner<Backend>(o).calibrate(sample, make_mix(s.weights, s.learn));
+}
+
 /// @brief A block's error as a run over several blocks reports it: "block b: " before the
 /// problem, the input named as before.
 [[nodiscard]] inline invalid_input in_block(const invalid_input& e, index_t b) {
@@ -287,15 +379,20 @@ struct block_hooks {
 
 /// @brief The learner's options for block `b`: the run's settings, S_b, and the corpus-level
 /// prune threshold in place of the per-block quantile.
-[[nodiscard]] inline options block_options(const settings& run, index_t b, index_t s_b,
+/// With a corpus calibration (`block_run_settings::calibration`), its scales, fixed.
+[[nodiscard]] inline options block_options(const block_run_settings& s, index_t b, index_t s_b,
                                            std::optional<double> threshold) {
   options o;
-  static_cast<settings&>(o) = run;
+  static_cast<settings&>(o) = s.run;
   o.count = s_b;
   o.prune = 0.0;  // the corpus-level threshold replaces the per-block quantile
   o.prune_threshold = threshold;
   o.block = static_cast<std::uint64_t>(b);
   o.evaluate_selection = false;  // evaluated by evaluate_block, timed on its own
+  if (!s.calibration.empty()) {
+    o.scaling = term_scaling::fixed;
+    o.scales = scales_of(s.calibration);
+  }
   return o;
 }
 
@@ -344,6 +441,12 @@ inline block_graph graph_record(const standard_mix& m, double seconds) {
   return block_graph{g.k, g.source, seconds, g.bytes()};
 }
 
+/// Under a corpus calibration, the block's terms (scaled by its fixed scales) carry its
+/// `constant` marks.
+inline void corpus_marks(const block_run_settings& s, std::vector<term_value>& terms) {
+  for (std::size_t t = 0; t < s.calibration.size() && t < terms.size(); ++t) terms[t].constant = s.calibration[t].constant;
+}
+
 /// The stop hook, latched: once it has said stop, the block stays stopped, so a hook that says
 /// so only once still ends the block instead of leaving a partial selection behind.
 class stop_latch {
@@ -356,22 +459,22 @@ class stop_latch {
   bool hit_ = false;
 };
 
-/// Copies what a learner returned into the block's result; returns the rows selected.
-inline std::vector<index_t> take(selection_result&& res, block_result& r, std::vector<double>& scales) {
+/// Copies what a learner returned into the block's result and its terms (their scales) into
+/// `terms`; returns the rows selected.
+inline std::vector<index_t> take(selection_result&& res, block_result& r, std::vector<term_value>& terms) {
   r.ids = std::move(res.ids);
   r.kept = res.kept;
   r.steps_run = res.steps_run;
   r.zero_variance_steps = res.zero_variance_steps;
   r.nonfinite_steps = res.nonfinite_steps;
-  scales.clear();
-  for (const auto& t : res.terms) scales.push_back(t.scale);
+  terms = std::move(res.terms);
   return std::move(res.rows);
 }
 
 /// The policy-gradient learner on `Backend`, resumed from the hook's state when it has one.
 template <backend Backend>
 std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_settings& s, const standard_mix& m,
-                           const block_hooks& h, stop_latch& stop, block_result& r, std::vector<double>& scales) {
+                           const block_hooks& h, stop_latch& stop, block_result& r, std::vector<term_value>& terms) {
   if (h.resume) {
     index_t step = 0;
     std::vector<double> logits;
@@ -393,7 +496,7 @@ std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_
   const learner<Backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
   auto res = L.select(p, m);
   if (res.stopped_early || stop()) throw run_stopped();
-  return take(std::move(res), r, scales);
+  return take(std::move(res), r, terms);
 }
 
 /// The continuous learner on `Backend`, resumed from the hook's state when it has one. Its mix holds only the
@@ -402,7 +505,7 @@ std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_
 template <backend Backend>
 std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
                             const standard_mix& sm, const block_hooks& h, stop_latch& stop, block_result& r,
-                            std::vector<double>& scales) {
+                            std::vector<term_value>& terms) {
   continuous_options co;
   static_cast<settings&>(co.common) = static_cast<const settings&>(o);
   co.common.snapshot_every = h.snapshot_every;
@@ -431,13 +534,13 @@ std::vector<index_t> ascend(const problem<float>& p, const options& o, const blo
   const basic_continuous_learner<Backend> L(std::move(co));
   auto res = L.select(p, m);
   if (stop()) throw run_stopped();
-  return take(std::move(res), r, scales);
+  return take(std::move(res), r, terms);
 }
 
 /// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend).
 inline std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
                                    const standard_mix& m, const block_hooks& h, stop_latch& stop,
-                                   block_result& r, std::vector<double>& scales) {
+                                   block_result& r, std::vector<term_value>& terms) {
   greedy_options g;
   g.method = which == block_optimizer::greedy ? greedy_method::naive
              : which == block_optimizer::lazy ? greedy_method::lazy
@@ -445,7 +548,7 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   g.epsilon = o.epsilon;
   g.stop = [&] { return stop(); };
   g.on_pick = h.on_pick;
-  std::vector<index_t> rows = greedy_select_block(p, m, o, g, scales, r.kept);
+  std::vector<index_t> rows = greedy_select_block(p, m, o, g, terms, r.kept);
   if (stop()) throw run_stopped();
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
   return rows;
@@ -477,24 +580,25 @@ template <backend Backend = eigen_backend>
   if (s_b == 0) return r;
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::automatic, "optimizer",
                    "auto must be resolved before a block runs (resolve_optimizer)");
-  options o = block_options(s.run, b, s_b, threshold);
+  options o = block_options(s, b, s_b, threshold);
   const auto t_graph = std::chrono::steady_clock::now();
   const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
   if (s.knn()) r.graph = detail::blocks::graph_record(m, s.graph ? 0.0 : detail::blocks::seconds_since(t_graph));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<index_t> rows;
-  std::vector<double> scales;
+  std::vector<term_value> terms;  // f's terms as the optimizer scaled them
   detail::blocks::stop_latch stop(h);
   if (s.optimizer == block_optimizer::pg) {
-    rows = detail::blocks::learn<Backend>(p, o, s, m, h, stop, r, scales);
+    rows = detail::blocks::learn<Backend>(p, o, s, m, h, stop, r, terms);
   } else if (s.optimizer == block_optimizer::continuous) {
-    rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, scales);
+    rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, terms);
   } else {
-    rows = detail::blocks::greedy(p, o, s.optimizer, m, h, stop, r, scales);
+    rows = detail::blocks::greedy(p, o, s.optimizer, m, h, stop, r, terms);
   }
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  evaluate_block(p, m, o, scales, rows, r);
+  detail::blocks::corpus_marks(s, terms);
+  evaluate_block(p, m, o, terms, rows, r);
   r.evaluate_seconds = detail::blocks::seconds_since(t1);
   return r;
 }
@@ -521,12 +625,12 @@ template <backend Backend = eigen_backend>
   r.items = p.embeddings.rows;
   r.selected = static_cast<index_t>(rows.size());
   DATAMASK_EXPECTS(!rows.empty(), "rows", "the subset is empty; f needs at least one item");
-  const options o = block_options(s.run, b, r.selected, threshold);
+  const options o = block_options(s, b, r.selected, threshold);
   const standard_mix m = detail::blocks::block_mix(p, s, {});  // select_block's f: the kNN term when s.knn()
-  std::vector<double> scales;
-  for (const auto& t : learner<Backend>(o).calibrate(p, m)) scales.push_back(t.scale);
+  std::vector<term_value> terms = learner<Backend>(o).calibrate(p, m);
+  detail::blocks::corpus_marks(s, terms);
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
-  evaluate_block(p, m, o, scales, rows, r);
+  evaluate_block(p, m, o, terms, rows, r);
   return r;
 }
 

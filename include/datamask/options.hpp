@@ -56,12 +56,18 @@ enum class credit_mode {
 };
 /// @brief How the terms of f are put on comparable scales (method.md section 1.1).
 enum class term_scaling {
-  calibrated,  ///< divide each term by its std over random subsets, fixed for the run
+  calibrated,  ///< divide each term by its std over random subsets, fixed for the run; over a
+               ///< corpus of several blocks, once for the corpus (`calibration_rows`)
   raw,         ///< no scaling
   group,       ///< z-score each term within each step's rollouts: f is then not a fixed function
-  fixed        ///< divide each term by the caller's `settings::scales`: one f for every block,
+  fixed,       ///< divide each term by the caller's `settings::scales`: one f for every block,
                ///< seed and batch size (calibrated scales depend on all three)
+  calibrated_per_block  ///< as calibrated, but each block of a corpus calibrates its own
 };
+/// @brief Whether a learner calibrates the scales itself (on its block's first active batch).
+constexpr bool calibrates(term_scaling s) {
+  return s == term_scaling::calibrated || s == term_scaling::calibrated_per_block;
+}
 /// @brief The quality term: mean or sum of the combined scores over the subset.
 enum class quality_aggregate { mean, sum };
 /// @brief Initial logits.
@@ -88,11 +94,12 @@ struct enum_traits<credit_mode> {
 };
 template <>
 struct enum_traits<term_scaling> {
-  static constexpr std::array<enum_choice<term_scaling>, 4> choices{
+  static constexpr std::array<enum_choice<term_scaling>, 5> choices{
       {{"calibrated", term_scaling::calibrated},
        {"raw", term_scaling::raw},
        {"group", term_scaling::group},
-       {"fixed", term_scaling::fixed}}};
+       {"fixed", term_scaling::fixed},
+       {"calibrated-per-block", term_scaling::calibrated_per_block}}};
 };
 template <>
 struct enum_traits<quality_aggregate> {
@@ -249,7 +256,17 @@ struct term_value {
   double weight = 0.0;
   double scale = 1.0;
   double raw = 0.0;
+  /// Calibration found the term constant on its subsets (std within `constant_term_tolerance`
+  /// of its magnitude: rounding noise), so its scale is 1 rather than that noise's std.
+  bool constant = false;
 };
+
+/// @brief A calibrated term whose std over the calibration subsets is at most this fraction of
+/// its largest magnitude on them is constant up to rounding: dividing by that std would blow
+/// the term's rounding noise up to decide the selection (method.md 1.1's guard, "if a std is 0,
+/// use 1", with a relative tolerance). Float rounding of a term's value is about 1e-7 of its
+/// magnitude; a term that truly varies does so by far more.
+inline constexpr double constant_term_tolerance = 1e-6;
 
 /// @brief One row of the per-step history.
 struct step_record {

@@ -127,17 +127,21 @@ struct batch_size {
   index_t active = 0;
   index_t rollout = 0;
 };
-inline batch_size batch_sizes(const block_plan& blk, const settings& s) {
-  const index_t kept = blk.kept_count();
+/// `max_active` caps m (the rollout size follows m).
+inline batch_size batch_sizes(index_t kept, index_t selected, const settings& s,
+                              index_t max_active = std::numeric_limits<index_t>::max()) {
   batch_size z;
-  z.active = std::min(kept, std::max<index_t>(
-                                std::llround(s.active_fraction * static_cast<double>(kept)),
-                                s.min_active));
+  z.active = std::min({kept, max_active,
+                       std::max<index_t>(std::llround(s.active_fraction * static_cast<double>(kept)),
+                                         s.min_active)});
   z.rollout = std::clamp<index_t>(
-      std::llround(static_cast<double>(z.active) * static_cast<double>(blk.selected) /
+      std::llround(static_cast<double>(z.active) * static_cast<double>(selected) /
                    static_cast<double>(kept)),
       1, z.active);
   return z;
+}
+inline batch_size batch_sizes(const block_plan& blk, const settings& s) {
+  return batch_sizes(blk.kept_count(), blk.selected, s);
 }
 
 /// @brief One logit per row: the `init` logits, or the resumed ones (`r.initial_logits`) on
@@ -391,12 +395,13 @@ const typename B::template vector<index_t>& step_reference(const B& b, const dev
 
 /// @brief Under calibrated scaling, sets each term's scale to its std over
 /// `s.calibration_subsets` uniform subsets of k rows of the first active batch, scored against
-/// the first step's reference set (`step_reference`) (1 when the std is 0 or not finite). Other
+/// the first step's reference set (`step_reference`); 1, with the term marked `constant`, when
+/// the std is not finite or within `constant_term_tolerance` of the term's magnitude. Other
 /// scalings keep their scales. Does not depend on the logits.
 template <backend B, class T, class Mix>
 void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
                       detail::term_plan& plan, const settings& s, index_t m, index_t k) {
-  if (s.scaling != term_scaling::calibrated) return;
+  if (!calibrates(s.scaling)) return;
   using ivec = typename B::template vector<index_t>;
   const rng::philox_key key = rng::block_key(s.seed, s.block);
   ivec active;
@@ -411,9 +416,13 @@ void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
   std::vector<double> vals;
   score(b, dev, mix, plan, s.quality, subsets, c, k, reference, vals);
   for (std::size_t t = 0; t < plan.terms.size(); ++t) {
-    const double sd =
-        mean_std(std::span<const double>(vals.data() + t * c, static_cast<std::size_t>(c))).second;
-    plan.terms[t].scale = (std::isfinite(sd) && sd > 0.0) ? sd : 1.0;
+    const std::span<const double> v(vals.data() + t * c, static_cast<std::size_t>(c));
+    const double sd = mean_std(v).second;
+    double magnitude = 0.0;
+    for (double x : v) magnitude = std::max(magnitude, std::abs(x));
+    const bool constant = !(std::isfinite(sd) && sd > constant_term_tolerance * magnitude);
+    plan.terms[t].scale = constant ? 1.0 : sd;
+    plan.terms[t].constant = constant;
   }
 }
 

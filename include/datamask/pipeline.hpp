@@ -300,9 +300,18 @@ struct block_result {
     }
     out[t].raw = raw;
     out[t].scale = (raw != 0.0 && scaled != 0.0) ? raw / scaled : scale_mean;
+    out[t].constant = std::any_of(blocks.begin(), blocks.end(),
+                                  [t](const block_result& b) { return b.selected > 0 && b.terms[t].constant; });
     total += out[t].weight * scaled;
   }
   return out;
+}
+
+/// @brief The scales of terms, in order.
+[[nodiscard]] inline std::vector<double> scales_of(std::span<const term_value> terms) {
+  std::vector<double> scales;
+  for (const auto& t : terms) scales.push_back(t.scale);
+  return scales;
 }
 
 /// @brief Runs a greedy baseline on one block, on the f a policy-gradient run would optimise
@@ -310,18 +319,16 @@ struct block_result {
 /// With a prune threshold the candidates are the rows the prune keeps (`kept_rows`).
 /// @param o the learner's options for this block (count = S_b, scaling, seed, block, threads)
 /// @param g the greedy method and its settings; its seed is derived from `o.seed` and `o.block`
-/// @param[out] scales the scales of f, in term order
+/// @param[out] terms the terms of f, in order, with their scales (`learner::calibrate`)
 /// @param[out] kept the number of candidate rows
 /// @return the rows picked, in order
 /// @throws invalid_input ("prune") when the prune keeps fewer rows than S_b
 template <class Mix>
 [[nodiscard]] std::vector<index_t> greedy_select_block(const problem<float>& p, const Mix& mix, const options& o,
-                                                greedy_options g, std::vector<double>& scales, index_t& kept) {
-  const learner<> calibrating(o);
-  scales.clear();
-  for (const auto& t : calibrating.calibrate(p, mix)) scales.push_back(t.scale);
+                                                greedy_options g, std::vector<term_value>& terms, index_t& kept) {
+  terms = learner<>(o).calibrate(p, mix);
   objective_function<float, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
-  f.set_scales(scales);
+  f.set_scales(scales_of(terms));
   g.seed = o.seed ^ (o.block * 0x9E3779B97F4A7C15ull);  // one stream per block
   g.threads = o.threads;
   kept = p.embeddings.rows;
@@ -335,15 +342,19 @@ template <class Mix>
 }
 
 /// @brief Evaluates a block's selection with the library's f (whole block as V): fills the
-/// result's terms (raw, scale, weight) and objective.
+/// result's terms (raw, and the scale, weight and `constant` mark of `calibrated`) and objective.
+/// @param calibrated the terms of f as the optimizer scaled them, in order
 template <class Mix>
-void evaluate_block(const problem<float>& p, const Mix& mix, const options& o, std::span<const double> scales,
+void evaluate_block(const problem<float>& p, const Mix& mix, const options& o, std::span<const term_value> calibrated,
                     std::span<const index_t> rows, block_result& r) {
   objective_function<float, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
-  f.set_scales(scales);
+  f.set_scales(scales_of(calibrated));
   const std::vector<double> raw = f.raw(rows);
   r.terms = f.terms();
-  for (std::size_t t = 0; t < raw.size(); ++t) r.terms[t].raw = raw[t];
+  for (std::size_t t = 0; t < raw.size(); ++t) {
+    r.terms[t].raw = raw[t];
+    r.terms[t].constant = calibrated[t].constant;
+  }
   r.objective = f.combine(raw);
 }
 

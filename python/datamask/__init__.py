@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -104,6 +105,8 @@ class Term:
     raw: float
     scale: float
     weight: float
+    #: calibration found the term constant up to rounding, so its scale is 1, not that noise
+    constant: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,7 @@ class ProgressEvent:
 def _objective(d: Mapping) -> Objective:
     return Objective(
         total=d["objective"],
-        terms=tuple(Term(t["name"], t["raw"], t["scale"], t["weight"]) for t in d["terms"]),
+        terms=tuple(Term(t["name"], t["raw"], t["scale"], t["weight"], t["constant"]) for t in d["terms"]),
     )
 
 
@@ -436,9 +439,17 @@ def select(
     finally:
         if sink is not None:
             sink.close()
+    objective = _objective(out)
+    for t in objective.terms:
+        if t.constant:  # as datamask-select warns
+            warnings.warn(
+                f"the {t.name} term is constant on the calibration subsets (rounding noise); "
+                "its scale is 1, not that noise",
+                stacklevel=2,
+            )
     return Selection(
         ids=out["ids"],
-        objective=_objective(out),
+        objective=objective,
         history=out["history"],
         seconds=out["seconds"],
         blocks=out["blocks"],

@@ -362,6 +362,7 @@ nb::list terms_list(const std::vector<datamask::term_value>& terms) {
     d["raw"] = t.raw;
     d["scale"] = t.scale;
     d["weight"] = t.weight;
+    d["constant"] = t.constant;
     out.append(d);
   }
   return out;
@@ -485,7 +486,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   const auto t_graph = std::chrono::steady_clock::now();
   auto given = given_graph(graph, shards);
   const double graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
-  const datamask::block_run_settings r =
+  datamask::block_run_settings r =
       run_settings(options, objectives, objective_weights, optimizer, neighbors, std::move(given));
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
@@ -503,6 +504,12 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     DATAMASK_EXPECTS(!r.graph || plan.blocks.size() == 1, "graph", "its rows are the corpus rows, so it needs the "
                      "corpus in one block; the ", k.n, " items form ", plan.blocks.size(),
                      " blocks (set block_size to at least ", k.n, ")");
+    // f calibrated once for a corpus of several blocks, as datamask-select does.
+    const auto sample = datamask::calibration_rows(plan, r, [&](index_t row) { return k.id(row); },
+                                                   std::span<const std::vector<double>>(k.quality), k.weights);
+    if (!sample.rows.empty()) {
+      r.calibration = dmfront::calibrate_sample(k.block(sample.rows, false, r.run.threads).view(), sample.subset, r);
+    }
     index_t planned = 0;
     for (index_t c : plan.counts) planned += c == 0 ? 0 : cont ? r.ascent.iterations : learns ? r.run.steps : c;
     side.plan(planned, cont ? "iteration" : learns ? "step" : "pick");

@@ -273,3 +273,29 @@ def test_bad_input_messages_are_the_programs(tmp_path, case):
     with pytest.raises(datamask.InvalidInput) as e:
         datamask.select(x, q, ids=ids, **kw)
     assert str(e.value).split(": ", 1)[1] == program_problem
+
+
+def block_scales(sel):
+    return [[t["scale"] for t in b["terms"]] for b in sel.blocks if b["selected"] > 0]
+
+
+def test_a_corpus_in_blocks_is_calibrated_once():
+    # One f for a corpus: every block divides by the scales the corpus in one block has.
+    x, q, ids = corpus(n=3000)
+    kw = dict(ids=ids, ratio=0.1, objective=["pairwise", "disf"], iterations=20)
+    one = block_scales(datamask.select(x, q, block_size=3000, **kw))
+    assert len(one) == 1
+    blocks = block_scales(datamask.select(x, q, block_size=1000, **kw))
+    assert len(blocks) == 3 and all(s == one[0] for s in blocks)
+    own = block_scales(datamask.select(x, q, block_size=1000, scaling="calibrated-per-block", **kw))
+    assert all(s != one[0] for s in own)
+
+
+def test_a_constant_term_is_marked_and_scaled_by_one():
+    # DiSF of two rows is the same for every pair: its calibrated std is rounding noise.
+    x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
+    with pytest.warns(UserWarning, match="disf term is constant"):
+        sel = datamask.select(x, np.array([0.468, 0.558, 0.3]), count=2, objective="disf")
+    disf = next(t for t in sel.objective.terms if t.name == "disf")
+    assert disf.constant and disf.scale == 1.0
+    assert sorted(sel.ids.tolist()) == [0, 1]

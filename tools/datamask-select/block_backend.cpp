@@ -44,6 +44,11 @@ datamask::block_result select_block(const datamask::problem<float>& p, datamask:
   return datamask::select_block<backend_type>(p, b, s_b, threshold, s, h);
 }
 
+std::vector<datamask::term_value> calibrate_sample(const datamask::problem<float>& sample, datamask::index_t subset,
+                                                   const datamask::block_run_settings& s) {
+  return datamask::calibrate_sample<backend_type>(sample, subset, s);
+}
+
 datamask::block_result evaluate_rows(const datamask::problem<float>& p, datamask::index_t b,
                                      std::span<const datamask::index_t> rows, std::optional<double> threshold,
                                      const datamask::block_run_settings& s) {

@@ -30,6 +30,10 @@ namespace dmfront {
                                                   const datamask::block_run_settings& s,
                                                   const datamask::block_hooks& h = {});
 
+/// `datamask::calibrate_sample` on this build's backend.
+[[nodiscard]] std::vector<datamask::term_value> calibrate_sample(const datamask::problem<float>& sample,
+                                                                 datamask::index_t subset,
+                                                                 const datamask::block_run_settings& s);
 /// `datamask::evaluate_rows` on this build's backend (its calibration: that of `select_block`).
 [[nodiscard]] datamask::block_result evaluate_rows(const datamask::problem<float>& p, datamask::index_t b,
                                                    std::span<const datamask::index_t> rows,

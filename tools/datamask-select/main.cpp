@@ -119,6 +119,7 @@ class progress {
 
 struct run_context {
   const config& cfg;
+  const datamask::block_run_settings& settings;  // every block's, its corpus calibration included
   const corpus& data;
   std::optional<double> prune_threshold;
   checkpoint_dir& ckpt;
@@ -139,6 +140,22 @@ datamask::block_run_settings block_settings(const config& c, const knn_run& knn)
   s.neighbors = c.neighbors;
   s.graph = knn.loaded;
   return s;
+}
+
+/// The corpus's calibration (datamask::calibration_rows) into `s`, when the run calibrates f
+/// once for its blocks; says so unless quiet. Every process of a spread run computes the same.
+void calibrate_corpus(const config& c, const corpus& k, const datamask::corpus_plan& plan,
+                      datamask::block_run_settings& s) {
+  const auto sample = datamask::calibration_rows(plan, s, [&](index_t r) { return k.id(r); },
+                                                 std::span<const std::vector<double>>(k.quality), k.quality_weights);
+  if (sample.rows.empty()) return;
+  const auto data = datamask::gather_block(
+      sample.rows, k.d, {}, [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.run.threads); },
+      std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
+  s.calibration = dmfront::calibrate_sample(data.view(), sample.subset, s);
+  if (c.quiet) return;
+  std::fprintf(stderr, "scales: calibrated once for the %zu blocks on %zu rows drawn from the corpus (subsets of %lld)\n",
+               plan.blocks.size(), sample.rows.size(), static_cast<long long>(sample.subset));
 }
 
 /// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
@@ -181,7 +198,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
   block_result r;
   try {
-    r = dmfront::select_block(data.view(), b, s_b, ctx.prune_threshold, block_settings(c, ctx.knn), block_hooks(ctx, b));
+    r = dmfront::select_block(data.view(), b, s_b, ctx.prune_threshold, ctx.settings, block_hooks(ctx, b));
     if (ctx.knn.loaded) r.graph.seconds = ctx.knn.seconds;  // loaded once, before the blocks
   } catch (const datamask::run_stopped&) {
     throw interrupted{g_signal, ctx.ckpt.active()};
@@ -361,7 +378,11 @@ int run(int argc, char** argv, const mpi_world& world) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  run_context ctx{c, k, threshold, ckpt, prog, blocks.size(), knn};
+  datamask::block_run_settings settings = block_settings(c, knn);
+  const auto t_calibrate = clock_type::now();
+  calibrate_corpus(c, k, plan, settings);
+  rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));
+  run_context ctx{c, settings, k, threshold, ckpt, prog, blocks.size(), knn};
   std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
   if (!c.shard.empty()) {
     write_part(part, header, done);

@@ -226,6 +226,26 @@ inline nlohmann::ordered_json graph_json(const std::vector<block_result>& blocks
   return j;
 }
 
+/// Warns (stderr) of each term that calibration found constant on some block: its scale is 1
+/// (datamask::constant_term_tolerance), so it does not weigh in the selection as its weight says.
+inline void warn_constant_terms(const std::vector<block_result>& blocks) {
+  std::vector<std::pair<std::string, std::size_t>> constant;  // term, blocks
+  for (const auto& r : blocks) {
+    for (const auto& t : r.terms) {
+      if (!t.constant || r.selected == 0) continue;
+      auto it = std::find_if(constant.begin(), constant.end(), [&](const auto& c) { return c.first == t.name; });
+      if (it == constant.end()) it = constant.insert(constant.end(), {t.name, 0});
+      ++it->second;
+    }
+  }
+  for (const auto& [name, count] : constant) {
+    std::fprintf(stderr,
+                 "datamask-select: warning: the %s term is constant on the calibration subsets of %zu of %zu "
+                 "block%s (its std is within %g of its magnitude: rounding noise); its scale is 1, not that noise\n",
+                 name.c_str(), count, blocks.size(), blocks.size() == 1 ? "" : "s", datamask::constant_term_tolerance);
+  }
+}
+
 /// The outputs of a run from every block's result (rep.blocks, in block order), whichever
 /// process computed each block: the ids block by block, each in its selection order, and every
 /// total summed over the blocks in block order, as one process sums them.
@@ -247,6 +267,7 @@ inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
   if (static_cast<index_t>(selected.size()) != rep.selected) {
     throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(rep.selected));
   }
+  if (!c.quiet) warn_constant_terms(rep.blocks);
   write_outputs(c, rep, selected, optimize);
 }
 

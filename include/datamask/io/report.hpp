@@ -12,7 +12,7 @@
 /// Fields: program, version, configuration (an object given by the writer), input {rows, dims,
 /// hash}, resumed, prune_threshold (null: none), blocks [{block, items, kept, selected,
 /// steps_run, zero_variance_steps, nonfinite_steps, from_checkpoint, seconds {optimize,
-/// evaluate}, objective {total, terms {name: {raw, scale, weight}}}, graph {neighbors, source,
+/// evaluate}, objective {total, terms {name: {raw, scale, weight, constant}}}, graph {neighbors, source,
 /// seconds, bytes} (only for a block whose facility term ran on a kNN graph)}], total {blocks,
 /// selected, steps_run, objective, seconds {phase: s}}. Non-finite numbers are written as null.
 
@@ -63,7 +63,7 @@ inline nlohmann::ordered_json objective_json(const std::vector<term_value>& term
   o["terms"] = nlohmann::ordered_json::object();
   for (const auto& t : terms) {
     o["terms"][t.name] = {{"raw", number_or_null(t.raw)}, {"scale", number_or_null(t.scale)},
-                          {"weight", number_or_null(t.weight)}};
+                          {"weight", number_or_null(t.weight)}, {"constant", t.constant}};
   }
   return o;
 }
@@ -74,7 +74,7 @@ inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objectiv
   std::vector<term_value> terms;
   for (const auto& [name, t] : objective.at("terms").items()) {
     terms.push_back(term_value{name, number_from(t.at("weight"), nan), number_from(t.at("scale"), nan),
-                               number_from(t.at("raw"), nan)});
+                               number_from(t.at("raw"), nan), t.at("constant").get<bool>()});
   }
   return terms;
 }
