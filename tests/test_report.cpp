@@ -119,3 +119,22 @@ TEST_CASE("read_report_file reads a written file and names a bad one", "[report]
   CHECK_THROWS_AS(datamask::io::read_report_file(path), datamask::invalid_input);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("json_text keeps UTF-8 and writes every other byte as \\xNN", "[report]") {
+  using datamask::io::json_text;
+  CHECK(json_text("plain/path.npy") == "plain/path.npy");
+  CHECK(json_text("caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80") == "caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80");
+  CHECK(json_text("sel-\xe9.npy") == "sel-\\xe9.npy");   // Latin-1
+  CHECK(json_text("\xc0\xaf") == "\\xc0\\xaf");          // an overlong '/'
+  CHECK(json_text("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  CHECK(json_text("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // beyond U+10FFFF
+  CHECK(json_text("a\xe2\x82") == "a\\xe2\\x82");        // cut short at the end
+  CHECK(json_text(std::string("a\0b", 3)) == std::string("a\0b", 3));
+  // Every result is a JSON string: nlohmann's dump, which refuses invalid UTF-8, takes it.
+  for (int b = 0; b < 256; ++b) {
+    std::string s = "x";
+    s += static_cast<char>(b);
+    s += "\x80y";
+    CHECK_NOTHROW(nlohmann::json(json_text(s)).dump());
+  }
+}

@@ -23,6 +23,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_test as ct  # noqa: E402  (the checksums of parts)
+
 PROG = None
 TMP = None
 HAS_MPI = False
@@ -247,7 +250,7 @@ def test_merge_refusals():
             doc = json.load(f)
         change(doc)
         with open(path(name), "w") as f:
-            json.dump(doc, f)
+            json.dump(ct.seal(doc), f)
         return three[:2] + [path(name)]
     cases += [
         (damaged("no-id.json", lambda d: d["blocks"][0]["ids"].pop()), "no-id.json: damaged part"),
@@ -365,40 +368,17 @@ def test_mpi_failure():
 
 # --- the embedding bytes read by shares (each rank checks and hashes its run of 1 MiB chunks) ---------
 
-M64 = (1 << 64) - 1
-HASH_CHUNK = 1 << 20
-
-
-def mix64(x):
-    x ^= x >> 30
-    x = (x * 0xBF58476D1CE4E5B9) & M64
-    x ^= x >> 27
-    x = (x * 0x94D049BB133111EB) & M64
-    return x ^ (x >> 31)
-
-
 def file_hash(name):
     """datamask::hash_bytes of a file's bytes, computed here independently of the program."""
     with open(name, "rb") as f:
-        data = f.read()
-    h = mix64(len(data))
-    for lo in range(0, len(data), HASH_CHUNK):
-        hi = min(len(data), lo + HASH_CHUNK)
-        c = 0x9E3779B97F4A7C15 ^ hi
-        words = (hi - lo) // 8
-        for w in struct.unpack_from("<%dQ" % words, data, lo):
-            c = ((c ^ mix64(w)) * 0x100000001B3) & M64
-        for b in data[lo + 8 * words:hi]:
-            c = ((c ^ b) * 0x100000001B3) & M64
-        h = (mix64(h ^ mix64(c)) + 0x632BE59BD9B4E019) & M64
-    return h
+        return ct.hash_bytes(f.read())
 
 
 def input_hash(files):
     """The report's input hash: the files' hashes chained in order (embeddings, quality)."""
-    h = mix64(0x64617461)
+    h = ct.mix64(0x64617461)
     for name in files:
-        h = mix64(h ^ file_hash(name))
+        h = ct.mix64(h ^ file_hash(name))
     return "%016x" % h
 
 

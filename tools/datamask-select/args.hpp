@@ -25,6 +25,7 @@
 
 #include <datamask/block_select.hpp>
 #include <datamask/datamask.hpp>
+#include <datamask/io/report.hpp>
 #include <datamask/settings.hpp>
 
 namespace dmselect {
@@ -311,7 +312,7 @@ inline nlohmann::ordered_json config::selection_json() const {
   j["demo"] = demo;
   // Only when given: runs without a graph keep their configuration (and checkpoints) unchanged.
   if (neighbors > 0) j["neighbors"] = neighbors;
-  if (!graph.empty()) j["graph"] = graph;
+  if (!graph.empty()) j["graph"] = datamask::io::json_text(graph);
   detail::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
@@ -336,7 +337,8 @@ inline nlohmann::ordered_json config::selection_json() const {
 inline constexpr const char* help_footer =
     "Outputs are each written to a temporary file, then renamed; no two outputs may share a path, and no output "
     "may be an input.\nExit codes: 0 success, 2 bad input or usage (one line on stderr naming the file or option), "
-    "1 internal error, 130/143 interrupted (SIGINT/SIGTERM; no output written).";
+    "1 internal error, 130/143 interrupted (SIGINT/SIGTERM; no output written, or all of it when the signal came "
+    "while writing).";
 
 inline void check_args(config& c);
 

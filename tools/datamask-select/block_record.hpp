@@ -4,12 +4,15 @@
 // datamask-select: one block's result as JSON, every field of it, read back bit for bit. A
 // worker's part (spread.hpp) holds its blocks so, and a checkpoint (checkpoint.hpp) its finished
 // blocks and the history of an unfinished one. Every double is a hexadecimal float (a string), so
-// that a value read back is the one written, NaN and infinities included.
+// that a value read back is the one written, NaN and infinities included. A record carries a
+// checksum of its content (`seal`), checked when it is read: a record changed by hand or damaged
+// is refused, not trusted.
 
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,27 @@ inline std::string hex64(std::uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
+}
+
+/// The checksum of a JSON document: the library's content hash (datamask::hash_bytes) of its
+/// compact text without its "checksum" field. The text of the values, not of the file: a document
+/// read and written again (its spacing changed) keeps its checksum.
+inline std::string content_checksum(nlohmann::ordered_json j) {
+  j.erase("checksum");
+  const std::string text = j.dump();
+  return hex64(datamask::hash_bytes(
+      std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()), text.size()), 1));
+}
+/// Adds its checksum to a document (a JSON object).
+inline void seal(nlohmann::ordered_json& j) { j["checksum"] = content_checksum(j); }
+/// Refuses (usage_error) a document with no checksum, or one its content does not match.
+inline void check_seal(const nlohmann::ordered_json& j) {
+  if (!j.is_object() || !j.contains("checksum") || !j["checksum"].is_string()) {
+    throw usage_error("it has no checksum");
+  }
+  if (j["checksum"].get<std::string>() != content_checksum(j)) {
+    throw usage_error("its checksum does not match its content: it was changed or damaged after it was written");
+  }
 }
 
 namespace detail {
@@ -82,7 +106,7 @@ inline std::vector<datamask::step_record> read_history(const nlohmann::ordered_j
 }
 
 /// One block's result, every field of it: the report's (datamask/io/report.hpp), then its
-/// doubles exactly, the ids and the per-step history.
+/// doubles exactly, the ids and the per-step history; sealed.
 inline nlohmann::ordered_json block_record(const block_result& r) {
   nlohmann::ordered_json j = datamask::io::detail::block_json(r);
   auto& x = j["exact"];
@@ -94,6 +118,7 @@ inline nlohmann::ordered_json block_record(const block_result& r) {
   for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
   j["ids"] = r.ids;
   j["history"] = history_json(r.history);
+  seal(j);
   return j;
 }
 
@@ -122,8 +147,10 @@ inline void check_block_record(const block_result& r) {
 }  // namespace detail
 
 /// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field,
-/// usage_error on a value that is not a number or on parts that disagree (check_block_record).
+/// usage_error on a checksum that does not match (check_seal), a value that is not a number or on
+/// parts that disagree (check_block_record).
 inline block_result read_block_record(const nlohmann::ordered_json& j) {
+  check_seal(j);
   block_result r = datamask::io::detail::block_from_json(j);
   const auto& x = j.at("exact");
   r.objective = detail::hex_at(x, "objective");

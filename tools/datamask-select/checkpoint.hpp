@@ -6,7 +6,8 @@
 //   manifest             format line, version and backend of the program that wrote it, input
 //                        hash, configuration hash, block count, "done b" lines
 //   config.txt           the canonical configuration (to name what changed when a resume is refused)
-//   block-<b>.done       a finished block: its record (block_record.hpp, as a part holds it)
+//   block-<b>.done       a finished block: its record (block_record.hpp, as a part holds it,
+//                        checksum included)
 //   block-<b>.snapshot   an unfinished block: the step (pg) or iteration (continuous) reached, the
 //                        history so far (as a block record holds it), the learner's state (pg:
 //                        the logits; continuous: its packed iterate, datamask::continuous_iterate)
@@ -16,6 +17,7 @@
 // bit-identical values. Every file is written atomically; the manifest is rewritten after a
 // block's .done file exists, so "done" in the manifest always has its file.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -114,10 +116,10 @@ class checkpoint_dir {
     if (nb != blocks_) throw usage_error("--resume: refused: the checkpoint has " + std::to_string(nb) + " blocks, this run " + std::to_string(blocks_));
   }
 
-  /// The formats this version writes and reads (manifest 1 had no backend, its done files and
-  /// snapshot 3 a text history; snapshot 1 had no best rollout, 2 held only the policy
-  /// gradient's logits, one per row).
-  static constexpr int manifest_format = 2;
+  /// The formats this version writes and reads (manifest 2's done files had no checksum, 1 had
+  /// no backend, its done files and snapshot 3 a text history; snapshot 1 had no best rollout, 2
+  /// held only the policy gradient's logits, one per row).
+  static constexpr int manifest_format = 3;
   static constexpr int snapshot_format = 4;
 
   [[nodiscard]] bool active() const { return !dir_.empty(); }
@@ -206,9 +208,10 @@ class checkpoint_dir {
     std::remove(path(r.block, "snapshot").c_str());
   }
 
-  /// A finished block's record, which must be that of block b with its `items` rows and
-  /// `selected` picks (the plan's).
-  [[nodiscard]] block_result load_block(index_t b, index_t items, index_t selected) const {
+  /// A finished block's record, which must be that of block b (its checksum matching) with the
+  /// plan's `selected` picks, each an item of the block (`block_ids`: the ids of its rows), once.
+  [[nodiscard]] block_result load_block(index_t b, std::vector<datamask::id_t> block_ids, index_t selected) const {
+    const auto items = static_cast<index_t>(block_ids.size());
     const std::string file = path(b, "done");
     std::ifstream in(file);
     if (!in) throw usage_error("--resume: " + file + " is missing");
@@ -226,6 +229,20 @@ class checkpoint_dir {
       throw usage_error("--resume: " + file + ": damaged block record (" + std::to_string(r.items) + " items selecting " +
                         std::to_string(r.selected) + ", but the block has " + std::to_string(items) + " selecting " +
                         std::to_string(selected) + ")");
+    }
+    std::sort(block_ids.begin(), block_ids.end());
+    std::vector<char> taken(block_ids.size(), 0);
+    for (const datamask::id_t id : r.ids) {
+      const auto at = std::lower_bound(block_ids.begin(), block_ids.end(), id);
+      if (at == block_ids.end() || *at != id) {
+        throw usage_error("--resume: " + file + ": id " + std::to_string(id) + " is not an item of block " +
+                          std::to_string(b) + " of these inputs; the record is not this run's");
+      }
+      char& once = taken[static_cast<std::size_t>(at - block_ids.begin())];
+      if (once) {
+        throw usage_error("--resume: " + file + ": damaged block record (id " + std::to_string(id) + " selected twice)");
+      }
+      once = 1;
     }
     r.from_checkpoint = true;
     return r;

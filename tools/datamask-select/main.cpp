@@ -9,7 +9,8 @@
 // plot, each atomically. --checkpoint/--resume continue an interrupted run to exactly the
 // selection an uninterrupted run gives.
 //
-// Exit codes: 0 success; 2 bad input or usage; 1 internal error; 130/143 interrupted.
+// Exit codes: 0 success; 2 bad input or usage; 1 internal error; 130/143 interrupted (during the
+// final write: after the whole set is written).
 
 #include <chrono>
 #include <csignal>
@@ -56,6 +57,16 @@ struct interrupted {
   int sig;
   bool saved = false;  // a checkpoint holds the state
 };
+
+/// The exit code once the outputs are written: 0, or 128 + the signal that arrived while they
+/// were (the set is written whole all the same: stopping between its renames would leave it half
+/// replaced), said on stderr.
+int written_exit_code(const std::string& what) {
+  if (g_signal == 0) return 0;
+  std::fprintf(stderr, "\ndatamask-select: interrupted by signal %d while writing %s; the write was completed\n",
+               static_cast<int>(g_signal), what.c_str());
+  return 128 + g_signal;
+}
 
 using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t0) {
@@ -216,7 +227,10 @@ std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::ve
     const auto b = static_cast<std::size_t>(block);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     if (ctx.ckpt.done(b)) {
-      results.push_back(ctx.ckpt.load_block(block, static_cast<index_t>(blocks[b].size()), counts[b]));
+      std::vector<datamask::id_t> ids;  // the record's picks must be items of the block
+      ids.reserve(blocks[b].size());
+      for (const index_t row : blocks[b]) ids.push_back(ctx.data.id(row));
+      results.push_back(ctx.ckpt.load_block(block, std::move(ids), counts[b]));
       continue;
     }
     try {
@@ -384,10 +398,12 @@ int run(int argc, char** argv, const mpi_world& world) {
   rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));
   run_context ctx{c, settings, k, threshold, ckpt, prog, blocks.size(), knn};
   std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
+  // A signal after the last block, before anything is written: no output, as during the blocks.
+  if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
   if (!c.shard.empty()) {
     write_part(part, header, done);
     if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());
-    return 0;
+    return written_exit_code("the part " + part.part);
   }
   if (world.spread()) {
     const auto t_gather = clock_type::now();
@@ -396,8 +412,9 @@ int run(int argc, char** argv, const mpi_world& world) {
     rep.seconds.emplace_back("gather", seconds_since(t_gather));
   }
   rep.blocks = std::move(done);
+  if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
   write_run_outputs(c, rep);
-  return 0;
+  return written_exit_code("the outputs");
 }
 
 /// run() with its errors said and turned into exit codes. Under MPI every message names the rank.

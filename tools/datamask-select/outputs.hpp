@@ -43,18 +43,24 @@ inline std::string ids_file_bytes(const std::string& path, const std::vector<dat
 /// The report's "configuration": every option that determines the selection (the canonical
 /// configuration, typed), the backend that ran the blocks (it is not in the canonical
 /// configuration, which checkpoints of earlier versions hashed: merges and resumes compare it
-/// apart), plus the inputs and the outputs.
+/// apart), plus the inputs and the outputs. Paths as datamask::io::json_text gives them.
 inline nlohmann::ordered_json configuration_json(const config& c) {
+  using datamask::io::json_text;
+  const auto texts = [](const std::vector<std::string>& paths) {
+    auto a = nlohmann::ordered_json::array();
+    for (const auto& p : paths) a.push_back(json_text(p));
+    return a;
+  };
   nlohmann::ordered_json j;
-  j["embeddings"] = c.embeddings;
-  j["quality"] = c.quality;
-  j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.ids);
+  j["embeddings"] = texts(c.embeddings);
+  j["quality"] = texts(c.quality);
+  j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(json_text(c.ids));
   j.update(c.selection_json());
   j["backend"] = dmfront::block_backend_name();
   j["optimizer-requested"] = c.requested;  // "auto", or the optimizer named
   j["threads"] = c.run.threads;
-  j["out"] = c.out;
-  j["checkpoint"] = c.checkpoint;
+  j["out"] = json_text(c.out);
+  j["checkpoint"] = json_text(c.checkpoint);
   return j;
 }
 
@@ -217,7 +223,10 @@ inline nlohmann::ordered_json graph_json(const std::vector<block_result>& blocks
   for (const auto& r : blocks) {
     const datamask::block_graph& g = r.graph;
     if (g.neighbors == 0) continue;
-    if (j.is_null()) j = {{"neighbors", g.neighbors}, {"source", g.source}, {"seconds", 0.0}, {"bytes", g.bytes}};
+    if (j.is_null()) {
+      j = {{"neighbors", g.neighbors}, {"source", datamask::io::json_text(g.source)}, {"seconds", 0.0},
+           {"bytes", g.bytes}};
+    }
     j["neighbors"] = std::max(j["neighbors"].get<index_t>(), g.neighbors);
     j["bytes"] = std::max(j["bytes"].get<std::size_t>(), g.bytes);
     seconds += g.seconds;

@@ -242,7 +242,7 @@ inline int merge_main(int argc, char** argv) {
   }
   datamask::io::run_report rep;
   rep.configuration = first.configuration;
-  rep.configuration["out"] = c.out;
+  rep.configuration["out"] = datamask::io::json_text(c.out);
   rep.input_hash = first.input_hash;
   rep.rows = first.rows;
   rep.dims = first.dims;

@@ -29,8 +29,8 @@
 
 namespace dmselect {
 
-/// The part format this version writes and reads.
-inline constexpr int part_format = 1;
+/// The part format this version writes and reads (1 had no checksums).
+inline constexpr int part_format = 2;
 
 /// What a worker's blocks are results of: the same for every worker of one run.
 struct run_header {
@@ -52,7 +52,8 @@ inline run_header make_header(const config& c, std::uint64_t hash, index_t rows,
   return run_header{hash, rows, dims, c.canonical(), configuration_json(c), blocks, selected, threshold, c.resume};
 }
 
-/// A worker's document: the header, then its blocks (in block order).
+/// A worker's document: the header, then its blocks (in block order), sealed as a whole and
+/// each block record on its own (block_record.hpp).
 inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector<block_result>& blocks) {
   nlohmann::ordered_json j;
   j["format"] = "datamask-select part";
@@ -67,11 +68,13 @@ inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector
   j["resumed"] = h.resumed;
   j["blocks"] = nlohmann::ordered_json::array();
   for (const auto& b : blocks) j["blocks"].push_back(block_record(b));
+  seal(j);
   return j;
 }
 
 /// Reads a worker's document (`source` names it in messages: a part file, or a rank).
-/// Throws usage_error when it is not one, or was written by another format.
+/// Throws usage_error when it is not one, was written by another format, or does not match its
+/// checksums.
 inline run_header read_worker_json(const std::string& text, const std::string& source, std::vector<block_result>& blocks) {
   try {
     const auto j = nlohmann::ordered_json::parse(text);
@@ -80,6 +83,11 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
     if (format != part_format) {
       throw usage_error(source + ": part format " + std::to_string(format) + " (written by datamask-select " +
                         j.at("version").get<std::string>() + "); this version reads format " + std::to_string(part_format));
+    }
+    try {
+      check_seal(j);
+    } catch (const usage_error& e) {
+      throw usage_error(source + ": damaged part: " + e.what());
     }
     run_header h;
     h.version = j.at("version").get<std::string>();

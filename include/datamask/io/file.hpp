@@ -5,6 +5,7 @@
 /// @brief Atomic file output: write to a temporary file beside the target, then rename, so a
 /// reader never sees a half-written file; and a check that a path can be written at all.
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,13 @@
 #define DATAMASK_IO_HAS_FSYNC 1
 #else
 #define DATAMASK_IO_HAS_FSYNC 0
+#endif
+#if __has_include(<sys/file.h>) && __has_include(<sys/stat.h>)
+#include <sys/file.h>
+#include <sys/stat.h>
+#define DATAMASK_IO_HAS_FLOCK 1
+#else
+#define DATAMASK_IO_HAS_FLOCK 0
 #endif
 
 namespace datamask::io {
@@ -65,13 +73,68 @@ inline std::string write_temp(const std::string& path, std::string_view contents
   return tmp;
 }
 
+/// An exclusive lock (flock) on each folder that holds one of `paths`, held while the object
+/// lives: two processes replacing files of one folder (two runs writing the same outputs) rename
+/// them one set after the other, never interleaved. Each folder is locked once, the folders in
+/// the order of their (device, inode), the same in every process, so that two writers never
+/// wait on each other. The folders themselves are locked: no lock file is left behind. Where
+/// the file system has no locks (some network file systems), the files are renamed unlocked.
+class folder_locks {
+ public:
+  explicit folder_locks([[maybe_unused]] std::span<const std::pair<std::string, std::string>> files) {
+#if DATAMASK_IO_HAS_FLOCK
+    struct folder {
+      dev_t dev;
+      ino_t ino;
+      int fd;
+    };
+    std::vector<folder> folders;
+    for (const auto& f : files) {
+      const std::filesystem::path dir = std::filesystem::path(f.first).parent_path();
+      const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) continue;  // the rename will say what is wrong with the folder
+      struct stat st {};
+      if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        continue;
+      }
+      bool known = false;  // a second flock on one folder, by another descriptor, would wait forever
+      for (const auto& g : folders) known = known || (g.dev == st.st_dev && g.ino == st.st_ino);
+      if (known) {
+        ::close(fd);
+      } else {
+        folders.push_back({st.st_dev, st.st_ino, fd});
+      }
+    }
+    std::sort(folders.begin(), folders.end(),
+              [](const folder& a, const folder& b) { return a.dev != b.dev ? a.dev < b.dev : a.ino < b.ino; });
+    for (const auto& g : folders) {
+      while (::flock(g.fd, LOCK_EX) != 0 && errno == EINTR) {  // a signal's handler ran: wait on
+      }
+      fds_.push_back(g.fd);  // closed (and so unlocked) by the destructor, locked or not
+    }
+#endif
+  }
+  folder_locks(const folder_locks&) = delete;
+  folder_locks& operator=(const folder_locks&) = delete;
+  ~folder_locks() {
+#if DATAMASK_IO_HAS_FLOCK
+    for (const int fd : fds_) ::close(fd);
+#endif
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
 }  // namespace detail
 
 /// @brief Replaces several files at once: every file is first written in full to a temporary
 /// beside its target, and only then are they all renamed into place. A failure while writing
 /// (disk full, a folder gone) leaves every target as it was, so a set of outputs (ids, report,
 /// log) is never half replaced; only a failing rename, after all were written, can leave some
-/// replaced.
+/// replaced. The renames happen under a lock on the targets' folders (detail::folder_locks), so
+/// when several processes replace the same files at once, the files left are all one process's.
 /// @param files (path, contents) pairs
 /// @throws invalid_input naming the path that cannot be written.
 inline void write_files_atomic(std::span<const std::pair<std::string, std::string>> files) {
@@ -82,6 +145,7 @@ inline void write_files_atomic(std::span<const std::pair<std::string, std::strin
     for (const auto& t : temps) std::remove(t.c_str());
     throw;
   }
+  const detail::folder_locks locked(files);
   for (std::size_t i = 0; i < files.size(); ++i) {
     std::error_code ec;
     std::filesystem::rename(temps[i], files[i].first, ec);

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,59 @@ struct run_report {
   std::vector<block_result> blocks;
   std::vector<std::pair<std::string, double>> seconds;  ///< wall time per phase, in order
 };
+
+namespace detail {
+
+/// The length of the valid UTF-8 sequence that starts at s[i] (RFC 3629: no overlong form, no
+/// surrogate, nothing beyond U+10FFFF), 0 when none does.
+inline std::size_t utf8_length(std::string_view s, std::size_t i) {
+  const auto at = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = at(i);
+  if (c < 0x80) return 1;
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (the later ones': 80..BF)
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    lo = c == 0xE0 ? 0xA0 : 0x80;  // E0 80..9F: overlong
+    hi = c == 0xED ? 0x9F : 0xBF;  // ED A0..BF: surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    lo = c == 0xF0 ? 0x90 : 0x80;  // F0 80..8F: overlong
+    hi = c == 0xF4 ? 0x8F : 0xBF;  // F4 90..: beyond U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + len > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < len; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xBF) return 0;
+  }
+  return len;
+}
+
+}  // namespace detail
+
+/// @brief A text for JSON, whose strings must be UTF-8: a path (or a text naming one) as it is
+/// when it is valid UTF-8, else with each byte that is not part of a valid UTF-8 sequence written
+/// as the four characters `\xNN` (as `printf '\xe9'` spells it). The one form every JSON document
+/// of datamask (report, parts, checkpoints) gives a path: for a reader, not to be opened again.
+[[nodiscard]] inline std::string json_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    if (const std::size_t len = detail::utf8_length(s, i)) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(s[i])));
+      out += esc;
+      ++i;
+    }
+  }
+  return out;
+}
 
 namespace detail {
 
@@ -92,7 +146,7 @@ inline nlohmann::ordered_json block_json(const block_result& b) {
   j["seconds"] = {{"optimize", number_or_null(b.optimize_seconds)}, {"evaluate", number_or_null(b.evaluate_seconds)}};
   j["objective"] = objective_json(b.terms, b.objective);
   if (b.graph.neighbors > 0) {
-    j["graph"] = {{"neighbors", b.graph.neighbors}, {"source", b.graph.source},
+    j["graph"] = {{"neighbors", b.graph.neighbors}, {"source", json_text(b.graph.source)},
                   {"seconds", number_or_null(b.graph.seconds)}, {"bytes", b.graph.bytes}};
   }
   return j;
