@@ -58,15 +58,15 @@ def npy_vec(path, values, descr="<f4"):
     return write(path, npy_bytes(descr, (len(values),), struct.pack(endian + "%d%s" % (len(values), fmt), *values)))
 
 
-def read_npy_ids(path):
+def read_npy_ids(path, descr="<i8"):
     with open(path, "rb") as f:
         b = f.read()
     assert b[:6] == b"\x93NUMPY", path
     hl = struct.unpack("<H", b[8:10])[0]
     header = b[10:10 + hl].decode()
-    assert "'<i8'" in header, header
+    assert "'%s'" % descr in header, header
     n = (len(b) - 10 - hl) // 8
-    return list(struct.unpack("<%dq" % n, b[10 + hl:]))
+    return list(struct.unpack("<%d%s" % (n, "Q" if descr == "<u8" else "q"), b[10 + hl:]))
 
 
 def read_text_ids(path):
@@ -911,6 +911,45 @@ def test_greedy_interrupt():
     assert proc.returncode == 130, (proc.returncode, err)
     assert waited < 5.0, "the greedy took %.1f s to stop after SIGINT" % waited
     assert not os.path.exists(path("g.npy"))
+
+
+def test_id_types():
+    """uint64 ids (>= 2^63 here) come out as uint64, negative int64 ids as int64, in every output
+    format, from one run, a --resume of a finished checkpoint and a --shard merge alike."""
+    rows, q, _ = make_corpus(600, 16, seed=5)
+    e = npy_f32(path("emb.npy"), rows)
+    qf = npy_vec(path("q.npy"), q)
+    cases = {"<u8": [2**63 + 39 + 1000 * i for i in range(600)],
+             "<i8": [-(2**62) + 7919 * i if i % 2 else -1 - i for i in range(600)]}
+    for descr, ids in cases.items():
+        tag, fmt, dtype = {"<u8": ("u8", "Q", "uint64"), "<i8": ("i8", "q", "int64")}[descr]
+        idf = write(path(tag + "-ids.npy"), npy_bytes(descr, (600,), struct.pack("<600" + fmt, *ids)))
+        base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--block-size", "250"] + FAST
+        one = path(tag + "-one")
+        run(base + ["--out", one + ".npy", "--report", one + ".json"])
+        sel = read_npy_ids(one + ".npy", descr)
+        check_ids(sel, ids, 60)
+        assert json.load(open(one + ".json"))["configuration"]["ids-dtype"] == dtype
+        for ext in (".csv", ".txt"):
+            run(base + ["--out", one + ext])
+            assert read_text_ids(one + ext) == sel, ext
+        # Every block from the checkpoint's records: the same ids.
+        ck = path(tag + "-ck")
+        run(base + ["--checkpoint", ck, "--out", path(tag + "-ck1.npy")])
+        run(base + ["--checkpoint", ck, "--resume", "--out", path(tag + "-ck2.txt")])
+        assert read_text_ids(path(tag + "-ck2.txt")) == sel
+        # Two shards, merged: the same ids.
+        parts = path(tag + "-parts")
+        for i in range(2):
+            run(base + ["--shard", "%d/2" % i, "--parts", parts])
+        run(["merge", "--out", path(tag + "-merged.npy"), "--report", path(tag + "-merged.json"), parts])
+        assert read_npy_ids(path(tag + "-merged.npy"), descr) == sel
+        assert json.load(open(path(tag + "-merged.json")))["configuration"]["ids-dtype"] == dtype
+    # A uint64 id given twice is named as the file holds it.
+    dup = cases["<u8"][:599] + [cases["<u8"][3]]
+    write(path("dup-u8.npy"), npy_bytes("<u8", (600,), struct.pack("<600Q", *dup)))
+    expect_bad(["--embeddings", e, "--quality", qf, "--ids", path("dup-u8.npy")],
+               ["dup-u8.npy", "duplicate id %d at rows 3 and 599" % dup[3]])
 
 
 def main():

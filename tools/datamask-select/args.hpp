@@ -46,6 +46,7 @@ struct config {
   std::vector<std::string> quality;
   std::vector<double> quality_weights;
   std::string ids;
+  bool ids_unsigned = false;  // the --ids file holds uint64 (set once it is read; merge: from the parts)
   std::vector<std::string> objectives;  // empty until check_args: pairwise
   std::vector<double> objective_weights;
   // Facility location on a kNN graph (sparse_facility.hpp): K neighbours built per block, or a
@@ -245,7 +246,8 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option_function<std::string>(
       "--quality-weights", [&c](const std::string& v) { c.quality_weights = parse_list("--quality-weights", v); },
       "W,...: weight per score column, in order, each >= 0 (default: all 1)");
-  app.add_option("--ids", c.ids, "PATH: .npy int64, one unique id per row (default: the row numbers)");
+  app.add_option("--ids", c.ids, "PATH: .npy int64 or uint64 (int32 read as int64), one unique id per row; --out writes them in "
+                                 "that type (default: the row numbers)");
   app.add_option("--objective", c.objectives, "pairwise | facility | disf (default pairwise); may repeat, each a "
                                               "separately scaled term")
       ->multi_option_policy(all)
@@ -268,7 +270,7 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "stochastic. The greedy baselines optimise the same f and write ids in the order picked")
       ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
       ->capture_default_str();
-  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64), .csv or .txt, in selection order "
+  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
                                  "(pg: by final logit, descending, block by block)");
   app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
                                        "selected, objective.total, objective.terms.<name>.{raw,scale,weight}, steps, seconds");

@@ -46,6 +46,7 @@ struct corpus {
   std::vector<std::string> quality_names;    // "file" or "file:column"
   std::vector<double> quality_weights;
   std::vector<id_t> ids;  // empty: row numbers
+  bool ids_unsigned = false;  // read from uint64 (<u8): written back as uint64, never as negative int64
   std::string ids_source;
   std::uint64_t hash = 0;
   std::vector<float> demo_rows;  // the --demo corpus lives here
@@ -210,14 +211,20 @@ inline void check_columns_from(const corpus& k, std::size_t first_col, const std
   }
 }
 
-/// Reads the ids file (1-D, one id per row, no id twice) into `k`. Returns the hash of its bytes.
+/// Reads the ids file (1-D, one id per row, no id twice) into `k`: int64 (or int32) ids, or
+/// uint64 ids, which keep their type (`ids_unsigned`). Returns the hash of its bytes.
 inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::string& rows_of, int threads) {
   datamask::io::npy_file f(path);
   if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
-  const auto v = f.read_int64();
+  const auto v = f.read_int64();  // uint64 ids: their bits
   datamask::io::check_row_count(path, v.size(), k.n, rows_of);
   k.ids.assign(v.begin(), v.end());
-  datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids));
+  k.ids_unsigned = f.dtype() == datamask::io::npy_dtype::uint64;
+  if (k.ids_unsigned) {  // a duplicate is named as the file holds it
+    datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids));
+  } else {
+    datamask::io::check_unique_ids(path, std::span<const std::int64_t>(v));
+  }
   k.ids_source = path;
   return hash_bytes(f.file_bytes(), threads);
 }

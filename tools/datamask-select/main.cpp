@@ -292,13 +292,14 @@ int run(int argc, char** argv, const mpi_world& world) {
   if (!c.shard.empty()) prepare_parts(part);
 
   datamask::io::run_report rep;
-  rep.configuration = configuration_json(c);
   const auto t_load = clock_type::now();
   // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
   const read_share reading{world.rank(), world.size(),
                            [&world](const std::vector<std::uint64_t>& mine) { return world.allgather(mine); }};
   const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
   rep.seconds.emplace_back("load", seconds_since(t_load));
+  c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
+  rep.configuration = configuration_json(c);
   rep.input_hash = k.hash;
   rep.rows = k.n;
   rep.dims = k.d;

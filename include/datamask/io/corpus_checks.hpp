@@ -84,7 +84,7 @@ inline void check_finite_scores(const std::string& name, std::span<const double>
 }
 
 /// @brief Throws invalid_input naming `name` at an id given twice (the smallest such id, at its
-/// first two rows).
+/// first two rows), written as `Id` says: signed ids (int64) as signed, unsigned ones as unsigned.
 template <class Id>
 void check_unique_ids(const std::string& name, std::span<const Id> ids) {
   std::vector<index_t> order(ids.size());
@@ -93,7 +93,7 @@ void check_unique_ids(const std::string& name, std::span<const Id> ids) {
   std::sort(order.begin(), order.end(), [&](index_t a, index_t b) { return at(a) != at(b) ? at(a) < at(b) : a < b; });
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (at(order[i]) == at(order[i - 1])) {
-      throw invalid_input(name, ::datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(at(order[i])), " at rows ",
+      throw invalid_input(name, ::datamask::detail::concat("duplicate id ", at(order[i]), " at rows ",
                                                order[i - 1], " and ", order[i]));
     }
   }
