@@ -952,6 +952,71 @@ def test_id_types():
                ["dup-u8.npy", "duplicate id %d at rows 3 and 599" % dup[3]])
 
 
+def test_quality_columns():
+    """--quality FILE.csv:NAME reads one column; a whole CSV with an id-like column is refused; the
+    columns read are said on stderr and in the report; the file part is the input."""
+    rows, q, ids, e, _, idf = standard_files()
+    q2 = [x * 0.5 + 0.1 for x in q]
+    os.mkdir(path("a:b"))  # a folder whose name holds ':'
+    csv = path("a:b/q.csv")
+    with open(csv, "w") as f:
+        f.write("doc_id,score,score2\n")
+        for i, (x, y) in enumerate(zip(q, q2)):
+            f.write("%d,%r,%r\n" % (10**12 + i, x, y))
+    npy_vec(path("score.npy"), q, "<f8")
+    npy_vec(path("score2.npy"), q2, "<f8")
+    base = ["--embeddings", e, "--ids", idf, "--ratio", "0.1"] + FAST
+    expect_bad(base + ["--quality", csv], ["q.csv", "column 'doc_id' looks like ids", "--quality %s:NAME" % csv,
+                                           "doc_id, score, score2"])
+    run(base + ["--quality", path("score.npy"), "--out", path("npy.npy")])
+    p = run([x for x in base if x != "--quiet"] + ["--quality", csv + ":score", "--out", path("col.npy"),
+                                                     "--report", path("col.json")])
+    assert "quality columns: %s (score)\n" % csv in p.stderr, p.stderr
+    assert read_npy_ids(path("col.npy")) == read_npy_ids(path("npy.npy"))
+    conf = json.load(open(path("col.json")))["configuration"]
+    assert conf["quality"] == [csv + ":score"] and conf["quality-columns"] == [csv + " (score)"], conf
+    # Two columns of one file, each named, weighed as two .npy columns.
+    two = ["--quality-weights", "1,2"]
+    run(base + two + ["--quality", path("score.npy"), "--quality", path("score2.npy"), "--out", path("npy2.npy")])
+    run(base + two + ["--quality", csv + ":score", "--quality", csv + ":score2", "--out", path("col2.npy")])
+    assert read_npy_ids(path("col2.npy")) == read_npy_ids(path("npy2.npy"))
+    expect_bad(base + ["--quality", csv + ":scor"], ["q.csv", "no column 'scor'", "doc_id, score, score2"])
+    # Another column of the same file is another input: a checkpoint refuses it.
+    ck = path("ck")
+    run(base + ["--quality", csv + ":score", "--checkpoint", ck])
+    p = run(base + ["--quality", csv + ":score2", "--checkpoint", ck, "--resume"], expect=2)
+    assert "refused" in p.stderr and "inputs" in p.stderr, p.stderr
+    # The output checks see the file, not FILE.csv:NAME (last: expect_bad removes its --out first).
+    expect_bad(base + ["--quality", csv + ":score"], ["--out", "is an input", "--quality"], out=csv)
+
+
+def test_csv_quoting():
+    """RFC 4180 quoting in quality CSV files: quoted numbers, quoted header names with "" and a
+    line break inside; a quote left open is refused naming the file and line."""
+    rows, q, ids, e, _, idf = standard_files()
+    npy_vec(path("score.npy"), q, "<f8")
+    base = ["--embeddings", e, "--ids", idf, "--ratio", "0.1"] + FAST
+    run(base + ["--quality", path("score.npy"), "--out", path("npy.npy")])
+    with open(path("quoted.csv"), "w") as f:
+        f.write('"the ""best""\nscore"\n' + "".join(' "%r" \n' % x for x in q))
+    run(base + ["--quality", path("quoted.csv"), "--out", path("quoted.npy"), "--report", path("quoted.json")])
+    assert read_npy_ids(path("quoted.npy")) == read_npy_ids(path("npy.npy"))
+    assert json.load(open(path("quoted.json")))["configuration"]["quality-columns"] == \
+        [path("quoted.csv") + ' (the "best"\nscore)']
+    # A quoted name names a column; quoted and bare fields mix.
+    with open(path("two.csv"), "w") as f:
+        f.write('"other","the ""best"" score"\n' + "".join('%s,"%r"\n' % ('"1"' if i % 2 else "2", x)
+                                                         for i, x in enumerate(q)))
+    run(base + ["--quality", path("two.csv") + ':the "best" score', "--out", path("two.npy")])
+    assert read_npy_ids(path("two.npy")) == read_npy_ids(path("npy.npy"))
+    with open(path("open.csv"), "w") as f:
+        f.write('score\n0.5\n"0.25\n0.75\n')
+    expect_bad(base + ["--quality", path("open.csv")], ["open.csv", "line 3: a quoted field is not closed"])
+    with open(path("after.csv"), "w") as f:
+        f.write('score\n"0.5"x\n')
+    expect_bad(base + ["--quality", path("after.csv")], ["after.csv", "line 2: text after a quoted field"])
+
+
 def main():
     global PROG, TMP, REF
     PROG = os.path.abspath(sys.argv[1])

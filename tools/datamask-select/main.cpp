@@ -299,6 +299,7 @@ int run(int argc, char** argv, const mpi_world& world) {
   const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
   rep.seconds.emplace_back("load", seconds_since(t_load));
   c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
+  c.quality_columns = k.quality_names;
   rep.configuration = configuration_json(c);
   rep.input_hash = k.hash;
   rep.rows = k.n;
@@ -348,6 +349,11 @@ int run(int argc, char** argv, const mpi_world& world) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
                  blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
+    if (!k.quality_names.empty()) {  // which columns --quality read (a CSV's names)
+      std::string names;
+      for (const auto& q : k.quality_names) names += (names.empty() ? "" : ", ") + q;
+      std::fprintf(stderr, "quality columns: %s\n", names.c_str());
+    }
     if (share.count > 1) {
       std::fprintf(stderr, "%s %lld of %lld: %zu of the %lld blocks\n", world.spread() ? "rank" : "shard",
                    static_cast<long long>(share.index), static_cast<long long>(share.count), mine.size(),

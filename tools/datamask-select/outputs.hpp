@@ -51,6 +51,7 @@ inline nlohmann::ordered_json configuration_json(const config& c) {
   nlohmann::ordered_json j;
   j["embeddings"] = c.embeddings;
   j["quality"] = c.quality;
+  j["quality-columns"] = c.quality_columns;  // each score column read, as "file" or "file (column)"
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.ids);
   j["ids-dtype"] = c.ids_unsigned ? "uint64" : "int64";  // as --out writes them
   j.update(c.selection_json());
