@@ -91,7 +91,7 @@ struct config {
 struct quality_source {
   std::string file;
   std::string column;  // empty: the .npy's scores, or every column of the CSV file
-  [[nodiscard]] bool csv() const { return file.size() >= 4 && file.compare(file.size() - 4, 4, ".csv") == 0; }
+  [[nodiscard]] bool csv() const { return file.ends_with(".csv"); }
 };
 
 inline quality_source quality_source_of(const std::string& value) {

@@ -82,6 +82,13 @@ struct read_share {
   std::function<std::vector<std::uint64_t>(const std::vector<std::uint64_t>&)> exchange;
 };
 
+/// Names as messages list them: "a, b, c".
+inline std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 namespace detail {
 
 inline bool ends_with(const std::string& s, std::string_view suffix) {
@@ -186,8 +193,7 @@ inline bool id_like(std::string name) {
 /// The score columns a CSV --quality value reads: the one it names, or every column of a file
 /// without an id-like column (a whole file's ids would be summed into the quality score).
 inline std::vector<std::size_t> csv_columns(const datamask::io::csv_table& t, const quality_source& s) {
-  std::string names;
-  for (const auto& n : t.names) names += (names.empty() ? "" : ", ") + n;
+  const std::string names = joined(t.names);
   if (!s.column.empty()) {
     const auto at = std::find(t.names.begin(), t.names.end(), s.column);
     if (at == t.names.end()) throw invalid_input(s.file, "no column '" + s.column + "'; its columns: " + names);

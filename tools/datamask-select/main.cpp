@@ -350,9 +350,7 @@ int run(int argc, char** argv, const mpi_world& world) {
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
                  blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
     if (!k.quality_names.empty()) {  // which columns --quality read (a CSV's names)
-      std::string names;
-      for (const auto& q : k.quality_names) names += (names.empty() ? "" : ", ") + q;
-      std::fprintf(stderr, "quality columns: %s\n", names.c_str());
+      std::fprintf(stderr, "quality columns: %s\n", joined(k.quality_names).c_str());
     }
     if (share.count > 1) {
       std::fprintf(stderr, "%s %lld of %lld: %zu of the %lld blocks\n", world.spread() ? "rank" : "shard",
