@@ -259,11 +259,7 @@ inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::stri
   datamask::io::check_row_count(path, v.size(), k.n, rows_of);
   k.ids.assign(v.begin(), v.end());
   k.ids_unsigned = f.dtype() == datamask::io::npy_dtype::uint64;
-  if (k.ids_unsigned) {  // a duplicate is named as the file holds it
-    datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids));
-  } else {
-    datamask::io::check_unique_ids(path, std::span<const std::int64_t>(v));
-  }
+  datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids), k.ids_unsigned);
   k.ids_source = path;
   return hash_bytes(f.file_bytes(), threads);
 }
