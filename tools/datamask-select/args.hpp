@@ -260,7 +260,7 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "(its *.npy files in name order), to read shards as one corpus. Required unless --demo.")
       ->multi_option_policy(all);
   app.add_option("--quality", c.quality,
-                 "PATH: quality scores, a .npy float file (one column) or a CSV file (optional header); "
+                 "PATH: quality scores, a .npy float file (one column) or a CSV file (optional header, RFC 4180 quoting); "
                  "FILE.csv:NAME reads the column NAME only (split at the last ':'), FILE.csv alone every "
                  "column, refused if one is named like an id (id, *_id, idx). May repeat. Required unless "
                  "--lambda 0.")
