@@ -127,12 +127,13 @@ class Objective:
 class Selection:
     """What :func:`select` returns.
 
-    ``ids``: the selected ids (int64), block by block, each block in selection order (the order
-    of datamask-select's ``--out``); ``objective``: f in total and per term, as in the program's
-    report; ``history``: one dict per step or iteration (block, step, lr, reward_mean,
-    reward_max, term_means); ``seconds``: optimize, evaluate and total wall time; ``blocks``: the
-    per-block part of the report (with ``graph``: neighbors, source, seconds, bytes, for a block
-    whose facility term ran on a kNN graph); ``optimizer``: the optimizer that ran (``auto`` resolved).
+    ``ids``: the selected ids (int64; uint64 when the ``ids`` given were unsigned), block by
+    block, each block in selection order (the order of datamask-select's ``--out``);
+    ``objective``: f in total and per term, as in the program's report; ``history``: one dict
+    per step or iteration (block, step, lr, reward_mean, reward_max, term_means); ``seconds``:
+    optimize, evaluate and total wall time; ``blocks``: the per-block part of the report (with
+    ``graph``: neighbors, source, seconds, bytes, for a block whose facility term ran on a kNN
+    graph); ``optimizer``: the optimizer that ran (``auto`` resolved).
     """
 
     ids: np.ndarray
@@ -229,7 +230,9 @@ def _ids(ids: Any, name: str = "ids") -> Optional[np.ndarray]:
         raise InvalidInput(f"{name}: must be a 1-D array (one id per row)")
     if a.size and a.dtype.kind not in "iu":
         raise InvalidInput(f"{name}: expected integer ids, found dtype '{a.dtype}'")
-    return np.ascontiguousarray(_fits_int64(a, name), dtype=np.int64)
+    # Unsigned ids stay unsigned (hash ids use all 64 bits): the selection returns them as uint64,
+    # as datamask-select writes a uint64 ids file's ids.
+    return np.ascontiguousarray(a, dtype=np.uint64 if a.dtype.kind == "u" else np.int64)
 
 
 def _fits_int64(a: np.ndarray, name: str) -> np.ndarray:
@@ -380,8 +383,9 @@ def select(
             "stochastic": dense facility location), "continuous", "pg", or the greedy baselines
             "greedy", "lazy", "stochastic".
         seed: random seed; the same seed gives the same selection on any thread count.
-        ids: one unique int64 id per row (default: the row numbers); blocks are assigned by a
-            hash of the id, and ``Selection.ids`` reports these ids.
+        ids: one unique integer id per row (default: the row numbers); blocks are assigned by a
+            hash of the id, and ``Selection.ids`` reports these ids: uint64 for unsigned ids
+            (values up to 2^64 - 1), else int64.
         progress: True for a tqdm bar (a plain line on stderr without tqdm), or a callable that
             receives a :class:`ProgressEvent` after each step, iteration or greedy pick; an
             exception it raises stops the run and propagates.
@@ -561,8 +565,13 @@ def read_parquet(
     if isinstance(quality_columns, str):
         quality_columns = [quality_columns]
     quality_columns = list(quality_columns or [])
-    wanted = [embedding_column, *quality_columns] + ([id_column] if id_column else [])
-    table = pq.read_table(path, columns=wanted)
+    named = [("embedding_column", embedding_column)] + [("quality_columns", c) for c in quality_columns]
+    named += [("id_column", id_column)] if id_column else []
+    have = pq.read_schema(path).names
+    for keyword, column in named:
+        if column not in have:
+            raise InvalidInput(f"{keyword}: no column {column!r} in {path}; its columns: {', '.join(have)}")
+    table = pq.read_table(path, columns=[column for _, column in named])
     emb = [_embedding_chunk(c, embedding_column) for c in table.column(embedding_column).chunks if len(c)]
     quality = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in quality_columns]
     ids = _ids(table.column(id_column).to_numpy(), id_column) if id_column else None

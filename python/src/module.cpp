@@ -49,7 +49,8 @@ namespace {
 /// converts what is neither float32 nor float16, once, before the call).
 using shard_array = nb::ndarray<nb::ro, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using column_array = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using ids_array = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+/// Ids: int64 or uint64 (datamask/__init__.py converts any other integer type to one of them).
+using ids_array = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 /// graph=(ids, sims) as datamask/__init__.py passes it (any dimensions: the shapes are checked here).
 using graph_arrays = std::pair<nb::ndarray<const std::int64_t, nb::c_contig, nb::device::cpu>,
                                nb::ndarray<const double, nb::c_contig, nb::device::cpu>>;
@@ -69,10 +70,11 @@ struct corpus {
   index_t d = 0;
   std::vector<std::vector<double>> quality;  // copied: the library's blocks gather them anyway
   std::vector<double> weights;
-  std::span<const std::int64_t> ids;          // empty: the row numbers
+  std::span<const datamask::id_t> ids;        // empty: the row numbers
+  bool ids_unsigned = false;                   // uint64 ids: returned as uint64
 
   [[nodiscard]] datamask::id_t id(index_t r) const {
-    return static_cast<datamask::id_t>(ids.empty() ? static_cast<std::int64_t>(r) : ids[static_cast<std::size_t>(r)]);
+    return ids.empty() ? static_cast<datamask::id_t>(r) : ids[static_cast<std::size_t>(r)];
   }
 
   /// The whole corpus as one float32 matrix when it is one float32 shard (no copy then).
@@ -100,6 +102,14 @@ struct corpus {
         std::span<const std::vector<double>>(quality), weights, [&](index_t r) { return id(r); });
   }
 };
+
+/// The 64 bits of each id of an int64 or uint64 array (`is_unsigned`: which it is); refuses
+/// another dtype naming `name`.
+std::span<const datamask::id_t> id_bits(const ids_array& a, const std::string& name, bool& is_unsigned) {
+  is_unsigned = a.dtype() == nb::dtype<std::uint64_t>();
+  DATAMASK_EXPECTS(is_unsigned || a.dtype() == nb::dtype<std::int64_t>(), name, "expected int64 or uint64 ids");
+  return {static_cast<const datamask::id_t*>(a.data()), a.shape(0)};
+}
 
 std::string shard_name(std::size_t i, std::size_t count) {
   return count == 1 ? std::string("embeddings") : "embeddings[" + std::to_string(i) + "]";
@@ -149,8 +159,8 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
   k.weights = quality_weights.empty() ? std::vector<double>(quality.size(), 1.0) : quality_weights;
   if (ids) {
     datamask::io::check_row_count(ids_name, ids->shape(0), k.n, "the embeddings");
-    k.ids = std::span<const std::int64_t>(ids->data(), ids->shape(0));
-    datamask::io::check_unique_ids(ids_name, k.ids);
+    k.ids = id_bits(*ids, ids_name, k.ids_unsigned);
+    datamask::io::check_unique_ids(ids_name, k.ids, k.ids_unsigned);
   }
   return k;
 }
@@ -208,10 +218,28 @@ nb::list settings_table() {
   return out;
 }
 
-/// What a numeric or on/off setting of type F takes, as its messages say.
-template <class F>
-constexpr const char* expected_value() {
-  return std::is_same_v<F, bool> ? "a bool" : std::is_unsigned_v<F> ? "an integer >= 0" : std::is_integral_v<F> ? "an integer" : "a number";
+/// A bound of an integer setting as messages say it: its type's limits as powers of two.
+template <class T>
+std::string bound_text(T v) {
+  constexpr int bits = std::numeric_limits<T>::digits;  // value bits: 64 for uint64, 63 for int64
+  if (v == std::numeric_limits<T>::max()) return datamask::detail::concat("2^", bits, " - 1");
+  if (std::is_signed_v<T> && v == std::numeric_limits<T>::min()) return datamask::detail::concat("-2^", bits);
+  return datamask::detail::concat(v);
+}
+
+/// What a numeric or on/off setting takes, as its messages say: an integer setting's range (a
+/// Python int outside it does not convert, or fails the setting's check).
+template <class Entry>
+std::string expected_value(const Entry& s) {
+  using T = typename Entry::value_type;
+  if constexpr (std::is_same_v<T, bool>) {
+    return "a bool";
+  } else if constexpr (std::is_integral_v<T>) {
+    return datamask::detail::concat("an integer in ", s.min_open ? "(" : "[", bound_text(s.min), ", ", bound_text(s.max),
+                                    s.max_open ? ")" : "]");
+  } else {
+    return "a number";
+  }
 }
 
 /// Applies the keywords given (already checked against the table's names by the Python layer).
@@ -234,7 +262,7 @@ void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
       using T = typename entry::value_type;
       // Python's bool is an int: True is no value of a numeric setting.
       constexpr bool flag = std::is_same_v<T, bool>;
-      DATAMASK_EXPECTS(flag || !PyBool_Check(v.ptr()), k, "expected ", expected_value<T>(), ", found ",
+      DATAMASK_EXPECTS(flag || !PyBool_Check(v.ptr()), k, "expected ", expected_value(s), ", found ",
                        found());
       try {
         if constexpr (std::is_same_v<F, std::optional<T>>) {
@@ -244,7 +272,7 @@ void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
         }
       } catch (const nb::cast_error&) {
         // The value did not convert: a wrong type, or an integer outside the field's type.
-        throw invalid_input(k, datamask::detail::concat("expected ", expected_value<T>(), ", found ", found()));
+        throw invalid_input(k, datamask::detail::concat("expected ", expected_value(s), ", found ", found()));
       }
     }
   });
@@ -348,10 +376,18 @@ class python_side {
 
 // --- results ---------------------------------------------------------------------------------------
 
-nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>> id_array(std::vector<std::int64_t> ids) {
-  auto* heap = new std::vector<std::int64_t>(std::move(ids));
-  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<std::int64_t>*>(p); });
-  return nb::ndarray<nb::numpy, std::int64_t, nb::ndim<1>>(heap->data(), {heap->size()}, owner);
+/// A numpy array that owns `values`.
+template <class T>
+nb::object owned_array(std::vector<T> values) {
+  auto* heap = new std::vector<T>(std::move(values));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(heap->data(), {heap->size()}, owner));
+}
+
+/// The selected ids in the type of the ids given: uint64 for unsigned ids, else int64.
+nb::object id_array(std::vector<datamask::id_t> ids, bool is_unsigned) {
+  if (is_unsigned) return owned_array(std::move(ids));
+  return owned_array(std::vector<std::int64_t>(ids.begin(), ids.end()));
 }
 
 nb::list terms_list(const std::vector<datamask::term_value>& terms) {
@@ -539,7 +575,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   if (r.graph) {  // checked once, before the (one) block, as datamask-select's --graph is loaded
     for (auto& b : results) b.graph.seconds = graph_seconds;
   }
-  std::vector<std::int64_t> selected;
+  std::vector<datamask::id_t> selected;
   for (const auto& b : results) selected.insert(selected.end(), b.ids.begin(), b.ids.end());
   if (static_cast<index_t>(selected.size()) != plan.total) {
     throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(plan.total));
@@ -554,7 +590,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     blocks.append(block_dict(b));
   }
   nb::dict out;
-  out["ids"] = id_array(std::move(selected));
+  out["ids"] = id_array(std::move(selected), k.ids_unsigned);
   out["objective"] = total;
   out["terms"] = terms_list(terms);
   out["history"] = history_list(results);
@@ -578,6 +614,8 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
   const datamask::block_run_settings r =
       run_settings(options, objectives, objective_weights, optimizer, neighbors, given_graph(graph, shards));
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
+  bool subset_unsigned = false;
+  const std::span<const datamask::id_t> wanted = id_bits(subset, "ids", subset_unsigned);
   datamask::block_result res;
   {
     nb::gil_scoped_release nogil;
@@ -587,12 +625,12 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     for (index_t i = 0; i < k.n; ++i) row_of.emplace(k.id(i), i);
     std::vector<index_t> rows;
     std::unordered_map<index_t, std::size_t> position_of;  // of each row in `ids`
-    for (std::size_t i = 0; i < subset.shape(0); ++i) {
-      const std::int64_t id = subset.data()[i];
-      const auto it = row_of.find(static_cast<datamask::id_t>(id));
-      DATAMASK_EXPECTS(it != row_of.end(), "ids", "id ", id, " (position ", i, ") is not in the corpus");
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+      const auto it = row_of.find(wanted[i]);
+      const auto id = [&] { return datamask::io::id_text(wanted[i], subset_unsigned); };  // only for a message
+      DATAMASK_EXPECTS(it != row_of.end(), "ids", "id ", id(), " (position ", i, ") is not in the corpus");
       const auto [first, fresh] = position_of.emplace(it->second, i);
-      DATAMASK_EXPECTS(fresh, "ids", "id ", id, " is given twice (positions ", first->second, " and ", i, ")");
+      DATAMASK_EXPECTS(fresh, "ids", "id ", id(), " is given twice (positions ", first->second, " and ", i, ")");
       rows.push_back(it->second);
     }
     std::vector<index_t> all(static_cast<std::size_t>(k.n));

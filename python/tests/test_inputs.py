@@ -168,11 +168,13 @@ BAD = {
     "choice spelling 2": ((X, Q), dict(quality_aggregate="bogus"), "quality_aggregate: expected mean or sum, found 'bogus'"),
     "choice type": ((X, Q), dict(optimizer="pg", init=3), "init: expected uniform or quality, found 3"),
     "bool for a number": ((X, Q), dict(lam=True), "lam: expected a number, found True"),
-    "bool for an integer": ((X, Q), dict(seed=False), "seed: expected an integer >= 0, found False"),
+    "bool for an integer": ((X, Q), dict(seed=False), "seed: expected an integer in [0, 2^64 - 1], found False"),
     "lam text without quality": ((X,), dict(lam="0.5"), "lam: expected a number, found '0.5'"),
     "prune text without quality": ((X,), dict(lam=0.0, prune="x"), "prune: expected a number, found 'x'"),
-    "number type": ((X, Q), dict(min_active="many"), "min_active: expected an integer, found 'many'"),
-    "negative seed": ((X, Q), dict(seed=-1), "seed: expected an integer >= 0, found -1"),
+    "number type": ((X, Q), dict(min_active="many"), "min_active: expected an integer in [1, 2^63 - 1], found 'many'"),
+    "negative seed": ((X, Q), dict(seed=-1), "seed: expected an integer in [0, 2^64 - 1], found -1"),
+    "seed beyond uint64": ((X, Q), dict(seed=2**70), "seed: expected an integer in [0, 2^64 - 1], found 1180591620717411303424"),
+    "count beyond int64": ((X, Q), dict(count=2**63), "count: expected an integer in [0, 2^63 - 1], found 9223372036854775808"),
 }
 
 

@@ -62,3 +62,15 @@ def test_parquet_rows_of_different_lengths_are_refused(tmp_path):
     pq.write_table(table, tmp_path / "bad.parquet")
     with pytest.raises(datamask.InvalidInput, match="feature_arr: rows have different lengths"):
         datamask.read_parquet(str(tmp_path / "bad.parquet"))
+
+
+@pytest.mark.parametrize("keyword", ["embedding_column", "quality_columns", "id_column"])
+def test_a_missing_column_is_named_with_the_columns_there(tmp_path, keyword):
+    table = pa.table({"chunk_id": [1, 2], "quality_score": [0.1, 0.2],
+                      "feature_arr": pa.array([[1.0, 2.0], [3.0, 4.0]], type=pa.list_(pa.float32()))})
+    path = tmp_path / "c.parquet"
+    pq.write_table(table, path)
+    message = f"{keyword}: no column 'nope' in {path}; its columns: chunk_id, quality_score, feature_arr"
+    with pytest.raises(datamask.InvalidInput) as e:
+        datamask.read_parquet(str(path), **{keyword: "nope"})
+    assert str(e.value) == message

@@ -102,6 +102,32 @@ def test_float16_shards_as_the_program(tmp_path):
     np.testing.assert_array_equal(sel.ids, expected)
 
 
+@needs_program
+@pytest.mark.parametrize("dtype", [np.uint64, np.int64])
+def test_ids_keep_their_type_as_the_program(tmp_path, dtype):
+    # Hash ids use all 64 bits: uint64 ids at and above 2^63 come back as uint64, as the program
+    # writes them; negative int64 ids stay int64. Three blocks: the blocks follow the ids' hash.
+    x, q, _ = corpus()
+    rng = np.random.default_rng(1)
+    if dtype == np.uint64:
+        ids = np.uint64(2**63) + rng.permutation(10**6)[: len(x)].astype(np.uint64) * np.uint64(2**40)
+    else:
+        ids = -rng.permutation(10**6)[: len(x)].astype(np.int64) * 2**40
+    args, kw = ["--ratio", "0.1", "--block-size", "1000", "--iterations", "20"], dict(ratio=0.1, block_size=1000, iterations=20)
+    expected, report = run_program(tmp_path, [x], q, ids, args)
+    assert expected.dtype == dtype and report["configuration"]["ids-dtype"] == np.dtype(dtype).name
+    sel = datamask.select(x, q, ids=ids, **kw)
+    assert sel.ids.dtype == dtype
+    np.testing.assert_array_equal(sel.ids, expected)
+    assert set(sel.ids.tolist()) <= set(ids.tolist())
+    # evaluate finds the ids in the corpus, and names one that is not there as it was given.
+    one = datamask.select(x, q, ids=ids, ratio=0.1, iterations=20)
+    assert datamask.evaluate(x, q, one.ids, corpus_ids=ids, iterations=20).total == pytest.approx(one.objective.total)
+    missing = ids.max() + dtype(1) if dtype == np.uint64 else ids.min() - 1
+    with pytest.raises(datamask.InvalidInput, match=f"ids: id {missing} \\(position 0\\) is not in the corpus"):
+        datamask.evaluate(x, q, np.array([missing], dtype=dtype), corpus_ids=ids)
+
+
 def test_same_seed_same_selection_any_thread_count():
     # n = 20,000: the library's loops then exceed detail::parallel_min_work and run on 2 threads.
     x, q, _ = corpus(n=20000)

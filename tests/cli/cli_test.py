@@ -58,15 +58,15 @@ def npy_vec(path, values, descr="<f4"):
     return write(path, npy_bytes(descr, (len(values),), struct.pack(endian + "%d%s" % (len(values), fmt), *values)))
 
 
-def read_npy_ids(path):
+def read_npy_ids(path, descr="<i8"):
     with open(path, "rb") as f:
         b = f.read()
     assert b[:6] == b"\x93NUMPY", path
     hl = struct.unpack("<H", b[8:10])[0]
     header = b[10:10 + hl].decode()
-    assert "'<i8'" in header, header
+    assert "'%s'" % descr in header, header
     n = (len(b) - 10 - hl) // 8
-    return list(struct.unpack("<%dq" % n, b[10 + hl:]))
+    return list(struct.unpack("<%d%s" % (n, "Q" if descr == "<u8" else "q"), b[10 + hl:]))
 
 
 def read_text_ids(path):
@@ -958,6 +958,110 @@ def test_greedy_interrupt():
     assert proc.returncode == 130, (proc.returncode, err)
     assert waited < 5.0, "the greedy took %.1f s to stop after SIGINT" % waited
     assert not os.path.exists(path("g.npy"))
+
+
+def test_id_types():
+    """uint64 ids (>= 2^63 here) come out as uint64, negative int64 ids as int64, in every output
+    format, from one run, a --resume of a finished checkpoint and a --shard merge alike."""
+    rows, q, _ = make_corpus(600, 16, seed=5)
+    e = npy_f32(path("emb.npy"), rows)
+    qf = npy_vec(path("q.npy"), q)
+    cases = {"<u8": [2**63 + 39 + 1000 * i for i in range(600)],
+             "<i8": [-(2**62) + 7919 * i if i % 2 else -1 - i for i in range(600)]}
+    for descr, ids in cases.items():
+        tag, fmt, dtype = {"<u8": ("u8", "Q", "uint64"), "<i8": ("i8", "q", "int64")}[descr]
+        idf = write(path(tag + "-ids.npy"), npy_bytes(descr, (600,), struct.pack("<600" + fmt, *ids)))
+        base = ["--embeddings", e, "--quality", qf, "--ids", idf, "--ratio", "0.1", "--block-size", "250"] + FAST
+        one = path(tag + "-one")
+        run(base + ["--out", one + ".npy", "--report", one + ".json"])
+        sel = read_npy_ids(one + ".npy", descr)
+        check_ids(sel, ids, 60)
+        assert json.load(open(one + ".json"))["configuration"]["ids-dtype"] == dtype
+        for ext in (".csv", ".txt"):
+            run(base + ["--out", one + ext])
+            assert read_text_ids(one + ext) == sel, ext
+        # Every block from the checkpoint's records: the same ids.
+        ck = path(tag + "-ck")
+        run(base + ["--checkpoint", ck, "--out", path(tag + "-ck1.npy")])
+        run(base + ["--checkpoint", ck, "--resume", "--out", path(tag + "-ck2.txt")])
+        assert read_text_ids(path(tag + "-ck2.txt")) == sel
+        # Two shards, merged: the same ids.
+        parts = path(tag + "-parts")
+        for i in range(2):
+            run(base + ["--shard", "%d/2" % i, "--parts", parts])
+        run(["merge", "--out", path(tag + "-merged.npy"), "--report", path(tag + "-merged.json"), parts])
+        assert read_npy_ids(path(tag + "-merged.npy"), descr) == sel
+        assert json.load(open(path(tag + "-merged.json")))["configuration"]["ids-dtype"] == dtype
+    # A uint64 id given twice is named as the file holds it.
+    dup = cases["<u8"][:599] + [cases["<u8"][3]]
+    write(path("dup-u8.npy"), npy_bytes("<u8", (600,), struct.pack("<600Q", *dup)))
+    expect_bad(["--embeddings", e, "--quality", qf, "--ids", path("dup-u8.npy")],
+               ["dup-u8.npy", "duplicate id %d at rows 3 and 599" % dup[3]])
+
+
+def test_quality_columns():
+    """--quality FILE.csv:NAME reads one column; a whole CSV with an id-like column is refused; the
+    columns read are said on stderr and in the report; the file part is the input."""
+    rows, q, ids, e, _, idf = standard_files()
+    q2 = [x * 0.5 + 0.1 for x in q]
+    os.mkdir(path("a:b"))  # a folder whose name holds ':'
+    csv = path("a:b/q.csv")
+    with open(csv, "w") as f:
+        f.write("doc_id,score,score2\n")
+        for i, (x, y) in enumerate(zip(q, q2)):
+            f.write("%d,%r,%r\n" % (10**12 + i, x, y))
+    npy_vec(path("score.npy"), q, "<f8")
+    npy_vec(path("score2.npy"), q2, "<f8")
+    base = ["--embeddings", e, "--ids", idf, "--ratio", "0.1"] + FAST
+    expect_bad(base + ["--quality", csv], ["q.csv", "column 'doc_id' looks like ids", "--quality %s:NAME" % csv,
+                                           "doc_id, score, score2"])
+    run(base + ["--quality", path("score.npy"), "--out", path("npy.npy")])
+    p = run([x for x in base if x != "--quiet"] + ["--quality", csv + ":score", "--out", path("col.npy"),
+                                                     "--report", path("col.json")])
+    assert "quality columns: %s (score)\n" % csv in p.stderr, p.stderr
+    assert read_npy_ids(path("col.npy")) == read_npy_ids(path("npy.npy"))
+    conf = json.load(open(path("col.json")))["configuration"]
+    assert conf["quality"] == [csv + ":score"] and conf["quality-columns"] == [csv + " (score)"], conf
+    # Two columns of one file, each named, weighed as two .npy columns.
+    two = ["--quality-weights", "1,2"]
+    run(base + two + ["--quality", path("score.npy"), "--quality", path("score2.npy"), "--out", path("npy2.npy")])
+    run(base + two + ["--quality", csv + ":score", "--quality", csv + ":score2", "--out", path("col2.npy")])
+    assert read_npy_ids(path("col2.npy")) == read_npy_ids(path("npy2.npy"))
+    expect_bad(base + ["--quality", csv + ":scor"], ["q.csv", "no column 'scor'", "doc_id, score, score2"])
+    # Another column of the same file is another input: a checkpoint refuses it.
+    ck = path("ck")
+    run(base + ["--quality", csv + ":score", "--checkpoint", ck])
+    p = run(base + ["--quality", csv + ":score2", "--checkpoint", ck, "--resume"], expect=2)
+    assert "refused" in p.stderr and "inputs" in p.stderr, p.stderr
+    # The output checks see the file, not FILE.csv:NAME (last: expect_bad removes its --out first).
+    expect_bad(base + ["--quality", csv + ":score"], ["--out", "is an input", "--quality"], out=csv)
+
+
+def test_csv_quoting():
+    """RFC 4180 quoting in quality CSV files: quoted numbers, quoted header names with "" and a
+    line break inside; a quote left open is refused naming the file and line."""
+    rows, q, ids, e, _, idf = standard_files()
+    npy_vec(path("score.npy"), q, "<f8")
+    base = ["--embeddings", e, "--ids", idf, "--ratio", "0.1"] + FAST
+    run(base + ["--quality", path("score.npy"), "--out", path("npy.npy")])
+    with open(path("quoted.csv"), "w") as f:
+        f.write('"the ""best""\nscore"\n' + "".join(' "%r" \n' % x for x in q))
+    run(base + ["--quality", path("quoted.csv"), "--out", path("quoted.npy"), "--report", path("quoted.json")])
+    assert read_npy_ids(path("quoted.npy")) == read_npy_ids(path("npy.npy"))
+    assert json.load(open(path("quoted.json")))["configuration"]["quality-columns"] == \
+        [path("quoted.csv") + ' (the "best"\nscore)']
+    # A quoted name names a column; quoted and bare fields mix.
+    with open(path("two.csv"), "w") as f:
+        f.write('"other","the ""best"" score"\n' + "".join('%s,"%r"\n' % ('"1"' if i % 2 else "2", x)
+                                                         for i, x in enumerate(q)))
+    run(base + ["--quality", path("two.csv") + ':the "best" score', "--out", path("two.npy")])
+    assert read_npy_ids(path("two.npy")) == read_npy_ids(path("npy.npy"))
+    with open(path("open.csv"), "w") as f:
+        f.write('score\n0.5\n"0.25\n0.75\n')
+    expect_bad(base + ["--quality", path("open.csv")], ["open.csv", "line 3: a quoted field is not closed"])
+    with open(path("after.csv"), "w") as f:
+        f.write('score\n"0.5"x\n')
+    expect_bad(base + ["--quality", path("after.csv")], ["after.csv", "line 2: text after a quoted field"])
 
 
 def main():

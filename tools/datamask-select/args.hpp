@@ -47,6 +47,9 @@ struct config {
   std::vector<std::string> quality;
   std::vector<double> quality_weights;
   std::string ids;
+  // What reading the inputs found, for the outputs and the report (merge: from the parts).
+  bool ids_unsigned = false;                 // the --ids file holds uint64
+  std::vector<std::string> quality_columns;  // each score column read: "file" or "file (column)"
   std::vector<std::string> objectives;  // empty until check_args: pairwise
   std::vector<double> objective_weights;
   // Facility location on a kNN graph (sparse_facility.hpp): K neighbours built per block, or a
@@ -82,6 +85,24 @@ struct config {
     return s;
   }
 };
+
+/// One --quality value: a file, and for a CSV file optionally the one column to read
+/// ("scores.csv:quality"). Split at the last ':' only when what precedes it ends in ".csv", so a
+/// path that holds ':' (and names no column) is still one file.
+struct quality_source {
+  std::string file;
+  std::string column;  // empty: the .npy's scores, or every column of the CSV file
+  [[nodiscard]] bool csv() const { return file.ends_with(".csv"); }
+};
+
+inline quality_source quality_source_of(const std::string& value) {
+  const auto colon = value.rfind(':');
+  if (colon != std::string::npos) {
+    quality_source s{value.substr(0, colon), value.substr(colon + 1)};
+    if (s.csv()) return s;
+  }
+  return {value, ""};
+}
 
 namespace detail {
 
@@ -240,13 +261,16 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "(its *.npy files in name order), to read shards as one corpus. Required unless --demo.")
       ->multi_option_policy(all);
   app.add_option("--quality", c.quality,
-                 "PATH: quality scores, a .npy float file (one column) or a CSV file (every column a score; "
-                 "optional header). May repeat. Required unless --lambda 0.")
+                 "PATH: quality scores, a .npy float file (one column) or a CSV file (optional header, RFC 4180 quoting); "
+                 "FILE.csv:NAME reads the column NAME only (split at the last ':'), FILE.csv alone every "
+                 "column, refused if one is named like an id (id, *_id, idx). May repeat. Required unless "
+                 "--lambda 0.")
       ->multi_option_policy(all);
   app.add_option_function<std::string>(
       "--quality-weights", [&c](const std::string& v) { c.quality_weights = parse_list("--quality-weights", v); },
       "W,...: weight per score column, in order, each >= 0 (default: all 1)");
-  app.add_option("--ids", c.ids, "PATH: .npy int64, one unique id per row (default: the row numbers)");
+  app.add_option("--ids", c.ids, "PATH: .npy int64 or uint64 (int32 read as int64), one unique id per row; --out writes them in "
+                                 "that type (default: the row numbers)");
   app.add_option("--objective", c.objectives, "pairwise | facility | disf (default pairwise); may repeat, each a "
                                               "separately scaled term")
       ->multi_option_policy(all)
@@ -269,7 +293,7 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "stochastic. The greedy baselines optimise the same f and write ids in the order picked")
       ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
       ->capture_default_str();
-  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64), .csv or .txt, in selection order "
+  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
                                  "(pg: by final logit, descending, block by block)");
   app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
                                        "selected, objective.total, objective.terms.<name>.{raw,scale,weight}, steps, seconds");
@@ -416,9 +440,12 @@ inline void check_inputs(const config& c) {
   if (!quality && c.run.init == datamask::init_mode::quality) throw usage_error("--init: quality needs --quality");
   if (!quality && c.run.prune > 0.0) throw usage_error("--prune: needs --quality");
   if (!c.quality_weights.empty() && c.quality_weights.size() != c.quality.size() && !c.quality.empty()) {
-    // A CSV file holds several columns; the count is checked again once it is read.
+    // A whole CSV file holds several columns; the count is checked again once it is read.
     bool csv = false;
-    for (const auto& q : c.quality) csv = csv || (q.size() >= 4 && q.substr(q.size() - 4) == ".csv");
+    for (const auto& q : c.quality) {
+      const quality_source s = quality_source_of(q);
+      csv = csv || (s.csv() && s.column.empty());
+    }
     if (!csv) {
       throw usage_error("--quality-weights: " + std::to_string(c.quality_weights.size()) +
                         " weights for " + std::to_string(c.quality.size()) + " --quality columns");

@@ -5,6 +5,7 @@
 // validation, its content hash, and its split into blocks.
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -46,6 +47,7 @@ struct corpus {
   std::vector<std::string> quality_names;    // "file" or "file:column"
   std::vector<double> quality_weights;
   std::vector<id_t> ids;  // empty: row numbers
+  bool ids_unsigned = false;  // read from uint64 (<u8): written back as uint64, never as negative int64
   std::string ids_source;
   std::uint64_t hash = 0;
   std::vector<float> demo_rows;  // the --demo corpus lives here
@@ -79,6 +81,13 @@ struct read_share {
   int count = 1;
   std::function<std::vector<std::uint64_t>(const std::vector<std::uint64_t>&)> exchange;
 };
+
+/// Names as messages list them: "a, b, c".
+inline std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 namespace detail {
 
@@ -175,19 +184,50 @@ inline std::vector<std::uint64_t> shard_hashes(const corpus& k, const read_share
   return hashes;
 }
 
-/// Reads one quality source into `k`: every column of a CSV file ("file (column)"), or a 1-D
-/// .npy array of floats. Returns the hash of its bytes.
-inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int threads) {
-  if (ends_with(q, ".csv")) {
-    const auto t = datamask::io::read_csv(q);
-    for (std::size_t col = 0; col < t.columns.size(); ++col) {
-      k.quality.push_back(t.columns[col]);
-      k.quality_names.push_back(q + " (" + t.names[col] + ")");
+/// Whether a CSV column's name says it holds ids, not scores: id, idx or *_id (any case).
+inline bool id_like(std::string name) {
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name == "id" || name == "idx" || ends_with(name, "_id");
+}
+
+/// The score columns a CSV --quality value reads: the one it names, or every column of a file
+/// without an id-like column (a whole file's ids would be summed into the quality score).
+inline std::vector<std::size_t> csv_columns(const datamask::io::csv_table& t, const quality_source& s) {
+  const std::string names = joined(t.names);
+  if (!s.column.empty()) {
+    const auto at = std::find(t.names.begin(), t.names.end(), s.column);
+    if (at == t.names.end()) throw invalid_input(s.file, "no column '" + s.column + "'; its columns: " + names);
+    return {static_cast<std::size_t>(at - t.names.begin())};
+  }
+  for (const auto& n : t.names) {
+    if (id_like(n)) {
+      throw invalid_input(s.file, "column '" + n + "' looks like ids, not scores (every column of a CSV file is read "
+                          "as a score column); name the score columns: --quality " + s.file + ":NAME (its columns: " +
+                          names + ")");
     }
-    std::ifstream in(q, std::ios::binary);
+  }
+  std::vector<std::size_t> all(t.names.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  return all;
+}
+
+/// Reads one --quality value into `k`: a CSV file's columns ("file (column)"; csv_columns says
+/// which), or a 1-D .npy array of floats. Returns the hash of its bytes (and of the column named,
+/// so that naming another column of the file is other inputs).
+inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int threads) {
+  const quality_source s = quality_source_of(q);
+  if (s.csv()) {
+    const auto t = datamask::io::read_csv(s.file);
+    for (const std::size_t col : csv_columns(t, s)) {
+      k.quality.push_back(t.columns[col]);
+      k.quality_names.push_back(s.file + " (" + t.names[col] + ")");
+    }
+    std::ifstream in(s.file, std::ios::binary);
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return hash_bytes(
-        std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(all.data()), all.size()), threads);
+    const auto bytes = [&](const std::string& b) {
+      return hash_bytes(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(b.data()), b.size()), threads);
+    };
+    return s.column.empty() ? bytes(all) : mix64(bytes(all) ^ bytes(s.column));
   }
   datamask::io::npy_file f(q);
   if (!datamask::io::npy_is_float(f.dtype())) {
@@ -210,14 +250,16 @@ inline void check_columns_from(const corpus& k, std::size_t first_col, const std
   }
 }
 
-/// Reads the ids file (1-D, one id per row, no id twice) into `k`. Returns the hash of its bytes.
+/// Reads the ids file (1-D, one id per row, no id twice) into `k`: int64 (or int32) ids, or
+/// uint64 ids, which keep their type (`ids_unsigned`). Returns the hash of its bytes.
 inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::string& rows_of, int threads) {
   datamask::io::npy_file f(path);
   if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
-  const auto v = f.read_int64();
+  const auto v = f.read_int64();  // uint64 ids: their bits
   datamask::io::check_row_count(path, v.size(), k.n, rows_of);
   k.ids.assign(v.begin(), v.end());
-  datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids));
+  k.ids_unsigned = f.dtype() == datamask::io::npy_dtype::uint64;
+  datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids), k.ids_unsigned);
   k.ids_source = path;
   return hash_bytes(f.file_bytes(), threads);
 }

@@ -323,13 +323,15 @@ int run(int argc, char** argv, const mpi_world& world) {
   if (!c.shard.empty()) prepare_parts(part);
 
   datamask::io::run_report rep;
-  rep.configuration = configuration_json(c);
   const auto t_load = clock_type::now();
   // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
   const read_share reading{world.rank(), world.size(),
                            [&world](const std::vector<std::uint64_t>& mine) { return world.allgather(mine); }};
   const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
   rep.seconds.emplace_back("load", seconds_since(t_load));
+  c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
+  c.quality_columns = k.quality_names;
+  rep.configuration = configuration_json(c);
   rep.input_hash = k.hash;
   rep.rows = k.n;
   rep.dims = k.d;
@@ -378,6 +380,9 @@ int run(int argc, char** argv, const mpi_world& world) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
                  blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
+    if (!k.quality_names.empty()) {  // which columns --quality read (a CSV's names)
+      std::fprintf(stderr, "quality columns: %s\n", joined(k.quality_names).c_str());
+    }
     if (share.count > 1) {
       std::fprintf(stderr, "%s %lld of %lld: %zu of the %lld blocks\n", world.spread() ? "rank" : "shard",
                    static_cast<long long>(share.index), static_cast<long long>(share.count), mine.size(),

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
+#include <datamask/io/corpus_checks.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/io/report.hpp>
@@ -28,15 +29,18 @@ namespace dmselect {
 
 using datamask::block_result;
 
-inline std::string ids_file_bytes(const std::string& path, const std::vector<datamask::id_t>& ids) {
+/// The --out file: .npy, or one decimal id a line (.csv under an "id" header). Unsigned ids
+/// (`ids_unsigned`: read from uint64) are written as uint64, the others as int64.
+inline std::string ids_file_bytes(const std::string& path, const std::vector<datamask::id_t>& ids, bool ids_unsigned) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
+    const std::int64_t shape[1] = {static_cast<std::int64_t>(ids.size())};
+    if (ids_unsigned) return datamask::io::npy_bytes(std::span<const datamask::id_t>(ids), std::span<const std::int64_t>(shape));
     std::vector<std::int64_t> v(ids.begin(), ids.end());
-    const std::int64_t shape[1] = {static_cast<std::int64_t>(v.size())};
     return datamask::io::npy_bytes(std::span<const std::int64_t>(v), std::span<const std::int64_t>(shape));
   }
   std::string out;
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0) out = "id\n";
-  for (auto id : ids) out += std::to_string(static_cast<std::int64_t>(id)) + "\n";
+  for (auto id : ids) out += datamask::io::id_text(id, ids_unsigned) + "\n";
   return out;
 }
 
@@ -54,7 +58,9 @@ inline nlohmann::ordered_json configuration_json(const config& c) {
   nlohmann::ordered_json j;
   j["embeddings"] = texts(c.embeddings);
   j["quality"] = texts(c.quality);
+  j["quality-columns"] = texts(c.quality_columns);  // each score column read, as "file" or "file (column)"
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(json_text(c.ids));
+  j["ids-dtype"] = c.ids_unsigned ? "uint64" : "int64";  // as --out writes them
   j.update(c.selection_json());
   j["backend"] = dmfront::block_backend_name();
   j["optimizer-requested"] = c.requested;  // "auto", or the optimizer named
@@ -189,7 +195,7 @@ inline void write_outputs(const config& c, datamask::io::run_report& rep, const 
   // Built in memory, then written as a set: a failure on one leaves none replaced.
   const auto t_write = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, std::string>> files;
-  if (!c.out.empty()) files.emplace_back(c.out, ids_file_bytes(c.out, selected));
+  if (!c.out.empty()) files.emplace_back(c.out, ids_file_bytes(c.out, selected, c.ids_unsigned));
   const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
   if (!c.log.empty()) files.emplace_back(c.log, log_csv(rep.blocks, relaxed));
   if (!c.plot.empty()) files.emplace_back(c.plot, plot_svg(rep.blocks, relaxed));

@@ -67,7 +67,7 @@ inline bool within(const std::filesystem::path& inner, const std::filesystem::pa
 inline std::vector<std::pair<std::string, std::filesystem::path>> inputs(const config& c) {
   std::vector<std::pair<std::string, std::filesystem::path>> in;
   for (const auto& e : c.embeddings) in.emplace_back("--embeddings", resolved(e));
-  for (const auto& q : c.quality) in.emplace_back("--quality", resolved(q));
+  for (const auto& q : c.quality) in.emplace_back("--quality", resolved(quality_source_of(q).file));
   if (!c.ids.empty()) in.emplace_back("--ids", resolved(c.ids));
   for (const auto& p : c.merged) in.emplace_back("merge part", resolved(p));
   return in;

@@ -203,7 +203,7 @@ inline int merge_main(int argc, char** argv) {
   std::vector<std::string> args;
   CLI::App app("datamask-select merge: the outputs of a run from the parts its --shard tasks wrote",
                "datamask-select merge");
-  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64), .csv or .txt, as one process writes them");
+  app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, as one process writes them");
   app.add_option("--report", c.report, "PATH: JSON report");
   app.add_option("--log", c.log, "PATH: CSV log, one row per block and step");
   app.add_option("--plot", c.plot, "PATH: SVG of the log");
@@ -258,6 +258,7 @@ inline int merge_main(int argc, char** argv) {
   }
   rep.seconds.emplace_back("merge", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   c.optimizer = first.configuration.value("optimizer", std::string());
+  c.ids_unsigned = first.configuration.value("ids-dtype", std::string()) == "uint64";
   write_run_outputs(c, rep);
   return 0;
 }

@@ -83,18 +83,23 @@ inline void check_finite_scores(const std::string& name, std::span<const double>
   }
 }
 
-/// @brief Throws invalid_input naming `name` at an id given twice (the smallest such id, at its
-/// first two rows).
-template <class Id>
-void check_unique_ids(const std::string& name, std::span<const Id> ids) {
+/// @brief An id in decimal as its input holds it: 64 bits read from uint64 (`is_unsigned`) or
+/// from int64 (negative ids stay negative).
+[[nodiscard]] inline std::string id_text(id_t bits, bool is_unsigned) {
+  return is_unsigned ? std::to_string(bits) : std::to_string(static_cast<std::int64_t>(bits));
+}
+
+/// @brief Throws invalid_input naming `name` at an id given twice (the smallest such id as
+/// unsigned bits, at its first two rows), written as id_text writes it.
+inline void check_unique_ids(const std::string& name, std::span<const id_t> ids, bool is_unsigned = true) {
   std::vector<index_t> order(ids.size());
   std::iota(order.begin(), order.end(), index_t{0});
   const auto at = [&](index_t r) { return ids[static_cast<std::size_t>(r)]; };
   std::sort(order.begin(), order.end(), [&](index_t a, index_t b) { return at(a) != at(b) ? at(a) < at(b) : a < b; });
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (at(order[i]) == at(order[i - 1])) {
-      throw invalid_input(name, ::datamask::detail::concat("duplicate id ", static_cast<std::int64_t>(at(order[i])), " at rows ",
-                                               order[i - 1], " and ", order[i]));
+      throw invalid_input(name, ::datamask::detail::concat("duplicate id ", id_text(at(order[i]), is_unsigned),
+                                                           " at rows ", order[i - 1], " and ", order[i]));
     }
   }
 }

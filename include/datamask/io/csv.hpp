@@ -2,9 +2,10 @@
 #pragma once
 
 /// @file
-/// @brief Numeric CSV columns: one value per row and column, comma-separated, an optional header
-/// line of names. Errors name the file, the line and the column.
+/// @brief Numeric CSV columns: one value per row and column, comma-separated (RFC 4180 quoting
+/// allowed), an optional header line of names. Errors name the file, the line and the column.
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -30,20 +31,43 @@ inline std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
   return s;
 }
-inline std::vector<std::string_view> split(std::string_view line) {
-  std::vector<std::string_view> out;
-  std::size_t start = 0;
+/// How a record split: whole, or a quoted field still open at the end of its text (RFC 4180: a
+/// quoted field may hold line breaks; the record goes on on the next line), or text after a
+/// closing quote.
+enum class record_state { whole, open_quote, text_after_quote };
+
+/// Splits one CSV record into fields (RFC 4180): comma-separated, each bare (spaces around it
+/// dropped) or quoted ("..." with "" for a quote inside; spaces around the quotes dropped).
+inline record_state split(std::string_view rec, std::vector<std::string>& out) {
+  out.clear();
+  std::size_t i = 0;
+  const auto blank = [&](std::size_t at) { return at < rec.size() && (rec[at] == ' ' || rec[at] == '\t' || rec[at] == '\r'); };
   for (;;) {
-    const std::size_t comma = line.find(',', start);
-    out.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos
-                                                                          : comma - start)));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
+    while (blank(i)) ++i;
+    std::string field;
+    if (i < rec.size() && rec[i] == '"') {
+      for (++i;; ++i) {
+        if (i >= rec.size()) return record_state::open_quote;
+        if (rec[i] == '"' && (i + 1 >= rec.size() || rec[i + 1] != '"')) break;
+        if (rec[i] == '"') ++i;  // "" inside quotes: one quote
+        field += rec[i];
+      }
+      ++i;  // the closing quote
+      while (blank(i)) ++i;
+      if (i < rec.size() && rec[i] != ',') return record_state::text_after_quote;
+    } else {
+      const std::size_t comma = std::min(rec.find(',', i), rec.size());
+      field = trim(rec.substr(i, comma - i));
+      i = comma;
+    }
+    out.push_back(std::move(field));
+    if (i >= rec.size()) return record_state::whole;
+    ++i;  // the comma
   }
-  return out;
 }
-/// Parses a whole field as a double; false if it is not a number.
+/// Parses a whole field (spaces around it aside) as a double; false if it is not a number.
 inline bool parse_double(std::string_view f, double& out) {
+  f = trim(f);
   if (f.empty()) return false;
   const std::string s(f);
   char* end = nullptr;
@@ -54,9 +78,11 @@ inline bool parse_double(std::string_view f, double& out) {
 }  // namespace detail
 
 /// @brief Reads a numeric CSV file. The first line is a header when any of its fields is not a
-/// number. Every row must have the header's number of fields; blank lines are skipped.
+/// number. Every row must have the header's number of fields; blank lines are skipped. Fields
+/// may be quoted (RFC 4180: "0.5", "a ""name""", a quoted field across lines).
 /// NaN and infinite values are parsed; the caller decides whether they are allowed.
-/// @throws invalid_input naming `path` for a missing file, a ragged row or a non-numeric field.
+/// @throws invalid_input naming `path` for a missing file, a ragged row, a non-numeric field or
+/// a quote left open.
 [[nodiscard]] inline csv_table read_csv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw invalid_input(path, datamask::detail::concat("cannot open: ", std::strerror(errno)));
@@ -64,30 +90,43 @@ inline bool parse_double(std::string_view f, double& out) {
   std::string line;
   std::size_t line_no = 0;
   std::size_t width = 0;
+  std::vector<std::string> fields;
   while (std::getline(in, line)) {
     ++line_no;
     if (detail::trim(line).empty()) continue;
-    const auto fields = detail::split(line);
+    const std::size_t first_line = line_no;
+    std::string record = line;
+    detail::record_state state;
+    while ((state = detail::split(record, fields)) == detail::record_state::open_quote) {
+      if (!std::getline(in, line)) {
+        throw invalid_input(path, datamask::detail::concat("line ", first_line, ": a quoted field is not closed"));
+      }
+      ++line_no;
+      record += "\n" + line;
+    }
+    if (state == detail::record_state::text_after_quote) {
+      throw invalid_input(path, datamask::detail::concat("line ", first_line, ": text after a quoted field's closing quote"));
+    }
     if (width == 0) {
       width = fields.size();
       t.columns.resize(width);
       bool header = false;
       double v = 0.0;
-      for (auto f : fields) header = header || !detail::parse_double(f, v);
+      for (const auto& f : fields) header = header || !detail::parse_double(f, v);
       if (header) {
-        for (auto f : fields) t.names.emplace_back(f);
+        t.names = fields;
         continue;
       }
       for (std::size_t c = 0; c < width; ++c) t.names.push_back("column " + std::to_string(c + 1));
     }
     if (fields.size() != width) {
-      throw invalid_input(path, datamask::detail::concat("line ", line_no, " has ", fields.size(),
+      throw invalid_input(path, datamask::detail::concat("line ", first_line, " has ", fields.size(),
                                                         " fields, expected ", width));
     }
     for (std::size_t c = 0; c < width; ++c) {
       double v = 0.0;
       if (!detail::parse_double(fields[c], v)) {
-        throw invalid_input(path, datamask::detail::concat("line ", line_no, ", column ", c + 1,
+        throw invalid_input(path, datamask::detail::concat("line ", first_line, ", column ", c + 1,
                                                           ": '", fields[c], "' is not a number"));
       }
       t.columns[c].push_back(v);
