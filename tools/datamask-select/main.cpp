@@ -30,6 +30,7 @@
 #include <datamask/io/report.hpp>
 #include <datamask/block_select.hpp>
 #include <datamask/pipeline.hpp>
+#include <datamask/wait_policy.hpp>
 
 #include "args.hpp"
 #include "block_backend.hpp"
@@ -41,7 +42,6 @@
 #include "paths.hpp"
 #include "shards.hpp"
 #include "spread.hpp"
-#include "wait_policy.hpp"
 
 namespace dmselect {
 
@@ -438,7 +438,7 @@ int run_and_report(int argc, char** argv, const mpi_world& world) {
 }  // namespace dmselect
 
 int main(int argc, char** argv) {
-  dmselect::passive_wait_unless_set(argv);  // first: no thread exists yet
+  datamask::passive_wait_unless_set(argv);  // first: no thread exists yet
   const dmselect::mpi_world world(argc, argv);
   const int code = dmselect::run_and_report(argc, argv, world);
   // A failing rank ends the whole job (the others may wait for it); rank 0 then writes nothing.
