@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
+#include <datamask/wait_policy.hpp>
 #include <datamask/greedy/greedy.hpp>
 #include <datamask/settings.hpp>
 
@@ -198,6 +199,7 @@ int run(const args& a, const D& div) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
   const args a = parse(argc, argv);
   try {
     dm::learner_settings ls;

@@ -45,6 +45,7 @@
 
 #include <datamask/continuous.hpp>
 #include <datamask/datamask.hpp>
+#include <datamask/wait_policy.hpp>
 #include <datamask/greedy/greedy.hpp>
 #include <datamask/knn/clustered.hpp>
 #include <datamask/knn/graph.hpp>
@@ -192,6 +193,7 @@ std::vector<std::pair<std::string, dm::knn_settings>> graphs_of(const settings& 
 }
 
 int main(int argc, char** argv) {
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
   const auto start = clk::now();
   const settings s = parse(argc, argv);
   try {

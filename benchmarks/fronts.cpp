@@ -31,6 +31,7 @@
 
 #include <datamask/continuous.hpp>
 #include <datamask/datamask.hpp>
+#include <datamask/wait_policy.hpp>
 #include <datamask/greedy/greedy.hpp>
 
 #include "bench_common.hpp"
@@ -159,6 +160,7 @@ int run(const settings& s, const D& div) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
   const settings s = parse(argc, argv);
   return dm_bench::run_objective("datamask_bench_fronts", s.objective, [&](const auto& div) { return run(s, div); });
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
+#include <datamask/wait_policy.hpp>
 #include <datamask/greedy/greedy.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/settings.hpp>
@@ -186,6 +187,7 @@ int run(const tune_args& s, const D& div) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
   const tune_args s = parse(argc, argv);
   try {
     if (s.objective == "pws") return run(s, dm::pairwise_similarity{});

@@ -9,6 +9,7 @@
 //   - with g++ against datamask::thrust_omp (Thrust on OpenMP threads): device_objective_omp;
 //   - with nvcc against datamask::cuda (device_objective.cu includes this file): runs on the GPU.
 #include <datamask/datamask.hpp>
+#include <datamask/wait_policy.hpp>
 #include <datamask/backend/thrust.hpp>
 #include <datamask/device_objective.hpp>
 
@@ -46,7 +47,8 @@ struct spread {
 static_assert(datamask::device_objective<spread, float>,
               "spread must be trivially copyable, DATAMASK_HOST_DEVICE and device_callable");
 
-int main() {
+int main(int, char** argv) {
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
 #if defined(__CUDACC__)
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

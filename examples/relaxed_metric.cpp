@@ -14,6 +14,7 @@
 
 #include <datamask/continuous.hpp>
 #include <datamask/datamask.hpp>
+#include <datamask/wait_policy.hpp>
 
 namespace dm = datamask;
 
@@ -55,7 +56,8 @@ struct centred_mean {
 };
 static_assert(dm::relaxable_objective<centred_mean, float>);
 
-int main() {
+int main(int, char** argv) {
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
   const dm::index_t n = 2000;
   const dm::index_t d = 16;
   std::mt19937_64 g(1);

@@ -420,3 +420,25 @@ TEST_CASE("the recall estimate counts the exact neighbours a graph lists", "[knn
   CHECK_THROWS_AS(dm::knn_recall(p, g, s, n + 1), dm::invalid_input);
 }
 
+
+TEST_CASE("a kNN graph's build reports its rows and stops when its stop hook says so, both builders", "[knn]") {
+  // 100,000 x 32 rows: each build takes seconds, far longer than the hooks' 0.1 s, and the first call ends it.
+  const index_t n = 100000;
+  const index_t d = 32;
+  std::vector<double> x(static_cast<std::size_t>(n * d));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i)) + 0.01 * static_cast<double>(i % 97);
+  for (const dm::knn_build build : {dm::knn_build::exact, dm::knn_build::clustered}) {
+    dm::knn_settings s;
+    s.neighbors = 8;
+    s.build = build;
+    s.threads = 2;
+    std::vector<std::pair<index_t, index_t>> reports;
+    dm::knn_build_hooks hooks;
+    hooks.on_rows = [&](index_t done, index_t total) { reports.emplace_back(done, total); };
+    hooks.stop = [&] { return !reports.empty(); };
+    CHECK_THROWS_AS(dm::build_knn_graph(rows_of(x, n, d), s, false, hooks), dm::run_stopped);
+    REQUIRE(reports.size() == 1);
+    CHECK(reports[0].first < n);
+    CHECK(reports[0].second == n);
+  }
+}

@@ -339,13 +339,6 @@ template <backend Backend = eigen_backend>
   return invalid_input(e.input(), "block " + std::to_string(b) + ": " + std::string(e.what()).substr(e.input().size() + 2));
 }
 
-/// @brief Thrown by `select_block` when its `stop` hook asked a run to stop: the block's partial
-/// selection is dropped (a front end writes no output for it).
-class run_stopped : public error {
- public:
-  run_stopped() : error("datamask: the run was stopped") {}
-};
-
 /// @brief What a block's selection calls back. None changes the selection; every member may be
 /// empty.
 struct block_hooks {
@@ -353,8 +346,9 @@ struct block_hooks {
   std::function<void(const step_record&)> on_step;
   /// The greedy baselines: after each pick, with the rows picked so far in the block.
   std::function<void(index_t)> on_pick;
-  /// Polled after every step or iteration and, for the greedy baselines, about every 0.1 s:
-  /// returning true stops the block (`run_stopped` is thrown once the optimizer returns).
+  /// Polled after every step or iteration and, for the greedy baselines and a kNN graph's build,
+  /// about every 0.1 s: returning true stops the block (`run_stopped` is thrown once the
+  /// optimizer returns, or at once from the build).
   std::function<bool()> stop;
   // Snapshots and resume serve both learners through one pair of hooks: a learner's state is a
   // vector of doubles the front end stores and hands back unread (policy gradient: the logits,
@@ -372,8 +366,11 @@ struct block_hooks {
   /// and the best selection of a snapshot of this block and returns true to continue it (the
   /// result, history included, is that of an uninterrupted run); false to start afresh.
   std::function<bool(block_result&, index_t&, std::vector<double>&, best_rollout&)> resume;
-  /// After a block's kNN graph is built (`block_run_settings::neighbors`): the graph and the
-  /// seconds it took.
+  /// While a block's kNN graph is built (`block_run_settings::neighbors`): the rows compared so
+  /// far, of the block's (`knn_build_hooks::on_rows`: about every 0.1 s, none for a short build).
+  std::function<void(index_t done, index_t total)> on_graph_progress;
+  /// After a block's kNN graph is built: the graph and the seconds it took (a front end keeps
+  /// them out of the optimizer's rate).
   std::function<void(const knn_graph&, double)> on_graph;
 };
 
@@ -421,7 +418,7 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
     ks.probes = s.learn.knn_probes;
     ks.seed = s.run.seed;
     const auto t0 = std::chrono::steady_clock::now();
-    knn_graph g = build_knn_graph(p, ks, s.run.normalized);
+    knn_graph g = build_knn_graph(p, ks, s.run.normalized, knn_build_hooks{h.on_graph_progress, h.stop});
     if (!builds_exact(ks, n)) {
       // An approximate graph says how approximate: recall on a few rows (2 r n d products).
       const index_t rows = std::min<index_t>(n, knn_recall_rows);

@@ -37,6 +37,13 @@ class invalid_input : public error {
   std::string input_;
 };
 
+/// @brief Thrown when a caller's stop hook asked a run to stop (`select_block`, a kNN graph's
+/// build): the partial result is dropped (a front end writes no output for it).
+class run_stopped : public error {
+ public:
+  run_stopped() : error("datamask: the run was stopped") {}
+};
+
 namespace detail {
 template <class... Parts>
 [[nodiscard]] std::string concat(const Parts&... parts) {

@@ -151,15 +151,17 @@ class Selection:
 @dataclass(frozen=True)
 class ProgressEvent:
     """What a progress callable receives after each step (pg), iteration (continuous) or pick
-    (the greedy baselines)."""
+    (the greedy baselines), and about every 0.1 s while a block's kNN graph is built (unit "row":
+    ``step`` and ``done`` are the block's rows compared so far, ``total`` its rows; the last
+    event of a build has ``done == total``; a build shorter than 0.1 s sends none)."""
 
     block: int  #: 0-based block number
     blocks: int  #: blocks in the run
     step: int  #: 1-based step (or pick) within the block
     done: int  #: steps done over the run
     total: int  #: steps planned over the run
-    value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step; NaN for a pick
-    unit: str = "step"  #: what `step`, `done` and `total` count: "step", "iteration" or "pick"
+    value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step; NaN for a pick or row
+    unit: str = "step"  #: what `step`, `done` and `total` count: "step", "iteration", "pick" or "row"
 
 
 def _objective(d: Mapping) -> Objective:
@@ -307,6 +309,9 @@ class _Progress:
         self.plain = False
         self.next = 0.1
         self.t0 = time.monotonic()
+        self.graph_t0: Optional[float] = None  # a kNN graph's build under way since
+        self.graph_next = 0.1
+        self.graph_bar = None
         if progress is True:
             try:
                 from tqdm.auto import tqdm  # optional
@@ -322,6 +327,9 @@ class _Progress:
         if self.callback is not None:
             self.callback(ProgressEvent(block, blocks, step, done, total, value, unit))
             return
+        if unit == "row":
+            self.graph(block, blocks, done, total)
+            return
         if self.tqdm is not None:
             if self.bar is None:
                 self.bar = self.tqdm(total=total, unit=unit, desc="datamask")
@@ -333,7 +341,7 @@ class _Progress:
             if frac >= self.next or done == total:
                 while self.next <= frac:
                     self.next += 0.1
-                rate = done / max(time.monotonic() - self.t0, 1e-9)
+                rate = done / max(time.monotonic() - self.t0, 1e-9)  # graph builds left out
                 print(
                     f"datamask: {done}/{total} {unit}s ({100 * frac:.0f}%), block {block + 1}/{blocks}, "
                     f"{rate:.1f} {unit}s/s",
@@ -341,9 +349,31 @@ class _Progress:
                     flush=True,
                 )
 
+    def graph(self, block: int, blocks: int, done: int, total: int) -> None:
+        """A block's kNN graph: its own bar or lines; its time stays out of the steps' rate."""
+        now = time.monotonic()
+        if self.graph_t0 is None:
+            self.graph_t0, self.graph_next = now, 0.1
+        if self.tqdm is not None:
+            if self.graph_bar is None:
+                self.graph_bar = self.tqdm(total=total, unit="row", desc=f"kNN graph, block {block + 1}/{blocks}")
+            self.graph_bar.update(done - self.graph_bar.n)
+        elif self.plain and done / total >= self.graph_next:
+            while self.graph_next <= done / total:
+                self.graph_next += 0.1
+            print(f"datamask: kNN graph of block {block + 1}/{blocks}: {done}/{total} rows ({100 * done / total:.0f}%)",
+                  file=sys.stderr, flush=True)
+        if done == total:
+            self.t0 += now - self.graph_t0
+            self.graph_t0 = None
+            if self.graph_bar is not None:
+                self.graph_bar.close()
+                self.graph_bar = None
+
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        for bar in (self.bar, self.graph_bar):
+            if bar is not None:
+                bar.close()
 
 
 def select(
@@ -387,8 +417,9 @@ def select(
             hash of the id, and ``Selection.ids`` reports these ids: uint64 for unsigned ids
             (values up to 2^64 - 1), else int64.
         progress: True for a tqdm bar (a plain line on stderr without tqdm), or a callable that
-            receives a :class:`ProgressEvent` after each step, iteration or greedy pick; an
-            exception it raises stops the run and propagates.
+            receives a :class:`ProgressEvent` after each step, iteration or greedy pick, and
+            while a kNN graph is built (unit "row"); an exception it raises stops the run and
+            propagates.
         block_size: items per block; a larger corpus is split by a hash of the id.
         neighbors: K > 0: facility location on each block's K-nearest-neighbour graph under
             ``kernel`` (memory n K; it has a relaxation, so "auto" takes the continuous learner)

@@ -295,7 +295,8 @@ struct cancelled : std::runtime_error {
   cancelled() : std::runtime_error("the selection was cancelled (its cancel event was set)") {}
 };
 
-/// The hooks of one call: progress events to a Python callable, and a stop that checks for
+/// The hooks of one call: progress events to a Python callable (the optimizer's steps, and the
+/// rows of a block's kNN graph while it is built), and a stop that checks for
 /// Python signals (Ctrl-C, seen only when the main thread runs the call) and the caller's cancel
 /// event (any thread) at most every 50 ms. Both take the GIL, which is otherwise released.
 /// The first Python exception (KeyboardInterrupt, or one the callable raised) stops the run and
@@ -316,6 +317,9 @@ class python_side {
     };
     h.on_pick = [this, block, blocks](index_t picked) {  // a greedy's pick: no value to report
       step(block, blocks, picked, std::numeric_limits<double>::quiet_NaN());
+    };
+    h.on_graph_progress = [this, block, blocks](index_t rows, index_t of) {  // the block's kNN graph
+      emit(block, blocks, rows, rows, of, std::numeric_limits<double>::quiet_NaN(), "row");
     };
     h.stop = [this] { return poll(); };
     return h;
@@ -338,10 +342,13 @@ class python_side {
  private:
   void step(index_t block, index_t blocks, index_t step, double value) {
     ++done_;
+    emit(block, blocks, step, done_, total_, value, unit_);
+  }
+  void emit(index_t block, index_t blocks, index_t step, index_t done, index_t total, double value, const char* unit) {
     if (!on_event_.is_valid() || on_event_.is_none() || error_) return;
     nb::gil_scoped_acquire gil;
     try {
-      on_event_(block, blocks, step, done_, total_, value, unit_);
+      on_event_(block, blocks, step, done, total, value, unit);
     } catch (nb::python_error& e) {
       error_.emplace(std::move(e));
     }

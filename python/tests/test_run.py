@@ -147,3 +147,44 @@ def test_the_gil_is_released_while_selecting():
         time.sleep(0.001)
     t.join()
     assert result and ticks > 20  # the main thread ran while the selection did
+
+
+# The exact kNN graph of 40,000 x 64 rows, K = 32: about 10 s on a 2-core machine.
+GRAPH = dict(lam=0.0, objective="facility", neighbors=32, knn_build="exact", ratio=0.1)
+
+
+def test_a_cancel_event_stops_a_graph_build():
+    x, _ = data(n=40000, d=64)
+    cancel = threading.Event()
+    events = []
+
+    def on_event(event):  # cancels at the build's first event, well before its end
+        events.append(event)
+        if event.unit == "row" and not cancel.is_set():
+            events.append(time.monotonic())
+            cancel.set()
+
+    start = time.monotonic()
+    with pytest.raises(datamask.Cancelled):
+        datamask.select(x, progress=on_event, cancel=cancel, **GRAPH)
+    stopped = time.monotonic()
+    rows = [e for e in events if isinstance(e, datamask.ProgressEvent)]
+    assert rows and all(e.unit == "row" and e.total == 40000 and e.done < 40000 for e in rows), rows
+    sent = next(e for e in events if isinstance(e, float))
+    assert stopped - sent < 1.0, (stopped - sent, stopped - start)
+
+
+def test_progress_events_for_a_graph_build(capsys, monkeypatch):
+    x, _ = data(n=16000, d=64)
+    events = []
+    datamask.select(x, iterations=10, progress=events.append, **GRAPH)
+    rows = [e for e in events if e.unit == "row"]
+    assert len(rows) >= 2 and rows[-1].done == rows[-1].total == 16000, rows
+    assert [e.done for e in rows] == sorted(e.done for e in rows)
+    assert all(e.block == 0 and e.blocks == 1 and math.isnan(e.value) for e in rows)
+    assert [e.unit for e in events[len(rows):]] == ["iteration"] * 10  # the graph first
+    # Without tqdm the plain lines say the build's rows too.
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    datamask.select(x, iterations=10, progress=True, **GRAPH)
+    err = capsys.readouterr().err
+    assert "kNN graph of block 1/1: 16000/16000 rows (100%)" in err and "10/10 iterations" in err, err

@@ -8,12 +8,17 @@
 The graph and the objective are recomputed here from their definitions in double precision
 (brute-force neighbours, the best selected neighbour per item), independently of the library.
 """
+import array
 import json
 import math
 import os
+import random
+import signal
 import struct
+import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_test as ct  # noqa: E402  (the corpus, .npy writers and runners)
@@ -202,6 +207,60 @@ def test_knn_build():
     ct.expect_bad(common + ["--knn-build", "fast"], ["--knn-build"])
     ct.expect_bad(common + ["--knn-clusters", "-1"], ["--knn-clusters"])
     ct.expect_bad(common + ["--knn-probes", "x"], ["--knn-probes"])
+
+
+def random_embeddings(name, n, d, seed=5):
+    """n x d uniform float32 rows, written fast (the graph-build scenarios need tens of thousands)."""
+    rnd = random.Random(seed)
+    return ct.write(ct.path(name), ct.npy_bytes("<f4", (n, d), array.array("f", [rnd.random() - 0.5 for _ in range(n * d)]).tobytes()))
+
+
+# The exact graph of 40,000 x 64 rows, K = 32: about 10 s on a 2-core machine.
+BUILD = ["--lambda", "0", "--objective", "facility", "--neighbors", "32", "--knn-build", "exact", "--ratio", "0.1"]
+
+
+def test_build_interrupt():
+    """The graph's build reports progress (rows) and stops within about a second of SIGINT."""
+    e = random_embeddings("big.npy", 40000, 64)
+    proc = subprocess.Popen([ct.PROG, "--embeddings", e, "--out", ct.path("o.npy")] + BUILD, stderr=subprocess.PIPE,
+                            text=True)
+    seen = []
+    try:
+        for line in proc.stderr:  # the first progress line of the build; main's build printed none
+            seen.append(line)
+            if "rows" in line and "kNN graph of block" in line:
+                break
+            assert "kNN graph of block 0:" not in line, "the graph was built without a progress line:\n" + "".join(seen)
+        else:
+            raise AssertionError("no progress line from the graph's build:\n" + "".join(seen))
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        proc.wait(timeout=60)
+        waited = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (proc.returncode, "".join(seen) + rest)
+    assert "kNN graph of block 0:" not in rest, "the build ran to its end:\n" + rest  # stopped inside it
+    assert waited < 2.0, "the build stopped %.1f s after SIGINT" % waited
+    assert not os.path.exists(ct.path("o.npy"))
+
+
+def test_build_rate():
+    """The iterations' rate leaves the graph's build out: it matches the block's optimising time."""
+    e = random_embeddings("mid.npy", 20000, 64)
+    p = ct.run(["--embeddings", e, "--report", ct.path("r.json"), "--out", ct.path("o.npy")] + BUILD)
+    last = [l for l in p.stderr.splitlines() if l.startswith("progress: 100/100 iterations")]
+    assert last, p.stderr
+    rate = float(last[0].split(", ")[-2].split()[0])
+    block = json.load(open(ct.path("r.json")))["blocks"][0]
+    measured = 100 / block["seconds"]["optimize"]
+    assert block["graph"]["seconds"] > 2 * block["seconds"]["optimize"], block  # else the check below is weak
+    assert 0.5 * measured < rate < 2 * measured, (rate, measured, p.stderr)
+    graph = [l for l in p.stderr.splitlines() if "rows" in l and "kNN graph of block" in l]
+    assert graph and "20000/20000 rows (100%)" in graph[-1], p.stderr
 
 
 def main():

@@ -31,6 +31,7 @@
 #include <datamask/io/report.hpp>
 #include <datamask/block_select.hpp>
 #include <datamask/pipeline.hpp>
+#include <datamask/wait_policy.hpp>
 
 #include "args.hpp"
 #include "block_backend.hpp"
@@ -42,7 +43,6 @@
 #include "paths.hpp"
 #include "shards.hpp"
 #include "spread.hpp"
-#include "wait_policy.hpp"
 
 namespace dmselect {
 
@@ -74,7 +74,8 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 /// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
-/// every 10% or 30 seconds otherwise.
+/// every 10% or 30 seconds otherwise; for the optimizer's steps over the run, and for each
+/// block's kNN graph (rows), whose build time stays out of the steps' rate.
 class progress {
  public:
   progress(bool quiet, index_t total, const char* unit) : quiet_(quiet), unit_(unit), total_(total) {
@@ -85,33 +86,56 @@ class progress {
   void step(index_t block, index_t blocks) {
     ++done_;
     if (quiet_ || total_ <= 0) return;
-    const double el = seconds_since(t0_);
-    const double rate = el > 0 ? static_cast<double>(done_) / el : 0.0;
-    const double left = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0.0;
-    const double frac = static_cast<double>(done_) / static_cast<double>(total_);
-    if (tty_) {
-      if (el - last_ < 0.1 && done_ != total_) return;
-      last_ = el;
-      const int width = 30;
-      const int fill = static_cast<int>(frac * width);
-      std::fprintf(stderr, "\r[%s%s] %3.0f%% %lld/%lld %s, block %lld/%lld, %.1f %s/s, %s left   ",
-                   std::string(static_cast<std::size_t>(fill), '#').c_str(),
-                   std::string(static_cast<std::size_t>(width - fill), '.').c_str(), 100 * frac,
-                   static_cast<long long>(done_), static_cast<long long>(total_), unit_, static_cast<long long>(block + 1),
-                   static_cast<long long>(blocks), rate, unit_, clock_text(left).c_str());
-      if (done_ == total_) std::fprintf(stderr, "\n");
-      std::fflush(stderr);
-    } else if (frac >= next_ || el - last_ >= 30.0 || done_ == total_) {
-      last_ = el;
-      while (next_ <= frac) next_ += 0.1;
-      std::fprintf(stderr, "progress: %lld/%lld %s (%.0f%%), block %lld/%lld, %.1f %s/s, %s left\n",
-                   static_cast<long long>(done_), static_cast<long long>(total_), unit_, 100 * frac,
-                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, unit_, clock_text(left).c_str());
+    const double el = seconds_since(t0_) - excluded_;
+    if (tty_ && el - last_ < 0.1 && done_ != total_) return;
+    if (!tty_ && static_cast<double>(done_) / static_cast<double>(total_) < next_ && el - last_ < 30.0 &&
+        done_ != total_) {
+      return;
     }
+    last_ = el;
+    line(unit_, "block", block, blocks, done_, total_, el, next_);
   }
   void skip(index_t steps) { total_ -= steps; }
+  /// A block's selection starts (its graph's rate counts from here).
+  void begin_block() { block_t0_ = clock_type::now(); }
+  /// Rows of block `block`'s kNN graph compared so far (datamask::block_hooks::on_graph_progress).
+  void graph_rows(index_t block, index_t blocks, index_t done, index_t total) {
+    if (quiet_ || total <= 0) return;
+    if (done < graph_done_) graph_next_ = 0.1;  // another block's graph
+    graph_done_ = done;
+    const double el = seconds_since(block_t0_);
+    if (!tty_ && static_cast<double>(done) / static_cast<double>(total) < graph_next_ && done != total) return;
+    line("rows", "kNN graph of block", block, blocks, done, total, el, graph_next_);
+  }
+  /// A block's graph took `seconds`: not the optimizer's time.
+  void exclude(double seconds) { excluded_ += seconds; }
 
  private:
+  /// One progress line (a bar on a terminal): done of total units in el seconds; `next` is the
+  /// next tenth a plain line is due at.
+  void line(const char* unit, const char* what, index_t block, index_t blocks, index_t done, index_t total, double el,
+            double& next) const {
+    const double rate = el > 0 ? static_cast<double>(done) / el : 0.0;
+    const double left = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
+    const double frac = static_cast<double>(done) / static_cast<double>(total);
+    if (tty_) {
+      const int width = 30;
+      const int fill = static_cast<int>(frac * width);
+      std::fprintf(stderr, "\r[%s%s] %3.0f%% %lld/%lld %s, %s %lld/%lld, %.1f %s/s, %s left   ",
+                   std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - fill), '.').c_str(), 100 * frac,
+                   static_cast<long long>(done), static_cast<long long>(total), unit, what,
+                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, unit, clock_text(left).c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    } else {
+      while (next <= frac) next += 0.1;
+      std::fprintf(stderr, "progress: %lld/%lld %s (%.0f%%), %s %lld/%lld, %.1f %s/s, %s left\n",
+                   static_cast<long long>(done), static_cast<long long>(total), unit, 100 * frac, what,
+                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, unit, clock_text(left).c_str());
+    }
+  }
+
   static std::string clock_text(double s) {
     const auto t = static_cast<long long>(s + 0.5);
     char buf[32];
@@ -125,7 +149,11 @@ class progress {
   index_t done_ = 0;
   double last_ = 0.0;
   double next_ = 0.1;
+  double excluded_ = 0.0;  // seconds of graph builds
   clock_type::time_point t0_ = clock_type::now();
+  clock_type::time_point block_t0_ = t0_;
+  index_t graph_done_ = 0;
+  double graph_next_ = 0.1;
 };
 
 struct run_context {
@@ -177,7 +205,9 @@ datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
   h.on_pick = [&ctx, b, blocks](index_t) { ctx.prog.step(b, blocks); };
   h.stop = [] { return g_signal != 0; };
+  h.on_graph_progress = [&ctx, b, blocks](index_t done, index_t total) { ctx.prog.graph_rows(b, blocks, done, total); };
   h.on_graph = [&ctx, b](const datamask::knn_graph& g, double seconds) {
+    ctx.prog.exclude(seconds);
     note_graph(ctx.cfg, g, seconds, " of block " + std::to_string(b));
   };
   if (!ctx.ckpt.active()) return h;
@@ -209,6 +239,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
       std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
   block_result r;
   try {
+    ctx.prog.begin_block();
     r = dmfront::select_block(data.view(), b, s_b, ctx.prune_threshold, ctx.settings, block_hooks(ctx, b));
     if (ctx.knn.loaded) r.graph.seconds = ctx.knn.seconds;  // loaded once, before the blocks
   } catch (const datamask::run_stopped&) {
@@ -450,7 +481,7 @@ int run_and_report(int argc, char** argv, const mpi_world& world) {
 }  // namespace dmselect
 
 int main(int argc, char** argv) {
-  dmselect::passive_wait_unless_set(argv);  // first: no thread exists yet
+  datamask::passive_wait_unless_set(argv);  // first: no thread exists yet
   const dmselect::mpi_world world(argc, argv);
   const int code = dmselect::run_and_report(argc, argv, world);
   // A failing rank ends the whole job (the others may wait for it); rank 0 then writes nothing.

@@ -147,17 +147,18 @@ struct centroids {
   }
 };
 
-/// The most similar centroid of each of `items` (ties to the smaller centroid).
+/// The most similar centroid of each of `items` (ties to the smaller centroid); `watch` polled per tile.
 template <class T>
 [[nodiscard]] std::vector<index_t> assign(matrix_view<const T> x, std::span<const double> inv_norms,
                                           std::span<const index_t> items, const centroids<T>& cs,
-                                          const knn_settings& s) {
+                                          const knn_settings& s, build_watch& watch) {
   const auto count = static_cast<index_t>(items.size());
   const auto k = static_cast<index_t>(cs.c.rows());
   std::vector<index_t> out(items.size());
   const index_t tile = assign_tile(k);
   const index_t tiles = (count + tile - 1) / tile;
   parallel_for(tiles, s.threads, [&](index_t t) {
+    watch.poll();
     const index_t r0 = t * tile;
     const index_t rows = std::min(tile, count - r0);
     const auto a = gather(x, inv_norms, unit_rows(s.kernel), rows, [&](index_t q) { return items[r0 + q]; });
@@ -214,7 +215,7 @@ void update(centroids<T>& cs, matrix_view<const T> x, std::span<const double> in
 /// The C centroids: C seeded rows (unit rows but under rbf), refined on a seeded sample.
 template <class T>
 [[nodiscard]] centroids<T> train(matrix_view<const T> x, std::span<const double> inv_norms, index_t count,
-                                 const knn_settings& s) {
+                                 const knn_settings& s, build_watch& watch) {
   const index_t n = x.rows;
   std::vector<index_t> sample = sample_rows(n, std::min(n, count * rows_per_centroid), s.seed, stream_centroids);
   centroids<T> cs;
@@ -222,7 +223,7 @@ template <class T>
   cs.norms();
   std::sort(sample.begin(), sample.end());
   for (index_t it = 0; it < s.kmeans_iterations; ++it) {
-    const std::vector<index_t> cluster = assign(x, inv_norms, sample, cs, s);
+    const std::vector<index_t> cluster = assign(x, inv_norms, sample, cs, s, watch);
     update(cs, x, inv_norms, clusters_of(sample, cluster, count), s);
   }
   return cs;
@@ -270,12 +271,15 @@ template <class T>
 }  // namespace detail::knn
 
 /// @brief The clustered (approximate) kNN graph of the rows of `x` under `s.kernel` (see the file
-/// comment); the exact graph when P = C. Same arguments as the exact `build_knn_graph`.
+/// comment); the exact graph when P = C. Same arguments as the exact `build_knn_graph`; `hooks`
+/// count a cluster's rows once its own products are done.
 /// @throws invalid_input when K is not in [1, n], the tile is not positive, C is not in
-///         [0, n] (0: `default_clusters`), P or the k-means iterations are negative
+///         [0, n] (0: `default_clusters`), P or the k-means iterations are negative;
+///         run_stopped when `hooks.stop` said so
 template <class T>
 [[nodiscard]] knn_graph build_clustered_knn_graph(matrix_view<const T> x, std::span<const double> inv_norms,
-                                                  std::span<const double> sq_norms, const knn_settings& s) {
+                                                  std::span<const double> sq_norms, const knn_settings& s,
+                                                  const knn_build_hooks& hooks) {
   namespace dk = detail::knn;
   const index_t n = x.rows;
   DATAMASK_EXPECTS(s.neighbors >= 1 && s.neighbors <= n, "neighbors", "must be in [1, n = ", n, "], found ",
@@ -287,10 +291,11 @@ template <class T>
   DATAMASK_EXPECTS(s.kmeans_iterations >= 0, "kmeans-iterations", "must be >= 0, found ", s.kmeans_iterations);
   const index_t count = s.clusters > 0 ? s.clusters : default_clusters(n);
   const index_t probes = std::min(count, s.probes > 0 ? s.probes : default_probes(count));
-  const dk::centroids<T> cs = dk::train(x, inv_norms, count, s);
+  dk::build_watch watch(hooks, n);
+  const dk::centroids<T> cs = dk::train(x, inv_norms, count, s, watch);
   std::vector<index_t> all(static_cast<std::size_t>(n));
   for (index_t i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
-  const std::vector<index_t> cluster_of = dk::assign(x, inv_norms, all, cs, s);
+  const std::vector<index_t> cluster_of = dk::assign(x, inv_norms, all, cs, s, watch);
   const dk::clusters_of groups(all, cluster_of, count);
   all = {};
   const std::vector<std::vector<index_t>> lists = dk::probe_lists(cs, groups, probes, s.neighbors, s);
@@ -338,6 +343,7 @@ template <class T>
     dk::product_matrix<T> dots;
     dk::product_matrix<T> back;
     for (index_t c0 = 0; c0 < static_cast<index_t>(theirs.size()); c0 += s.tile) {
+      watch.poll();
       const index_t cols = std::min(s.tile, static_cast<index_t>(theirs.size()) - c0);
       const auto at = [&](index_t q) { return theirs[static_cast<std::size_t>(c0 + q)]; };
       const auto col = [&](index_t q) { return id(at(q)); };
@@ -364,7 +370,9 @@ template <class T>
         }
       }
     }
+    watch.rows_done(rows);
   }, per_cluster);
+  watch.finish();
   dk::write_rows(g, std::span<dk::top_k>(top), id);
   g.source = detail::concat("clustered, kernel ", enum_name(s.kernel), ", K = ", g.k, ", C = ", count, ", P = ",
                             probes);

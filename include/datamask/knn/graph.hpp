@@ -22,12 +22,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -92,7 +96,56 @@ struct knn_settings {
   std::uint64_t seed = 0;  ///< clustered: which rows seed the centroids
 };
 
+/// @brief What a graph's build reports and polls, between tiles. A build of minutes (the exact
+/// graph of 300,000 rows) must stop when the user asks and show that it is working.
+/// Both are called on the thread that started the build only (a front end's hooks need not be
+/// thread-safe), at most about every 0.1 s: a build shorter than that calls neither.
+struct knn_build_hooks {
+  /// The rows compared so far, of the block's n; once more with (n, n) at the end when called before.
+  std::function<void(index_t done, index_t total)> on_rows;
+  /// Returning true stops the build: it throws `run_stopped` (no graph).
+  std::function<bool()> stop;
+};
+
 namespace detail::knn {
+
+/// One build's side of `knn_build_hooks`: every thread adds the rows it finished and polls
+/// between tiles; the thread that started the build calls the hooks, and the others see its
+/// stop at their next poll (parallel_for rethrows the first `run_stopped` once every item has
+/// returned, each at its next poll).
+class build_watch {
+ public:
+  build_watch(const knn_build_hooks& h, index_t total) : hooks_(h), total_(total) {}
+  /// Adds rows compared, then polls.
+  void rows_done(index_t rows) {
+    done_ += rows;
+    poll();
+  }
+  /// Reports and asks the stop hook when due (on the starting thread); throws `run_stopped` once stopped.
+  void poll() {
+    if (std::this_thread::get_id() == caller_ && std::chrono::steady_clock::now() - last_ >= interval) {
+      reported_ = true;
+      if (hooks_.on_rows) hooks_.on_rows(done_.load(), total_);
+      if (hooks_.stop && hooks_.stop()) stopped_ = true;
+      last_ = std::chrono::steady_clock::now();  // after the hooks: their own time is not the build's
+    }
+    if (stopped_) throw run_stopped();
+  }
+  /// The last report, (n, n), when there were earlier ones.
+  void finish() const {
+    if (reported_ && hooks_.on_rows) hooks_.on_rows(total_, total_);
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds interval{100};
+  const knn_build_hooks& hooks_;
+  index_t total_;
+  std::atomic<index_t> done_{0};
+  std::atomic<bool> stopped_{false};
+  bool reported_ = false;
+  std::thread::id caller_ = std::this_thread::get_id();
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 /// (similarity, row) ordered best first: larger similarity, then the smaller row.
 struct better {
@@ -253,10 +306,13 @@ void write_rows(knn_graph& g, std::span<top_k> top, Row row) {
 /// @param inv_norms, sq_norms 1 / ||e_i|| (0 for a zero row) and ||e_i||^2, n each (as
 ///        `objective_function` computes them: the similarities are then those facility location
 ///        computes, dot products over rows rounded to T)
-/// @throws invalid_input when K is not in [1, n] or the tile is not positive
+/// @param hooks progress and stop, polled between tiles
+/// @throws invalid_input when K is not in [1, n] or the tile is not positive; run_stopped when
+///         `hooks.stop` said so
 template <class T>
 [[nodiscard]] knn_graph build_knn_graph(matrix_view<const T> x, std::span<const double> inv_norms,
-                                        std::span<const double> sq_norms, const knn_settings& s) {
+                                        std::span<const double> sq_norms, const knn_settings& s,
+                                        const knn_build_hooks& hooks = {}) {
   const index_t n = x.rows;
   DATAMASK_EXPECTS(s.neighbors >= 1 && s.neighbors <= n, "neighbors", "must be in [1, n = ", n, "], found ",
                    s.neighbors);
@@ -266,26 +322,31 @@ template <class T>
   knn_graph g = detail::knn::empty_graph(n, s.neighbors);
   const index_t tile = std::min(s.tile, n);
   const index_t tiles = (n + tile - 1) / tile;
+  detail::knn::build_watch watch(hooks, n);
   detail::parallel_for(tiles, s.threads, [&](index_t rt) {
     const index_t r0 = rt * tile;
     const index_t rows = std::min(tile, n - r0);
     std::vector<detail::knn::top_k> top = detail::knn::tops(rows, g.k);
     detail::knn::product_matrix<T> dots;
     for (index_t c0 = 0; c0 < n; c0 += tile) {
+      watch.poll();
       const index_t cols = std::min(tile, n - c0);
       dots.noalias() = xs.middleRows(r0, rows) * xs.middleRows(c0, cols).transpose();
       detail::knn::offer_products(dots, top, [r0](index_t a) { return r0 + a; }, [c0](index_t b) { return c0 + b; },
                                   s, sq_norms);
     }
     detail::knn::write_rows(g, top, [r0](index_t a) { return r0 + a; });
+    watch.rows_done(rows);
   }, 2.0 * static_cast<double>(tile) * static_cast<double>(n) * static_cast<double>(x.cols));
+  watch.finish();
   g.source = detail::concat("exact, kernel ", enum_name(s.kernel), ", K = ", g.k);
   return g;
 }
 
 template <class T>
 [[nodiscard]] knn_graph build_clustered_knn_graph(matrix_view<const T> x, std::span<const double> inv_norms,
-                                                  std::span<const double> sq_norms, const knn_settings& s);
+                                                  std::span<const double> sq_norms, const knn_settings& s,
+                                                  const knn_build_hooks& hooks = {});
 
 /// @brief Whether `s.build` gives a block of n items the exact graph.
 [[nodiscard]] inline bool builds_exact(const knn_settings& s, index_t n) {
@@ -294,14 +355,15 @@ template <class T>
 
 /// @brief The kNN graph of a problem's embeddings (norms as the learners compute them), by the
 /// builder `s.build` names (exact by default).
-/// @throws invalid_input for bad embeddings or settings
+/// @throws invalid_input for bad embeddings or settings; run_stopped when `hooks.stop` said so
 template <class T>
-[[nodiscard]] knn_graph build_knn_graph(const problem<T>& p, const knn_settings& s, bool normalized = false) {
+[[nodiscard]] knn_graph build_knn_graph(const problem<T>& p, const knn_settings& s, bool normalized = false,
+                                        const knn_build_hooks& hooks = {}) {
   const detail::prepared data = detail::knn::row_norms(p, normalized, s.threads);
   const std::span<const double> inv(data.inv_norms);
   const std::span<const double> sq(data.sq_norms);
-  return builds_exact(s, p.embeddings.rows) ? build_knn_graph(p.embeddings, inv, sq, s)
-                                            : build_clustered_knn_graph(p.embeddings, inv, sq, s);
+  return builds_exact(s, p.embeddings.rows) ? build_knn_graph(p.embeddings, inv, sq, s, hooks)
+                                            : build_clustered_knn_graph(p.embeddings, inv, sq, s, hooks);
 }
 
 /// @brief The two files a graph is read from: PREFIX.ids.npy (integer, n x K neighbour rows)

@@ -2,27 +2,29 @@
 #pragma once
 
 /// @file
-/// @brief The program's OpenMP wait policy: passive unless the user chose one.
+/// @brief A program's OpenMP wait policy: passive unless the user chose one. datamask-select,
+/// the examples and the benchmarks call `passive_wait_unless_set` first in main(); a program of
+/// your own that links the library should too.
 ///
 /// Why: under OpenMP's default policy (libgomp: spin for about 300,000 iterations) a worker that
 /// finishes a parallel region busy-waits for the next one. On a machine whose cores other work
 /// also uses, those spinning workers take the cores from the thread that has work, and each join
 /// waits for a descheduled worker: issue 9 measured two threads 3 to 6 times slower than one.
 /// Passive waiting costs a futex wake per region (microseconds). The runtime reads the policy
-/// once, when it loads, before main(), so setting it now is too late for this process: the
+/// once, when it loads, before main(), so setting it then is too late for the process: the
 /// program executes itself again, once, with OMP_WAIT_POLICY=PASSIVE in its environment.
 
 #include <cstdlib>
 
-#include <datamask/config.hpp>
+#include "datamask/config.hpp"
 
 #if defined(__linux__)
 #include <unistd.h>
 #endif
 
-namespace dmselect {
+namespace datamask {
 
-/// Re-executes this program (same pid, arguments and descriptors) with OMP_WAIT_POLICY=PASSIVE
+/// @brief Re-executes this program (same pid, arguments and descriptors) with OMP_WAIT_POLICY=PASSIVE
 /// when none of OMP_WAIT_POLICY, GOMP_SPINCOUNT (libgomp) and KMP_BLOCKTIME (LLVM's libomp) is
 /// set: a user's explicit setting is kept.
 /// Returns only when nothing was done or the exec failed (the run then goes on as it is). Call
@@ -40,4 +42,4 @@ inline void passive_wait_unless_set(char** argv) {
 #endif
 }
 
-}  // namespace dmselect
+}  // namespace datamask
