@@ -737,6 +737,49 @@ def test_report_readback():
 
 
 
+# --- inputs that are not regular files, folders that cannot be listed -----------------------------
+
+def test_fifo_inputs():
+    """A FIFO (no writer) as any input file is refused at once, naming it: opening one to read
+    waits for a writer, and a quality CSV was opened twice (parsed, then hashed)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    for name in ["fifo.csv", "fifo.npy", "g.ids.npy", "part.json"]:
+        os.mkfifo(path(name))
+    fifo = path("fifo.npy")
+    cases = [(["--embeddings", e, "--quality", path("fifo.csv")], "fifo.csv"),
+             (["--embeddings", e, "--quality", fifo], "fifo.npy"),
+             (["--embeddings", fifo, "--quality", qf], "fifo.npy"),
+             (["--embeddings", e, "--quality", qf, "--ids", fifo], "fifo.npy"),
+             (["--embeddings", e, "--lambda", "0", "--objective", "facility", "--graph", path("g")], "g.ids.npy")]
+    for args, name in cases:
+        p = run(args + ["--out", path("s.npy"), "--quiet"], expect=2, timeout=30)  # a hang fails here
+        assert name in p.stderr and "not a regular file" in p.stderr, p.stderr
+    p = run(["merge", "--out", path("m.npy"), path("part.json")], expect=2, timeout=30)
+    assert "part.json" in p.stderr and "not a regular file" in p.stderr, p.stderr
+    assert not os.path.exists(path("s.npy")) and not os.path.exists(path("m.npy"))
+
+
+def test_unlistable_folder():
+    """An --embeddings folder holding a symbolic link that loops, or one that cannot be read, is
+    refused naming the path (it was an internal error, exit 1)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    os.symlink("loop", path("loop"))
+    expect_bad(["--embeddings", path("loop"), "--quality", qf], ["loop", "symbolic links"])
+    os.mkdir(path("shards"))
+    npy_f32(path("shards/a.npy"), rows)
+    os.symlink("b.npy", path("shards/b.npy"))  # loops
+    expect_bad(["--embeddings", path("shards"), "--quality", qf], ["shards/b.npy", "symbolic links"])
+    if os.geteuid() != 0:  # root reads a folder whatever its mode
+        os.mkdir(path("closed"))
+        npy_f32(path("closed/a.npy"), rows)
+        os.chmod(path("closed"), 0)
+        try:
+            expect_bad(["--embeddings", path("closed"), "--quality", qf], ["closed", "Permission denied"])
+        finally:
+            os.chmod(path("closed"), 0o755)
+
+
+
 # --- the continuous learner (--optimizer continuous, and auto) ------------------------------------
 
 def refused(args, names):

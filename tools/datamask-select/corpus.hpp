@@ -9,9 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <numeric>
 #include <span>
 #include <stdexcept>
@@ -22,6 +20,7 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/corpus_checks.hpp>
 #include <datamask/io/csv.hpp>
+#include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
@@ -179,13 +178,12 @@ inline std::vector<std::uint64_t> shard_hashes(const corpus& k, const read_share
 /// .npy array of floats. Returns the hash of its bytes.
 inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int threads) {
   if (ends_with(q, ".csv")) {
-    const auto t = datamask::io::read_csv(q);
+    const std::string all = datamask::io::read_file(q);  // read once: parsed and hashed
+    const auto t = datamask::io::parse_csv(all, q);
     for (std::size_t col = 0; col < t.columns.size(); ++col) {
       k.quality.push_back(t.columns[col]);
       k.quality_names.push_back(q + " (" + t.names[col] + ")");
     }
-    std::ifstream in(q, std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     return hash_bytes(
         std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(all.data()), all.size()), threads);
   }
