@@ -780,6 +780,21 @@ def test_unlistable_folder():
 
 
 
+def test_disf_huge_d():
+    """DiSF on 50 x 131072 embeddings: its d x d matrices (128 GiB each in double) are refused
+    before they are allocated, naming d and the bytes (it was std::bad_alloc, exit 1)."""
+    n, d = 50, 1 << 17
+    e = write(path("wide.npy"), npy_bytes("<f4", (n, d), bytes(4 * n * d)))
+    qf = npy_vec(path("q.npy"), [i / n for i in range(n)])
+    for optimizer, what in [("auto", "the relaxation"), ("greedy", "the greedy state")]:
+        p = run(["--embeddings", e, "--quality", qf, "--objective", "disf", "--count", "10", "--optimizer", optimizer,
+                 "--out", path("s.npy"), "--quiet"], expect=2, timeout=120)
+        for word in ["--embeddings", "d = 131072", "DiSF", what, " bytes"]:
+            assert word in p.stderr, (word, p.stderr)
+    assert not os.path.exists(path("s.npy"))
+
+
+
 # --- the continuous learner (--optimizer continuous, and auto) ------------------------------------
 
 def refused(args, names):
