@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import struct
 import subprocess
@@ -792,6 +793,50 @@ def test_disf_huge_d():
         for word in ["--embeddings", "d = 131072", "DiSF", what, " bytes"]:
             assert word in p.stderr, (word, p.stderr)
     assert not os.path.exists(path("s.npy"))
+
+
+
+def test_version():
+    """--version prints the version, the backend and whether MPI is built in, and exits 0."""
+    p = run(["--version"])
+    version = re.search(r'version_string = "([^"]+)"', open(os.path.join(os.path.dirname(__file__), "..", "..",
+                                                                         "include", "datamask", "version.hpp")).read())
+    assert re.fullmatch(r"datamask-select %s \(backend: \w+; MPI: (yes|no)\)\n" % re.escape(version.group(1)),
+                        p.stdout), p.stdout
+    assert p.stderr == "", p.stderr
+
+
+def test_threads_cap():
+    """--threads above the CPUs this process may run on is capped to them with a warning, and the
+    report records the threads used (1000 threads on 2 CPUs ran 30 times slower)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--threads", "1000", "--quiet",
+             "--out", path("t.npy"), "--report", path("t.json")])
+    m = re.fullmatch(r"datamask-select: warning: --threads 1000 is more than .*; using (\d+)\n", p.stderr)
+    assert m and 1 <= int(m.group(1)) <= cpus, p.stderr
+    assert json.load(open(path("t.json")))["configuration"]["threads"] == int(m.group(1))
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--threads", "1", "--quiet", "--out", path("one.npy")])
+    assert p.stderr == "", p.stderr  # no warning within the CPUs
+    assert read_npy_ids(path("t.npy")) == read_npy_ids(path("one.npy"))
+
+
+def test_report_settings():
+    """A report's configuration lists the settings of the optimizer that ran: no policy-gradient
+    settings (rollouts, steps, ...) for a continuous or greedy run; a pg run has them."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--count", "20", "--quiet"]
+    pg_only = ["rollouts", "steps", "lr-max", "lr-min", "schedule", "advantage", "credit", "readout", "logprob",
+               "init", "keep-best-rollout"]
+    for optimizer in ["continuous", "lazy"]:
+        run(base + ["--optimizer", optimizer, "--out", path("c.npy"), "--report", path("c.json")])
+        cfg = json.load(open(path("c.json")))["configuration"]
+        assert not [k for k in pg_only if k in cfg], (optimizer, cfg)
+        assert "calibration-subsets" in cfg  # both learners calibrate
+    run(base + FAST + ["--out", path("p.npy"), "--report", path("p.json")])
+    cfg = json.load(open(path("p.json")))["configuration"]
+    assert all(k in cfg for k in pg_only) and cfg["rollouts"] == 16 and cfg["steps"] == 40, cfg
+    assert "iterations" not in cfg, cfg
 
 
 
