@@ -400,7 +400,8 @@ void visit_run_settings(F&& f) {
   f(number_setting<S, std::uint64_t>{"block", "block", "block number, part of the random key",
                                      &S::block, 0, std::numeric_limits<std::uint64_t>::max()});
   f(number_setting<S, int>{"threads", "threads",
-                           "CPU threads (0: all available); does not change the selection",
+                           "CPU threads (0: all available; more are capped to the CPUs this process may run on); "
+                           "does not change the selection",
                            &S::threads, 0, std::numeric_limits<int>::max()});
   f(flag_setting<S>{"normalized", "normalized", "the embeddings are already unit-normalised",
                     &S::normalized});
