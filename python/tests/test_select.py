@@ -233,7 +233,7 @@ def test_every_option_of_the_program_is_a_keyword():
     if not (PROGRAM and os.access(PROGRAM, os.X_OK)):
         pytest.skip("datamask-select not built: set DATAMASK_SELECT to its path")
     text = subprocess.run([PROGRAM, "--help"], check=True, stdout=subprocess.PIPE, text=True).stdout
-    program_only = {"help", "embeddings", "quality", "ids", "out", "report", "log", "plot", "checkpoint",
+    program_only = {"help", "version", "embeddings", "quality", "ids", "out", "report", "log", "plot", "checkpoint",
                     "checkpoint-every", "resume", "quiet", "demo", "no-polish",
                     # which blocks one process of a spread run takes: not a setting of the selection
                     "shard", "parts",
