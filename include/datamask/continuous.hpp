@@ -901,6 +901,7 @@ struct swap_term<disf, T> {
     c = Eigen::VectorXd::Zero(d);
     for (index_t i : sel) c += detail::relax::row_map<T>(v.embeddings.row(i), d).template cast<double>();
     c /= std::max(1.0, k);
+    detail::disf_impl::check_d_memory(d, 3, "the polish");  // the scatter, Sigma and a product in score
     mm = Eigen::MatrixXd::Zero(d, d);
     m = Eigen::VectorXd::Zero(d);
     // Blocks of rows, one symmetric rank update each (one rank-one update per row ran at vector

@@ -516,6 +516,10 @@ datamask::block_run_settings run_settings(const nb::dict& options, const std::ve
   } catch (const invalid_input& e) {
     throw as_keyword(e);
   }
+  const std::string capped = datamask::use_threads(r.run);
+  if (!capped.empty() && PyErr_WarnEx(PyExc_UserWarning, ("threads: " + capped).c_str(), 1) != 0) {
+    throw nb::python_error();  // warnings turned into errors
+  }
   return r;
 }
 

@@ -201,3 +201,11 @@ def test_evaluate_names_its_arguments():
         datamask.evaluate(X, Q, [1], corpus_ids=np.r_[np.arange(99), 5])
     with pytest.raises(datamask.InvalidInput, match="^corpus_ids: has 99 rows, expected 100"):
         datamask.evaluate(X, Q, [1], corpus_ids=np.arange(99))
+
+
+@pytest.mark.parametrize("optimizer, what", [("auto", "the relaxation"), ("greedy", "the greedy state")])
+def test_disf_with_a_huge_d_is_refused_before_allocating(optimizer, what):
+    # One d x d matrix of doubles is 128 GiB here (it was MemoryError, std::bad_alloc).
+    x = np.zeros((50, 1 << 17), np.float32)
+    with pytest.raises(datamask.InvalidInput, match=r"^embeddings: d = 131072 is too large for DiSF: " + what + r" .* bytes"):
+        datamask.select(x, Q[:50], objective="disf", count=10, optimizer=optimizer)

@@ -139,6 +139,14 @@ def test_same_seed_same_selection_any_thread_count():
         assert len(a) == 2000 and len(np.unique(a.ids)) == 2000
 
 
+def test_threads_above_the_cpus_are_capped_with_a_warning():
+    # As datamask-select's --threads: more threads than CPUs only wait on each other.
+    x, q, _ = corpus(n=2000)
+    with pytest.warns(UserWarning, match=r"^threads: 1000 is more than this process can run at once .*; using \d+$"):
+        a = datamask.select(x, q, count=50, threads=1000)
+    np.testing.assert_array_equal(a.ids, datamask.select(x, q, count=50, threads=1).ids)
+
+
 def test_report_parts():
     x, q, ids = corpus(n=2000)
     sel = datamask.select(x, q, ids=ids, count=50, optimizer="pg", steps=5, rollouts=8)
@@ -251,7 +259,7 @@ def test_every_option_of_the_program_is_a_keyword():
     if not (PROGRAM and os.access(PROGRAM, os.X_OK)):
         pytest.skip("datamask-select not built: set DATAMASK_SELECT to its path")
     text = subprocess.run([PROGRAM, "--help"], check=True, stdout=subprocess.PIPE, text=True).stdout
-    program_only = {"help", "embeddings", "quality", "ids", "out", "report", "log", "plot", "checkpoint",
+    program_only = {"help", "version", "embeddings", "quality", "ids", "out", "report", "log", "plot", "checkpoint",
                     "checkpoint-every", "resume", "quiet", "demo", "no-polish",
                     # which blocks one process of a spread run takes: not a setting of the selection
                     "shard", "parts",

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import struct
 import subprocess
@@ -781,6 +782,108 @@ def test_report_readback():
     assert rep["total"]["blocks"] == len(rep["blocks"]) == 3
     assert sum(b["selected"] for b in rep["blocks"]) == rep["total"]["selected"] == 60
     assert rep["configuration"]["block-size"] == 250 and rep["configuration"]["lr-max"] == 10
+
+
+
+# --- inputs that are not regular files, folders that cannot be listed -----------------------------
+
+def test_fifo_inputs():
+    """A FIFO (no writer) as any input file is refused at once, naming it: opening one to read
+    waits for a writer, and a quality CSV was opened twice (parsed, then hashed)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    for name in ["fifo.csv", "fifo.npy", "g.ids.npy", "part.json"]:
+        os.mkfifo(path(name))
+    fifo = path("fifo.npy")
+    cases = [(["--embeddings", e, "--quality", path("fifo.csv")], "fifo.csv"),
+             (["--embeddings", e, "--quality", fifo], "fifo.npy"),
+             (["--embeddings", fifo, "--quality", qf], "fifo.npy"),
+             (["--embeddings", e, "--quality", qf, "--ids", fifo], "fifo.npy"),
+             (["--embeddings", e, "--lambda", "0", "--objective", "facility", "--graph", path("g")], "g.ids.npy")]
+    for args, name in cases:
+        p = run(args + ["--out", path("s.npy"), "--quiet"], expect=2, timeout=30)  # a hang fails here
+        assert name in p.stderr and "not a regular file" in p.stderr, p.stderr
+    p = run(["merge", "--out", path("m.npy"), path("part.json")], expect=2, timeout=30)
+    assert "part.json" in p.stderr and "not a regular file" in p.stderr, p.stderr
+    assert not os.path.exists(path("s.npy")) and not os.path.exists(path("m.npy"))
+
+
+def test_unlistable_folder():
+    """An --embeddings folder holding a symbolic link that loops, or one that cannot be read, is
+    refused naming the path (it was an internal error, exit 1)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    os.symlink("loop", path("loop"))
+    expect_bad(["--embeddings", path("loop"), "--quality", qf], ["loop", "symbolic links"])
+    os.mkdir(path("shards"))
+    npy_f32(path("shards/a.npy"), rows)
+    os.symlink("b.npy", path("shards/b.npy"))  # loops
+    expect_bad(["--embeddings", path("shards"), "--quality", qf], ["shards/b.npy", "symbolic links"])
+    if os.geteuid() != 0:  # root reads a folder whatever its mode
+        os.mkdir(path("closed"))
+        npy_f32(path("closed/a.npy"), rows)
+        os.chmod(path("closed"), 0)
+        try:
+            expect_bad(["--embeddings", path("closed"), "--quality", qf], ["closed", "Permission denied"])
+        finally:
+            os.chmod(path("closed"), 0o755)
+
+
+
+def test_disf_huge_d():
+    """DiSF on 50 x 131072 embeddings: its d x d matrices (128 GiB each in double) are refused
+    before they are allocated, naming d and the bytes (it was std::bad_alloc, exit 1)."""
+    n, d = 50, 1 << 17
+    e = write(path("wide.npy"), npy_bytes("<f4", (n, d), bytes(4 * n * d)))
+    qf = npy_vec(path("q.npy"), [i / n for i in range(n)])
+    for optimizer, what in [("auto", "the relaxation"), ("greedy", "the greedy state")]:
+        p = run(["--embeddings", e, "--quality", qf, "--objective", "disf", "--count", "10", "--optimizer", optimizer,
+                 "--out", path("s.npy"), "--quiet"], expect=2, timeout=120)
+        for word in ["--embeddings", "d = 131072", "DiSF", what, " bytes"]:
+            assert word in p.stderr, (word, p.stderr)
+    assert not os.path.exists(path("s.npy"))
+
+
+
+def test_version():
+    """--version prints the version, the backend and whether MPI is built in, and exits 0."""
+    p = run(["--version"])
+    version = re.search(r'version_string = "([^"]+)"', open(os.path.join(os.path.dirname(__file__), "..", "..",
+                                                                         "include", "datamask", "version.hpp")).read())
+    assert re.fullmatch(r"datamask-select %s \(backend: \w+; MPI: (yes|no)\)\n" % re.escape(version.group(1)),
+                        p.stdout), p.stdout
+    assert p.stderr == "", p.stderr
+
+
+def test_threads_cap():
+    """--threads above the CPUs this process may run on is capped to them with a warning, and the
+    report records the threads used (1000 threads on 2 CPUs ran 30 times slower)."""
+    rows, q, ids, e, qf, idf = standard_files()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--threads", "1000", "--quiet",
+             "--out", path("t.npy"), "--report", path("t.json")])
+    m = re.fullmatch(r"datamask-select: warning: --threads 1000 is more than .*; using (\d+)\n", p.stderr)
+    assert m and 1 <= int(m.group(1)) <= cpus, p.stderr
+    assert json.load(open(path("t.json")))["configuration"]["threads"] == int(m.group(1))
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--threads", "1", "--quiet", "--out", path("one.npy")])
+    assert p.stderr == "", p.stderr  # no warning within the CPUs
+    assert read_npy_ids(path("t.npy")) == read_npy_ids(path("one.npy"))
+
+
+def test_report_settings():
+    """A report's configuration lists the settings of the optimizer that ran: no policy-gradient
+    settings (rollouts, steps, ...) for a continuous or greedy run; a pg run has them."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--count", "20", "--quiet"]
+    pg_only = ["rollouts", "steps", "lr-max", "lr-min", "schedule", "advantage", "credit", "readout", "logprob",
+               "init", "keep-best-rollout"]
+    for optimizer in ["continuous", "lazy"]:
+        run(base + ["--optimizer", optimizer, "--out", path("c.npy"), "--report", path("c.json")])
+        cfg = json.load(open(path("c.json")))["configuration"]
+        assert not [k for k in pg_only if k in cfg], (optimizer, cfg)
+        assert "calibration-subsets" in cfg  # both learners calibrate
+    run(base + FAST + ["--out", path("p.npy"), "--report", path("p.json")])
+    cfg = json.load(open(path("p.json")))["configuration"]
+    assert all(k in cfg for k in pg_only) and cfg["rollouts"] == 16 and cfg["steps"] == 40, cfg
+    assert "iterations" not in cfg, cfg
 
 
 

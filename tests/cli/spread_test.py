@@ -236,7 +236,7 @@ def test_merge_refusals():
         (three + [two[0]], "is in both"),                 # block 0 twice
         (three[:2] + [other_seed[2]], "other inputs"),    # another demo corpus
         (three[:2] + [other_opts[2]], "--lambda"),        # other options, named
-        ([path("nothing.json")], "cannot read"),
+        ([path("nothing.json")], "cannot open"),
     ]
     os.mkdir(path("no-parts"))
     with open(path("no-parts/notes.json"), "w") as f:  # a folder contributes its part-*.json only

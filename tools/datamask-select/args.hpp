@@ -27,6 +27,9 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/report.hpp>
 #include <datamask/settings.hpp>
+#include <datamask/version.hpp>
+
+#include "block_backend.hpp"
 
 namespace dmselect {
 
@@ -394,17 +397,32 @@ inline std::string option_message(const datamask::invalid_input& e) {
   return msg;
 }
 
-/// Parses argv into c. Returns false when --help was printed. Throws usage_error.
+/// What --version prints: the version, the backend the blocks run on, whether MPI is built in.
+inline std::string version_text() {
+#if DATAMASK_SELECT_MPI
+  constexpr const char* mpi = "yes";
+#else
+  constexpr const char* mpi = "no";
+#endif
+  return std::string("datamask-select ") + datamask::version_string + " (backend: " + dmfront::block_backend_name() +
+         "; MPI: " + mpi + ")";
+}
+
+/// Parses argv into c. Returns false when --help or --version was printed. Throws usage_error.
 inline bool parse_args(int argc, char** argv, config& c) {
   CLI::App app("datamask-select: select LLM pre-training data by mask learning (DATAMASK)",
                "datamask-select");
   app.footer(help_footer);
   app.get_formatter()->column_width(26);
+  app.set_version_flag("--version", version_text(), "print the version, the backend and whether MPI is built in");
   detail::add_options(app, c);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
+    return false;
+  } catch (const CLI::CallForVersion& v) {
+    std::printf("%s\n", v.what());
     return false;
   } catch (const CLI::ParseError& e) {
     throw usage_error(std::string(e.what()) + " (see --help)");
@@ -604,6 +622,8 @@ inline void check_args(config& c) {
   } catch (const datamask::invalid_input& e) {
     throw usage_error(option_message(e));
   }
+  const std::string capped = datamask::use_threads(c.run);  // the report records the threads used
+  if (!capped.empty()) std::fprintf(stderr, "datamask-select: warning: --threads %s\n", capped.c_str());
 }
 
 }  // namespace dmselect

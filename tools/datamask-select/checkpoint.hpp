@@ -21,8 +21,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -66,7 +64,7 @@ class checkpoint_dir {
       return;
     }
     if (!exists) throw usage_error("--resume: " + dir_ + " holds no checkpoint (no manifest)");
-    std::ifstream in(manifest);
+    std::istringstream in(datamask::io::read_file(manifest.string()));
     std::string line, key;
     std::getline(in, line);
     check_format(line, "datamask-select checkpoint ", manifest_format, manifest.string());
@@ -101,7 +99,7 @@ class checkpoint_dir {
                         " (content hash " + inputs + ", now " + hex64(input_hash_) + ")");
     }
     if (cfg != hex64(config_hash_)) {
-      std::ifstream old_cfg((fs::path(dir_) / "config.txt").string());
+      std::istringstream old_cfg(datamask::io::read_file((fs::path(dir_) / "config.txt").string()));
       std::map<std::string, std::string> was;
       while (std::getline(old_cfg, line)) was[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
       std::istringstream now(canon);
@@ -144,9 +142,9 @@ class checkpoint_dir {
   /// learner's state, the history, the best selection. The learner checks the state itself.
   bool load_snapshot(index_t b, index_t rows, index_t& step, std::vector<double>& state,
                      std::vector<datamask::step_record>& history, datamask::best_rollout& best) const {
-    std::ifstream in(path(b, "snapshot"), std::ios::binary);
-    if (!in) return false;
-    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::error_code ec;
+    if (!std::filesystem::exists(path(b, "snapshot"), ec)) return false;
+    const std::string all = datamask::io::read_file(path(b, "snapshot"));
     const auto at = all.find("state\n");
     if (at == std::string::npos) throw usage_error("--resume: " + path(b, "snapshot") + ": damaged snapshot");
     std::istringstream ls(all.substr(0, at));
@@ -213,9 +211,7 @@ class checkpoint_dir {
   [[nodiscard]] block_result load_block(index_t b, std::vector<datamask::id_t> block_ids, index_t selected) const {
     const auto items = static_cast<index_t>(block_ids.size());
     const std::string file = path(b, "done");
-    std::ifstream in(file);
-    if (!in) throw usage_error("--resume: " + file + " is missing");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = datamask::io::read_file(file);
     block_result r;
     try {
       r = read_block_record(nlohmann::ordered_json::parse(text));

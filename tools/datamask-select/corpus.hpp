@@ -10,9 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <numeric>
 #include <span>
 #include <stdexcept>
@@ -23,6 +21,7 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/corpus_checks.hpp>
 #include <datamask/io/csv.hpp>
+#include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
@@ -217,13 +216,12 @@ inline std::vector<std::size_t> csv_columns(const datamask::io::csv_table& t, co
 inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int threads) {
   const quality_source s = quality_source_of(q);
   if (s.csv()) {
-    const auto t = datamask::io::read_csv(s.file);
+    const std::string all = datamask::io::read_file(s.file);  // read once: parsed and hashed
+    const auto t = datamask::io::parse_csv(all, s.file);
     for (const std::size_t col : csv_columns(t, s)) {
       k.quality.push_back(t.columns[col]);
       k.quality_names.push_back(s.file + " (" + t.names[col] + ")");
     }
-    std::ifstream in(s.file, std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto bytes = [&](const std::string& b) {
       return hash_bytes(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(b.data()), b.size()), threads);
     };

@@ -45,9 +45,11 @@ inline std::string ids_file_bytes(const std::string& path, const std::vector<dat
 }
 
 /// The report's "configuration": every option that determines the selection (the canonical
-/// configuration, typed), the backend that ran the blocks (it is not in the canonical
-/// configuration, which checkpoints of earlier versions hashed: merges and resumes compare it
-/// apart), plus the inputs and the outputs. Paths as datamask::io::json_text gives them.
+/// configuration, typed) less the policy-gradient learner's settings where another optimizer
+/// ran, the backend that ran the blocks, the inputs, the threads used and the outputs (paths as
+/// datamask::io::json_text gives them). The canonical configuration itself stays as it was (the
+/// pg settings in, the backend out): checkpoints and parts hash it, and resumes and merges
+/// compare it.
 inline nlohmann::ordered_json configuration_json(const config& c) {
   using datamask::io::json_text;
   const auto texts = [](const std::vector<std::string>& paths) {
@@ -62,6 +64,11 @@ inline nlohmann::ordered_json configuration_json(const config& c) {
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(json_text(c.ids));
   j["ids-dtype"] = c.ids_unsigned ? "uint64" : "int64";  // as --out writes them
   j.update(c.selection_json());
+  if (c.optimizer != "pg") {  // settings that never ran
+    detail::visit_options([&](const auto& s) {
+      if (datamask::policy_gradient_only(s.name)) j.erase(std::string(s.name));
+    });
+  }
   j["backend"] = dmfront::block_backend_name();
   j["optimizer-requested"] = c.requested;  // "auto", or the optimizer named
   j["threads"] = c.run.threads;

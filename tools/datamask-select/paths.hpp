@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <datamask/error.hpp>
 #include <datamask/io/file.hpp>
 
 #include "args.hpp"
@@ -24,21 +25,29 @@ namespace detail {
 
 /// Input files as a command line names them, in order: each file as given; a folder contributes
 /// the files in it that `wanted(path)` accepts, in name order, and `empty(folder)` throws when
-/// there are none (embedding shards: *.npy; merge's parts: part-*.json).
+/// there are none (embedding shards: *.npy; merge's parts: part-*.json). A folder that cannot
+/// be listed, or an entry whose type cannot be told (a symbolic link that loops), is refused
+/// naming it: skipping it could drop a shard unsaid.
 template <class Wanted, class Empty>
 std::vector<std::string> listed_files(const std::vector<std::string>& inputs, Wanted wanted, Empty empty) {
   namespace fs = std::filesystem;
+  const auto unlistable = [](const std::string& p, const std::error_code& ec) {
+    return datamask::invalid_input(p, "cannot read: " + ec.message());
+  };
   std::vector<std::string> files;
   for (const auto& a : inputs) {
     std::error_code ec;
     if (!fs::is_directory(a, ec)) {
-      files.push_back(a);
+      files.push_back(a);  // opening it says what is wrong with it
       continue;
     }
     std::vector<std::string> in_dir;
-    for (const auto& e : fs::directory_iterator(a)) {
-      if (e.is_regular_file() && wanted(e.path())) in_dir.push_back(e.path().string());
+    for (fs::directory_iterator e(a, ec); !ec && e != fs::directory_iterator(); e.increment(ec)) {
+      const bool regular = e->is_regular_file(ec);
+      if (ec) throw unlistable(e->path().string(), ec);
+      if (regular && wanted(e->path())) in_dir.push_back(e->path().string());
     }
+    if (ec) throw unlistable(a, ec);
     std::sort(in_dir.begin(), in_dir.end());
     if (in_dir.empty()) empty(a);
     files.insert(files.end(), in_dir.begin(), in_dir.end());

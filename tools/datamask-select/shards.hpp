@@ -17,8 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <span>
 #include <string>
 #include <vector>
@@ -119,12 +117,6 @@ inline part_files part_paths(const config& c, worker_share s) {
           (fs::path(c.parts) / "completions" / name).string()};
 }
 
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw usage_error(path + ": cannot read");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 /// Creates --parts and its completions folder and checks that the shard's part and marker can be
 /// written: before any work, so that a bad --parts costs no run.
 inline void prepare_parts(const part_files& f) {
@@ -157,8 +149,10 @@ inline bool shard_finished(const part_files& f, const run_header& h, std::span<c
   std::vector<block_result> blocks;
   run_header old;
   try {
-    old = read_worker_json(read_text(f.part), f.part, blocks);
-  } catch (const usage_error& e) {
+    old = read_worker_json(datamask::io::read_file(f.part), f.part, blocks);
+  } catch (const usage_error& e) {  // damaged
+    return redo(std::string("unreadable (") + e.what() + ")");
+  } catch (const datamask::invalid_input& e) {  // cannot be read, or not a regular file
     return redo(std::string("unreadable (") + e.what() + ")");
   }
   try {
@@ -231,7 +225,7 @@ inline int merge_main(int argc, char** argv) {
   std::vector<std::string> from;
   for (std::size_t i = 0; i < files.size(); ++i) {
     std::vector<block_result> blocks;
-    const run_header h = read_worker_json(read_text(files[i]), files[i], blocks);
+    const run_header h = read_worker_json(datamask::io::read_file(files[i]), files[i], blocks);
     if (i == 0) first = h;
     check_same_run(first, files[0], h, files[i]);
     first.resumed = first.resumed || h.resumed;

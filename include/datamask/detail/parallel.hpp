@@ -5,8 +5,14 @@
 /// @brief A parallel for over an index range on OpenMP threads (serial without OpenMP).
 /// Exceptions thrown by the body are caught on the worker and rethrown on the caller.
 
+#include <algorithm>
 #include <exception>
 #include <mutex>
+#include <thread>
+
+#if __has_include(<sched.h>)
+#include <sched.h>
+#endif
 
 #include "datamask/config.hpp"
 #include "datamask/types.hpp"
@@ -17,10 +23,25 @@
 
 namespace datamask::detail {
 
-/// The number of threads a setting of 0 (all) or t > 0 resolves to.
+/// The CPUs this process may run on: its affinity mask where the platform tells it (a Slurm
+/// task's or an MPI rank's share), else the hardware's threads; at least 1. Read once.
+inline int usable_cpus() {
+  static const int cpus = [] {
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }();
+  return cpus;
+}
+
+/// The number of threads a setting of 0 (all) or t > 0 resolves to: never more than the CPUs
+/// this process may run on, where more threads only wait on each other.
 inline int resolve_threads(int requested) {
 #if DATAMASK_HAS_OPENMP
-  return requested > 0 ? requested : omp_get_max_threads();
+  return std::min(requested > 0 ? requested : omp_get_max_threads(), usable_cpus());
 #else
   (void)requested;
   return 1;

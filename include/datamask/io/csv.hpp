@@ -10,12 +10,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "datamask/error.hpp"
+#include "datamask/io/file.hpp"
 
 namespace datamask::io {
 
@@ -81,11 +82,10 @@ inline bool parse_double(std::string_view f, double& out) {
 /// number. Every row must have the header's number of fields; blank lines are skipped. Fields
 /// may be quoted (RFC 4180: "0.5", "a ""name""", a quoted field across lines).
 /// NaN and infinite values are parsed; the caller decides whether they are allowed.
-/// @throws invalid_input naming `path` for a missing file, a ragged row, a non-numeric field or
-/// a quote left open.
-[[nodiscard]] inline csv_table read_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw invalid_input(path, datamask::detail::concat("cannot open: ", std::strerror(errno)));
+/// @param text the file's contents; `path` names it in errors
+/// @throws invalid_input naming `path` for a ragged row, a non-numeric field or a quote left open.
+[[nodiscard]] inline csv_table parse_csv(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
   csv_table t;
   std::string line;
   std::size_t line_no = 0;
@@ -135,5 +135,10 @@ inline bool parse_double(std::string_view f, double& out) {
   if (width == 0) throw invalid_input(path, "empty CSV file");
   return t;
 }
+
+/// @brief Reads and parses the numeric CSV file `path` (see `parse_csv`).
+/// @throws invalid_input naming `path` for a missing file or one that is not a regular file, a
+/// ragged row or a non-numeric field.
+[[nodiscard]] inline csv_table read_csv(const std::string& path) { return parse_csv(read_file(path), path); }
 
 }  // namespace datamask::io

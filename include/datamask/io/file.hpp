@@ -3,7 +3,8 @@
 
 /// @file
 /// @brief Atomic file output: write to a temporary file beside the target, then rename, so a
-/// reader never sees a half-written file; and a check that a path can be written at all.
+/// reader never sees a half-written file; a check that a path can be written at all; and the one
+/// way input files are opened, which refuses anything but a regular file.
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <span>
 #include <string_view>
@@ -21,6 +23,7 @@
 
 #if __has_include(<unistd.h>)
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #define DATAMASK_IO_HAS_FSYNC 1
 #else
@@ -188,6 +191,63 @@ inline void check_writable(const std::string& path) {
     }
   }
   std::remove(probe.c_str());
+}
+
+#if DATAMASK_IO_HAS_FSYNC
+/// @brief Opens the input file `path` read-only and returns its descriptor (the caller closes
+/// it). Refuses, without blocking, what is not a regular file: opening a FIFO waits for a writer
+/// and reading a pipe or a device twice (once to parse, once to hash) sees other bytes, so the
+/// file is opened non-blocking, checked, and only then set to blocking reads.
+/// @throws invalid_input naming `path` when it cannot be opened or is not a regular file.
+[[nodiscard]] inline int open_regular_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw invalid_input(path, datamask::detail::concat("cannot open: ", std::strerror(errno)));
+  const auto refuse = [&](const std::string& problem) {  // the problem is said before close() sets errno
+    ::close(fd);
+    return invalid_input(path, problem);
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw refuse(datamask::detail::concat("cannot open: ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw refuse("is a directory, not a regular file");
+  if (!S_ISREG(st.st_mode)) throw refuse("not a regular file (a pipe, FIFO or device)");
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw refuse(datamask::detail::concat("cannot open: ", std::strerror(errno)));
+  }
+  return fd;
+}
+#endif
+
+/// @brief The whole contents of the input file `path`, read once.
+/// @throws invalid_input naming `path` when it cannot be read or is not a regular file (see
+/// `open_regular_file`).
+[[nodiscard]] inline std::string read_file(const std::string& path) {
+#if DATAMASK_IO_HAS_FSYNC
+  const int fd = open_regular_file(path);
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const ::ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got == 0) break;
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw invalid_input(path, datamask::detail::concat("cannot read: ", std::strerror(err)));
+    }
+    out.append(buf, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return out;
+#else
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw invalid_input(path, "not a regular file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw invalid_input(path, datamask::detail::concat("cannot open: ", std::strerror(errno)));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+#endif
 }
 
 }  // namespace datamask::io

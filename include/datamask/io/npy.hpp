@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <span>
 #include <string>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "datamask/error.hpp"
+#include "datamask/io/file.hpp"
 #include "datamask/types.hpp"
 
 #if __has_include(<sys/mman.h>) && __has_include(<unistd.h>)
@@ -490,14 +490,12 @@ class npy_file {
 
   void open() {
 #if DATAMASK_IO_HAS_MMAP
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
-      throw invalid_input(path_, datamask::detail::concat("cannot open: ", std::strerror(errno)));
-    }
+    fd_ = open_regular_file(path_);
     struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd_, &st) != 0) {
+      const int err = errno;
       close();
-      throw invalid_input(path_, "not a regular file");
+      throw invalid_input(path_, datamask::detail::concat("cannot open: ", std::strerror(err)));
     }
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ > 0) {
@@ -511,9 +509,8 @@ class npy_file {
       bytes_ = static_cast<const unsigned char*>(m);
     }
 #else
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) throw invalid_input(path_, "cannot open");
-    owned_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    const std::string all = read_file(path_);
+    owned_.assign(all.begin(), all.end());
     bytes_ = owned_.data();
     size_ = owned_.size();
 #endif

@@ -19,7 +19,6 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -29,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include <datamask/error.hpp>
+#include <datamask/io/file.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/version.hpp>
 
@@ -237,9 +237,7 @@ inline block_result block_from_json(const nlohmann::ordered_json& b) {
 /// @brief Reads a report file.
 /// @throws invalid_input naming the file when it cannot be read or is not a report
 [[nodiscard]] inline run_report read_report_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw invalid_input(path, "cannot open the report");
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(in, nullptr, false);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(read_file(path), nullptr, false);
   if (j.is_discarded()) throw invalid_input(path, "not JSON");
   return read_report(j, path);
 }

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -25,12 +27,45 @@
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/relax_sums.hpp"
 
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+
 namespace datamask {
 
 namespace detail::disf_impl {
 
 inline constexpr double epsilon = 1e-8;
 inline constexpr double scale = 1e-4;
+
+/// The machine's physical memory in bytes; infinity where the platform does not say.
+inline double physical_memory_bytes() {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGE_SIZE)
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) return static_cast<double>(pages) * static_cast<double>(page);
+#endif
+  return std::numeric_limits<double>::infinity();
+}
+
+/// Refuses a d too large for this machine before `what` allocates the `matrices` d x d matrices
+/// it needs
+/// (of `value_bytes`-byte entries; 8: double): every DiSF path but the small-subset Gram holds
+/// some, and at d = 65,536 one double matrix is 32 GiB. Why a check and not a caught bad_alloc:
+/// they are allocated in parallel regions and inside Eigen, and on an overcommitting system an
+/// allocation larger than memory can succeed and the process be killed when it touches it.
+/// @throws invalid_input naming the embeddings, d and the bytes needed
+inline void check_d_memory(index_t d, index_t matrices, const char* what, double value_bytes = 8.0) {
+  const double need = static_cast<double>(matrices) * value_bytes * static_cast<double>(d) * static_cast<double>(d);
+  const double have = physical_memory_bytes();
+  if (need <= have) return;
+  char text[160];
+  std::snprintf(text, sizeof text, "%.0f bytes (%.1f GiB), more than this machine's memory (%.1f GiB)", need,
+                need / 1073741824.0, have / 1073741824.0);
+  throw invalid_input("embeddings", detail::concat("d = ", d, " is too large for DiSF: ", what, " needs ", matrices,
+                                                   matrices == 1 ? " d x d matrix, " : " d x d matrices, ", text,
+                                                   "; reduce d (project the embeddings) or drop DiSF"));
+}
 
 /// The greedy state. With M the centred scatter of S (k rows) and mean mu, adding row x with
 /// y = x - mu gives M' = M + beta y y^T, beta = k / (k + 1) (a rank-one update). With
@@ -205,6 +240,8 @@ Eigen::MatrixXd disf_sigma(const relax_view<T>& v, const Eigen::Matrix<C, Eigen:
   constexpr index_t block = disf_block_rows;
   const index_t rows = detail::relax::chunk_rows(n, 16);
   const index_t chunks = (n + rows - 1) / rows;
+  // A partial per chunk, two matrices per worker, then Sigma (G and its copy in C come after).
+  check_d_memory(d, chunks + 2 * std::min<index_t>(chunks, resolve_threads(v.threads)) + 1, "the relaxation");
   std::vector<Eigen::MatrixXd> spart(static_cast<std::size_t>(chunks));
   parallel_for(chunks, v.threads, [&](index_t c) {
     Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(d, d);
@@ -449,6 +486,7 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
   const index_t d = s.embeddings.cols;
   std::fill(out.begin(), out.end(), 0.0);
   if (k < 2) return 0.0;
+  check_d_memory(d, 3, "the marginal-gain pass");  // the scatter, its square, a symmetric copy
   const double kk = static_cast<double>(k);
   Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> y(k, d);
   for (index_t t = 0; t < k; ++t) {
@@ -557,6 +595,7 @@ struct disf {
       const double diag = zd.colwise().squaredNorm().squaredNorm();  // sum_a (Z^T Z)_aa^2
       return -scale * std::max(0.0, frob - diag) / (km1 * km1);
     }
+    detail::disf_impl::check_d_memory(d, 1, "scoring a subset of more than d / 4 items", sizeof(T));
     mat z(k, d);
     index_t r = 0;
     for (index_t i : s.subset) {
@@ -584,6 +623,7 @@ struct disf {
   /// @brief The greedy state over a block (see `incremental_objective`).
   template <class T>
   [[nodiscard]] detail::disf_impl::state<T> greedy_state(const greedy_block<T>& b) const {
+    detail::disf_impl::check_d_memory(b.embeddings.cols, 2, "the greedy state");  // the scatter, its square
     return detail::disf_impl::state<T>(b);
   }
 
@@ -654,6 +694,7 @@ struct disf {
     exec.for_each(d, di::divide_by_weight{tot, d});
     const index_t rows = detail::relax::chunk_rows(n, 16);
     const index_t chunks = (n + rows - 1) / rows;
+    di::check_d_memory(d, chunks + 2, "the relaxation");  // a partial per chunk, Sigma and G
     double* part = exec.template scratch<double>(chunks * d * d);
     double* sigma = exec.template scratch<double>(d * d);
     double* g = exec.template scratch<double>(d * d);
