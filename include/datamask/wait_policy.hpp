@@ -9,12 +9,13 @@
 /// Why: under OpenMP's default policy (libgomp: spin for about 300,000 iterations) a worker that
 /// finishes a parallel region busy-waits for the next one. On a machine whose cores other work
 /// also uses, those spinning workers take the cores from the thread that has work, and each join
-/// waits for a descheduled worker: issue 9 measured two threads 3 to 6 times slower than one.
-/// Passive waiting costs a futex wake per region (microseconds). The runtime reads the policy
+/// waits for a descheduled worker: two threads ran several times slower than one (README,
+/// "Threads", has the measurements). Passive waiting costs a futex wake per region (microseconds). The runtime reads the policy
 /// once, when it loads, before main(), so setting it then is too late for the process: the
 /// program executes itself again, once, with OMP_WAIT_POLICY=PASSIVE in its environment.
 
 #include <cstdlib>
+#include <initializer_list>
 
 #include "datamask/config.hpp"
 

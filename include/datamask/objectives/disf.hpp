@@ -24,6 +24,7 @@
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/error.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/relax_sums.hpp"
 
@@ -49,8 +50,7 @@ inline double physical_memory_bytes() {
 }
 
 /// Refuses a d too large for this machine before `what` allocates the `matrices` d x d matrices
-/// it needs
-/// (of `value_bytes`-byte entries; 8: double): every DiSF path but the small-subset Gram holds
+/// it needs (of `value_bytes`-byte entries; 8: double): every DiSF path but the small-subset Gram holds
 /// some, and at d = 65,536 one double matrix is 32 GiB. Why a check and not a caught bad_alloc:
 /// they are allocated in parallel regions and inside Eigen, and on an overcommitting system an
 /// allocation larger than memory can succeed and the process be killed when it touches it.
