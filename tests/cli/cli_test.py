@@ -1167,16 +1167,18 @@ def test_csv_quoting():
     expect_bad(base + ["--quality", path("after.csv")], ["after.csv", "line 2: text after a quoted field"])
 
 
-def main():
+def run_scenario(scenarios, prefix="dmcli-"):
+    """Runs `test_<argv[2]>` of `scenarios` (a test script's globals) on the program argv[1] (and
+    the continuous reference argv[3], if given) in a fresh temporary folder."""
     global PROG, TMP, REF
     PROG = os.path.abspath(sys.argv[1])
     name = sys.argv[2]
     REF = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
-    with tempfile.TemporaryDirectory(prefix="dmcli-") as d:
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
         TMP = d
-        globals()["test_" + name]()
+        scenarios["test_" + name]()
     print("ok:", name)
 
 
 if __name__ == "__main__":
-    main()
+    run_scenario(globals())

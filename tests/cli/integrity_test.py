@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_test as ct  # noqa: E402  (the corpus, .npy writers and runners)
@@ -178,14 +177,5 @@ def test_signal_while_writing():
     assert sorted(os.listdir(folder)) == ["rep.json", "sel.npy"], os.listdir(folder)
 
 
-def main():
-    ct.PROG = os.path.abspath(sys.argv[1])
-    name = sys.argv[2]
-    with tempfile.TemporaryDirectory(prefix="dmintegrity-") as d:
-        ct.TMP = d
-        globals()["test_" + name]()
-    print("ok:", name)
-
-
 if __name__ == "__main__":
-    main()
+    ct.run_scenario(globals(), "dmintegrity-")

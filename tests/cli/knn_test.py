@@ -17,7 +17,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -263,14 +262,5 @@ def test_build_rate():
     assert graph and "20000/20000 rows (100%)" in graph[-1], p.stderr
 
 
-def main():
-    ct.PROG = os.path.abspath(sys.argv[1])
-    name = sys.argv[2]
-    with tempfile.TemporaryDirectory(prefix="dmknn-") as d:
-        ct.TMP = d
-        globals()["test_" + name]()
-    print("ok:", name)
-
-
 if __name__ == "__main__":
-    main()
+    ct.run_scenario(globals(), "dmknn-")

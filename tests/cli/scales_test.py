@@ -14,7 +14,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_test as c  # noqa: E402  (its .npy writers, corpus and runner)
@@ -85,14 +84,5 @@ def report_of(args, name):
     return report(c.path(name))
 
 
-def main():
-    c.PROG = sys.argv[1]
-    name = sys.argv[2]
-    with tempfile.TemporaryDirectory() as tmp:
-        c.TMP = tmp
-        globals()["test_" + name]()
-    print("ok:", name)
-
-
 if __name__ == "__main__":
-    main()
+    c.run_scenario(globals(), "dmscales-")
