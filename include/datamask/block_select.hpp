@@ -261,7 +261,9 @@ struct calibration_sample {
 /// rows with the smallest draws, ties to the smaller id; m and k = round(m S / kept) as
 /// `phases::batch_sizes` gives them, m at most `max_calibration_rows`). A one-block run's learner
 /// draws exactly these rows and subsets itself, so its f and that of the same corpus in several
-/// blocks are one function: f compares across block sizes, shards and ranks. Empty (each block
+/// blocks are one function: f compares across block sizes, shards and ranks (with
+/// `reference_size` > 0 the facility term's reference rows are drawn from the sample, not the
+/// corpus, so its scale is close to the one-block run's, not equal). Empty (each block
 /// scales f itself) for one block, other scalings, lambda = 1, every kept row selected, or a kNN
 /// graph (built per block, so the corpus has none to calibrate on).
 /// @param id_of callable `id_t(index_t row)`; @param quality the corpus's columns; @param weights theirs

@@ -256,17 +256,19 @@ struct term_value {
   double weight = 0.0;
   double scale = 1.0;
   double raw = 0.0;
-  /// Calibration found the term constant on its subsets (std within `constant_term_tolerance`
-  /// of its magnitude: rounding noise), so its scale is 1 rather than that noise's std.
+  /// Calibration found the term constant on its subsets (std 0, or within
+  /// `constant_term_tolerance` of its magnitude: rounding noise), so its scale is 1.
   bool constant = false;
 };
 
 /// @brief A calibrated term whose std over the calibration subsets is at most this fraction of
 /// its largest magnitude on them is constant up to rounding: dividing by that std would blow
 /// the term's rounding noise up to decide the selection (method.md 1.1's guard, "if a std is 0,
-/// use 1", with a relative tolerance). Float rounding of a term's value is about 1e-7 of its
-/// magnitude; a term that truly varies does so by far more.
-inline constexpr double constant_term_tolerance = 1e-6;
+/// use 1", with a relative tolerance). `T` is what the term is computed in: a diversity term in
+/// the embeddings' type (float rounding is about 1e-7 of a value), the quality term in double
+/// (about 1e-16: scores with a large common offset still vary).
+template <class T>
+inline constexpr double constant_term_tolerance = sizeof(T) < sizeof(double) ? 1e-6 : 1e-12;
 
 /// @brief One row of the per-step history.
 struct step_record {

@@ -420,7 +420,9 @@ void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
     const double sd = mean_std(v).second;
     double magnitude = 0.0;
     for (double x : v) magnitude = std::max(magnitude, std::abs(x));
-    const bool constant = !(std::isfinite(sd) && sd > constant_term_tolerance * magnitude);
+    const double tolerance =
+        plan.quality && t == 0 ? constant_term_tolerance<double> : constant_term_tolerance<T>;
+    const bool constant = !(std::isfinite(sd) && sd > tolerance * magnitude);
     plan.terms[t].scale = constant ? 1.0 : sd;
     plan.terms[t].constant = constant;
   }

@@ -478,8 +478,8 @@ def select(
     for t in objective.terms:
         if t.constant:  # as datamask-select warns
             warnings.warn(
-                f"the {t.name} term is constant on the calibration subsets (rounding noise); "
-                "its scale is 1, not that noise",
+                f"the {t.name} term is constant on the calibration subsets (its std is 0 or rounding "
+                "noise); its scale is 1, so it weighs nothing in the choice",
                 stacklevel=2,
             )
     return Selection(
@@ -598,7 +598,7 @@ def read_parquet(
     quality_columns = list(quality_columns or [])
     named = [("embedding_column", embedding_column)] + [("quality_columns", c) for c in quality_columns]
     named += [("id_column", id_column)] if id_column else []
-    have = pq.read_schema(path).names
+    have = pq.ParquetDataset(path).schema.names  # a file or a folder of files, as read_table takes
     for keyword, column in named:
         if column not in have:
             raise InvalidInput(f"{keyword}: no column {column!r} in {path}; its columns: {', '.join(have)}")

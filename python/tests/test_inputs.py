@@ -49,7 +49,8 @@ def peak_python_allocations(fn):
         tracemalloc.stop()
 
 
-# count=20 of 20,000 makes calibration subsets of one item, on which pairwise similarity is 0.
+# count=20 of 20,000 makes calibration subsets of one item, on which pairwise similarity is 0:
+# a constant term, as the warning says.
 @pytest.mark.filterwarnings("ignore:the pairwise term is constant")
 def test_float64_is_converted_once_to_float32_in_python():
     x32, q = data(n=20000, d=64)

@@ -74,3 +74,16 @@ def test_a_missing_column_is_named_with_the_columns_there(tmp_path, keyword):
     with pytest.raises(datamask.InvalidInput) as e:
         datamask.read_parquet(str(path), **{keyword: "nope"})
     assert str(e.value) == message
+
+
+def test_a_folder_of_parquet_files_is_read_as_one(tmp_path):
+    # As pyarrow's read_table reads it: the files in name order.
+    for i in range(2):
+        table = pa.table({"chunk_id": [2 * i, 2 * i + 1], "quality_score": [0.1 * i, 0.2],
+                          "feature_arr": pa.array([[1.0, 2.0], [3.0, 4.0]], type=pa.list_(pa.float32()))})
+        pq.write_table(table, tmp_path / f"part-{i}.parquet")
+    c = datamask.read_parquet(str(tmp_path), embedding_column="feature_arr", quality_columns="quality_score",
+                              id_column="chunk_id")
+    assert sorted(c.ids.tolist()) == [0, 1, 2, 3]
+    with pytest.raises(datamask.InvalidInput, match="no column 'nope'"):
+        datamask.read_parquet(str(tmp_path), embedding_column="nope")

@@ -171,7 +171,7 @@ def test_a_cancel_event_stops_a_graph_build():
     rows = [e for e in events if isinstance(e, datamask.ProgressEvent)]
     assert rows and all(e.unit == "row" and e.total == 40000 and e.done < 40000 for e in rows), rows
     sent = next(e for e in events if isinstance(e, float))
-    assert stopped - sent < 1.0, (stopped - sent, stopped - start)
+    assert stopped - sent < 5.0, (stopped - sent, stopped - start)
 
 
 def test_progress_events_for_a_graph_build(capsys, monkeypatch):

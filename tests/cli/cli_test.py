@@ -107,6 +107,12 @@ def hash_bytes(data):
     return h
 
 
+def sealed_bytes(body):
+    """A document that is not JSON (a snapshot) sealed as the program seals it: a last line
+    "checksum <hex>" of every byte before it."""
+    return body + b"\nchecksum %016x\n" % hash_bytes(body)
+
+
 def seal(doc):
     """Recomputes the checksums of a part or a block record changed here (innermost first), as
     the program computes them: the hash of the compact JSON text without the checksum field. A
@@ -817,6 +823,13 @@ def test_unlistable_folder():
     npy_f32(path("shards/a.npy"), rows)
     os.symlink("b.npy", path("shards/b.npy"))  # loops
     expect_bad(["--embeddings", path("shards"), "--quality", qf], ["shards/b.npy", "symbolic links"])
+    # Entries that are not shards are not looked at, even a dangling link (an editor's lock file);
+    # a shard that is no regular file is refused by name.
+    os.remove(path("shards/b.npy"))
+    os.symlink("nowhere", path("shards/.#notes"))
+    run(["--embeddings", path("shards"), "--quality", qf, "--count", "20", "--out", path("s.npy"), "--quiet"])
+    os.mkfifo(path("shards/c.npy"))
+    expect_bad(["--embeddings", path("shards"), "--quality", qf], ["shards/c.npy", "not a regular file"])
     if os.geteuid() != 0:  # root reads a folder whatever its mode
         os.mkdir(path("closed"))
         npy_f32(path("closed/a.npy"), rows)
@@ -1013,7 +1026,9 @@ def test_continuous_interrupt():
     snap1 = os.path.join(ck, "block-1.snapshot")
     snap = open(snap1, "rb").read()
     step = int(snap.split(b"\nstep ")[1].split(b"\n")[0])
-    head, rest = snap.split(b"\nhistory ", 1)
+    body = snap[:snap.rindex(b"\nchecksum ")]  # the last line: the checksum of every byte before it
+    assert snap == sealed_bytes(body)
+    head, rest = body.split(b"\nhistory ", 1)
     history, tail = rest.split(b"\n", 1)
 
     def with_history(change):
@@ -1021,13 +1036,19 @@ def test_continuous_interrupt():
         change(h)
         return head + b"\nhistory " + json.dumps(h).encode() + b"\n" + tail
 
-    # Refused, naming the file: broken JSON, a value that is not a number, a history shorter than
-    # the step reached (valid JSON: the resume would run on with a wrong log).
-    for damaged in [snap.replace(b"\nhistory [", b"\nhistory [[1,", 1),
+    # A byte changed: refused by its checksum, naming the file.
+    with open(snap1, "wb") as f:
+        f.write(snap.replace(b"\nstep ", b"\nstep 1", 1))
+    p = run(base + ckpt + ["--resume"], expect=2)
+    assert "block-1.snapshot: its checksum does not match its content" in p.stderr, p.stderr
+    # Sealed again, to reach the checks behind the checksum; refused, naming the file: broken
+    # JSON, a value that is not a number, a history shorter than the step reached (valid JSON: the
+    # resume would run on with a wrong log).
+    for damaged in [body.replace(b"\nhistory [", b"\nhistory [[1,", 1),
                     with_history(lambda h: h[-1].__setitem__(2, "zz")),
                     with_history(lambda h: h.pop())]:
         with open(snap1, "wb") as f:
-            f.write(damaged)
+            f.write(sealed_bytes(damaged))
         p = run(base + ckpt + ["--resume"], expect=2)
         assert "block-1.snapshot: truncated or damaged snapshot" in p.stderr, p.stderr
     with open(snap1, "wb") as f:
@@ -1131,6 +1152,11 @@ def test_quality_columns():
     run(base + two + ["--quality", csv + ":score", "--quality", csv + ":score2", "--out", path("col2.npy")])
     assert read_npy_ids(path("col2.npy")) == read_npy_ids(path("npy2.npy"))
     expect_bad(base + ["--quality", csv + ":scor"], ["q.csv", "no column 'scor'", "doc_id, score, score2"])
+    # A spreadsheet's byte order mark is not part of the first name: the id column is still seen.
+    with open(csv, "rb") as f:
+        text = f.read()
+    bom = write(path("bom.csv"), b"\xef\xbb\xbf" + text)
+    expect_bad(base + ["--quality", bom], ["bom.csv", "column 'doc_id' looks like ids"])
     # Another column of the same file is another input: a checkpoint refuses it.
     ck = path("ck")
     run(base + ["--quality", csv + ":score", "--checkpoint", ck])

@@ -45,7 +45,7 @@ def edit_json(file, change, **dump):
 
 def test_damaged_records():
     """A part or a finished block's record changed by hand is refused (exit 2, naming the file):
-    by its checksum, and on --resume by the ids of the block's items."""
+    by its checksum, and on --resume or a shard run again by the ids of the block's items."""
     rows, ids, inputs = corpus()
     stranger = 7  # an id of no item (the corpus's ids are above 10**12)
     assert stranger not in ids
@@ -62,6 +62,11 @@ def test_damaged_records():
     edit_json(part1, lambda d: d["blocks"][0]["ids"].__setitem__(0, stranger))
     refused(["merge", "--out", ct.path("m3.npy"), parts], [part1, "checksum"])
     assert not os.path.exists(ct.path("m3.npy"))
+    # A shard run again reuses its finished part only if its picks are its blocks' items: the
+    # checksum made to match is refused there too, where the corpus is at hand.
+    edit_json(part1, lambda d: ct.seal(d))
+    refused(inputs + GREEDY + ["--block-size", "200", "--shard", "1/2", "--parts", parts],
+            [part1, "id %d is not an item of block" % stranger])
     with open(part1, "w") as f:
         f.write(whole)
     # A finished run's checkpoint (one block), resumed: an id changed in block-0.done is refused.

@@ -243,7 +243,7 @@ def test_build_interrupt():
             proc.wait()
     assert proc.returncode == 130, (proc.returncode, "".join(seen) + rest)
     assert "kNN graph of block 0:" not in rest, "the build ran to its end:\n" + rest  # stopped inside it
-    assert waited < 2.0, "the build stopped %.1f s after SIGINT" % waited
+    assert waited < 5.0, "the build stopped %.1f s after SIGINT" % waited
     assert not os.path.exists(ct.path("o.npy"))
 
 

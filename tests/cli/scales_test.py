@@ -51,6 +51,10 @@ def test_constant_term():
     p = c.run(["--embeddings", e, "--quality", qf, "--count", "60", "--objective", "disf", "--report", c.path("r.json")])
     assert all(t["constant"] is False for t in report(c.path("r.json"))["total"]["objective"]["terms"].values())
     assert "constant" not in p.stderr, p.stderr
+    # Quality is computed in double: scores with a large common offset still vary.
+    qf = c.npy_vec(c.path("q-offset.npy"), [1e4 + 0.01 * x for x in qs], "<f8")
+    c.run(["--embeddings", e, "--quality", qf, "--count", "60", "--objective", "disf", "--report", c.path("r.json")])
+    assert report(c.path("r.json"))["total"]["objective"]["terms"]["quality"]["constant"] is False
 
 
 def test_corpus_calibration():

@@ -8,16 +8,19 @@
 // checksum of its content (`seal`), checked when it is read: a record changed by hand or damaged
 // is refused, not trusted.
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include <datamask/io/corpus_checks.hpp>
 #include <datamask/io/report.hpp>
 #include <datamask/pipeline.hpp>
 
@@ -44,14 +47,17 @@ inline std::string hex64(std::uint64_t v) {
   return buf;
 }
 
-/// The checksum of a JSON document: the library's content hash (datamask::hash_bytes) of its
-/// compact text without its "checksum" field. The text of the values, not of the file: a document
-/// read and written again (its spacing changed) keeps its checksum.
+/// The checksum of bytes: the library's content hash (datamask::hash_bytes), in hexadecimal.
+inline std::string bytes_checksum(std::string_view bytes) {
+  return hex64(datamask::hash_bytes(
+      std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()), 1));
+}
+/// The checksum of a JSON document: that of its compact text without its "checksum" field. The
+/// text of the values, not of the file: a document read and written again (its spacing changed)
+/// keeps its checksum.
 inline std::string content_checksum(nlohmann::ordered_json j) {
   j.erase("checksum");
-  const std::string text = j.dump();
-  return hex64(datamask::hash_bytes(
-      std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(text.data()), text.size()), 1));
+  return bytes_checksum(j.dump());
 }
 /// Adds its checksum to a document (a JSON object).
 inline void seal(nlohmann::ordered_json& j) { j["checksum"] = content_checksum(j); }
@@ -62,6 +68,40 @@ inline void check_seal(const nlohmann::ordered_json& j) {
   }
   if (j["checksum"].get<std::string>() != content_checksum(j)) {
     throw usage_error("its checksum does not match its content: it was changed or damaged after it was written");
+  }
+}
+
+/// Seals a document that is not JSON (a snapshot): a last line "checksum <hex>" of every byte
+/// before it.
+inline void seal_bytes(std::string& s) { s += "\nchecksum " + bytes_checksum(s) + "\n"; }
+/// The bytes of a document sealed by seal_bytes, its last line taken off; refuses (usage_error)
+/// one without that line, or whose bytes it does not match.
+inline std::string_view check_seal_bytes(std::string_view s) {
+  const std::size_t at = s.rfind("\nchecksum ");
+  if (at == std::string_view::npos || s.back() != '\n') throw usage_error("it has no checksum");
+  if (s.substr(at + 10, s.size() - at - 11) != bytes_checksum(s.substr(0, at))) {
+    throw usage_error("its checksum does not match its content: it was changed or damaged after it was written");
+  }
+  return s.substr(0, at);
+}
+
+/// Refuses (usage_error) a block record whose ids are not the block's: each must be an item
+/// of block r.block (`block_ids`: the ids of its rows), once. Ids are said as the input holds
+/// them (`ids_unsigned`). Where the corpus is at hand, this catches a record of other inputs
+/// whose checksum was made to match.
+inline void check_block_ids(const block_result& r, std::vector<datamask::id_t> block_ids, bool ids_unsigned) {
+  std::sort(block_ids.begin(), block_ids.end());
+  std::vector<char> taken(block_ids.size(), 0);
+  for (const datamask::id_t id : r.ids) {
+    const auto at = std::lower_bound(block_ids.begin(), block_ids.end(), id);
+    const std::string text = datamask::io::id_text(id, ids_unsigned);
+    if (at == block_ids.end() || *at != id) {
+      throw usage_error("id " + text + " is not an item of block " + std::to_string(r.block) +
+                        " of these inputs; the record is not this run's");
+    }
+    char& once = taken[static_cast<std::size_t>(at - block_ids.begin())];
+    if (once) throw usage_error("damaged block record (id " + text + " selected twice)");
+    once = 1;
   }
 }
 

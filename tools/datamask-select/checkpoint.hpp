@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <datamask/io/file.hpp>
@@ -115,10 +116,10 @@ class checkpoint_dir {
   }
 
   /// The formats this version writes and reads (manifest 2's done files had no checksum, 1 had
-  /// no backend, its done files and snapshot 3 a text history; snapshot 1 had no best rollout, 2
-  /// held only the policy gradient's logits, one per row).
+  /// no backend, its done files and snapshot 3 a text history; snapshot 4 had no checksum, 1 no
+  /// best rollout, 2 held only the policy gradient's logits, one per row).
   static constexpr int manifest_format = 3;
-  static constexpr int snapshot_format = 4;
+  static constexpr int snapshot_format = 5;
 
   [[nodiscard]] bool active() const { return !dir_.empty(); }
   [[nodiscard]] bool done(std::size_t b) const { return done_.count(b) != 0; }
@@ -135,6 +136,7 @@ class checkpoint_dir {
     s += "\nbest " + std::to_string(best.rows.size()) + "\n";
     s.append(reinterpret_cast<const char*>(&best.reward), sizeof(double));
     s.append(reinterpret_cast<const char*>(best.rows.data()), best.rows.size() * sizeof(index_t));
+    seal_bytes(s);
     datamask::io::write_file_atomic(path(r.block, "snapshot"), s);
   }
 
@@ -144,10 +146,16 @@ class checkpoint_dir {
                      std::vector<datamask::step_record>& history, datamask::best_rollout& best) const {
     std::error_code ec;
     if (!std::filesystem::exists(path(b, "snapshot"), ec)) return false;
-    const std::string all = datamask::io::read_file(path(b, "snapshot"));
+    const std::string file = datamask::io::read_file(path(b, "snapshot"));
+    std::string_view all;
+    try {
+      all = check_seal_bytes(file);
+    } catch (const usage_error& e) {
+      throw usage_error("--resume: " + path(b, "snapshot") + ": " + e.what());
+    }
     const auto at = all.find("state\n");
     if (at == std::string::npos) throw usage_error("--resume: " + path(b, "snapshot") + ": damaged snapshot");
-    std::istringstream ls(all.substr(0, at));
+    std::istringstream ls(std::string(all.substr(0, at)));
     std::string key, first_line;
     std::getline(ls, first_line);
     check_format(first_line, "snapshot ", snapshot_format, path(b, "snapshot"));
@@ -181,7 +189,7 @@ class checkpoint_dir {
     if (eol == std::string::npos) throw damaged();
     std::size_t count = 0;
     try {
-      count = std::stoull(all.substr(pos + 6, eol - pos - 6));
+      count = std::stoull(std::string(all.substr(pos + 6, eol - pos - 6)));
     } catch (const std::exception&) {
       throw damaged();
     }
@@ -207,8 +215,10 @@ class checkpoint_dir {
   }
 
   /// A finished block's record, which must be that of block b (its checksum matching) with the
-  /// plan's `selected` picks, each an item of the block (`block_ids`: the ids of its rows), once.
-  [[nodiscard]] block_result load_block(index_t b, std::vector<datamask::id_t> block_ids, index_t selected) const {
+  /// plan's `selected` picks, each an item of the block (`block_ids`: the ids of its rows), once
+  /// (check_block_ids).
+  [[nodiscard]] block_result load_block(index_t b, std::vector<datamask::id_t> block_ids, index_t selected,
+                                        bool ids_unsigned) const {
     const auto items = static_cast<index_t>(block_ids.size());
     const std::string file = path(b, "done");
     const std::string text = datamask::io::read_file(file);
@@ -226,19 +236,10 @@ class checkpoint_dir {
                         std::to_string(r.selected) + ", but the block has " + std::to_string(items) + " selecting " +
                         std::to_string(selected) + ")");
     }
-    std::sort(block_ids.begin(), block_ids.end());
-    std::vector<char> taken(block_ids.size(), 0);
-    for (const datamask::id_t id : r.ids) {
-      const auto at = std::lower_bound(block_ids.begin(), block_ids.end(), id);
-      if (at == block_ids.end() || *at != id) {
-        throw usage_error("--resume: " + file + ": id " + std::to_string(id) + " is not an item of block " +
-                          std::to_string(b) + " of these inputs; the record is not this run's");
-      }
-      char& once = taken[static_cast<std::size_t>(at - block_ids.begin())];
-      if (once) {
-        throw usage_error("--resume: " + file + ": damaged block record (id " + std::to_string(id) + " selected twice)");
-      }
-      once = 1;
+    try {
+      check_block_ids(r, std::move(block_ids), ids_unsigned);
+    } catch (const usage_error& e) {
+      throw usage_error("--resume: " + file + ": " + e.what());
     }
     r.from_checkpoint = true;
     return r;

@@ -43,7 +43,7 @@ struct corpus {
   index_t n = 0;
   index_t d = 0;
   std::vector<std::vector<double>> quality;  // one per score column
-  std::vector<std::string> quality_names;    // "file" or "file:column"
+  std::vector<std::string> quality_names;    // "file" (.npy) or "file (column)" (CSV)
   std::vector<double> quality_weights;
   std::vector<id_t> ids;  // empty: row numbers
   bool ids_unsigned = false;  // read from uint64 (<u8): written back as uint64, never as negative int64
@@ -52,6 +52,13 @@ struct corpus {
   std::vector<float> demo_rows;  // the --demo corpus lives here
 
   [[nodiscard]] id_t id(index_t r) const { return ids.empty() ? static_cast<id_t>(r) : ids[r]; }
+  /// The ids of `rows` (a block's), in order.
+  [[nodiscard]] std::vector<id_t> ids_of(std::span<const index_t> rows) const {
+    std::vector<id_t> out;
+    out.reserve(rows.size());
+    for (const index_t r : rows) out.push_back(id(r));
+    return out;
+  }
 
   /// A zero-copy view of the whole corpus when that is possible (one aligned float32 shard).
   [[nodiscard]] datamask::matrix_view<const float> whole_view() const {

@@ -96,13 +96,14 @@ class progress {
     line(unit_, "block", block, blocks, done_, total_, el, next_);
   }
   void skip(index_t steps) { total_ -= steps; }
-  /// A block's selection starts (its graph's rate counts from here).
-  void begin_block() { block_t0_ = clock_type::now(); }
+  /// A block's selection starts (its graph's rate and its 10% steps count from here).
+  void begin_block() {
+    block_t0_ = clock_type::now();
+    graph_next_ = 0.1;
+  }
   /// Rows of block `block`'s kNN graph compared so far (datamask::block_hooks::on_graph_progress).
   void graph_rows(index_t block, index_t blocks, index_t done, index_t total) {
     if (quiet_ || total <= 0) return;
-    if (done < graph_done_) graph_next_ = 0.1;  // another block's graph
-    graph_done_ = done;
     const double el = seconds_since(block_t0_);
     if (!tty_ && static_cast<double>(done) / static_cast<double>(total) < graph_next_ && done != total) return;
     line("rows", "kNN graph of block", block, blocks, done, total, el, graph_next_);
@@ -152,7 +153,6 @@ class progress {
   double excluded_ = 0.0;  // seconds of graph builds
   clock_type::time_point t0_ = clock_type::now();
   clock_type::time_point block_t0_ = t0_;
-  index_t graph_done_ = 0;
   double graph_next_ = 0.1;
 };
 
@@ -258,10 +258,8 @@ std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::ve
     const auto b = static_cast<std::size_t>(block);
     if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
     if (ctx.ckpt.done(b)) {
-      std::vector<datamask::id_t> ids;  // the record's picks must be items of the block
-      ids.reserve(blocks[b].size());
-      for (const index_t row : blocks[b]) ids.push_back(ctx.data.id(row));
-      results.push_back(ctx.ckpt.load_block(block, std::move(ids), counts[b]));
+      // The record's picks must be items of the block.
+      results.push_back(ctx.ckpt.load_block(block, ctx.data.ids_of(blocks[b]), counts[b], ctx.data.ids_unsigned));
       continue;
     }
     try {
@@ -384,7 +382,8 @@ int run(int argc, char** argv, const mpi_world& world) {
 
   run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
   const auto mine = datamask::worker_blocks(nb, share.index, share.count);
-  if (!c.shard.empty() && shard_finished(part, header, mine, c.quiet)) {
+  const auto block_ids = [&](index_t b) { return k.ids_of(blocks[static_cast<std::size_t>(b)]); };
+  if (!c.shard.empty() && shard_finished(part, header, mine, block_ids, k.ids_unsigned, c.quiet)) {
     if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());
     return 0;
   }

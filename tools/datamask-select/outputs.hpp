@@ -248,8 +248,8 @@ inline nlohmann::ordered_json graph_json(const std::vector<block_result>& blocks
   return j;
 }
 
-/// Warns (stderr) of each term that calibration found constant on some block: its scale is 1
-/// (datamask::constant_term_tolerance), so it does not weigh in the selection as its weight says.
+/// Warns (stderr) of each term that calibration found constant on some block
+/// (datamask::constant_term_tolerance): its scale is 1, and it does not tell subsets apart.
 inline void warn_constant_terms(const std::vector<block_result>& blocks) {
   std::vector<std::pair<std::string, std::size_t>> constant;  // term, blocks
   for (const auto& r : blocks) {
@@ -263,8 +263,8 @@ inline void warn_constant_terms(const std::vector<block_result>& blocks) {
   for (const auto& [name, count] : constant) {
     std::fprintf(stderr,
                  "datamask-select: warning: the %s term is constant on the calibration subsets of %zu of %zu "
-                 "block%s (its std is within %g of its magnitude: rounding noise); its scale is 1, not that noise\n",
-                 name.c_str(), count, blocks.size(), blocks.size() == 1 ? "" : "s", datamask::constant_term_tolerance);
+                 "block%s (its std is 0 or rounding noise); its scale is 1, so it weighs nothing in the choice\n",
+                 name.c_str(), count, blocks.size(), blocks.size() == 1 ? "" : "s");
   }
 }
 

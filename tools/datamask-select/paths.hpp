@@ -26,8 +26,9 @@ namespace detail {
 /// Input files as a command line names them, in order: each file as given; a folder contributes
 /// the files in it that `wanted(path)` accepts, in name order, and `empty(folder)` throws when
 /// there are none (embedding shards: *.npy; merge's parts: part-*.json). A folder that cannot
-/// be listed, or an entry whose type cannot be told (a symbolic link that loops), is refused
-/// naming it: skipping it could drop a shard unsaid.
+/// be listed is refused naming it. An entry is chosen by its name alone, whatever it is: opening
+/// a wanted one that is no regular file (a FIFO, a folder, a link that loops or dangles) refuses
+/// it naming it, where skipping it would drop a shard unsaid; other entries are never looked at.
 template <class Wanted, class Empty>
 std::vector<std::string> listed_files(const std::vector<std::string>& inputs, Wanted wanted, Empty empty) {
   namespace fs = std::filesystem;
@@ -43,9 +44,7 @@ std::vector<std::string> listed_files(const std::vector<std::string>& inputs, Wa
     }
     std::vector<std::string> in_dir;
     for (fs::directory_iterator e(a, ec); !ec && e != fs::directory_iterator(); e.increment(ec)) {
-      const bool regular = e->is_regular_file(ec);
-      if (ec) throw unlistable(e->path().string(), ec);
-      if (regular && wanted(e->path())) in_dir.push_back(e->path().string());
+      if (wanted(e->path())) in_dir.push_back(e->path().string());
     }
     if (ec) throw unlistable(a, ec);
     std::sort(in_dir.begin(), in_dir.end());

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -138,8 +139,11 @@ inline void prepare_parts(const part_files& f) {
 /// Whether this shard already finished: its marker exists and its part holds exactly the blocks
 /// `mine` of this run. A part that cannot be read or holds other blocks (damaged, or cut short)
 /// is not finished: the shard runs again and replaces it. Refuses a readable part of other
-/// inputs, options or version (it would be merged as if it were this run's).
-inline bool shard_finished(const part_files& f, const run_header& h, std::span<const index_t> mine, bool quiet) {
+/// inputs, options or version (it would be merged as if it were this run's), and one whose
+/// picks are not items of their blocks (`block_ids`: a block's ids; check_block_ids).
+inline bool shard_finished(const part_files& f, const run_header& h, std::span<const index_t> mine,
+                           const std::function<std::vector<datamask::id_t>(index_t)>& block_ids, bool ids_unsigned,
+                           bool quiet) {
   std::error_code ec;
   if (!std::filesystem::exists(f.marker, ec) || !std::filesystem::exists(f.part, ec)) return false;
   const auto redo = [&](const std::string& why) {
@@ -150,9 +154,7 @@ inline bool shard_finished(const part_files& f, const run_header& h, std::span<c
   run_header old;
   try {
     old = read_worker_json(datamask::io::read_file(f.part), f.part, blocks);
-  } catch (const usage_error& e) {  // damaged
-    return redo(std::string("unreadable (") + e.what() + ")");
-  } catch (const datamask::invalid_input& e) {  // cannot be read, or not a regular file
+  } catch (const std::runtime_error& e) {  // damaged (usage_error), or cannot be read (invalid_input)
     return redo(std::string("unreadable (") + e.what() + ")");
   }
   try {
@@ -164,6 +166,13 @@ inline bool shard_finished(const part_files& f, const run_header& h, std::span<c
   for (const auto& b : blocks) held.push_back(b.block);
   if (!std::equal(held.begin(), held.end(), mine.begin(), mine.end())) {
     return redo("holds " + std::to_string(held.size()) + " blocks, not exactly the shard's " + std::to_string(mine.size()));
+  }
+  for (const auto& b : blocks) {  // the corpus is at hand: the picks must be items of their blocks
+    try {
+      check_block_ids(b, block_ids(b.block), ids_unsigned);
+    } catch (const usage_error& e) {
+      throw usage_error(f.part + ": " + e.what() + "; remove it and " + f.marker + " to run this shard again");
+    }
   }
   return true;
 }

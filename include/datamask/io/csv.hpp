@@ -81,11 +81,14 @@ inline bool parse_double(std::string_view f, double& out) {
 /// @brief Reads a numeric CSV file. The first line is a header when any of its fields is not a
 /// number. Every row must have the header's number of fields; blank lines are skipped. Fields
 /// may be quoted (RFC 4180: "0.5", "a ""name""", a quoted field across lines).
-/// NaN and infinite values are parsed; the caller decides whether they are allowed.
+/// NaN and infinite values are parsed; the caller decides whether they are allowed. A leading
+/// UTF-8 byte order mark is skipped.
 /// @param text the file's contents; `path` names it in errors
 /// @throws invalid_input naming `path` for a ragged row, a non-numeric field or a quote left open.
 [[nodiscard]] inline csv_table parse_csv(const std::string& text, const std::string& path) {
-  std::istringstream in(text);
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the first name.
+  const std::string_view bom = "\xEF\xBB\xBF";
+  std::istringstream in(text.starts_with(bom) ? text.substr(bom.size()) : text);
   csv_table t;
   std::string line;
   std::size_t line_no = 0;

@@ -123,7 +123,7 @@ class build_watch {
   }
   /// Reports and asks the stop hook when due (on the starting thread); throws `run_stopped` once stopped.
   void poll() {
-    if (std::this_thread::get_id() == caller_ && std::chrono::steady_clock::now() - last_ >= interval) {
+    if (!stopped_ && std::this_thread::get_id() == caller_ && std::chrono::steady_clock::now() - last_ >= interval) {
       reported_ = true;
       if (hooks_.on_rows) hooks_.on_rows(done_.load(), total_);
       if (hooks_.stop && hooks_.stop()) stopped_ = true;
