@@ -853,7 +853,14 @@ def test_disf_huge_d():
         for word in ["--embeddings", "d = 131072", "DiSF", what, " bytes"]:
             assert word in p.stderr, (word, p.stderr)
     assert not os.path.exists(path("s.npy"))
-
+    # The limit is what the process may use: an address-space limit (ulimit -v, as a batch
+    # system sets one) below the greedy state's 2 x 3.2 GB at d = 20,000 refuses it the same way.
+    d = 20000
+    e = write(path("wide2.npy"), npy_bytes("<f4", (n, d), bytes(4 * n * d)))
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    p = run(["--embeddings", e, "--quality", qf, "--objective", "disf", "--count", "10", "--optimizer", "greedy",
+             "--out", path("s.npy"), "--quiet"], expect=2, timeout=120, preexec_fn=limit)
+    assert "d = 20000" in p.stderr and "6400000000 bytes" in p.stderr, p.stderr
 
 
 def test_version():

@@ -31,6 +31,9 @@
 #if __has_include(<unistd.h>)
 #include <unistd.h>
 #endif
+#if __has_include(<sys/resource.h>)
+#include <sys/resource.h>
+#endif
 
 namespace datamask {
 
@@ -39,17 +42,33 @@ namespace detail::disf_impl {
 inline constexpr double epsilon = 1e-8;
 inline constexpr double scale = 1e-4;
 
-/// The machine's physical memory in bytes; infinity where the platform does not say.
-inline double physical_memory_bytes() {
+/// The memory this process may use, in bytes: the least of the machine's physical memory, its
+/// address-space and data limits (ulimit -v / -d) and its cgroup's limit (a container's or a
+/// Slurm job's, cgroup v2 memory.max); infinity where none is known.
+inline double usable_memory_bytes() {
+  double bytes = std::numeric_limits<double>::infinity();
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGE_SIZE)
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0) return static_cast<double>(pages) * static_cast<double>(page);
+  if (pages > 0 && page > 0) bytes = static_cast<double>(pages) * static_cast<double>(page);
 #endif
-  return std::numeric_limits<double>::infinity();
+#if __has_include(<sys/resource.h>)
+  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit lim {};
+    if (::getrlimit(resource, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+      bytes = std::min(bytes, static_cast<double>(lim.rlim_cur));
+    }
+  }
+#endif
+  if (std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {  // "max" when unlimited
+    unsigned long long limit = 0;
+    if (std::fscanf(f, "%llu", &limit) == 1) bytes = std::min(bytes, static_cast<double>(limit));
+    std::fclose(f);
+  }
+  return bytes;
 }
 
-/// Refuses a d too large for this machine before `what` allocates the `matrices` d x d matrices
+/// Refuses a d too large for this process (usable_memory_bytes) before `what` allocates the `matrices` d x d matrices
 /// it needs (of `value_bytes`-byte entries; 8: double): every DiSF path but the small-subset Gram holds
 /// some, and at d = 65,536 one double matrix is 32 GiB. Why a check and not a caught bad_alloc:
 /// they are allocated in parallel regions and inside Eigen, and on an overcommitting system an
@@ -57,10 +76,10 @@ inline double physical_memory_bytes() {
 /// @throws invalid_input naming the embeddings, d and the bytes needed
 inline void check_d_memory(index_t d, index_t matrices, const char* what, double value_bytes = 8.0) {
   const double need = static_cast<double>(matrices) * value_bytes * static_cast<double>(d) * static_cast<double>(d);
-  const double have = physical_memory_bytes();
+  const double have = usable_memory_bytes();
   if (need <= have) return;
   char text[160];
-  std::snprintf(text, sizeof text, "%.0f bytes (%.1f GiB), more than this machine's memory (%.1f GiB)", need,
+  std::snprintf(text, sizeof text, "%.0f bytes (%.1f GiB), more than this process may use (%.1f GiB)", need,
                 need / 1073741824.0, have / 1073741824.0);
   throw invalid_input("embeddings", detail::concat("d = ", d, " is too large for DiSF: ", what, " needs ", matrices,
                                                    matrices == 1 ? " d x d matrix, " : " d x d matrices, ", text,
