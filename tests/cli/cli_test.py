@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import resource
 import re
 import signal
 import struct
