@@ -76,7 +76,8 @@ inline double usable_memory_bytes() {
 /// @throws invalid_input naming the embeddings, d and the bytes needed
 inline void check_d_memory(index_t d, index_t matrices, const char* what, double value_bytes = 8.0) {
   const double need = static_cast<double>(matrices) * value_bytes * static_cast<double>(d) * static_cast<double>(d);
-  const double have = usable_memory_bytes();
+  // Read once per process (a few system calls and a file): some callers score every subset.
+  static const double have = usable_memory_bytes();
   if (need <= have) return;
   char text[160];
   std::snprintf(text, sizeof text, "%.0f bytes (%.1f GiB), more than this process may use (%.1f GiB)", need,
