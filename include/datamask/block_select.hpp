@@ -443,7 +443,9 @@ inline block_graph graph_record(const standard_mix& m, double seconds) {
 /// Under a corpus calibration, the block's terms (scaled by its fixed scales) carry its
 /// `constant` marks.
 inline void corpus_marks(const block_run_settings& s, std::vector<term_value>& terms) {
-  for (std::size_t t = 0; t < s.calibration.size() && t < terms.size(); ++t) terms[t].constant = s.calibration[t].constant;
+  for (std::size_t t = 0; t < s.calibration.size() && t < terms.size(); ++t) {
+    terms[t].constant = s.calibration[t].constant;
+  }
 }
 
 /// The stop hook, latched: once it has said stop, the block stays stopped, so a hook that says

@@ -80,8 +80,9 @@ inline std::string write_temp(const std::string& path, std::string_view contents
 /// lives: two processes replacing files of one folder (two runs writing the same outputs) rename
 /// them one set after the other, never interleaved. Each folder is locked once, the folders in
 /// the order of their (device, inode), the same in every process, so that two writers wait
-/// for each other in turn and never deadlock. The folders themselves are locked: no lock file is left behind. Where
-/// the file system has no locks (some network file systems), the files are renamed unlocked.
+/// for each other in turn and never deadlock. The folders themselves are locked: no lock file is
+/// left behind. Where the file system has no locks (some network file systems), the files are
+/// renamed unlocked.
 class folder_locks {
  public:
   explicit folder_locks([[maybe_unused]] std::span<const std::pair<std::string, std::string>> files) {

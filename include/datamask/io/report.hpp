@@ -128,7 +128,8 @@ inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objectiv
   std::vector<term_value> terms;
   for (const auto& [name, t] : objective.at("terms").items()) {
     terms.push_back(term_value{name, number_from(t.at("weight"), nan), number_from(t.at("scale"), nan),
-                               number_from(t.at("raw"), nan), t.value("constant", false)});  // absent in earlier reports
+                               number_from(t.at("raw"), nan),
+                               t.value("constant", false)});  // absent in earlier versions' reports
   }
   return terms;
 }
