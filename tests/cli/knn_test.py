@@ -256,8 +256,10 @@ def test_build_rate():
     rate = float(last[0].split(", ")[-2].split()[0])
     block = json.load(open(ct.path("r.json")))["blocks"][0]
     measured = 100 / block["seconds"]["optimize"]
-    assert block["graph"]["seconds"] > 2 * block["seconds"]["optimize"], block  # else the check below is weak
-    assert 0.5 * measured < rate < 2 * measured, (rate, measured, p.stderr)
+    with_graph = 100 / (block["seconds"]["optimize"] + block["graph"]["seconds"])
+    # Nearer the optimising rate than the rate a clock started before the build would give (a
+    # ratio, not a fixed margin: on a loaded machine the optimising time grows with the build's).
+    assert abs(math.log(rate / measured)) < abs(math.log(rate / with_graph)), (rate, measured, with_graph, p.stderr)
     graph = [l for l in p.stderr.splitlines() if "rows" in l and "kNN graph of block" in l]
     assert graph and "20000/20000 rows (100%)" in graph[-1], p.stderr
 
