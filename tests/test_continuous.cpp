@@ -53,7 +53,7 @@ void check_gradient(const D& objective, index_t n, index_t d, double total, std:
   const relax_block b(n, d, seed, true);
   std::vector<double> p = random_p(n, seed + 1);
   std::vector<double> grad(static_cast<std::size_t>(n));
-  (void)objective.relax(b.view(p, total), std::span<double>(grad));
+  (void)datamask::relax_on_host(objective, b.view(p, total), std::span<double>(grad));
   std::vector<double> scratch(static_cast<std::size_t>(n));
   const double h = 1e-5;
   double gmax = 0.0;
@@ -62,9 +62,9 @@ void check_gradient(const D& objective, index_t n, index_t d, double total, std:
   for (index_t i = 0; i < n; ++i) {
     const double keep = p[i];
     p[i] = keep + h;
-    const double up = objective.relax(b.view(p, total), std::span<double>(scratch));
+    const double up = datamask::relax_on_host(objective, b.view(p, total), std::span<double>(scratch));
     p[i] = keep - h;
-    const double down = objective.relax(b.view(p, total), std::span<double>(scratch));
+    const double down = datamask::relax_on_host(objective, b.view(p, total), std::span<double>(scratch));
     p[i] = keep;
     INFO("row " << i);
     CHECK(grad[i] == Approx((up - down) / (2.0 * h)).margin(1e-6 * gmax).epsilon(1e-6));
@@ -90,11 +90,11 @@ TEST_CASE("relaxation gradients match central finite differences", "[continuous]
 // with the library's k (k - 1) normaliser of the random size k: that has no closed form, and
 // the two agree wherever |U| = S, i.e. at integral p (next test).
 TEST_CASE("DiSF relaxation in float (large blocks) agrees with the double path", "[continuous][relax]") {
-  // From detail::disf_impl::disf_float_rows rows on, the DiSF relaxation multiplies in the embedding
-  // precision; the finite-difference checks above run below that size, in double. Here: the
-  // float path against the double path on the same rows (float rounding, relative ~1e-6, is the
-  // only difference), and the same bits on 1 and 2 threads.
-  const index_t n = datamask::detail::disf_impl::disf_float_rows + 904;
+  // From datamask::float_product_rows rows on, the host executor's d x d products run in the
+  // embedding precision; the finite-difference checks above run below that size, in double. Here:
+  // the float path against the same rows in double (float rounding, relative ~1e-6, is the only
+  // difference), and the same bits on 1 and 2 threads.
+  const index_t n = datamask::float_product_rows + 904;
   const index_t d = 24;
   std::mt19937_64 g(3);
   std::normal_distribution<float> nd(0.0F, 1.0F);
@@ -114,9 +114,13 @@ TEST_CASE("DiSF relaxation in float (large blocks) agrees with the double path",
   std::vector<double> gf(static_cast<std::size_t>(n));
   std::vector<double> gf2(static_cast<std::size_t>(n));
   std::vector<double> gd(static_cast<std::size_t>(n));
-  const double ff = datamask::disf{}.relax(view(1), std::span<double>(gf));
-  const double ff2 = datamask::disf{}.relax(view(2), std::span<double>(gf2));
-  const double fd = datamask::detail::disf_impl::disf_relax_in<double>(view(0), std::span<double>(gd));
+  const double ff = datamask::relax_on_host(datamask::disf{}, view(1), std::span<double>(gf));
+  const double ff2 = datamask::relax_on_host(datamask::disf{}, view(2), std::span<double>(gf2));
+  // The same rows as doubles: below nothing, the products run in double.
+  const std::vector<double> xd(x.begin(), x.end());
+  const datamask::relax_view<double> vd{datamask::make_matrix_view(xd.data(), n, d), ones.data(), ones.data(),
+                                        std::span<const double>(p), 0.3 * static_cast<double>(n), 0};
+  const double fd = datamask::relax_on_host(datamask::disf{}, vd, std::span<double>(gd));
   CHECK(std::memcmp(&ff, &ff2, sizeof ff) == 0);
   CHECK(std::memcmp(gf.data(), gf2.data(), gf.size() * sizeof(double)) == 0);
   REQUIRE(fd < 0.0);
@@ -159,7 +163,7 @@ TEST_CASE("pairwise relaxation equals the expectation under independent inclusio
   }
   REQUIRE(mass == Approx(1.0).epsilon(1e-14));
   std::vector<double> grad(static_cast<std::size_t>(n));
-  const double f = datamask::pairwise_similarity{}.relax(b.view(p, total), std::span<double>(grad));
+  const double f = datamask::relax_on_host(datamask::pairwise_similarity{}, b.view(p, total), std::span<double>(grad));
   CHECK(f == Approx(expect).epsilon(1e-12).margin(1e-14));
 }
 
@@ -186,9 +190,9 @@ TEST_CASE("every relaxation equals its objective at integral p", "[continuous][r
       }
     }
     INFO("k = " << k);
-    CHECK(datamask::pairwise_similarity{}.relax(b.view(p, kd), std::span<double>(grad)) ==
+    CHECK(datamask::relax_on_host(datamask::pairwise_similarity{}, b.view(p, kd), std::span<double>(grad)) ==
           Approx(-pairs / (kd * (kd - 1.0))).epsilon(1e-12).margin(1e-15));
-    CHECK(datamask::disf{}.relax(b.view(p, kd), std::span<double>(grad)) ==
+    CHECK(datamask::relax_on_host(datamask::disf{}, b.view(p, kd), std::span<double>(grad)) ==
           Approx(dmtest::ref_disf(b.x, d, u)).epsilon(1e-10).margin(1e-15));
   }
 }
@@ -237,7 +241,11 @@ TEST_CASE("projection onto the capped simplex and the sigmoid shift keep sum p =
   std::vector<index_t> c;
   for (index_t i = 0; i < n; i += 2) c.push_back(i);  // half the rows are candidates
   std::vector<double> p(static_cast<std::size_t>(n), -1.0);
-  datamask::detail::continuous::project_capped_simplex(y, c, 17.0, p);
+  datamask::host_executor exec;
+  std::vector<index_t> band(c.size());
+  const datamask::candidate_rows cand{c.data(), static_cast<index_t>(c.size()), band.data()};
+  std::vector<double> x(y);
+  (void)datamask::project_capped_simplex(exec, cand, x.data(), 17.0, p.data(), false);
   double s = 0.0;
   for (index_t i : c) {
     REQUIRE(p[i] >= 0.0);
@@ -254,7 +262,7 @@ TEST_CASE("projection onto the capped simplex and the sigmoid shift keep sum p =
     }
   }
   for (index_t i = 1; i < n; i += 2) CHECK(p[i] == -1.0);  // non-candidates untouched
-  datamask::detail::continuous::sigmoid_shift(y, c, 17.0, p);
+  (void)datamask::sigmoid_shift(exec, cand, y.data(), 17.0, p.data());
   s = 0.0;
   for (index_t i : c) s += p[i];
   CHECK(s == Approx(17.0).epsilon(1e-9));

@@ -184,7 +184,7 @@ TEST_CASE("the relaxation of sparse facility location: exact expectation and gra
       grad.assign(at.size(), 0.0);
       const dm::relax_view<double> v{dm::make_matrix_view(b.x.data(), b.n, b.d), b.inv.data(), b.sq.data(),
                                      std::span<const double>(at), 3.0, 1};
-      return sparse.relax(v, std::span<double>(grad));
+      return dm::relax_on_host(sparse, v, std::span<double>(grad));
     };
     std::vector<double> grad;
     const double val = relax(p, grad);
@@ -248,8 +248,8 @@ TEST_CASE("the polish's swap gains on sparse facility location are exact", "[spa
   for (index_t k : {1, 7, 80}) {
     const auto sparse = b.sparse(k, dm::similarity_kernel::cosine, 1.0);
     std::vector<index_t> sel = r.distinct(b.n, 15);
-    dm::detail::continuous::swap_term<dm::sparse_facility_location, double> term;
-    term.init(sparse, b.view({}, b.all), sel);
+    static_assert(dm::swappable_objective<dm::sparse_facility_location, double>);
+    auto term = sparse.swap_state(b.view({}, b.all), sel);
     for (int step = 0; step < 40; ++step) {
       const index_t out = sel[static_cast<std::size_t>(r.below(15))];
       index_t in = r.below(b.n);

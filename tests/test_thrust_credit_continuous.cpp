@@ -2,8 +2,8 @@
 // Thrust on OpenMP threads against the CPU backend for the two newer optimisers: the
 // policy-gradient learner with per-item credit (credit_mode::item) and the continuous learner.
 // Both select the same items on both backends, and the same bits on 1 and 2 threads. The
-// continuous learner's device ascent (pairwise similarity) is checked in its parts: the device
-// relaxation and projections against the host's.
+// continuous learner's code is one definition run on each backend's executor; its parts (the
+// relaxations, the projections) are checked on the two executors side by side.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -19,6 +19,7 @@
 
 #include <datamask/continuous.hpp>
 
+#include "centred_mean.hpp"  // examples/
 #include "thrust_support.hpp"
 
 using datamask::index_t;
@@ -91,24 +92,7 @@ TEMPLATE_TEST_CASE("the continuous learner on Thrust-on-OMP: the CPU backend's s
   CHECK(one.objective == Approx(cpu.objective).epsilon(1e-6));
 }
 
-// Which runs take the device ascent: a backend with an executor and only device relaxations.
-static_assert(datamask::detail::continuous::device_ascent<datamask::thrust_backend, float,
-                                                          datamask::diversity_mix<datamask::pairwise_similarity>>);
-static_assert(datamask::detail::continuous::device_ascent<
-              datamask::thrust_backend, float, datamask::diversity_mix<datamask::pairwise_similarity, datamask::disf>>);
-static_assert(!datamask::detail::continuous::device_ascent<datamask::eigen_backend, float,
-                                                           datamask::diversity_mix<datamask::pairwise_similarity>>);
-
 namespace {
-
-/// Pairwise similarity with the host relaxation only: its continuous runs stay on the host.
-struct host_relaxed_pairwise : datamask::pairwise_similarity {
-  template <class Exec, class T>
-  void relax_device(Exec&, const datamask::relax_view<T>&, double*, int) const = delete;
-};
-static_assert(!datamask::device_relaxable<host_relaxed_pairwise, float>);
-static_assert(!datamask::detail::continuous::device_ascent<datamask::thrust_backend, float,
-                                                           datamask::diversity_mix<host_relaxed_pairwise>>);
 
 /// p with zeros (non-candidates), ones and fractions.
 std::vector<double> random_p(index_t n, unsigned seed) {
@@ -124,30 +108,30 @@ std::vector<double> random_p(index_t n, unsigned seed) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("a device relaxation is the host's, the same bits on 1 and 2 threads",
+TEMPLATE_TEST_CASE("a relaxation through the Thrust executor is the host executor's, the same bits on 1 and 2 threads",
                    "[continuous][thrust][relax]", datamask::pairwise_similarity, datamask::disf) {
-  // Three chunks of the host's column sums; below disf_float_rows, so DiSF's host products are
-  // in double too.
+  // Three chunks of the column sums; below float_product_rows, so DiSF's host products are in
+  // double too.
   const dm_test::instance inst(3000, 10, 8);
-  static_assert(3000 < datamask::detail::disf_impl::disf_float_rows);
+  static_assert(3000 < datamask::float_product_rows);
   const auto prep = datamask::detail::prepare(inst.problem(), false, 1);
   const std::vector<double> p = random_p(inst.n, 3);
   const double total = std::accumulate(p.begin(), p.end(), 0.0);
   const datamask::relax_view<float> hv{inst.problem().embeddings, prep.inv_norms.data(), prep.sq_norms.data(), p,
                                        total, 1};
   std::vector<double> host_grad(static_cast<std::size_t>(inst.n));
-  const double host_value = TestType{}.relax(hv, std::span<double>(host_grad));
+  const double host_value = datamask::relax_on_host(TestType{}, hv, std::span<double>(host_grad));
   auto device = [&](int threads) {
     return with_threads(threads, [&](int) {
       const datamask::thrust_backend b;
       const auto ds = b.make_dataset(inst.problem().embeddings, std::span<const double>(prep.inv_norms),
                                      std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
-      datamask::thrust_backend::executor exec;
-      datamask::relax_view<float> v = b.device_relax_view(ds);
+      auto exec = b.make_executor(ds);
+      datamask::relax_view<float> v = b.relaxation_view(ds);
       v.p = std::span<const double>(exec.upload(std::span<const double>(p)), p.size());
       v.total = total;
       double* grad = exec.scratch<double>(inst.n);
-      const double value = TestType{}.relax_device(exec, v, grad);
+      const double value = TestType{}.relax(exec, v, grad);
       std::vector<double> g(static_cast<std::size_t>(inst.n));
       exec.download(static_cast<const double*>(grad), std::span<double>(g));
       return std::make_pair(value, g);
@@ -157,15 +141,23 @@ TEMPLATE_TEST_CASE("a device relaxation is the host's, the same bits on 1 and 2 
   const auto two = device(2);
   CHECK(one.first == two.first);
   CHECK(one.second == two.second);
-  CHECK(one.first == Approx(host_value).epsilon(1e-10));
   CHECK(host_value != 0.0);
-  double scale = 0.0;
-  for (double g : host_grad) scale = std::max(scale, std::abs(g));
-  for (index_t i = 0; i < inst.n; ++i) CHECK(one.second[i] == Approx(host_grad[i]).margin(1e-10 * scale));
+  if constexpr (std::is_same_v<TestType, datamask::pairwise_similarity>) {
+    // The same passes and sums on both executors (the column sums in the same chunks, the dots
+    // in the same lanes): the same bits.
+    CHECK(one.first == host_value);
+    CHECK(one.second == host_grad);
+  } else {
+    // DiSF's d x d products: Eigen's blocked kernels on the host, the generic passes here.
+    CHECK(one.first == Approx(host_value).epsilon(1e-10));
+    double scale = 0.0;
+    for (double g : host_grad) scale = std::max(scale, std::abs(g));
+    for (index_t i = 0; i < inst.n; ++i) CHECK(one.second[i] == Approx(host_grad[i]).margin(1e-10 * scale));
+  }
 }
 
-TEST_CASE("the device projections equal the host's and sum to S", "[continuous][thrust][relax]") {
-  namespace dc = datamask::detail::continuous;
+TEST_CASE("the projections: the same bits on the host executor and the Thrust executor, any thread count",
+          "[continuous][thrust][relax]") {
   const index_t n = 5000;
   std::mt19937 gen(11);
   std::normal_distribution<double> z(0.0, 1.5);
@@ -175,46 +167,44 @@ TEST_CASE("the device projections equal the host's and sum to S", "[continuous][
   for (index_t i = 0; i < n; ++i)
     if (i % 5 != 0) cand.push_back(i);
   const double s = 400.0;
-  std::vector<double> hp(static_cast<std::size_t>(n), 0.0);
-  std::vector<double> hl(static_cast<std::size_t>(n), 0.0);
-  dc::project_capped_simplex(y, cand, s, hp);
-  const double htau = dc::sigmoid_shift(y, cand, s, hl);
-  auto device = [&](int threads) {
+  auto project = [&](auto& exec) {
+    const auto m = static_cast<index_t>(cand.size());
+    const datamask::candidate_rows c{exec.upload(std::span<const index_t>(cand)), m, exec.template scratch<index_t>(m)};
+    double* dy = exec.upload(std::span<const double>(y));
+    std::vector<double> zeros(static_cast<std::size_t>(n), 0.0);
+    double* dp = exec.upload(std::span<const double>(zeros));
+    double* dl = exec.upload(std::span<const double>(zeros));
+    (void)datamask::project_capped_simplex(exec, c, dy, s, dp, false);
+    const double tau = datamask::sigmoid_shift(exec, c, dy, s, dl);
+    std::vector<double> p(zeros);
+    std::vector<double> l(zeros);
+    exec.download(static_cast<const double*>(dp), std::span<double>(p));
+    exec.download(static_cast<const double*>(dl), std::span<double>(l));
+    return std::make_tuple(p, l, tau);
+  };
+  auto on_thrust = [&](int threads) {
     return with_threads(threads, [&](int) {
       datamask::thrust_backend::executor exec;
-      const auto m = static_cast<index_t>(cand.size());
-      const dc::device_candidates c{exec.upload(std::span<const index_t>(cand)), m,
-                                    exec.scratch<double>(datamask::detail::device_passes::fold_scratch(m))};
-      double* dy = exec.upload(std::span<const double>(y));
-      std::vector<double> zeros(static_cast<std::size_t>(n), 0.0);
-      double* dp = exec.upload(std::span<const double>(zeros));
-      double* dl = exec.upload(std::span<const double>(zeros));
-      dc::project_capped_simplex_on(exec, c, dy, s, dp, false);
-      const double tau = dc::sigmoid_shift_on(exec, c, dy, s, dl);
-      std::vector<double> p(zeros);
-      std::vector<double> l(zeros);
-      exec.download(static_cast<const double*>(dp), std::span<double>(p));
-      exec.download(static_cast<const double*>(dl), std::span<double>(l));
-      return std::make_tuple(p, l, tau);
+      return project(exec);
     });
   };
-  const auto [p1, l1, tau1] = device(1);
-  const auto [p2, l2, tau2] = device(2);
+  datamask::host_executor host(2);
+  const auto [hp, hl, htau] = project(host);
+  const auto [p1, l1, tau1] = on_thrust(1);
+  const auto [p2, l2, tau2] = on_thrust(2);
   CHECK(p1 == p2);
   CHECK(l1 == l2);
   CHECK(tau1 == tau2);
-  CHECK(tau1 == Approx(htau).epsilon(1e-12));
+  CHECK(p1 == hp);
+  CHECK(l1 == hl);
+  CHECK(tau1 == htau);
   CHECK(std::accumulate(p1.begin(), p1.end(), 0.0) == Approx(s).epsilon(1e-12));
   index_t ones = 0;
-  for (index_t i = 0; i < n; ++i) {
-    CHECK(p1[i] == Approx(hp[i]).margin(1e-12));
-    CHECK(l1[i] == Approx(hl[i]).margin(1e-12));
-    ones += p1[i] == 1.0 ? 1 : 0;
-  }
+  for (index_t i = 0; i < n; ++i) ones += p1[i] == 1.0 ? 1 : 0;
   CHECK(ones > 0);  // the projection is not trivially interior
 }
 
-TEMPLATE_TEST_CASE("the continuous learner's device ascent: the CPU backend's selection and f, any settings",
+TEMPLATE_TEST_CASE("the continuous ascent on the Thrust executor: the CPU backend's selection and f, any settings",
                    "[continuous][thrust]", datamask::pairwise_similarity, datamask::disf) {
   const dm_test::instance inst(2000, 16, 9);
   const auto p = inst.problem();
@@ -245,18 +235,10 @@ TEMPLATE_TEST_CASE("the continuous learner's device ascent: the CPU backend's se
     REQUIRE(one.history.size() == cpu.history.size());
     for (std::size_t t = 0; t < cpu.history.size(); ++t)
       CHECK(one.history[t].reward_mean == Approx(cpu.history[t].reward_mean).epsilon(tol).margin(tol));
-    if constexpr (std::is_same_v<TestType, datamask::pairwise_similarity>) {
-      // The host path of the same backend (an objective without the device relaxation) agrees too.
-      const auto host = with_threads(2, [&](int threads) {
-        return datamask::basic_continuous_learner<datamask::thrust_backend>(settings(threads, rule, par))
-            .select(p, host_relaxed_pairwise{});
-      });
-      CHECK(host.rows == one.rows);
-    }
   }
 }
 
-TEST_CASE("the device ascent resumed from a snapshot gives the uninterrupted run", "[continuous][thrust]") {
+TEST_CASE("the ascent on the Thrust executor resumed from a snapshot gives the uninterrupted run", "[continuous][thrust]") {
   const dm_test::instance inst(1500, 12, 4);
   const auto p = inst.problem();
   datamask::continuous_options o;
@@ -285,4 +267,44 @@ TEST_CASE("the device ascent resumed from a snapshot gives the uninterrupted run
   CHECK(resumed.objective == full.objective);
   REQUIRE(resumed.history.size() == full.history.size());
   for (std::size_t t = 0; t < full.history.size(); ++t) CHECK(resumed.history[t].reward_mean == full.history[t].reward_mean);
+}
+
+TEST_CASE("a user's relaxation written with the executor's passes runs the continuous learner on both backends",
+          "[continuous][thrust][relax]") {
+  // examples/centred_mean.hpp: host code only (the executor's products, a library functor, a
+  // reduce), no device code of its own.
+  static_assert(datamask::relaxable_objective<centred_mean, float>);
+  const dm_test::instance inst(1500, 12, 3);
+  const auto p = inst.problem();
+  const auto diversity = datamask::mix(datamask::weighted{centred_mean{}, 1.0},
+                                       datamask::weighted{datamask::pairwise_similarity{}, 1.0});
+  const auto [one, cpu] = thrust_and_cpu([&](auto backend, int threads) {
+    datamask::continuous_options o;
+    o.common.ratio = 0.1;
+    o.common.threads = threads;
+    o.ascent.iterations = 30;
+    return datamask::basic_continuous_learner<decltype(backend)>(o).select(p, diversity);
+  });
+  CHECK(one.objective == cpu.objective);
+  REQUIRE(one.history.size() == cpu.history.size());
+  for (std::size_t t = 0; t < cpu.history.size(); ++t) CHECK(one.history[t].reward_mean == cpu.history[t].reward_mean);
+  // Its gradient is the derivative of its value: central differences on the host executor.
+  const auto prep = datamask::detail::prepare(p, false, 1);
+  std::vector<double> q = random_p(inst.n, 5);
+  const double total = std::accumulate(q.begin(), q.end(), 0.0);
+  auto at = [&](const std::vector<double>& pv, std::vector<double>& g) {
+    const datamask::relax_view<float> v{p.embeddings, prep.inv_norms.data(), prep.sq_norms.data(), pv, total, 1};
+    return datamask::relax_on_host(centred_mean{}, v, std::span<double>(g));
+  };
+  std::vector<double> grad(static_cast<std::size_t>(inst.n));
+  std::vector<double> scratch(grad.size());
+  (void)at(q, grad);
+  for (index_t i : {index_t{0}, index_t{17}, index_t{901}}) {
+    const double h = 1e-4;
+    std::vector<double> up(q);
+    std::vector<double> down(q);
+    up[i] += h;
+    down[i] -= h;
+    CHECK(grad[i] == Approx((at(up, scratch) - at(down, scratch)) / (2.0 * h)).epsilon(1e-6).margin(1e-10));
+  }
 }

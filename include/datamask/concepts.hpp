@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "datamask/executor/concept.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask {
@@ -63,7 +64,9 @@ struct batch_view {
 /// `embeddings`, `inv_norms` and `sq_norms` are as in `subset_view` (n rows). `p` holds one
 /// probability per row, in [0, 1] (rows outside the candidate set hold 0). `total` is S, the
 /// number of items a selection holds: objectives whose normaliser depends on the set size use
-/// it (the relaxation is exact where sum p = S). `threads` as in `options::threads` (0: all).
+/// it (the relaxation is exact where sum p = S). Every pointer is in the memory of the executor
+/// the relaxation is called with (`relaxable_objective`). `threads`: the threads the run may use
+/// (0: all), for information; the executor's passes already honour it.
 template <class T>
 struct relax_view {
   matrix_view<const T> embeddings;
@@ -161,66 +164,38 @@ inline constexpr bool has_diminishing_gains = [] {
   }
 }();
 
-namespace detail {
-/// The executor interface `device_evaluable` is checked against (declarations only).
-struct device_executor_archetype {
-  template <class F>
-  void for_each(index_t n, F f);
-  template <class U>
-  U* scratch(index_t count);
-  template <class U>
-  const U* resident(std::span<const U> host, std::shared_ptr<const void> owner);
-};
-/// What a device relaxation's executor adds (`device_relaxable`): values back to the host.
-struct device_relax_executor_archetype : device_executor_archetype {
-  template <class U>
-  void download(const U* device, std::span<U> host);
-};
-}  // namespace detail
-
 /// @brief Refinement of `diversity_objective`: the objective scores G subsets through an
-/// executor the backend supplies, `d.evaluate_device(exec, const batch_view<T>& b, double* out)`
-/// (const, returning void), with `out` G values in the executor's memory.
-///
-/// The executor provides:
-/// - `exec.for_each(index_t n, F f)`: calls f(i) for every i in [0, n), in any order and
-///   concurrently; F is trivially copyable, its call operator `DATAMASK_HOST_DEVICE` (no Eigen,
-///   no `std::vector`, no exceptions), and it may only read memory the executor can reach;
-///   calls run in program order (a later for_each sees the writes of an earlier one);
-/// - `exec.template scratch<U>(index_t count)`: `count` uninitialised U in the executor's
-///   memory, valid until `evaluate_device` returns;
-/// - `exec.resident(std::span<const U> host, std::shared_ptr<const void> owner)`: `host`'s
-///   values in the executor's memory, read-only, valid until `evaluate_device` returns. For an
-///   array an objective holds for the whole run (sparse facility location's kNN graph): the
-///   backend may copy it once and hand the same copy to later calls for the same array, keyed
-///   by its address, size and type and keeping `owner` alive, so no other array can take that
-///   address while the copy exists (the Thrust backend keeps copies for the dataset's lifetime
-///   and uses host memory in place under a host device system). Rules: `host` stays allocated
-///   and unchanged as long as `owner` lives (pass the shared_ptr that owns the array); do not
-///   keep the returned pointer past the call.
-///
-/// So an objective header never includes Thrust and a backend never includes an objective: the
-/// Thrust backend passes an executor over `thrust::for_each` and `thrust::device_vector`
-/// (a GPU under nvcc, OpenMP threads under g++).
+/// executor the backend supplies (executor/concept.hpp), `d.evaluate_device(exec, const
+/// batch_view<T>& b, double* out)` (const, returning void), with `out` G values in the
+/// executor's memory. So an objective header never includes Thrust and a backend never includes
+/// an objective: the Thrust backend passes its executor over `thrust::for_each` and
+/// `thrust::device_vector` (a GPU under nvcc, OpenMP threads under g++).
 ///
 /// Rules the compiler cannot check: every pointer in `b` and `out` lives in the executor's
-/// memory; the values equal `d(b[g])` up to rounding; deterministic whatever the thread count.
+/// memory; scratch and resident copies are not kept past the call; the values equal `d(b[g])` up
+/// to rounding; deterministic whatever the thread count.
 template <class D, class T = float>
 concept device_evaluable =
     diversity_objective<D, T> &&
-    requires(const D& d, detail::device_executor_archetype& exec, const batch_view<T>& b, double* out) {
+    requires(const D& d, detail::executor_archetype& exec, const batch_view<T>& b, double* out) {
       { d.evaluate_device(exec, b, out) } -> std::same_as<void>;
     };
 
-/// @brief Refinement of `diversity_objective`: a relaxation F(p) with its gradient,
-/// `double d.relax(const relax_view<T>& v, std::span<double> grad) const`, which returns F(p)
-/// and writes dF/dp_i into grad[i] for every row i (grad.size() == n).
+/// @brief Refinement of `diversity_objective`: a relaxation F(p) with its gradient, written once
+/// against an executor, `double d.relax(exec, const relax_view<T>& v, double* grad) const`, which
+/// returns F(p) and writes dF/dp_i into grad[i] for every row i. `v.embeddings`, `v.inv_norms`,
+/// `v.sq_norms`, `v.p` and `grad` live in the executor's memory: the host's on the CPU backend, a
+/// GPU's on the Thrust backend under CUDA. The same member serves both, written with the
+/// executor's passes (`for_each` with `DATAMASK_HOST_DEVICE` functors, `reduce`, and the dense
+/// products `column_sums`, `row_dots`, `scatter`, `quadratic_forms`; datamask/executor/ops.hpp
+/// has the common functors): examples/relaxed_metric.cpp is a user's.
 ///
 /// Rules the compiler cannot check: at every p in {0, 1}^n with sum p = v.total, F(p) equals
 /// the objective on the set {i : p_i = 1} (up to rounding); F is differentiable in p on the
 /// box, and grad is its exact gradient (the continuous learner's tests compare it with finite
-/// differences); the value and gradient are deterministic and do not depend on v.threads; the
-/// call is thread-safe. Larger is more diverse, as for the objective.
+/// differences); value and gradient are deterministic and do not depend on the thread count
+/// (every sum through `reduce` or a dense product, never a parallel accumulation); only scalars
+/// cross to the host; the call is thread-safe. Larger is more diverse, as for the objective.
 ///
 /// Why a separate capability and not a generic one: a relaxation is only useful when its value
 /// and gradient cost about one pass over the block (O(n d) for pairwise similarity, O(n d^2) for
@@ -230,31 +205,56 @@ concept device_evaluable =
 template <class D, class T = float>
 concept relaxable_objective =
     diversity_objective<D, T> &&
-    requires(const D& d, const relax_view<T>& v, std::span<double> grad) {
+    requires(const D& d, detail::executor_archetype& exec, const relax_view<T>& v, double* grad) {
+      { d.relax(exec, v, grad) } -> std::convertible_to<double>;
+    };
+
+/// @brief Whether D still has the host-only relaxation of datamask 0.1,
+/// `double relax(const relax_view<T>&, std::span<double>) const`, and not the executor form: the
+/// learners then refuse it at compile time, naming the new spelling.
+template <class D, class T = float>
+concept host_only_relaxation =
+    !relaxable_objective<D, T> && requires(const D& d, const relax_view<T>& v, std::span<double> grad) {
       { d.relax(v, grad) } -> std::convertible_to<double>;
     };
 
-/// @brief Refinement of `relaxable_objective`: the relaxation through a backend's executor,
-/// `double d.relax_device(exec, const relax_view<T>& v, double* grad) const`, which returns
-/// F(p) on the host and writes dF/dp_i into grad[i] for every row, where `v.embeddings`,
-/// `v.inv_norms`, `v.sq_norms`, `v.p` and `grad` live in the executor's memory.
-///
-/// The executor is `device_evaluable`'s (`for_each`, `scratch`, `resident`) plus
-/// `exec.download(const U* device, std::span<U> host)`, which copies `host.size()` values back.
-///
-/// Why: the continuous learner on a device backend (`thrust_backend`) keeps p, the gradient
-/// and the iterate on the device; a relaxation that only has the host `relax` makes it copy p
-/// and the gradient across every iteration and run the O(n d) passes on the CPU.
-///
-/// Rules the compiler cannot check: the value and gradient are `relax`'s up to rounding (the
-/// same bits wherever it can, as pairwise similarity's column sums); deterministic, whatever
-/// the thread count: every sum has a fixed order (`detail::device_passes::fold`); only scalars
-/// (or a few partial sums) cross to the host.
+/// @brief Every relaxation now runs through an executor, on the host and on a device alike: the
+/// old name of `relaxable_objective` (which had a separate `relax_device` member).
 template <class D, class T = float>
-concept device_relaxable =
-    relaxable_objective<D, T> &&
-    requires(const D& d, detail::device_relax_executor_archetype& exec, const relax_view<T>& v, double* grad) {
-      { d.relax_device(exec, v, grad) } -> std::convertible_to<double>;
+concept device_relaxable = relaxable_objective<D, T>;
+
+/// @brief The state a swap search (the continuous learner's polish) keeps for one diversity term
+/// on a selection U of the block. Required, for `st` of type S:
+/// - `st.delta(index_t r, index_t a)` (const): F(U - r + a) - F(U) for r in U and a not in U,
+///   the whole block as reference set;
+/// - `st.apply(r, a)`: U becomes U - r + a;
+/// - `st.prepare(std::span<const index_t> removals, std::span<const index_t> additions)`: called
+///   before a round's deltas with the rows that round may remove and add (a state may compute
+///   per-row quantities there).
+/// Rules the compiler cannot check: `delta` is thread-safe (a round scores pairs concurrently)
+/// and deterministic; a copy is independent of the original (a double-swap search tries a swap on
+/// a copy).
+template <class S>
+concept swap_state = std::copy_constructible<S> &&
+                     requires(S& st, const S& cst, index_t r, std::span<const index_t> rows) {
+                       { cst.delta(r, r) } -> std::convertible_to<double>;
+                       st.apply(r, r);
+                       st.prepare(rows, rows);
+                     };
+
+/// @brief Refinement of `diversity_objective`: exact swap gains cheaper than two evaluations,
+/// `d.swap_state(const subset_view<T>& block, std::span<const index_t> selection)` (const),
+/// returning a `swap_state` on the selection; `block.reference` is every row of the block and
+/// `block.subset` is empty.
+///
+/// Why: the continuous learner's polish scores many swaps per round; without this capability it
+/// evaluates the objective on the swapped set (O(cost of the objective) per swap), with it a
+/// swap costs O(d) for pairwise similarity, O(d^2) for DiSF, O(K^2) for facility location on a
+/// kNN graph.
+template <class D, class T = float>
+concept swappable_objective =
+    diversity_objective<D, T> && requires(const D& d, const subset_view<T>& b, std::span<const index_t> sel) {
+      { d.swap_state(b, sel) } -> swap_state;
     };
 
 /// @brief Refinement of `diversity_objective`: each item's marginal in one call,

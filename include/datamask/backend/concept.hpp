@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "datamask/concepts.hpp"
+#include "datamask/executor/concept.hpp"
 #include "datamask/rng/philox.hpp"
 #include "datamask/types.hpp"
 
@@ -41,7 +42,11 @@ struct probe_objective {
 /// - `b.evaluate(objective, ds, subsets, G, k, reference, std::span<double>)`;
 /// - `b.gather_sum(values, subsets, G, k, std::span<double>)`;
 /// - `b.add_rollouts(...)` and `b.plackett_luce_update(...)`: the two gradient modes;
-/// - `b.top_rows(logits, ds, candidates, S) -> std::vector<index_t>` (host).
+/// - `b.top_rows(logits, ds, candidates, S) -> std::vector<index_t>` (host);
+/// - `b.make_executor(ds)`: an `executor` (executor/concept.hpp) on the backend's memory, where
+///   every algorithm written against an executor runs (the continuous ascent, relaxations);
+/// - `b.relaxation_view(ds)`: the block as a relaxation reads it (`relax_view`, in the
+///   executor's memory).
 /// Rules: every draw is the Philox function of (key, item id, step, stream) (rng/philox.hpp), so
 /// masks are identical across backends; every sum has a fixed order, so results do not depend on
 /// the thread count; ties break to the smaller id.
@@ -65,6 +70,8 @@ concept backend = requires(const B& b, typename B::template vector<double>& dv,
   b.add_rollouts(dv, civ, civ, n, n, coef, dv);
   b.plackett_luce_update(dv, civ, civ, n, n, coef, dv);
   { b.top_rows(cdv, ds, civ, n) } -> std::same_as<std::vector<index_t>>;
+  { b.make_executor(ds) } -> executor;
+  { b.relaxation_view(ds) } -> std::same_as<relax_view<float>>;
 };
 
 }  // namespace datamask

@@ -15,6 +15,7 @@
 #include "datamask/backend/concept.hpp"
 #include "datamask/concepts.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/executor/host.hpp"
 #include "datamask/rng/philox.hpp"
 #include "datamask/types.hpp"
 
@@ -37,6 +38,20 @@ struct eigen_backend {
     vector<double> sq_norms;
     vector<id_t> ids;
   };
+
+  /// @brief Where the algorithms written against an executor run: the host's threads.
+  using executor = host_executor;
+  /// @brief An executor for a run on `ds`, on this backend's threads.
+  template <class T>
+  [[nodiscard]] host_executor make_executor(const dataset<T>& /*ds*/) const {
+    return host_executor(threads);
+  }
+  /// @brief The block as a relaxation reads it: the embeddings where the caller keeps them and
+  /// the dataset's norms; `p` and `total` are the caller's to fill.
+  template <class T>
+  [[nodiscard]] relax_view<T> relaxation_view(const dataset<T>& ds) const {
+    return relax_view<T>{ds.embeddings, ds.inv_norms.data(), ds.sq_norms.data(), {}, 0.0, threads};
+  }
 
   template <class T>
   [[nodiscard]] vector<T> to_device(std::span<const T> host) const {

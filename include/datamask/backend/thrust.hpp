@@ -70,6 +70,8 @@
 #include "datamask/concepts.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/device_objective.hpp"
+#include "datamask/executor/dense.hpp"
+#include "datamask/executor/reduce.hpp"
 #include "datamask/rng/philox.hpp"
 #include "datamask/types.hpp"
 
@@ -277,18 +279,23 @@ struct thrust_backend {
                      ti::take_top{raw(entries), raw(by_id), m, k, raw(out)});
   }
 
-  /// @brief What `device_evaluable` objectives run on: `for_each` over an index range as a
-  /// Thrust algorithm on the device system, scratch buffers that live until the executor goes
-  /// out of scope, and resident copies of host arrays kept in a `resident_store` (the
-  /// dataset's, so a run copies its kNN graph once; an executor made without one keeps its own).
+  /// @brief The executor (executor/concept.hpp) on Thrust's device system: `for_each` as a
+  /// Thrust algorithm, scratch buffers that live until the executor goes out of scope, resident
+  /// copies of host arrays kept in a `resident_store` (the dataset's, so a run copies its kNN
+  /// graph once; an executor made without one keeps its own), the fixed-tree `reduce`, and the
+  /// dense products as the generic device passes of executor/dense.hpp.
   class executor {
    public:
     executor() = default;
     explicit executor(std::shared_ptr<resident_store> store) : store_(std::move(store)) {}
 
-    /// @brief f(i) for every i in [0, n) on the device.
+    /// @brief An executor on the same device and resident store, with buffers of its own.
+    [[nodiscard]] executor scope() const { return executor(store_); }
+
+    /// @brief f(i) for every i in [0, n) on the device (the work estimate is the host
+    /// executor's; Thrust schedules by itself).
     template <class F>
-    void for_each(index_t n, F f) {
+    void for_each(index_t n, F f, double /*work_per_item*/ = 0.0) {
       if (n > 0) thrust::for_each(thrust::device, count(0), count(n), f);
     }
     /// @brief `n` uninitialised values on the device, owned by the executor.
@@ -299,41 +306,76 @@ struct thrust_backend {
       buffers_.push_back(std::move(buffer));
       return p;
     }
-    /// @brief `host` in device memory (see `device_evaluable`): a copy from the store under
+    /// @brief `host` in device memory (see the `executor` concept): a copy from the store under
     /// CUDA; under a host device system host memory is device memory, so `host` itself.
     template <class U>
-    const U* resident(std::span<const U> host, std::shared_ptr<const void> owner) {
+    const U* resident(std::span<const U> host, const std::shared_ptr<const void>& owner) {
       if constexpr (thrust_device_is_cuda) {
-        return store_->get(host, std::move(owner));
+        return store_->get(host, owner);
       } else {
         return host.data();
       }
     }
-
-    /// @brief `host`'s values in a new buffer on the device, owned by the executor (the
-    /// continuous ascent's iterate).
+    /// @brief `host`'s values in a new buffer on the device, owned by the executor.
     template <class U>
     U* upload(std::span<const U> host) {
       U* p = scratch<U>(static_cast<index_t>(host.size()));
       thrust::copy(host.begin(), host.end(), thrust::device_pointer_cast(p));
       return p;
     }
-    /// @brief Copies `host.size()` values at `device` back to the host (`device_relaxable`).
+    /// @brief Copies `host.size()` values at `from` back to the host.
     template <class U>
-    void download(const U* device, std::span<U> host) {
-      const auto first = thrust::device_pointer_cast(device);
+    void download(const U* from, std::span<U> host) {
+      const auto first = thrust::device_pointer_cast(from);
       thrust::copy(first, first + static_cast<std::ptrdiff_t>(host.size()), host.begin());
+    }
+    /// @brief init op term(0) op ... op term(n - 1), the fixed tree of `tree_reduce` (at most
+    /// `reduce_chunk` partials come back to the host); its scratch is kept between calls.
+    template <class Term, class Op>
+    double reduce(index_t n, Term term, Op op, double init) {
+      const auto need = static_cast<std::size_t>(tree_reduce_scratch(n));
+      if (partials_.size() < need) partials_.resize(need);
+      return tree_reduce(*this, raw(partials_), n, term, op, init);
+    }
+    /// @brief The k in [0, n) with pred(k), ascending, into `out` (device memory); their count.
+    template <class Pred>
+    index_t keep_if(index_t n, Pred pred, index_t* out) {
+      const auto last = thrust::copy_if(thrust::device, count(0), count(n), thrust::device_pointer_cast(out), pred);
+      return static_cast<index_t>(last - thrust::device_pointer_cast(out));
+    }
+    template <class T>
+    void column_sums(matrix_view<const T> x, const double* w, double* out) {
+      dense::column_sums(*this, x, w, out);
+    }
+    template <class T>
+    void row_dots(matrix_view<const T> x, const double* s, double* out) {
+      dense::row_dots(*this, x, s, out);
+    }
+    template <class T>
+    void scatter(matrix_view<const T> x, const double* mu, const double* w, double* sigma) {
+      dense::scatter(*this, x, mu, w, sigma);
+    }
+    template <class T>
+    void quadratic_forms(matrix_view<const T> x, const double* mu, const double* g, double* out) {
+      dense::quadratic_forms(*this, x, mu, g, out);
     }
 
    private:
     std::vector<std::shared_ptr<void>> buffers_;
     std::shared_ptr<resident_store> store_ = std::make_shared<resident_store>();
+    vector<double> partials_;
   };
 
-  /// @brief The dataset as a device relaxation reads it (`device_relaxable`): embeddings and
-  /// norms in device memory; `p`, `total` and `threads` are the caller's to fill.
+  /// @brief An executor for a run on `ds`: its resident copies are the dataset's.
   template <class T>
-  [[nodiscard]] relax_view<T> device_relax_view(const dataset<T>& ds) const {
+  [[nodiscard]] executor make_executor(const dataset<T>& ds) const {
+    return executor(ds.resident);
+  }
+
+  /// @brief The dataset as a relaxation reads it: embeddings and norms in device memory; `p`
+  /// and `total` are the caller's to fill.
+  template <class T>
+  [[nodiscard]] relax_view<T> relaxation_view(const dataset<T>& ds) const {
     return relax_view<T>{ds.embeddings(), raw(ds.inv_norms), raw(ds.sq_norms), {}, 0.0, 0};
   }
 

@@ -5,10 +5,7 @@
 /// @brief DiSF: the dimensional-collapse objective (squared off-diagonal correlation), with
 /// everything the backends and the greedy baselines need from it: host evaluation, the greedy
 /// state (`incremental_objective`), the device evaluator (`device_evaluable`) and the relaxation
-/// the continuous learner ascends (`relaxable_objective`). The relaxation's reductions run over
-/// fixed chunks of rows (their number depends only on n), each summed in row order on one thread
-/// and the chunks added in chunk order, so its value and gradient are the same bits whatever the
-/// thread count.
+/// the continuous learner ascends (`relaxable_objective`), written once against an executor.
 
 #include <algorithm>
 #include <cmath>
@@ -24,9 +21,11 @@
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/detail/row_map.hpp"
 #include "datamask/error.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
-#include "datamask/objectives/detail/relax_sums.hpp"
+#include "datamask/executor/dense.hpp"
+#include "datamask/executor/ops.hpp"
 
 #if __has_include(<unistd.h>)
 #include <unistd.h>
@@ -234,217 +233,16 @@ struct column {
   }
 };
 
-/// Rows from which the relaxation (`relax` below) computes in the embedding precision T instead of double. Why a
-/// threshold: the O(n d^2) products in float run at about twice the double rate (half the memory
-/// traffic, twice the SIMD lanes), and at large n the ascent only needs the gradient's direction;
-/// but float rounding (relative 1e-7 per entry) is far above the step of a central finite
-/// difference, so small blocks (the tests' gradient checks, tiny selections) stay in double,
-/// where F and dF/dp are exact to double rounding. The choice depends on n only: deterministic.
-inline constexpr index_t disf_float_rows = 4096;
-
-/// Rows per block of the DiSF products: a fixed number, so the block partials (and their sum in
-/// block order, in double) do not depend on the thread count; 512 rows x 256 columns of float is
-/// 512 KiB, about an L2 cache.
-inline constexpr index_t disf_block_rows = 512;
-
-/// Pass 2 of the relaxation: Sigma from the rows with p_i > 0, centred on mu (no cancellation), in
-/// double, divided by W - 1. A fixed number of chunks (16: each holds a d x d double partial);
-/// inside a chunk, blocks of `disf_block_rows` such rows, each a symmetric rank update Y^T Y in
-/// C added to the chunk's double partial in block order; the chunks added in chunk order.
-template <class C, class T>
-Eigen::MatrixXd disf_sigma(const relax_view<T>& v, const Eigen::Matrix<C, Eigen::Dynamic, 1>& muc, double wm1) {
-  using cmat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const matrix_view<const T>& x = v.embeddings;
-  const index_t n = x.rows;
-  const index_t d = x.cols;
-  constexpr index_t block = disf_block_rows;
-  const index_t rows = detail::relax::chunk_rows(n, 16);
-  const index_t chunks = (n + rows - 1) / rows;
-  // A partial per chunk, two matrices per worker, then Sigma (G and its copy in C come after).
-  check_d_memory(d, chunks + 2 * std::min<index_t>(chunks, resolve_threads(v.threads)) + 1, "the relaxation");
-  std::vector<Eigen::MatrixXd> spart(static_cast<std::size_t>(chunks));
-  parallel_for(chunks, v.threads, [&](index_t c) {
-    Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(d, d);
-    Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> part(d, d);
-    cmat y(block, d);
-    index_t cnt = 0;
-    auto flush = [&] {
-      if (cnt == 0) return;
-      part.setZero();
-      part.template selfadjointView<Eigen::Lower>().rankUpdate(y.topRows(cnt).transpose());
-      acc.template triangularView<Eigen::Lower>() += part.template cast<double>();
-      cnt = 0;
-    };
-    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-      if (v.p[i] == 0.0) continue;
-      y.row(cnt) = (detail::relax::row_map<T>(x.row(i), d).template cast<C>() - muc).transpose() *
-                   static_cast<C>(std::sqrt(v.p[i]));
-      if (++cnt == block) flush();
-    }
-    flush();
-    spart[static_cast<std::size_t>(c)] = std::move(acc);
-  });
-  Eigen::MatrixXd sigma = Eigen::MatrixXd::Zero(d, d);
-  for (index_t c = 0; c < chunks; ++c) sigma += spart[static_cast<std::size_t>(c)];
-  spart.clear();
-  sigma = sigma.selfadjointView<Eigen::Lower>();
-  sigma /= wm1;
-  return sigma;
-}
-
-/// F / (-scale) = sum_{a != b} Sigma_ab^2 / (v_a v_b) and G = dF/dSigma into g (double, O(d^2)).
-inline double disf_sum_and_gradient(const Eigen::MatrixXd& sigma, Eigen::MatrixXd& g) {
-  const index_t d = sigma.rows();
-  const double sc = scale;
-  const Eigen::VectorXd var = sigma.diagonal().array() + epsilon;
-  g.resize(d, d);
-  double f = 0.0;
-  for (index_t b = 0; b < d; ++b) {
-    double diag = 0.0;
-    for (index_t a = 0; a < d; ++a) {
-      if (a == b) continue;
-      const double sab = sigma(a, b);
-      const double q = sab * sab / (var(a) * var(b));
-      f += q;
-      g(a, b) = -2.0 * sc * sab / (var(a) * var(b));
-      diag += q;
-    }
-    g(b, b) = 2.0 * sc * diag / var(b);
-  }
-  return f;
-}
-
-/// Pass 3 of the relaxation: grad_i = ((x_i - mu)^T G (x_i - mu) - gs) / (W - 1) for every row: one
-/// (block x d) (d x d) product per block of rows, blocks in parallel (each writes its own rows).
-template <class C, class T>
-void disf_quadratic_forms(const relax_view<T>& v, const Eigen::Matrix<C, Eigen::Dynamic, 1>& muc,
-                          const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic>& gc, double gs, double wm1,
-                          std::span<double> grad) {
-  using cmat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const matrix_view<const T>& x = v.embeddings;
-  const index_t n = x.rows;
-  const index_t d = x.cols;
-  constexpr index_t block = disf_block_rows;
-  const index_t blocks = (n + block - 1) / block;
-  parallel_for(blocks, v.threads, [&](index_t bi) {
-    const index_t r0 = bi * block;
-    const index_t r1 = std::min(n, r0 + block);
-    cmat y(r1 - r0, d);
-    for (index_t i = r0; i < r1; ++i) {
-      y.row(i - r0) = (detail::relax::row_map<T>(x.row(i), d).template cast<C>() - muc).transpose();
-    }
-    cmat z(r1 - r0, d);
-    z.noalias() = y * gc;
-    for (index_t i = r0; i < r1; ++i) {
-      const double quad = static_cast<double>(y.row(i - r0).dot(z.row(i - r0)));
-      grad[i] = (quad - gs) / wm1;
-    }
-  });
-}
-
-/// The relaxation computed with products in C (float or double), partials accumulated in double.
-template <class C, class T>
-double disf_relax_in(const relax_view<T>& v, std::span<double> grad) {
-  using cvec = Eigen::Matrix<C, Eigen::Dynamic, 1>;
-  const index_t d = v.embeddings.cols;
-  // Pass 1: W and X^T p (double, O(n d)).
-  auto [mu, wsum] = detail::relax::weighted_sum(
-      v.embeddings, v.p, v.threads, [&](index_t i) { return v.p[i]; }, [&](index_t i) { return v.p[i]; });
-  if (!(wsum > 1.0)) {
-    std::fill(grad.begin(), grad.end(), 0.0);
-    return 0.0;
-  }
-  mu /= wsum;
-  const double wm1 = wsum - 1.0;
-  const cvec muc = mu.template cast<C>();
-  const Eigen::MatrixXd sigma = disf_sigma<C>(v, muc, wm1);  // pass 2
-  // F, G and <G, Sigma> (double, O(d^2)).
-  Eigen::MatrixXd g(d, d);
-  const double f = disf_sum_and_gradient(sigma, g);
-  const double gs = (g.array() * sigma.array()).sum();
-  const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> gc = g.template cast<C>();
-  disf_quadratic_forms<C>(v, muc, gc, gs, wm1, grad);  // pass 3
-  return -scale * f;
-}
-
-/// The relaxation of DiSF on p-weighted column statistics (method.md section 6): with
-/// W = sum p, mu = X^T p / W, Sigma = sum_i p_i (x_i - mu)(x_i - mu)^T / (W - 1) and
-/// v_a = Sigma_aa + 1e-8,
-///   F(p) = -(1 / 10^4) sum_{a != b} Sigma_ab^2 / (v_a v_b),
-///   dF/dp_i = ((x_i - mu)^T G (x_i - mu) - <G, Sigma>) / (W - 1),
-/// G = dF/dSigma (off-diagonal -(2 / 10^4) Sigma_ab / (v_a v_b), diagonal
-/// (2 / 10^4) sum_{b != a} Sigma_ab^2 / (v_a^2 v_b)). At integral p, Sigma is the unbiased
-/// covariance of the set and Sigma_ab^2 / (v_a v_b) its squared correlation C_ab^2: F_disf
-/// exactly. W is sum p (not v.total), so the gradient is that of F on the whole box.
-/// Cost O(n d^2): Sigma from the rows with p_i > 0 (one symmetric rank update per block of rows),
-/// the gradient from one (rows x d) (d x d) product per block. From `disf_float_rows` rows on,
-/// the products run in the embedding precision T (accumulated in double); below, in double (see
-/// there why). W <= 1 gives F = 0 and a zero gradient, as the objective scores sets of fewer than
-/// two items.
-template <class T>
-double relax(const relax_view<T>& v, std::span<double> grad) {
-  if (v.embeddings.rows >= disf_float_rows) return disf_relax_in<T>(v, grad);
-  return disf_relax_in<double>(v, grad);
-}
-
-/// Device relaxation (`disf::relax_device`), the weights of pass 1: p_i for both W and X^T p.
-struct p_weight {
-  const double* p;
-  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return p[i]; }
+/// mu = X^T p / W in place (W = `weight`): a division, as the unbiased statistics divide.
+struct divide_by {
+  double* values;
+  double weight;
+  DATAMASK_HOST_DEVICE void operator()(index_t j) const { values[j] /= weight; }
 };
 
-/// mu = X^T p / W in place of the totals (tot[d] = W stays).
-struct divide_by_weight {
-  double* tot;
-  index_t d;
-  DATAMASK_HOST_DEVICE void operator()(index_t j) const { tot[j] /= tot[d]; }
-};
-
-/// Pass 2: part[c d^2 + a d + b] (b <= a) = sum over the rows i of chunk c with p_i > 0 of
-/// p_i (x_ia - mu_a)(x_ib - mu_b), in row order, in double.
-template <class T>
-struct scatter_chunk {
-  matrix_view<const T> x;
-  const double* p;
-  const double* mu;
-  index_t rows;
-  double* part;
-  DATAMASK_HOST_DEVICE void operator()(index_t idx) const {
-    const index_t d = x.cols;
-    const index_t c = idx / (d * d);
-    const index_t a = (idx / d) % d;
-    const index_t b = idx % d;
-    if (b > a) return;
-    const index_t end = (c + 1) * rows < x.rows ? (c + 1) * rows : x.rows;
-    double acc = 0.0;
-    for (index_t i = c * rows; i < end; ++i) {
-      if (!(p[i] > 0.0)) continue;
-      acc += p[i] * (static_cast<double>(x(i, a)) - mu[a]) * (static_cast<double>(x(i, b)) - mu[b]);
-    }
-    part[idx] = acc;
-  }
-};
-
-/// Sigma_ab = Sigma_ba = sum_c part[c d^2 + a d + b] / (W - 1) (b <= a), chunks in order.
-struct scatter_total {
-  const double* part;
-  index_t chunks;
-  index_t d;
-  double wm1;
-  double* sigma;
-  DATAMASK_HOST_DEVICE void operator()(index_t idx) const {
-    const index_t a = idx / d;
-    const index_t b = idx % d;
-    if (b > a) return;
-    double acc = 0.0;
-    for (index_t c = 0; c < chunks; ++c) acc += part[c * d * d + idx];
-    sigma[a * d + b] = acc / wm1;
-    sigma[b * d + a] = acc / wm1;
-  }
-};
-
-/// Column b of G = dF/dSigma (`disf_sum_and_gradient`'s formulas) and fcol[b] = sum_{a != b}
-/// Sigma_ab^2 / (v_a v_b).
+/// Column b of G = dF/dSigma (off-diagonal G_ab = -2 scale Sigma_ab / (v_a v_b), diagonal G_bb =
+/// 2 scale sum_{a != b} Sigma_ab^2 / (v_a v_b^2), v_a = Sigma_aa + epsilon) and fcol[b] =
+/// sum_{a != b} Sigma_ab^2 / (v_a v_b), F's column sums.
 struct sigma_gradient {
   const double* sigma;
   index_t d;
@@ -465,32 +263,12 @@ struct sigma_gradient {
   }
 };
 
-/// G_ab Sigma_ab, a term of <G, Sigma>.
-struct product_of {
-  const double* g;
-  const double* sigma;
-  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return g[i] * sigma[i]; }
-};
-
-/// Pass 3: grad_i = ((x_i - mu)^T G (x_i - mu) - gs) / (W - 1), in double.
-template <class T>
-struct quadratic_form {
-  matrix_view<const T> x;
-  const double* mu;
-  const double* g;
+/// grad_i = (grad_i - <G, Sigma>) / (W - 1), from grad_i = (x_i - mu)^T G (x_i - mu).
+struct relax_gradient {
+  double* grad;
   double gs;
   double wm1;
-  double* grad;
-  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
-    const index_t d = x.cols;
-    double quad = 0.0;
-    for (index_t a = 0; a < d; ++a) {
-      double z = 0.0;
-      for (index_t b = 0; b < d; ++b) z += g[a * d + b] * (static_cast<double>(x(i, b)) - mu[b]);
-      quad += (static_cast<double>(x(i, a)) - mu[a]) * z;
-    }
-    grad[i] = (quad - gs) / wm1;
-  }
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const { grad[i] = (grad[i] - gs) / wm1; }
 };
 
 /// Every item's marginal (`disf::marginals`). With Y the k centred rows (y_i = x_i - mean), the
@@ -510,7 +288,7 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
   const double kk = static_cast<double>(k);
   Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> y(k, d);
   for (index_t t = 0; t < k; ++t) {
-    y.row(t) = detail::relax::row_map<T>(s.embeddings.row(s.subset[t]), d).template cast<double>().transpose();
+    y.row(t) = detail::row_map(s.embeddings, s.subset[t]).template cast<double>().transpose();
   }
   const Eigen::RowVectorXd mean = y.colwise().sum() / kk;
   y.rowwise() -= mean;
@@ -553,6 +331,103 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
   return value;
 }
 
+/// DiSF: the scatter M = sum (x - c)(x - c)^T and m = sum (x - c) of the set, shifted by the
+/// set's mean c at the start (the covariance does not depend on the shift; the shift avoids
+/// cancellation); a swap is a rank-two change of M, and the term is recomputed from
+/// Sigma = (M - m m^T / k) / (k - 1) in O(d^2).
+template <class T>
+struct swaps {
+  subset_view<T> base;
+  Eigen::VectorXd c;
+  Eigen::MatrixXd mm;
+  Eigen::VectorXd m;
+  double k = 0.0;
+  double value = 0.0;
+  index_t d = 0;
+
+  Eigen::VectorXd row(index_t i) const {
+    return row_map(base.embeddings, i).template cast<double>() - c;
+  }
+  double score(const Eigen::MatrixXd& msc, const Eigen::VectorXd& msum) const {
+    if (k < 2.0) return 0.0;
+    Eigen::MatrixXd sigma = (msc - msum * msum.transpose() / k) / (k - 1.0);
+    const Eigen::ArrayXd inv = 1.0 / (sigma.diagonal().array() + epsilon);
+    const double all = (sigma.array().square() * (inv.matrix() * inv.matrix().transpose()).array()).sum();
+    const double diag = (sigma.diagonal().array().square() * inv.square()).sum();
+    return -scale * (all - diag);
+  }
+  /// The term after the swap (r out, a in), in one pass over the lower triangle without
+  /// temporaries: the swap's exact gain costs about d^2 / 2 multiply-adds (a d x d temporary per
+  /// pair made polish on DiSF cost seconds per round at d = 256).
+  double swapped(const Eigen::VectorXd& yr, const Eigen::VectorXd& ya) const {
+    if (k < 2.0) return 0.0;
+    thread_local Eigen::VectorXd ms;
+    thread_local Eigen::VectorXd inv;
+    ms = m - yr + ya;
+    inv.resize(d);
+    const double ik = 1.0 / k;
+    const double ik1 = 1.0 / (k - 1.0);
+    for (index_t a = 0; a < d; ++a) {
+      const double s_aa = (mm(a, a) - yr(a) * yr(a) + ya(a) * ya(a) - ms(a) * ms(a) * ik) * ik1;
+      inv(a) = 1.0 / (s_aa + epsilon);
+    }
+    // Multiplications only in the inner loop (no division), so the compiler vectorises it.
+    const double* pr = yr.data();
+    const double* pa = ya.data();
+    const double* pm = ms.data();
+    const double* pi = inv.data();
+    double off = 0.0;
+    for (index_t b = 0; b < d; ++b) {
+      const double* col = mm.col(b).data();
+      const double rb = pr[b];
+      const double ab = pa[b];
+      const double mb = pm[b] * ik;
+      double acc = 0.0;
+      for (index_t a = b + 1; a < d; ++a) {
+        const double s_ab = (col[a] - pr[a] * rb + pa[a] * ab - pm[a] * mb) * ik1;
+        acc += s_ab * s_ab * pi[a];
+      }
+      off += acc * pi[b];
+    }
+    return -scale * 2.0 * off;
+  }
+  swaps(const subset_view<T>& v, std::span<const index_t> sel)
+      : base(v), k(static_cast<double>(sel.size())), d(v.embeddings.cols) {
+    c = Eigen::VectorXd::Zero(d);
+    for (index_t i : sel) c += row_map(v.embeddings, i).template cast<double>();
+    c /= std::max(1.0, k);
+    check_d_memory(d, 3, "the polish");  // the scatter, Sigma and a product in score
+    mm = Eigen::MatrixXd::Zero(d, d);
+    m = Eigen::VectorXd::Zero(d);
+    // Blocks of rows, one symmetric rank update each (one rank-one update per row ran at vector
+    // speed: most of polish's time at S = 10^4, d = 256). Serial, blocks in order: deterministic.
+    constexpr std::size_t block = 256;
+    Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> y;
+    for (std::size_t b0 = 0; b0 < sel.size(); b0 += block) {
+      const auto cnt = static_cast<index_t>(std::min(block, sel.size() - b0));
+      y.resize(cnt, d);
+      for (index_t r = 0; r < cnt; ++r) y.row(r) = row(sel[b0 + static_cast<std::size_t>(r)]).transpose();
+      mm.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
+      m += y.colwise().sum().transpose();
+    }
+    mm = mm.selfadjointView<Eigen::Lower>();
+    value = score(mm, m);
+  }
+  void prepare(std::span<const index_t> /*removals*/, std::span<const index_t> /*additions*/) {}
+  double delta(index_t r, index_t a) const {
+    const Eigen::VectorXd yr = row(r);
+    const Eigen::VectorXd ya = row(a);
+    return swapped(yr, ya) - value;
+  }
+  void apply(index_t r, index_t a) {
+    const Eigen::VectorXd yr = row(r);
+    const Eigen::VectorXd ya = row(a);
+    mm += ya * ya.transpose() - yr * yr.transpose();
+    m += ya - yr;
+    value = score(mm, m);
+  }
+};
+
 }  // namespace detail::disf_impl
 
 /// @brief F_disf(U) = -(1 / 10^4) * sum_{a != b} C_ab^2 on the raw embeddings of the subset.
@@ -566,7 +441,8 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
 /// - otherwise: one symmetric rank-k update of the d x d matrix Z^T Z in the embeddings'
 ///   precision, the squares summed in double.
 /// A subset of fewer than two items scores 0. Models `incremental_objective` (rank-one updates
-/// of the centred scatter), `device_evaluable`, `relaxable_objective` and `device_relaxable`.
+/// of the centred scatter), `marginal_objective`, `device_evaluable`, `relaxable_objective` and
+/// `swappable_objective`.
 struct disf {
   static constexpr std::string_view name = "disf";
   static constexpr double epsilon = detail::disf_impl::epsilon;
@@ -647,6 +523,14 @@ struct disf {
     return detail::disf_impl::state<T>(b);
   }
 
+  /// @brief Exact swap gains on a selection (`swappable_objective`): a swap is a rank-two
+  /// change of the selection's scatter, its gain O(d^2).
+  template <class T>
+  [[nodiscard]] detail::disf_impl::swaps<T> swap_state(const subset_view<T>& block,
+                                                       std::span<const index_t> selection) const {
+    return detail::disf_impl::swaps<T>(block, selection);
+  }
+
   /// @brief Scores G subsets through a backend's executor (see `device_evaluable`), in chunks
   /// of subsets whose standardised rows (chunk x k x d) stay below about 2^26 values.
   template <class Exec, class T>
@@ -682,50 +566,46 @@ struct disf {
     return detail::disf_impl::marginals(s, out);
   }
 
-  /// @brief The relaxation of DiSF at the probabilities `v.p`: returns F(p) and writes dF/dp
-  /// into `grad` (the `relaxable_objective` capability); the formula is at
-  /// `detail::disf_impl::relax`.
-  template <class T>
-  double relax(const relax_view<T>& v, std::span<double> grad) const {
-    return detail::disf_impl::relax(v, grad);
-  }
-
-  /// @brief The same relaxation through a backend's executor (`device_relaxable`), in double:
-  /// W and X^T p (`device_passes::weighted_sum`, the host's bits), Sigma from the rows with
-  /// p_i > 0 (one thread per chunk and entry of the lower triangle, chunks in order), G and F
-  /// (one thread per column), the quadratic forms (one thread per row, O(d^2)). The host's
-  /// `relax` runs its products in float from `disf_float_rows` rows on and in Eigen's blocked
-  /// order: the two agree to about 1e-6 relative there, to rounding below. O(n d^2) work.
+  /// @brief The relaxation of DiSF on p-weighted column statistics (method.md section 6, the
+  /// `relaxable_objective` capability): with W = sum p, mu = X^T p / W,
+  /// Sigma = sum_i p_i (x_i - mu)(x_i - mu)^T / (W - 1) and v_a = Sigma_aa + 1e-8,
+  ///   F(p) = -(1 / 10^4) sum_{a != b} Sigma_ab^2 / (v_a v_b),
+  ///   dF/dp_i = ((x_i - mu)^T G (x_i - mu) - <G, Sigma>) / (W - 1),
+  /// G = dF/dSigma (`detail::disf_impl::sigma_gradient`). At integral p, Sigma is the unbiased
+  /// covariance of the set and Sigma_ab^2 / (v_a v_b) its squared correlation C_ab^2: F_disf
+  /// exactly. W is sum p (not v.total), so the gradient is that of F on the whole box.
+  /// Through `exec`: W by `reduce`, X^T p by `column_sums`, Sigma by `scatter` (the rows with
+  /// p_i > 0), G and F in O(d^2), the gradient by `quadratic_forms`: O(n d^2). W <= 1 gives F = 0
+  /// and a zero gradient, as the objective scores sets of fewer than two items.
   template <class Exec, class T>
-  double relax_device(Exec& exec, const relax_view<T>& v, double* grad) const {
+  double relax(Exec& exec, const relax_view<T>& v, double* grad) const {
     namespace di = detail::disf_impl;
-    namespace dp = detail::device_passes;
     const index_t n = v.embeddings.rows;
     const index_t d = v.embeddings.cols;
     const double* p = v.p.data();
-    double* tot = dp::weighted_sum(exec, v.embeddings, p, di::p_weight{p}, di::p_weight{p}, 0);
-    double wsum = 0.0;
-    exec.download(static_cast<const double*>(tot + d), std::span<double>(&wsum, 1));
+    auto scope = exec.scope();
+    const double wsum = scope.reduce(n, ops::read{p}, ops::plus{}, 0.0);
     if (!(wsum > 1.0)) {
-      exec.for_each(n, dp::fill{grad, 0.0});
+      exec.for_each(n, ops::fill{grad, 0.0});
       return 0.0;
     }
     const double wm1 = wsum - 1.0;
-    exec.for_each(d, di::divide_by_weight{tot, d});
-    const index_t rows = detail::relax::chunk_rows(n, 16);
-    const index_t chunks = (n + rows - 1) / rows;
-    di::check_d_memory(d, chunks + 2, "the relaxation");  // a partial per chunk, Sigma and G
-    double* part = exec.template scratch<double>(chunks * d * d);
-    double* sigma = exec.template scratch<double>(d * d);
-    double* g = exec.template scratch<double>(d * d);
-    double* fcol = exec.template scratch<double>(d);
-    double* partials = exec.template scratch<double>(dp::fold_scratch(d * d));
-    exec.for_each(chunks * d * d, di::scatter_chunk<T>{v.embeddings, p, tot, rows, part});
-    exec.for_each(d * d, di::scatter_total{part, chunks, d, wm1, sigma});
-    exec.for_each(d, di::sigma_gradient{sigma, d, g, fcol});
-    const double f = dp::fold(exec, partials, d, dp::read{fcol}, dp::plus_op{}, 0.0);
-    const double gs = dp::fold(exec, partials, d * d, di::product_of{g, sigma}, dp::plus_op{}, 0.0);
-    exec.for_each(n, di::quadratic_form<T>{v.embeddings, tot, g, gs, wm1, grad});
+    // A d x d partial per chunk of the scatter and two per thread (executor/host.hpp), then
+    // Sigma, G and their copies in the product's precision.
+    di::check_d_memory(d, dense::scatter_chunks + 2 * detail::resolve_threads(v.threads) + 4, "the relaxation");
+    double* mu = scope.template scratch<double>(d);
+    double* sigma = scope.template scratch<double>(d * d);
+    double* g = scope.template scratch<double>(d * d);
+    double* fcol = scope.template scratch<double>(d);
+    scope.column_sums(v.embeddings, p, mu);
+    scope.for_each(d, di::divide_by{mu, wsum});
+    scope.scatter(v.embeddings, mu, p, sigma);
+    scope.for_each(d * d, di::divide_by{sigma, wm1});
+    scope.for_each(d, di::sigma_gradient{sigma, d, g, fcol}, 4.0 * static_cast<double>(d));
+    const double f = scope.reduce(d, ops::read{fcol}, ops::plus{}, 0.0);
+    const double gs = scope.reduce(d * d, ops::product{g, sigma}, ops::plus{}, 0.0);
+    scope.quadratic_forms(v.embeddings, mu, g, grad);
+    scope.for_each(n, di::relax_gradient{grad, gs, wm1});
     return -scale * f;
   }
 };

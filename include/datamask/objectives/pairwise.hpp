@@ -10,14 +10,16 @@
 #include <algorithm>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include <Eigen/Core>
 
 #include "datamask/concepts.hpp"
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
+#include "datamask/detail/row_map.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
-#include "datamask/objectives/detail/relax_sums.hpp"
+#include "datamask/executor/ops.hpp"
 
 namespace datamask {
 
@@ -108,59 +110,15 @@ struct state {
   }
 };
 
-/// @brief The relaxation of pairwise similarity (method.md section 6): with u_i the unit rows
-/// (u_i = e_i / ||e_i||, 0 for a zero row), c_i = ||u_i||^2 (1, or 0 for a zero row, as the
-/// objective counts it) and s = sum_i p_i u_i,
-///   F(p) = -(||s||^2 - sum_i p_i^2 c_i) / (S (S - 1)),
-///   dF/dp_i = -(2 u_i . s - 2 p_i c_i) / (S (S - 1)).
-/// The numerator is the expected sum of cosines over ordered pairs when each item is included
-/// independently with probability p_i; the normaliser is the fixed S (S - 1), so F is that
-/// expectation divided by S (S - 1), and at an integral p of sum S it is F_pws exactly. O(n d).
-/// S < 2 gives F = 0 and a zero gradient, as the objective scores sets of fewer than two items.
-template <class T>
-double relax(const relax_view<T>& v, std::span<double> grad) {
-  const matrix_view<const T>& x = v.embeddings;
-  const index_t n = x.rows;
-  const index_t d = x.cols;
-  const double norm = v.total * (v.total - 1.0);
-  if (!(v.total >= 2.0)) {
-    std::fill(grad.begin(), grad.end(), 0.0);
-    return 0.0;
-  }
-  const auto [s, self_sum] = detail::relax::weighted_sum(
-      x, v.p, v.threads, [&](index_t i) { return v.p[i] * v.inv_norms[i]; },
-      [&](index_t i) { return v.p[i] * v.p[i] * v.sq_norms[i] * v.inv_norms[i] * v.inv_norms[i]; });
-  const index_t rows = detail::relax::chunk_rows(n, 64);
-  const index_t chunks = (n + rows - 1) / rows;
-  detail::parallel_for(chunks, v.threads, [&](index_t c) {
-    for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-      const double w = v.inv_norms[i];
-      const double us = detail::relax::row_map<T>(x.row(i), d).template cast<double>().dot(s) * w;
-      grad[i] = -(2.0 * us - 2.0 * v.p[i] * v.sq_norms[i] * w * w) / norm;
-    }
-  });
-  return -(s.squaredNorm() - self_sum) / norm;
-}
-
-/// Device relaxation, pass 2: tot[d + 1] = F = -(||s||^2 - tot[d]) / norm (one thread), from
-/// `device_passes::weighted_sum`'s totals (s, then sum p_i^2 c_i).
-struct relax_value {
-  double* tot;
-  index_t d;
-  double norm;
-  DATAMASK_HOST_DEVICE void operator()(index_t) const {
-    double sq = 0.0;
-    for (index_t j = 0; j < d; ++j) sq += tot[j] * tot[j];
-    tot[d + 1] = -(sq - tot[d]) / norm;
-  }
-};
-
-/// The weights of pass 1: u_i p_i (w = p_i / ||e_i||) and p_i^2 c_i, as `relax` weighs them.
+/// The relaxation's row weights: w_i = p_i / ||e_i||, so that sum_i w_i e_i = sum_i p_i u_i.
 template <class T>
 struct unit_weight {
   relax_view<T> v;
-  DATAMASK_HOST_DEVICE double operator()(index_t i) const { return v.p.data()[i] * v.inv_norms[i]; }
+  double* w;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const { w[i] = v.p.data()[i] * v.inv_norms[i]; }
 };
+
+/// p_i^2 c_i, a term of sum_i p_i^2 c_i (c_i = ||u_i||^2: 1, or 0 for a zero row).
 template <class T>
 struct self_weight {
   relax_view<T> v;
@@ -170,29 +128,47 @@ struct self_weight {
   }
 };
 
-/// Pass 3: grad[i] = -(2 u_i . s - 2 p_i c_i) / norm. The dot in four interleaved partial sums
-/// added in a fixed order (independent chains: SIMD lanes on CPU threads, instruction-level
-/// parallelism on a GPU); its rounding may differ from Eigen's vectorised dot on the host.
+/// grad_i = -(2 u_i . s - 2 p_i c_i) / norm, from grad_i = e_i . s (`row_dots`).
 template <class T>
 struct relax_gradient {
   relax_view<T> v;
-  const double* s;
   double norm;
   double* grad;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
     const double w = v.inv_norms[i];
-    const index_t d = v.embeddings.cols;
-    const T* x = v.embeddings.row(i);
-    double part[4] = {0.0, 0.0, 0.0, 0.0};
-    index_t j = 0;
-    for (; j + 4 <= d; j += 4) {
-      for (index_t l = 0; l < 4; ++l) part[l] += static_cast<double>(x[j + l]) * s[j + l];
-    }
-    for (; j < d; ++j) part[0] += static_cast<double>(x[j]) * s[j];
-    const double dot = (part[0] + part[1]) + (part[2] + part[3]);
-    const double us = dot * w;
-    grad[i] = -(2.0 * us - 2.0 * v.p.data()[i] * v.sq_norms[i] * w * w) / norm;
+    grad[i] = -(2.0 * grad[i] * w - 2.0 * v.p.data()[i] * v.sq_norms[i] * w * w) / norm;
   }
+};
+
+/// Pairwise similarity: P = ||s||^2 - sum c_i over the set; a swap changes P by
+/// 2 c_r - 2 u_r.s + 2 u_a.s - 2 u_r.u_a. O(d) per pair once u.s is known for the candidates.
+template <class T>
+struct swaps {
+  subset_view<T> base;
+  Eigen::VectorXd s;
+  double k = 0.0;
+  std::vector<double> us;  // u_i . s for the candidates of the round, by row
+  index_t d = 0;
+
+  Eigen::VectorXd unit(index_t i) const {
+    return row_map(base.embeddings, i).template cast<double>() * base.inv_norms[i];
+  }
+  double c(index_t i) const { return base.sq_norms[i] * base.inv_norms[i] * base.inv_norms[i]; }
+  swaps(const subset_view<T>& v, std::span<const index_t> sel)
+      : base(v), s(Eigen::VectorXd::Zero(v.embeddings.cols)), k(static_cast<double>(sel.size())),
+        us(static_cast<std::size_t>(v.embeddings.rows), 0.0), d(v.embeddings.cols) {
+    for (index_t i : sel) s += unit(i);
+  }
+  void prepare(std::span<const index_t> removals, std::span<const index_t> additions) {
+    for (index_t i : removals) us[i] = unit(i).dot(s);
+    for (index_t i : additions) us[i] = unit(i).dot(s);
+  }
+  double delta(index_t r, index_t a) const {
+    if (k < 2.0) return 0.0;
+    const double dp = 2.0 * c(r) - 2.0 * us[r] + 2.0 * us[a] - 2.0 * unit(r).dot(unit(a));
+    return -dp / (k * (k - 1.0));
+  }
+  void apply(index_t r, index_t a) { s += unit(a) - unit(r); }
 };
 
 }  // namespace detail::pairwise_impl
@@ -201,8 +177,8 @@ struct relax_gradient {
 ///
 /// Computed as -(||s||^2 - sum_i ||u_i||^2) / (k (k - 1)) with s the sum of the unit rows u_i:
 /// O(k d) per subset, accumulated in double. A subset of fewer than two items scores 0.
-/// Models `incremental_objective`, `device_evaluable`, `relaxable_objective` and
-/// `device_relaxable`.
+/// Models `incremental_objective`, `marginal_objective`, `device_evaluable`,
+/// `relaxable_objective` and `swappable_objective`.
 struct pairwise_similarity {
   static constexpr std::string_view name = "pairwise";
 
@@ -263,6 +239,14 @@ struct pairwise_similarity {
     return detail::pairwise_impl::state<T>(b);
   }
 
+  /// @brief Exact swap gains on a selection (`swappable_objective`): O(d) per swap once each
+  /// round's candidates know their dot product with the selection's sum.
+  template <class T>
+  [[nodiscard]] detail::pairwise_impl::swaps<T> swap_state(const subset_view<T>& block,
+                                                           std::span<const index_t> selection) const {
+    return detail::pairwise_impl::swaps<T>(block, selection);
+  }
+
   /// @brief Scores G subsets through a backend's executor (see `device_evaluable`): the column
   /// sums (G d values), then one finishing pass per subset.
   template <class Exec, class T>
@@ -275,35 +259,36 @@ struct pairwise_similarity {
     exec.for_each(g_count, detail::pairwise_impl::finish<T>{b, s, out});
   }
 
-  /// @brief The relaxation of pairwise similarity at the probabilities `v.p`: returns F(p) and
-  /// writes dF/dp into `grad` (the `relaxable_objective` capability); the formula is at
-  /// `detail::pairwise_impl::relax`.
-  template <class T>
-  double relax(const relax_view<T>& v, std::span<double> grad) const {
-    return detail::pairwise_impl::relax(v, grad);
-  }
-
-  /// @brief The same relaxation through a backend's executor (`device_relaxable`): the chunked
-  /// column sums of the p-weighted unit rows (`device_passes::weighted_sum`), F, one dot product
-  /// per row, and one double back to the host. s has `relax`'s bits; F and the gradient agree
-  /// to rounding.
+  /// @brief The relaxation (method.md section 6, the `relaxable_objective` capability): with
+  /// u_i the unit rows (u_i = e_i / ||e_i||, 0 for a zero row), c_i = ||u_i||^2 (1, or 0 for a
+  /// zero row, as the objective counts it) and s = sum_i p_i u_i,
+  ///   F(p) = -(||s||^2 - sum_i p_i^2 c_i) / (S (S - 1)),
+  ///   dF/dp_i = -(2 u_i . s - 2 p_i c_i) / (S (S - 1)).
+  /// The numerator is the expected sum of cosines over ordered pairs when each item is included
+  /// independently with probability p_i; the normaliser is the fixed S (S - 1), so F is that
+  /// expectation divided by S (S - 1), and at an integral p of sum S it is F_pws exactly.
+  /// Through `exec`: s by `column_sums`, the two sums by `reduce`, u_i . s by `row_dots`: O(n d).
+  /// S < 2 gives F = 0 and a zero gradient, as the objective scores sets of fewer than two items.
   template <class Exec, class T>
-  double relax_device(Exec& exec, const relax_view<T>& v, double* grad) const {
+  double relax(Exec& exec, const relax_view<T>& v, double* grad) const {
     namespace pi = detail::pairwise_impl;
     const index_t n = v.embeddings.rows;
     const index_t d = v.embeddings.cols;
     if (!(v.total >= 2.0)) {
-      exec.for_each(n, detail::device_passes::fill{grad, 0.0});
+      exec.for_each(n, ops::fill{grad, 0.0});
       return 0.0;
     }
     const double norm = v.total * (v.total - 1.0);
-    double* tot = detail::device_passes::weighted_sum(exec, v.embeddings, v.p.data(), pi::unit_weight<T>{v},
-                                                      pi::self_weight<T>{v}, 1);
-    exec.for_each(1, pi::relax_value{tot, d, norm});
-    exec.for_each(n, pi::relax_gradient<T>{v, tot, norm, grad});
-    double value = 0.0;
-    exec.download(static_cast<const double*>(tot + d + 1), std::span<double>(&value, 1));
-    return value;
+    auto scope = exec.scope();
+    double* w = scope.template scratch<double>(n);
+    double* s = scope.template scratch<double>(d);
+    scope.for_each(n, pi::unit_weight<T>{v, w});
+    scope.column_sums(v.embeddings, w, s);
+    const double self = scope.reduce(n, pi::self_weight<T>{v}, ops::plus{}, 0.0);
+    const double sq = scope.reduce(d, ops::square{s}, ops::plus{}, 0.0);
+    scope.row_dots(v.embeddings, s, grad);
+    scope.for_each(n, pi::relax_gradient<T>{v, norm, grad});
+    return -(sq - self) / norm;
   }
 };
 

@@ -20,9 +20,6 @@
 /// F equals dense facility location (objectives/facility.hpp) up to the rounding of the stored
 /// float similarities.
 ///
-/// The continuous learner's polish gets exact swap gains from `swap_term` below (declared here,
-/// so that a program that includes this header polishes sparse facility location in O(K^2) per
-/// swap instead of an evaluation over the block).
 ///
 /// Cost: an evaluation reads each reference item's row up to its first neighbour in U (at most
 /// |V| K), plus O(|U|) to mark U (on a device: O(|U| log |U|) to sort U, then a binary search
@@ -34,6 +31,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -43,6 +41,7 @@
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/error.hpp"
+#include "datamask/executor/ops.hpp"
 #include "datamask/knn/graph.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 
@@ -144,6 +143,85 @@ struct state {
   }
 };
 
+/// Every graph entry e = v K + r grouped by the item it lists: for item j, the entries with
+/// ids[e] == j by v ascending (`entry[start[j] .. start[j + 1])`), the order in which a pass over
+/// the rows in order adds them to j's gradient. Built once per graph (`relax_cache`).
+struct entries_by_item {
+  std::shared_ptr<const knn_graph> graph;  ///< the graph grouped (kept alive: the cache's key)
+  std::vector<index_t> start;              ///< n + 1 offsets
+  std::vector<index_t> entry;
+
+  explicit entries_by_item(std::shared_ptr<const knn_graph> shared)
+      : graph(std::move(shared)), start(static_cast<std::size_t>(graph->n + 1), 0), entry(graph->ids.size()) {
+    const knn_graph& g = *graph;
+    for (index_t j : g.ids) ++start[static_cast<std::size_t>(j) + 1];
+    for (index_t j = 0; j < g.n; ++j) start[j + 1] += start[j];
+    std::vector<index_t> fill(start.begin(), start.end() - 1);
+    for (std::size_t e = 0; e < g.ids.size(); ++e) entry[static_cast<std::size_t>(fill[g.ids[e]]++)] = static_cast<index_t>(e);
+  }
+};
+
+/// The relaxation's grouping of a graph, built on its first use and shared by copies of the
+/// objective; rebuilt when the objective is given another graph. Thread-safe.
+class relax_cache {
+ public:
+  std::shared_ptr<const entries_by_item> get(const std::shared_ptr<const knn_graph>& g) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!entries_ || entries_->graph != g) entries_ = std::make_shared<const entries_by_item>(g);
+    return entries_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<const entries_by_item> entries_;
+};
+
+/// Pass 1 of the relaxation, per reference item u (row u of the graph, neighbours sorted): the
+/// expected best covered similarity backward, T_K = 0, T_r = s_r p_r + (1 - p_r) T_(r+1)
+/// (value[u] = T_0), then each neighbour's share of the gradient forward,
+/// contrib[u K + r] = inv_n prod_{r' < r} (1 - p_(r')) (s_r - T_(r+1)) (T_(r+1) is kept in
+/// contrib until then; 0 once the product is 0).
+struct relax_row {
+  const index_t* ids;
+  const float* sims;
+  index_t k;
+  const double* p;
+  double inv_n;
+  double* contrib;
+  double* value;
+  DATAMASK_HOST_DEVICE void operator()(index_t u) const {
+    const index_t* row = ids + u * k;
+    const float* sim = sims + u * k;
+    double* c = contrib + u * k;
+    double tail = 0.0;
+    for (index_t r = k - 1; r >= 0; --r) {
+      c[r] = tail;
+      const double pr = p[row[r]];
+      tail = clamped(sim[r]) * pr + (1.0 - pr) * tail;
+    }
+    value[u] = tail;
+    double none_before = 1.0;
+    for (index_t r = 0; r < k; ++r) {
+      c[r] = none_before == 0.0 ? 0.0 : inv_n * none_before * (clamped(sim[r]) - c[r]);
+      none_before *= 1.0 - p[row[r]];
+    }
+  }
+};
+
+/// Pass 2: grad[j] = the sum of the contributions of the entries listing j, in `entries_by_item`
+/// order.
+struct gather_gradient {
+  const index_t* start;
+  const index_t* entry;
+  const double* contrib;
+  double* grad;
+  DATAMASK_HOST_DEVICE void operator()(index_t j) const {
+    double a = 0.0;
+    for (index_t e = start[j]; e < start[j + 1]; ++e) a += contrib[entry[e]];
+    grad[j] = a;
+  }
+};
+
 /// Rows marked as members of the subset being scored: one buffer per thread, reset after use,
 /// so an evaluation costs O(|U|) to mark instead of O(n) to clear.
 inline std::vector<unsigned char>& marks(index_t n) {
@@ -152,10 +230,65 @@ inline std::vector<unsigned char>& marks(index_t n) {
   return m;
 }
 
+/// The swap gains (`swappable_objective`) on a selection, the whole block as
+/// reference set: a swap (r leaves, a joins) changes only the reference items whose rows list r
+/// or a (with a positive similarity), so a gain costs O(K) per such item -- about 2 K^2 in all --
+/// instead of an evaluation over the block.
+struct swaps {
+  std::shared_ptr<const knn_graph> g;
+  std::shared_ptr<const reverse_graph> rev;
+  std::vector<unsigned char> in;  // membership of the selection
+  std::vector<double> best;       // each reference item's value on the selection
+
+  swaps(std::shared_ptr<const knn_graph> graph, std::span<const index_t> sel)
+      : g(std::move(graph)), rev(std::make_shared<const reverse_graph>(*g)), in(static_cast<std::size_t>(g->n), 0),
+        best(static_cast<std::size_t>(g->n)) {
+    for (index_t i : sel) in[static_cast<std::size_t>(i)] = 1;
+    for (index_t u = 0; u < g->n; ++u) best[static_cast<std::size_t>(u)] = value(u, -1, -1);
+  }
+  /// Item u's value on the selection with r out and a in (-1: none).
+  [[nodiscard]] double value(index_t u, index_t r, index_t a) const {
+    for (index_t q = 0; q < g->k; ++q) {
+      const index_t j = g->neighbor(u, q);
+      if (j == a || (j != r && in[static_cast<std::size_t>(j)])) {
+        return clamped(g->similarity(u, q));
+      }
+    }
+    return 0.0;
+  }
+  /// Calls f(u) once for each reference item listing r or a, by u ascending.
+  template <class F>
+  void affected(index_t r, index_t a, F&& f) const {
+    auto i = rev->start[r];
+    auto j = rev->start[a];
+    const auto ie = rev->start[r + 1];
+    const auto je = rev->start[a + 1];
+    while (i < ie || j < je) {
+      const index_t ur = i < ie ? rev->from[static_cast<std::size_t>(i)] : g->n;
+      const index_t ua = j < je ? rev->from[static_cast<std::size_t>(j)] : g->n;
+      const index_t u = std::min(ur, ua);
+      f(u);
+      if (ur == u) ++i;
+      if (ua == u) ++j;
+    }
+  }
+  void prepare(std::span<const index_t> /*removals*/, std::span<const index_t> /*additions*/) {}
+  [[nodiscard]] double delta(index_t r, index_t a) const {
+    double d = 0.0;
+    affected(r, a, [&](index_t u) { d += value(u, r, a) - best[static_cast<std::size_t>(u)]; });
+    return d / static_cast<double>(g->n);
+  }
+  void apply(index_t r, index_t a) {
+    in[static_cast<std::size_t>(r)] = 0;
+    in[static_cast<std::size_t>(a)] = 1;
+    affected(r, a, [&](index_t u) { best[static_cast<std::size_t>(u)] = value(u, -1, -1); });
+  }
+};
+
 }  // namespace detail::sparse_facility_impl
 
 /// @brief Facility location on a kNN graph of the block (see the file comment). Copies share the
-/// graph. Models `incremental_objective` and `relaxable_objective`. Not
+/// graph. Models `incremental_objective`, `relaxable_objective` and `swappable_objective`. Not
 /// `batched_diversity_objective`: the backend's per-subset path already scores G subsets in
 /// parallel on the run's threads (a `batch_view` carries no thread count), and one pass over the
 /// reference set per subset is the whole cost. Models `device_evaluable`: the graph goes to the
@@ -167,6 +300,9 @@ struct sparse_facility_location {
   static constexpr std::string_view name = "facility_knn";
 
   std::shared_ptr<const knn_graph> graph;
+  /// The relaxation's grouping of the graph's entries by item, built on first use.
+  std::shared_ptr<detail::sparse_facility_impl::relax_cache> cache =
+      std::make_shared<detail::sparse_facility_impl::relax_cache>();
 
   /// @brief Scores one subset against `s.reference`: per reference item, its first neighbour in
   /// the subset (rows are sorted, so that one is the best).
@@ -219,38 +355,42 @@ struct sparse_facility_location {
     return detail::sparse_facility_impl::state(checked(b.embeddings.rows), b.threads);
   }
 
-  /// @brief The relaxation (method.md section 6), the whole block as reference set: with each
-  /// item included independently with probability p_i and v's neighbours sorted,
+  /// @brief The relaxation (method.md section 6, the `relaxable_objective` capability), the
+  /// whole block as reference set: with each item included independently with probability p_i
+  /// and v's neighbours sorted,
   ///   E[max] = sum_r s_(r) p_(r) prod_{r' < r} (1 - p_(r')),
   /// exact (the best included neighbour is the first included in the sorted row; none scores 0).
   /// Gradient by one backward pass: T_(K+1) = 0, T_r = s_(r) p_(r) + (1 - p_(r)) T_(r+1), then
   /// dE[max] / dp_(r) = prod_{r' < r} (1 - p_(r')) (s_(r) - T_(r+1)), added over v. F is the mean
-  /// over v. O(n K); serial, so the sums are in a fixed order whatever `v.threads` says.
-  template <class T>
-  double relax(const relax_view<T>& v, std::span<double> grad) const {
+  /// over v. Through `exec`: one pass per reference item, then one gather per item over the
+  /// entries that list it (in row order, so no sum depends on the thread count): O(n K) work and
+  /// n K doubles of scratch.
+  template <class Exec, class T>
+  double relax(Exec& exec, const relax_view<T>& v, double* grad) const {
+    namespace si = detail::sparse_facility_impl;
     const knn_graph& g = checked(v.embeddings.rows);
-    std::fill(grad.begin(), grad.end(), 0.0);
+    const std::shared_ptr<const si::entries_by_item> by_item = cache->get(graph);
+    const index_t* ids = exec.resident(std::span<const index_t>(g.ids), graph);
+    const float* sims = exec.resident(std::span<const float>(g.sims), graph);
+    const index_t* start = exec.resident(std::span<const index_t>(by_item->start), by_item);
+    const index_t* entry = exec.resident(std::span<const index_t>(by_item->entry), by_item);
     const double inv_n = 1.0 / static_cast<double>(g.n);
-    std::vector<double> tail(static_cast<std::size_t>(g.k) + 1);
-    double total = 0.0;
-    for (index_t u = 0; u < g.n; ++u) {
-      const index_t* row = g.ids.data() + u * g.k;
-      const float* sim = g.sims.data() + u * g.k;
-      tail[static_cast<std::size_t>(g.k)] = 0.0;
-      for (index_t r = g.k - 1; r >= 0; --r) {
-        const double p = v.p[static_cast<std::size_t>(row[r])];
-        tail[r] = detail::sparse_facility_impl::clamped(sim[r]) * p + (1.0 - p) * tail[r + 1];
-      }
-      total += tail[0];
-      double none_before = 1.0;  // prod_{r' < r} (1 - p_(r'))
-      for (index_t r = 0; r < g.k && none_before != 0.0; ++r) {
-        const double p = v.p[static_cast<std::size_t>(row[r])];
-        grad[static_cast<std::size_t>(row[r])] +=
-            inv_n * none_before * (detail::sparse_facility_impl::clamped(sim[r]) - tail[r + 1]);
-        none_before *= 1.0 - p;
-      }
-    }
-    return total * inv_n;
+    auto scope = exec.scope();
+    double* contrib = scope.template scratch<double>(g.n * g.k);
+    double* value = scope.template scratch<double>(g.n);
+    const auto k = static_cast<double>(g.k);
+    scope.for_each(g.n, si::relax_row{ids, sims, g.k, v.p.data(), inv_n, contrib, value}, 8.0 * k);
+    scope.for_each(g.n, si::gather_gradient{start, entry, contrib, grad}, 2.0 * k);
+    return scope.reduce(g.n, ops::read{value}, ops::plus{}, 0.0) * inv_n;
+  }
+
+  /// @brief Exact swap gains on a selection (`swappable_objective`): a swap changes only the
+  /// reference items whose rows list the two items, about 2 K^2 work.
+  template <class T>
+  [[nodiscard]] detail::sparse_facility_impl::swaps swap_state(const subset_view<T>& block,
+                                                             std::span<const index_t> selection) const {
+    checked(block.embeddings.rows);
+    return detail::sparse_facility_impl::swaps(graph, selection);
   }
 
  private:
@@ -261,72 +401,5 @@ struct sparse_facility_location {
     return *graph;
   }
 };
-
-namespace detail::continuous {
-
-template <class D, class T>
-struct swap_term;  // continuous.hpp: the polish's exact swap gains of one term
-
-/// Sparse facility location's swap gains for the continuous learner's polish, the whole block as
-/// reference set: a swap (r leaves, a joins) changes only the reference items whose rows list r
-/// or a (with a positive similarity), so a gain costs O(K) per such item -- about 2 K^2 in all --
-/// instead of an evaluation over the block.
-template <class T>
-struct swap_term<sparse_facility_location, T> {
-  std::shared_ptr<const knn_graph> g;
-  std::shared_ptr<const sparse_facility_impl::reverse_graph> rev;
-  std::vector<unsigned char> in;  // membership of the selection
-  std::vector<double> best;       // each reference item's value on the selection
-
-  void init(const sparse_facility_location& o, const subset_view<T>& v, std::span<const index_t> sel) {
-    DATAMASK_EXPECTS(o.graph != nullptr && o.graph->n == v.embeddings.rows, "graph",
-                     "does not match the block of ", v.embeddings.rows, " items");
-    g = o.graph;
-    rev = std::make_shared<const sparse_facility_impl::reverse_graph>(*g);
-    in.assign(static_cast<std::size_t>(g->n), 0);
-    for (index_t i : sel) in[static_cast<std::size_t>(i)] = 1;
-    best.resize(static_cast<std::size_t>(g->n));
-    for (index_t u = 0; u < g->n; ++u) best[static_cast<std::size_t>(u)] = value(u, -1, -1);
-  }
-  /// Item u's value on the selection with r out and a in (-1: none).
-  [[nodiscard]] double value(index_t u, index_t r, index_t a) const {
-    for (index_t q = 0; q < g->k; ++q) {
-      const index_t j = g->neighbor(u, q);
-      if (j == a || (j != r && in[static_cast<std::size_t>(j)])) {
-        return sparse_facility_impl::clamped(g->similarity(u, q));
-      }
-    }
-    return 0.0;
-  }
-  /// Calls f(u) once for each reference item listing r or a, by u ascending.
-  template <class F>
-  void affected(index_t r, index_t a, F&& f) const {
-    auto i = rev->start[r];
-    auto j = rev->start[a];
-    const auto ie = rev->start[r + 1];
-    const auto je = rev->start[a + 1];
-    while (i < ie || j < je) {
-      const index_t ur = i < ie ? rev->from[static_cast<std::size_t>(i)] : g->n;
-      const index_t ua = j < je ? rev->from[static_cast<std::size_t>(j)] : g->n;
-      const index_t u = std::min(ur, ua);
-      f(u);
-      if (ur == u) ++i;
-      if (ua == u) ++j;
-    }
-  }
-  void prepare(std::span<const index_t> /*removals*/, std::span<const index_t> /*additions*/) {}
-  [[nodiscard]] double delta(index_t r, index_t a) const {
-    double d = 0.0;
-    affected(r, a, [&](index_t u) { d += value(u, r, a) - best[static_cast<std::size_t>(u)]; });
-    return d / static_cast<double>(g->n);
-  }
-  void apply(index_t r, index_t a) {
-    in[static_cast<std::size_t>(r)] = 0;
-    in[static_cast<std::size_t>(a)] = 1;
-    affected(r, a, [&](index_t u) { best[static_cast<std::size_t>(u)] = value(u, -1, -1); });
-  }
-};
-
-}  // namespace detail::continuous
 
 }  // namespace datamask
