@@ -184,3 +184,15 @@ def test_disf_bound_is_quality_only():
     obj = objectives(x, q, 4, 0.5)["disf"]
     assert c.disf_bound(obj) == pytest.approx(obj.w.cq * np.sort(q)[-4:].mean(), rel=1e-12)
     assert all(c.disf_term(x, u) <= 0 for u in c.random_subsets(12, 4, 50))
+
+
+def test_pairwise_polish_never_worsens_and_ends_at_a_swap_optimum():
+    x, q = tiny(12, n=14, d=4)
+    obj = objectives(x, q, 5, 0.5)["pairwise"]
+    start = c.greedy(obj)
+    polished = c.polish_pairwise(obj, start)
+    assert polished.size == 5 and obj.value(polished) >= obj.value(start)
+    for i in polished:
+        for j in set(range(14)) - set(polished):
+            swapped = np.array(sorted(set(polished) - {i} | {j}))
+            assert obj.value(swapped) <= obj.value(polished) + 1e-12
