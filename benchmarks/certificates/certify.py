@@ -422,6 +422,37 @@ def pairwise_frank_wolfe(obj: PairwiseQuality, p0: np.ndarray, iterations: int) 
     return Run(bound, best_p, history, lower)
 
 
+def pairwise_accelerated(obj: PairwiseQuality, p0: np.ndarray, iterations: int) -> Run:
+    """Accelerated projected gradient (FISTA) on g over P with step 2 / Lip, Lip = 2 b ||X||_2^2,
+    the bound read at every iterate: two passes for the step at the extrapolated point, two for
+    the bound at the iterate. Measured against Frank-Wolfe; not the recommendation."""
+    xu = obj.xu
+    size = obj.size
+    a, b = pairwise_coefficients(obj)
+    lip = 2.0 * b * float(np.linalg.norm(xu, 2)) ** 2
+    step = 2.0 / lip if lip > 0 else 1.0
+    p = np.asarray(p0, dtype=np.float64).copy()
+    y, momentum = p.copy(), 1.0
+    best, best_p, lower = np.inf, p.copy(), -np.inf
+    history: list[Step] = []
+    start = time.perf_counter()
+    for t in range(iterations):
+        s = xu.T @ p
+        grad = a - 2.0 * b * (xu @ s)
+        g = float(a @ p) - b * (float(s @ s) - size)
+        lower = max(lower, g)
+        bound = g + top_sum(grad, size) - float(grad @ p)
+        if bound < best:
+            best, best_p = bound, p.copy()
+        history.append(Step(t + 1, 4.0 * t + 2.0, time.perf_counter() - start, best))
+        grad_y = a - 2.0 * b * (xu @ (xu.T @ y))
+        nxt = project_capped_simplex(y + step * grad_y, size)
+        following = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * momentum * momentum))
+        y = nxt + (momentum - 1.0) / following * (nxt - p)
+        p, momentum = nxt, following
+    return Run(check_pairwise(obj.xu, obj.q, size, obj.w, best_p), best_p, history, lower)
+
+
 def polish_pairwise(obj: PairwiseQuality, selection, rounds: int = 1000) -> np.ndarray:
     """Best-improvement 1-swaps from a selection until none improves f (or `rounds`): a better
     set where greedy is not optimal, so that a study can tell greedy's distance from the optimum

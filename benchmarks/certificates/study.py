@@ -12,7 +12,7 @@ facility-knn, facility-dense, disf. `run` prints its rows and stores them in res
 this file (one entry per block and objective, replaced on a re-run); `table` prints every stored
 row as the markdown table of STUDY.md. S = round(n / 10), lambda 0.5, scales calibrated on 256
 uniformly random S-subsets of the block, whose mean f is the "random" of the certified share
-(f(U) - random) / (bound - random). BLAS runs on one thread (set before numpy loads).
+(f(U) - random) / (bound - random); --lam sets another lambda. BLAS runs on one thread (set before numpy loads).
 """
 import os
 
@@ -45,8 +45,8 @@ def load(block):
     return blocks.real(block)
 
 
-def make(objective, x, q, size):
-    w = c.Weights(LAMBDA)
+def make(objective, x, q, size, lam):
+    w = c.Weights(lam)
     if objective == "pairwise":
         return c.PairwiseQuality(x, q, size, w)
     if objective == "disf":
@@ -62,12 +62,13 @@ def at_budget(history, evals):
     return rows[-1]
 
 
-def run(block, objective, with_lp):
+def run(block, objective, with_lp, lam=LAMBDA):
     x, q = load(block)
     n = x.shape[0]
     size = max(2, round(n / 10))
-    obj = make(objective, x, q, size)
-    w, random_f = c.calibrate(obj, LAMBDA, c.random_subsets(n, size, 256, seed=1))
+    obj = make(objective, x, q, size, lam)
+    w, random_f = c.calibrate(obj, lam, c.random_subsets(n, size, 256, seed=1))
+    label = block if lam == LAMBDA else f"{block}, lambda {lam:g}"
     obj = obj.with_weights(w)
     start = time.perf_counter()
     selection = c.greedy(obj)
@@ -80,14 +81,14 @@ def run(block, objective, with_lp):
         return gain / (bound - random_f)
 
     def add(method, evals, passes, seconds, bound, reference=None, note=""):
-        row = dict(block=block, n=n, d=x.shape[1], S=size, objective=objective, method=method,
+        row = dict(block=label, n=n, d=x.shape[1], S=size, objective=objective, method=method,
                    evals=evals, passes=round(passes, 2), seconds=round(seconds, 4), bound=bound,
                    share=share(bound), f=f, random=random_f, note=note)
         if reference is not None:
             row["gap_to_reference"] = (bound - reference) / (reference - random_f)
         rows.append(row)
 
-    head = dict(block=block, objective=objective, n=n, d=x.shape[1], S=size, f=f, random=random_f,
+    head = dict(block=label, objective=objective, n=n, d=x.shape[1], S=size, f=f, random=random_f,
                 greedy_seconds=round(greedy_s, 3))
     if objective == "pairwise":
         p0 = np.zeros(n)
@@ -101,6 +102,11 @@ def run(block, objective, with_lp):
         for evals in BUDGETS:
             h = at_budget(long.history, evals)
             add("frank-wolfe", h.evals, h.passes, h.seconds, h.bound, note="from greedy's set")
+        fista = c.pairwise_accelerated(obj, p0, 300)
+        for evals in (10, 30, 100, 300):
+            h = at_budget(fista.history, evals)
+            add("accelerated projected gradient", h.evals, h.passes, h.seconds, h.bound,
+                note="from greedy's set")
         uniform = c.pairwise_frank_wolfe(obj, np.full(n, size / n), 300)
         for evals in (10, 30, 100, 300):
             h = at_budget(uniform.history, evals)
@@ -113,7 +119,7 @@ def run(block, objective, with_lp):
         for evals in (1, 10, 30):
             h = at_budget(fw.history, evals)
             bound = h.bound
-            rows.append(dict(block=block, n=n, d=x.shape[1], S=size, objective=objective,
+            rows.append(dict(block=label, n=n, d=x.shape[1], S=size, objective=objective,
                              method="frank-wolfe", evals=h.evals, passes=round(h.passes, 2),
                              seconds=round(h.seconds, 4), bound=bound,
                              share=(obj.value(u_cont) - random_f) / (bound - random_f),
@@ -195,7 +201,8 @@ def table():
         if "relaxation" in h:
             notes.append(f"max g in [{h['relaxation'][0]:.6f}, {h['relaxation'][1]:.6f}]")
         if "polished" in h:
-            notes.append(f"greedy + 1-swaps f = {h['polished']['f']:.6f}")
+            share = (h["polished"]["f"] - h["random"]) / (h["relaxation"][1] - h["random"])
+            notes.append(f"greedy + 1-swaps f = {h['polished']['f']:.6f} (share {100 * share:.4f}%)")
         if "continuous" in h:
             notes.append(f"continuous learner f = {h['continuous']['f']:.6f} ({h['continuous']['seconds']} s)")
         if "lp" in h:
@@ -219,12 +226,13 @@ def main():
     r.add_argument("block")
     r.add_argument("objective", choices=("pairwise", "facility-knn", "facility-dense", "disf"))
     r.add_argument("--lp", action="store_true", help="solve the LP with HiGHS (facility location)")
+    r.add_argument("--lam", type=float, default=LAMBDA, help="lambda (default 0.5)")
     sub.add_parser("table")
     args = parser.parse_args()
     if args.command == "table":
         table()
         return
-    head, rows = run(args.block, args.objective, args.lp)
+    head, rows = run(args.block, args.objective, args.lp, args.lam)
     store(head, rows)
     print(HEADER)
     for row in rows:

@@ -196,3 +196,11 @@ def test_pairwise_polish_never_worsens_and_ends_at_a_swap_optimum():
         for j in set(range(14)) - set(polished):
             swapped = np.array(sorted(set(polished) - {i} | {j}))
             assert obj.value(swapped) <= obj.value(polished) + 1e-12
+
+
+def test_accelerated_projected_gradient_bound_holds_and_rechecks():
+    x, q = tiny(13)
+    obj = objectives(x, q, 4, 0.4)["pairwise"]
+    run = c.pairwise_accelerated(obj, np.full(12, 4 / 12), 30)
+    assert run.bound >= c.exhaustive_optimum(obj) - 1e-12
+    assert c.check_pairwise(x, q, 4, obj.w, run.certificate) == pytest.approx(run.bound, rel=1e-12)
