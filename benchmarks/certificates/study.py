@@ -184,14 +184,36 @@ def fmt_row(r):
 
 HEADER = ("| block | objective | method | evals | passes | seconds | certified share | "
           "bound - LP (% of gain) |\n|---|---|---|---|---|---|---|---|")
+SHOWN = (1, 10, 30, 50, 100, 300)
 
 
 def table():
+    """One line per block, objective and method: the certified share after each budget of
+    evaluations, the distance from the LP after 30, 50, 100 and 300, passes per evaluation and the
+    seconds of the longest run."""
     data = json.load(open(RESULTS))
-    print(HEADER)
+    print("| block | objective | method | passes / eval | " + " | ".join(f"share @{e}" for e in SHOWN)
+          + " | bound - LP @30 / @50 / @100 / @300 | s @max |")
+    print("|" + "---|" * (len(SHOWN) + 6))
     for entry in data["runs"]:
+        groups = {}
         for r in entry["rows"]:
-            print(fmt_row(r))
+            key = r["method"] + (f" ({r['note']})" if r["note"] else "")
+            groups.setdefault(key, []).append(r)
+        for key, rows in groups.items():
+            by_evals = {r["evals"]: r for r in rows}
+            last = rows[-1]
+            if last["evals"] == 0:  # LP, or DiSF's closed form: no iterations
+                cells = [f"{100 * last['share']:.4f}%"] + [""] * (len(SHOWN) - 1)
+                per = "-"
+            else:
+                cells = [f"{100 * by_evals[e]['share']:.4f}%" if e in by_evals else "" for e in SHOWN]
+                per = f"{(last['passes'] - rows[0]['passes']) / max(last['evals'] - rows[0]['evals'], 1):.2f}"
+            gaps = [by_evals[e].get("gap_to_reference") if e in by_evals else None for e in (30, 50, 100, 300)]
+            gap = " / ".join("" if g is None else f"{100 * g:.2f}%" for g in gaps) if any(
+                g is not None for g in gaps) else ""
+            print(f"| {last['block']} | {last['objective']} | {key} | {per} | " + " | ".join(cells)
+                  + f" | {gap} | {last['seconds']:.2f} |")
     print()
     print("| block | objective | n | d | S | f(greedy) | mean f random | greedy s | notes |")
     print("|---|---|---|---|---|---|---|---|---|")
