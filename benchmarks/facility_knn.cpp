@@ -48,7 +48,7 @@
 #include <datamask/wait_policy.hpp>
 #include <datamask/greedy/greedy.hpp>
 #include <datamask/knn/clustered.hpp>
-#include <datamask/knn/graph.hpp>
+#include <datamask/knn/build.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "bench_common.hpp"

@@ -22,7 +22,8 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/knn/clustered.hpp>
-#include <datamask/knn/graph.hpp>
+#include <datamask/io/knn_graph.hpp>
+#include <datamask/knn/build.hpp>
 
 #include "helpers.hpp"
 

@@ -13,7 +13,7 @@
 
 #include <datamask/datamask.hpp>
 #include <datamask/greedy/greedy.hpp>
-#include <datamask/knn/graph.hpp>
+#include <datamask/knn/build.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "helpers.hpp"

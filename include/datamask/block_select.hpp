@@ -28,10 +28,17 @@
 #include <utility>
 #include <vector>
 
-#include <datamask/datamask.hpp>
-#include <datamask/knn/graph.hpp>
-#include <datamask/objectives/sparse_facility.hpp>
-#include <datamask/pipeline.hpp>
+#include "datamask/backend/eigen.hpp"
+#include "datamask/continuous/learner.hpp"
+#include "datamask/knn/build.hpp"
+#include "datamask/learner.hpp"
+#include "datamask/objectives/disf.hpp"
+#include "datamask/objectives/facility.hpp"
+#include "datamask/objectives/mix.hpp"
+#include "datamask/objectives/pairwise.hpp"
+#include "datamask/objectives/sparse_facility.hpp"
+#include "datamask/pipeline.hpp"
+#include "datamask/settings.hpp"
 
 namespace datamask {
 

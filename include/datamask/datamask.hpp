@@ -28,6 +28,13 @@
 #include "datamask/select.hpp"
 #include "datamask/greedy/greedy.hpp"
 #include "datamask/continuous.hpp"
+#include "datamask/executor/host.hpp"
+#include "datamask/input_checks.hpp"
+#include "datamask/kernels.hpp"
+#include "datamask/knn/build.hpp"
+#include "datamask/objectives/sparse_facility.hpp"
+#include "datamask/pipeline.hpp"
+#include "datamask/plan.hpp"
 
 namespace datamask {
 static_assert(diversity_objective<pairwise_similarity, float>);

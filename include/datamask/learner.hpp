@@ -30,7 +30,6 @@
 #include "datamask/rng/philox.hpp"
 #include "datamask/sampler/gumbel_top_k.hpp"
 #include "datamask/schedule/lr.hpp"
-#include "datamask/settings.hpp"
 
 namespace datamask {
 

@@ -21,7 +21,9 @@
 
 #include "datamask/enum_names.hpp"
 #include "datamask/error.hpp"
+#include "datamask/detail/parallel.hpp"
 #include "datamask/greedy/options.hpp"
+#include "datamask/setting_entries.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask {
@@ -223,6 +225,121 @@ class snapshot_callback {
  private:
   std::function<signature> fn_;
 };
+
+namespace detail {
+inline bool uses_ratio(const settings& s) { return s.count == 0; }
+}  // namespace detail
+
+/// @brief Visits the table entries of `settings`, in the order of the struct.
+/// Ranges of the fields the learner reads through the settings of a run; `scales` is checked
+/// term by term where the terms are known (`detail::apply_fixed_scales`).
+template <class F>
+void visit_run_settings(F&& f) {
+  using S = settings;
+  using detail::inf;
+  using detail::index_max;
+  f(number_setting<S, double>{"ratio", "ratio", "fraction of items to select (rho)", &S::ratio,
+                              0.0, 1.0, true, false, {}, &detail::uses_ratio});
+  f(number_setting<S, index_t>{"count", "count",
+                               "select exactly this many items instead (0: use the ratio)",
+                               &S::count, 0, index_max});
+  f(number_setting<S, double>{"lambda", "lambda",
+                              "weight of quality against diversity (1: top by quality, 0: "
+                              "diversity only)",
+                              &S::lambda, 0.0, 1.0});
+  f(number_setting<S, index_t>{"rollouts", "rollouts", "masks sampled per step (G)",
+                               &S::rollouts, 2, (index_t{1} << 31) - 1, false, false, "G"});
+  f(number_setting<S, index_t>{"steps", "steps",
+                               "policy-gradient steps per block (E); 0: calibrate and read out "
+                               "the initial logits",
+                               &S::steps, 0, (index_t{1} << 32) - 2, false, false, "E"});
+  f(number_setting<S, double>{"active-fraction", "active_fraction",
+                              "share of a block that is active at each step (beta)",
+                              &S::active_fraction, 0.0, 1.0, true, false});
+  f(number_setting<S, index_t>{"min-active", "min_active",
+                               "floor of the active batch size m (clipped to the kept items)",
+                               &S::min_active, 1, index_max});
+  f(number_setting<S, index_t>{"reference-size", "reference_size",
+                               "facility location's reference set while learning: 0 the step's active "
+                               "batch (the paper's), else this many kept items drawn anew each step",
+                               &S::reference_size, 0, index_max});
+  f(choice_setting<S, init_mode>{"init", "init", "initial logits", &S::init});
+  f(number_setting<S, double>{"prune", "prune",
+                              "drop items below this quantile of quality (0: keep all)",
+                              &S::prune, 0.0, 1.0, false, true});
+  f(number_setting<S, double, std::optional<double>>{
+      "prune-threshold", "prune_threshold",
+      "a quality threshold computed elsewhere (global over blocks); overrides prune",
+      &S::prune_threshold, -inf, inf});
+  f(choice_setting<S, advantage_mode>{"advantage", "advantage", "how rewards become advantages",
+                                      &S::advantage});
+  f(choice_setting<S, credit_mode>{"credit", "credit",
+                                   "who gets a rollout's credit: every item its advantage (rollout, the "
+                                   "paper's), each item its own marginal gain (item), or auto: item when "
+                                   "every diversity term is pairwise or dense facility location (their "
+                                   "marginals cost one evaluation) and logprob is relaxed, else rollout",
+                                   &S::credit});
+  f(choice_setting<S, term_scaling>{"scaling", "scaling",
+                                    "how the terms of f are put on one scale", &S::scaling});
+  f(number_setting<S, double, std::vector<double>>{
+      "scales", "scales",
+      "divisor per term of f (quality when lambda > 0, then each diversity objective with a "
+      "positive weight when lambda < 1); needs scaling fixed",
+      &S::scales, 0.0, inf, true, true, {}, [](const S&) { return false; }});
+  f(number_setting<S, index_t>{"calibration-subsets", "calibration_subsets",
+                               "uniform subsets whose std calibrates each term's scale",
+                               &S::calibration_subsets, 2, (index_t{1} << 31) - 1});
+  f(choice_setting<S, quality_aggregate>{"quality-aggregate", "quality",
+                                         "the quality term: mean or sum over the subset",
+                                         &S::quality});
+  f(choice_setting<S, readout_mode>{"readout", "readout",
+                                    "how the selection is read from the final logits",
+                                    &S::readout});
+  f(number_setting<S, std::uint64_t>{"seed", "seed", "random seed; same seed, same selection",
+                                     &S::seed, 0, std::numeric_limits<std::uint64_t>::max()});
+  f(number_setting<S, std::uint64_t>{"block", "block", "block number, part of the random key",
+                                     &S::block, 0, std::numeric_limits<std::uint64_t>::max()});
+  f(number_setting<S, int>{"threads", "threads",
+                           "CPU threads (0: all available; more are capped to the CPUs this process may run on); "
+                           "does not change the selection",
+                           &S::threads, 0, std::numeric_limits<int>::max()});
+  f(flag_setting<S>{"normalized", "normalized", "the embeddings are already unit-normalised",
+                    &S::normalized});
+  f(flag_setting<S>{"evaluate-selection", "evaluate_selection",
+                    "evaluate each term on the selection (whole block as reference)",
+                    &S::evaluate_selection});
+  f(flag_setting<S>{"keep-best-rollout", "keep_best_rollout",
+                    "return the best complete rollout when it beats the read-out",
+                    &S::keep_best_rollout});
+  f(number_setting<S, index_t>{"snapshot-every", "snapshot_every",
+                               "steps between snapshots (0: never)", &S::snapshot_every, 0,
+                               index_max});
+  f(number_setting<S, double>{"epsilon", "epsilon",
+                              "stochastic greedy: ceil((n / S) ln(1 / epsilon)) candidates per round",
+                              &S::epsilon, 0.0, 1.0, true, true});
+}
+
+/// @brief Checks every setting of a run against its range, then the rules between settings.
+/// @throws invalid_input naming the setting (its C++ member name).
+inline void validate(const settings& s) {
+  visit_run_settings([&](const auto& entry) { entry.check(s); });
+  DATAMASK_EXPECTS(s.scaling == term_scaling::fixed || s.scales.empty(), "scales",
+                   "were given, but scaling is not term_scaling::fixed");
+}
+
+/// @brief Sets `s.threads` to the threads the run uses (`detail::resolve_threads`): 0 (all)
+/// becomes the CPUs this process may run on, and a larger request is capped to them. Why: more
+/// threads than CPUs only wait on each other (1000 threads on 2 CPUs ran 30 times slower), and
+/// the selection does not depend on the count.
+/// @return what a front end warns of when a request was capped ("1000 is more than ..."),
+/// empty otherwise
+[[nodiscard]] inline std::string use_threads(settings& s) {
+  const int used = detail::resolve_threads(s.threads);
+  const int asked = s.threads;
+  s.threads = used;
+  if (asked <= used) return {};
+  return detail::concat(asked, " is more than this process can run at once (the CPUs it may run on); using ", used);
+}
 
 /// @brief What a run calls back: progress, early stop, snapshots. None changes the selection.
 struct hooks {

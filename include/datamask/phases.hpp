@@ -40,7 +40,6 @@
 #include "datamask/objective_function.hpp"
 #include "datamask/options.hpp"
 #include "datamask/rng/philox.hpp"
-#include "datamask/settings.hpp"
 
 namespace datamask::phases {
 

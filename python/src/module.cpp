@@ -31,7 +31,8 @@
 
 #include <datamask/block_select.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/io/corpus_checks.hpp>
+#include <datamask/input_checks.hpp>
+#include <datamask/io/shard_rows.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
@@ -138,7 +139,7 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
     const shard s{a.data(), f16, rows};
     {
       nb::gil_scoped_release nogil;
-      datamask::io::check_finite_values(
+      datamask::check_finite_values(
           name, {static_cast<const unsigned char*>(s.data), a.nbytes()}, f16, cols, threads);
     }
     k.shard_start.push_back(k.n);
@@ -149,18 +150,18 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
   for (std::size_t c = 0; c < quality.size(); ++c) {
     const std::string name = quality.size() == 1 ? std::string("quality") : "quality[" + std::to_string(c) + "]";
     const column_array& q = quality[c];
-    datamask::io::check_row_count(name, q.shape(0), k.n, "the embeddings");
+    datamask::check_row_count(name, q.shape(0), k.n, "the embeddings");
     k.quality.emplace_back(q.data(), q.data() + q.shape(0));
-    datamask::io::check_finite_scores(name, k.quality.back());
+    datamask::check_finite_scores(name, k.quality.back());
   }
   DATAMASK_EXPECTS(quality_weights.empty() || quality_weights.size() == quality.size(), "quality_weights",
                    quality_weights.size(), " weights for ", quality.size(), " score columns");
   for (double w : quality_weights) DATAMASK_EXPECTS(w >= 0.0, "quality_weights", "weights must be >= 0, found ", w);
   k.weights = quality_weights.empty() ? std::vector<double>(quality.size(), 1.0) : quality_weights;
   if (ids) {
-    datamask::io::check_row_count(ids_name, ids->shape(0), k.n, "the embeddings");
+    datamask::check_row_count(ids_name, ids->shape(0), k.n, "the embeddings");
     k.ids = id_bits(*ids, ids_name, k.ids_unsigned);
-    datamask::io::check_unique_ids(ids_name, k.ids, k.ids_unsigned);
+    datamask::check_unique_ids(ids_name, k.ids, k.ids_unsigned);
   }
   return k;
 }
@@ -638,7 +639,7 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     std::unordered_map<index_t, std::size_t> position_of;  // of each row in `ids`
     for (std::size_t i = 0; i < wanted.size(); ++i) {
       const auto it = row_of.find(wanted[i]);
-      const auto id = [&] { return datamask::io::id_text(wanted[i], subset_unsigned); };  // only for a message
+      const auto id = [&] { return datamask::id_text(wanted[i], subset_unsigned); };  // only for a message
       DATAMASK_EXPECTS(it != row_of.end(), "ids", "id ", id(), " (position ", i, ") is not in the corpus");
       const auto [first, fresh] = position_of.emplace(it->second, i);
       DATAMASK_EXPECTS(fresh, "ids", "id ", id(), " is given twice (positions ", first->second, " and ", i, ")");

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <datamask/continuous.hpp>
-#include <datamask/knn/graph.hpp>
+#include <datamask/knn/build.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "thrust_support.hpp"

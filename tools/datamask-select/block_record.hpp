@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <datamask/io/corpus_checks.hpp>
+#include <datamask/input_checks.hpp>
 #include <datamask/io/report.hpp>
 #include <datamask/pipeline.hpp>
 
@@ -94,7 +94,7 @@ inline void check_block_ids(const block_result& r, std::vector<datamask::id_t> b
   std::vector<char> taken(block_ids.size(), 0);
   for (const datamask::id_t id : r.ids) {
     const auto at = std::lower_bound(block_ids.begin(), block_ids.end(), id);
-    const std::string text = datamask::io::id_text(id, ids_unsigned);
+    const std::string text = datamask::id_text(id, ids_unsigned);
     if (at == block_ids.end() || *at != id) {
       throw usage_error("id " + text + " is not an item of block " + std::to_string(r.block) +
                         " of these inputs; the record is not this run's");

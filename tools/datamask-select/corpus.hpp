@@ -19,7 +19,8 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/io/corpus_checks.hpp>
+#include <datamask/input_checks.hpp>
+#include <datamask/io/shard_rows.hpp>
 #include <datamask/io/csv.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
@@ -151,7 +152,7 @@ inline void check_rows_in_chunks(const datamask::io::npy_file& f, std::size_t fi
   const std::size_t lo = row_at(first);
   const std::size_t hi = row_at(last);
   if (lo >= hi) return;
-  datamask::io::check_finite_values(f.path(), data.subspan(lo * row_bytes, (hi - lo) * row_bytes),
+  datamask::check_finite_values(f.path(), data.subspan(lo * row_bytes, (hi - lo) * row_bytes),
                                     f.dtype() == datamask::io::npy_dtype::float16, f.cols(), threads,
                                     static_cast<index_t>(lo));
 }
@@ -250,8 +251,8 @@ inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int thr
 /// Checks that the score columns from `first_col` on have one finite score per row.
 inline void check_columns_from(const corpus& k, std::size_t first_col, const std::string& rows_of) {
   for (std::size_t col = first_col; col < k.quality.size(); ++col) {
-    datamask::io::check_row_count(k.quality_names[col], k.quality[col].size(), k.n, rows_of);
-    datamask::io::check_finite_scores(k.quality_names[col], k.quality[col]);
+    datamask::check_row_count(k.quality_names[col], k.quality[col].size(), k.n, rows_of);
+    datamask::check_finite_scores(k.quality_names[col], k.quality[col]);
   }
 }
 
@@ -261,10 +262,10 @@ inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::stri
   datamask::io::npy_file f(path);
   if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
   const auto v = f.read_int64();  // uint64 ids: their bits
-  datamask::io::check_row_count(path, v.size(), k.n, rows_of);
+  datamask::check_row_count(path, v.size(), k.n, rows_of);
   k.ids.assign(v.begin(), v.end());
   k.ids_unsigned = f.dtype() == datamask::io::npy_dtype::uint64;
-  datamask::io::check_unique_ids(path, std::span<const id_t>(k.ids), k.ids_unsigned);
+  datamask::check_unique_ids(path, std::span<const id_t>(k.ids), k.ids_unsigned);
   k.ids_source = path;
   return hash_bytes(f.file_bytes(), threads);
 }

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include <datamask/knn/graph.hpp>
+#include <datamask/io/knn_graph.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "args.hpp"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/io/corpus_checks.hpp>
+#include <datamask/input_checks.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/io/report.hpp>
@@ -40,7 +40,7 @@ inline std::string ids_file_bytes(const std::string& path, const std::vector<dat
   }
   std::string out;
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0) out = "id\n";
-  for (auto id : ids) out += datamask::io::id_text(id, ids_unsigned) + "\n";
+  for (auto id : ids) out += datamask::id_text(id, ids_unsigned) + "\n";
   return out;
 }
 

@@ -29,7 +29,7 @@
 #include "datamask/executor/host.hpp"
 #include "datamask/executor/ops.hpp"
 #include "datamask/schedule/lr.hpp"
-#include "datamask/settings.hpp"
+#include "datamask/continuous/settings.hpp"
 
 namespace datamask {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "datamask/error.hpp"
-#include "datamask/settings.hpp"
+#include "datamask/continuous/settings.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask {

@@ -31,7 +31,7 @@
 #include "datamask/objectives/mix.hpp"
 #include "datamask/options.hpp"
 #include "datamask/phases.hpp"
-#include "datamask/settings.hpp"
+#include "datamask/continuous/settings.hpp"
 
 namespace datamask {
 

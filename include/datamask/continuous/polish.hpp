@@ -23,7 +23,7 @@
 #include "datamask/detail/parallel.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/objectives/mix.hpp"
-#include "datamask/settings.hpp"
+#include "datamask/continuous/settings.hpp"
 
 namespace datamask {
 

@@ -13,7 +13,7 @@
 
 #include "datamask/detail/parallel.hpp"
 #include "datamask/error.hpp"
-#include "datamask/io/corpus_checks.hpp"
+#include "datamask/input_checks.hpp"
 #include "datamask/options.hpp"
 
 namespace datamask::detail {
@@ -92,7 +92,7 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
                      col.scores.size(), " scores, expected ", n, " (one per embedding row)");
     DATAMASK_EXPECTS(std::isfinite(col.weight) && col.weight >= 0.0, name,
                      "weight must be finite and >= 0, found ", col.weight);
-    io::check_finite_scores(name, col.scores);
+    check_finite_scores(name, col.scores);
   }
   if (!p.quality.empty()) {
     out.quality.assign(static_cast<std::size_t>(n), 0.0);
@@ -108,7 +108,7 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
     DATAMASK_EXPECTS(static_cast<index_t>(p.ids.size()) == n, "ids", "has ", p.ids.size(),
                      " ids, expected ", n, " (one per embedding row)");
     out.ids.assign(p.ids.begin(), p.ids.end());
-    io::check_unique_ids("ids", std::span<const id_t>(out.ids));
+    check_unique_ids("ids", std::span<const id_t>(out.ids));
   }
   return out;
 }

@@ -51,7 +51,7 @@
 #include <utility>
 #include <vector>
 
-#include "datamask/knn/graph.hpp"
+#include "datamask/knn/exact.hpp"
 #include "datamask/rng/philox.hpp"
 
 namespace datamask {
@@ -300,7 +300,7 @@ template <class T>
   all = {};
   const std::vector<std::vector<index_t>> lists = dk::probe_lists(cs, groups, probes, s.neighbors, s);
   knn_graph g = dk::empty_graph(n, s.neighbors);
-  const bool unit = dk::unit_rows(s.kernel);
+  const bool unit = unit_rows(s.kernel);
   // Each pair of clusters where either probes the other, once: its products serve both sides
   // (below). partners[a]: the clusters b > a paired with a.
   std::vector<std::vector<index_t>> partners(static_cast<std::size_t>(count));
@@ -397,7 +397,7 @@ template <class T>
   std::vector<index_t> sample = dk::sample_rows(n, rows, seed, dk::stream_recall);
   std::sort(sample.begin(), sample.end());
   const auto row = [&](index_t a) { return sample[static_cast<std::size_t>(a)]; };
-  const bool unit = dk::unit_rows(s.kernel);
+  const bool unit = unit_rows(s.kernel);
   const auto lhs = dk::gather(x, inv_norms, unit, rows, row);
   // Column tiles in a fixed number of groups, each with its own lists, merged at the end: the
   // same lists on any thread count.

@@ -22,54 +22,13 @@
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/enum_names.hpp"
+#include "datamask/kernels.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
 
-/// @brief The similarity kernel of facility location.
-enum class similarity_kernel {
-  cosine,   ///< cos(a, b)
-  cosine2,  ///< cos(a, b)^2
-  dot,      ///< a . b
-  rbf       ///< exp(-gamma * ||a - b||^2)
-};
-
-/// The kernels' spellings, next to the enum (read by `parse_enum`, the settings table and the
-/// program's --kernel flag): one list, no second string map.
-template <>
-struct enum_traits<similarity_kernel> {
-  static constexpr std::array<enum_choice<similarity_kernel>, 4> choices{
-      {{"cosine", similarity_kernel::cosine},
-       {"cosine2", similarity_kernel::cosine2},
-       {"dot", similarity_kernel::dot},
-       {"rbf", similarity_kernel::rbf}}};
-};
-
-/// @brief Parses "cosine", "cosine2", "dot" or "rbf" (`parse_enum` over `enum_traits`).
-/// @throws invalid_input naming `input` for any other text.
-inline similarity_kernel parse_kernel(std::string_view text, const char* input = "kernel") {
-  return parse_enum<similarity_kernel>(text, input);
-}
-
 namespace detail::facility_impl {
-
-/// sim(v, c) from their dot product (unit rows for the cosine kernels).
-DATAMASK_HOST_DEVICE inline double similarity(similarity_kernel kernel, double gamma, double dot, double sq_v,
-                                              double sq_c) {
-  switch (kernel) {
-    case similarity_kernel::cosine:
-    case similarity_kernel::dot:
-      return dot;
-    case similarity_kernel::cosine2:
-      return dot * dot;
-    case similarity_kernel::rbf: {
-      const double e = sq_v + sq_c - 2.0 * dot;
-      return ::exp(-gamma * (e > 0.0 ? e : 0.0));
-    }
-  }
-  return 0.0;
-}
 
 /// Columns per call of `fixed_dots`, and reference rows per register block.
 inline constexpr index_t dot_width = 32;
@@ -170,7 +129,7 @@ struct state {
   state& operator=(state&&) = delete;
 
   [[nodiscard]] double sim(double dot, index_t v, index_t c) const {
-    return similarity(kernel, gamma, dot, sq[v], sq[c]);
+    return kernel_similarity(kernel, gamma, dot, sq[v], sq[c]);
   }
 
   [[nodiscard]] auto block(index_t r0, index_t rows) const {

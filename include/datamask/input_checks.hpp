@@ -3,8 +3,8 @@
 
 /// @file
 /// @brief The checks of a corpus's inputs (finite embeddings, finite scores, one score per row,
-/// unique ids) and the gather of its rows from shards: one home for datamask-select and the
-/// Python module, with the same messages.
+/// unique ids): one home for the library, datamask-select and the Python module, with the same
+/// messages.
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +19,7 @@
 #include <datamask/detail/parallel.hpp>
 #include <datamask/types.hpp>
 
-namespace datamask::io {
+namespace datamask {
 
 /// @brief Throws invalid_input naming `name` at the first value of a row-major float32 (or,
 /// with `half`, float16) array of `cols` columns that is NaN or infinite; reads the raw bits
@@ -104,21 +104,4 @@ inline void check_unique_ids(const std::string& name, std::span<const id_t> ids,
   }
 }
 
-/// @brief Copies the given rows of a sharded corpus (in order) as float32 into `out` (rows.size()
-/// x d), in parallel; `read_row(shard, local_row, out)` reads one row of one shard.
-/// @param shard_start the first row of each shard, then n
-template <class ReadRow>
-void gather_shard_rows(std::span<const index_t> rows, index_t d, std::span<const index_t> shard_start, float* out,
-                       int threads, ReadRow&& read_row) {
-  const auto count = static_cast<index_t>(rows.size());
-  ::datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {
-    for (index_t i = c * 256; i < std::min(count, (c + 1) * 256); ++i) {
-      const index_t r = rows[static_cast<std::size_t>(i)];
-      const auto s = static_cast<std::size_t>(std::upper_bound(shard_start.begin(), shard_start.end(), r) -
-                                              shard_start.begin() - 1);
-      read_row(s, r - shard_start[s], out + i * d);
-    }
-  });
-}
-
-}  // namespace datamask::io
+}  // namespace datamask

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The library's include tiers: every header of include/datamask includes only headers of its own
+tier or a lower one, as the README's "How it is built" map states them, and the learners' headers
+pull in no file reader and no kNN graph builder.
+
+    tiers_test.py REPOSITORY_ROOT
+
+The tiers are read from the README (the lines `tier N NAME: PATTERNS` between the markers
+`<!-- tiers -->` and `<!-- /tiers -->`), so the map a reader sees is the one checked. A pattern is a
+header path relative to include/datamask ("options.hpp") or a folder ("objectives/"); the longest
+pattern that matches a header gives its tier.
+"""
+import os
+import re
+import sys
+
+# The learners' headers, and what none of them may pull in (directly or through others).
+LEARNERS = ["learner.hpp", "continuous/learner.hpp", "continuous.hpp"]
+FORBIDDEN = re.compile(r"^(io/|knn/(exact|clustered|build)\.hpp$|settings\.hpp$|block_select\.hpp$|pipeline\.hpp$)")
+# How many of the library's headers `#include <datamask/learner.hpp>` may bring.
+LEARNER_HEADERS_MAX = 24
+
+
+def read_tiers(readme):
+    text = open(readme, encoding="utf-8").read()
+    m = re.search(r"<!-- tiers -->(.*?)<!-- /tiers -->", text, re.S)
+    if not m:
+        raise SystemExit("README.md has no <!-- tiers --> ... <!-- /tiers --> map")
+    tiers = {}
+    for line in m.group(1).splitlines():
+        t = re.match(r"\s*tier (\d+) [\w-]+:\s*(.*)$", line)
+        if t:
+            for pattern in t.group(2).split():
+                tiers[pattern] = int(t.group(1))
+    if not tiers:
+        raise SystemExit("README.md's tier map lists no tier")
+    return tiers
+
+
+def tier_of(header, tiers):
+    best = None
+    for pattern, tier in tiers.items():
+        hit = header == pattern or (pattern.endswith("/") and header.startswith(pattern))
+        if hit and (best is None or len(pattern) > len(best)):
+            best = pattern
+    return None if best is None else tiers[best]
+
+
+def includes(root, header):
+    text = open(os.path.join(root, header), encoding="utf-8").read()
+    return re.findall(r'^\s*#\s*include\s*[<"]datamask/([^>"]+)[>"]', text, re.M)
+
+
+def closure(root, header, graph):
+    seen, todo = set(), [header]
+    while todo:
+        h = todo.pop()
+        for d in graph.get(h, []):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def main():
+    repo = sys.argv[1]
+    root = os.path.join(repo, "include", "datamask")
+    tiers = read_tiers(os.path.join(repo, "README.md"))
+    headers = sorted(os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+                     for d, _, fs in os.walk(root) for f in fs if f.endswith(".hpp"))
+    graph = {h: includes(root, h) for h in headers}
+    problems = []
+    for h in headers:
+        th = tier_of(h, tiers)
+        if th is None:
+            problems.append("%s: in no tier of README.md's map" % h)
+            continue
+        for d in graph[h]:
+            td = tier_of(d, tiers)
+            if d not in graph:
+                problems.append("%s includes datamask/%s, which does not exist" % (h, d))
+            elif td is not None and td > th:
+                problems.append("%s (tier %d) includes %s (tier %d): against the grain" % (h, th, d, td))
+    for h in LEARNERS:
+        pulled = closure(root, h, graph)
+        bad = sorted(d for d in pulled if FORBIDDEN.match(d))
+        if bad:
+            problems.append("%s pulls in %s" % (h, ", ".join(bad)))
+    learner = closure(root, "learner.hpp", graph)
+    print("datamask/learner.hpp brings %d of the library's %d headers" % (len(learner), len(headers)))
+    if len(learner) > LEARNER_HEADERS_MAX:
+        problems.append("learner.hpp brings %d headers, more than %d: %s" %
+                        (len(learner), LEARNER_HEADERS_MAX, ", ".join(sorted(learner))))
+    if problems:
+        raise SystemExit("include tiers broken:\n  " + "\n  ".join(problems))
+    print("%d headers, every include within its tier or below" % len(headers))
+
+
+if __name__ == "__main__":
+    main()
