@@ -932,7 +932,7 @@ def test_continuous():
         cfg = rep["configuration"]
         assert cfg["optimizer"] == "continuous" and cfg["optimizer-requested"] == "continuous", cfg
         assert cfg["iterations"] == 20 and cfg["step-rule"] == "normalized" and cfg["polish"] is True, cfg
-        assert cfg["step-size"] == 0.5 and cfg["polish-rounds"] == 10, cfg
+        assert cfg["step-size"] == 0.5 and cfg["polish-rounds"] == 30, cfg
         assert rep["total"]["steps_run"] == 20
         log = open(path("c.csv")).read().splitlines()
         assert len(log) == 21 and [r.split(",")[1] for r in log[1:]] == [str(i) for i in range(1, 21)], log[:3]
