@@ -109,6 +109,7 @@ def main():
     print("| set | ratio | lambda | quality | " + " | ".join(cols) + " |")
     print("|" + "---|" * (4 + len(cols)))
     worst = {c: 1e9 for c in cols}
+    per_set = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in sets:
             folder = os.path.join(rd.build_dir(), "real-data", name)
@@ -137,10 +138,14 @@ def main():
                         for c in cands:
                             sel, _ = polish(ev.u, ev.c, qa, b, read, c)
                             row[f"FW + polish C={c}"] = (ev.f(terms, sel, quality) - zero) / gain
+                        mine = per_set.setdefault(name, {c: 1e9 for c in cols})
                         for col in cols:
                             worst[col] = min(worst[col], row[col])
+                            mine[col] = min(mine[col], row[col])
                         print(f"| {name} | {ratio} | {lam} | {quality} | "
                               + " | ".join(f"{100 * row[col]:.2f}" for col in cols) + " |", flush=True)
+    for name, mine in per_set.items():
+        print(f"| {name}: worst | | | | " + " | ".join(f"{100 * mine[col]:.2f}" for col in cols) + " |")
     print("| worst | | | | " + " | ".join(f"{100 * worst[col]:.2f}" for col in cols) + " |")
 
 
