@@ -150,10 +150,10 @@ struct continuous_settings {
 /// dimension, and the S largest p of a point on it are no better than random), and polish does
 /// the work. benchmarks/real_data.py, pairwise similarity, share of naive greedy's gain, worst of
 /// 40 cells (ratios 0.05-0.3, lambda 0-0.9, three quality columns): standardised digits 49.5% ->
-/// 99.6%, breast cancer 98.8% -> 99.9%; the text corpus (lambda 0.9) 99.4% -> 100.0% for 14% more
-/// time (0.13 of naive greedy's). DiSF's shares rise too, its polish costs up to 1.5 times as much
-/// (benchmarks/RESULTS.md, "Real data"). Polish stops at a round without a swap, so a read-out
-/// that is already good pays little for the larger limits.
+/// 99.6%, breast cancer 98.8% -> 99.9%; a text corpus 99.4% -> 100.0% (at most 0.27 of naive
+/// greedy's time). DiSF's mean shares rise too, and its polish costs more (benchmarks/RESULTS.md,
+/// "Real data"). Polish stops at a round without a swap, so a read-out that is already good pays
+/// little for the larger limits.
 struct polish_settings {
   bool enabled = true;
   index_t rounds = 30;      ///< at most this many rounds (each at most one gradient refresh)
