@@ -27,15 +27,16 @@ exact 32-nearest-neighbour cosine graph of the set, built here once in numpy and
 cell per (objective, ratio), as quality does not count. Each cell runs each optimizer with seed 0
 (so the same calibrated scales, i.e. the same f) and --threads 1 (default), its time the report's
 seconds.optimize (best of --repeats runs, one run when it takes over 0.25 s; the optimizer that
-auto resolves to is not run again, it takes auto's figures). The reference greedy: naive greedy for pairwise and
-DiSF, lazy greedy for facility location. The zero: the mean f of --random-subsets uniform subsets
+auto resolves to is not run again, it takes auto's figures). The reference greedy: naive greedy
+for pairwise and DiSF, lazy greedy for facility location (--reference names another, where naive
+greedy is out of reach; the table says which). The zero: the mean f of --random-subsets uniform subsets
 of the same size, f computed here in double precision from the report's scales (the program's f
 of each run's selection is checked against this independent evaluation). A cell's share is
 (f - zero) / (f(reference greedy) - zero); its time ratio is seconds / seconds(reference greedy).
 
 `check` runs the grid (the same options) with the optimizers auto and the reference greedy only, and
 exits 1, listing them, when a cell's auto reaches less than 99.5% of the reference's gain (the
-ctest entry cli.real_data runs it on the small sets). When numpy and scikit-learn cannot be
+ctest entry cli.real_data_grid runs it on the small sets). When numpy and scikit-learn cannot be
 installed, every command exits 77 (ctest: skipped).
 
 --try NAME=ARGS adds an optimizer column: datamask-select with ARGS (e.g.
@@ -44,7 +45,6 @@ installed, every command exits 77 (ctest: skipped).
 import argparse
 import gzip
 import json
-import math
 import os
 import platform
 import re
@@ -442,8 +442,9 @@ def table(cells, columns, infos, a, elapsed):
         lines.append(f"Cells where auto is below 99.5%: {len(bad)} of {len(cells)}.")
         for c in bad[:a.list_cells]:
             r = c["runs"]["auto"]
-            lines.append(f"- {c['set']} {c['objective']} ratio {c['ratio']} lambda {c['lambda']} quality {c['quality']}: "
-                         f"auto ({r['ran']}) {fmt_share(r['share'])}%, time ratio {r['time_ratio']:.2f}")
+            lines.append(f"- {c['set']} {c['objective']} ratio {c['ratio']} lambda {c['lambda']} "
+                         f"quality {c['quality']}: auto ({r['ran']}) {fmt_share(r['share'])}%, "
+                         f"time ratio {r['time_ratio']:.2f}")
         if len(bad) > a.list_cells:
             lines.append(f"- ... and {len(bad) - a.list_cells} more")
         slow = [c for c in cells if "error" not in c and c["runs"].get("auto") and "time_ratio" in c["runs"]["auto"]
@@ -451,8 +452,10 @@ def table(cells, columns, infos, a, elapsed):
         lines.append(f"Cells where auto takes longer than the reference greedy (which takes over 0.01 s): "
                      f"{len(slow)}.")
         lines.append("")
-    lines.append(f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, load {open('/proc/loadavg').read().split()[0]} "
-                 f"at the end; {a.threads} thread(s) per run; grid time {elapsed:.0f} s.")
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[0]
+    lines.append(f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, load {load} at the end; "
+                 f"{a.threads} thread(s) per run; grid time {elapsed:.0f} s.")
     return "\n".join(lines)
 
 
