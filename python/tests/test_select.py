@@ -173,8 +173,8 @@ def test_evaluate_gives_a_selections_objective():
 def test_evaluate_gives_a_knn_selections_objective():
     # f with facility location on the kNN graph, as select optimised and reported it
     x, q, ids = corpus(n=1500)
-    kw = dict(objective="facility", neighbors=8, seed=1, iterations=20)
-    sel = datamask.select(x, q, ids=ids, ratio=0.1, optimizer="continuous", **kw)
+    kw = dict(objective="facility", neighbors=8, seed=1, optimizer="continuous", iterations=20)
+    sel = datamask.select(x, q, ids=ids, ratio=0.1, **kw)
     ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, **kw)
     assert ev.total == pytest.approx(sel.objective.total, rel=1e-12)
     dense = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, objective="facility", seed=1)
@@ -203,8 +203,8 @@ def test_a_given_graph_is_the_one_optimised_and_scored():
     # location on exactly that graph, and evaluate scores a subset on it without building one.
     x, q, ids = corpus(n=600)
     g_ids, g_sims = cosine_graph(x, 8)
-    kw = dict(objective="facility", lam=0.0, ratio=0.1, seed=1, iterations=30)
-    sel = datamask.select(x, q, ids=ids, graph=(g_ids, g_sims), optimizer="continuous", **kw)
+    kw = dict(objective="facility", lam=0.0, ratio=0.1, seed=1, optimizer="continuous", iterations=30)
+    sel = datamask.select(x, q, ids=ids, graph=(g_ids, g_sims), **kw)
     (block,) = sel.blocks
     assert block["graph"]["neighbors"] == 8 and block["graph"]["source"] == "given as arrays, K = 8"
     assert block["graph"]["seconds"] > 0  # the time checking and sorting it took
@@ -213,8 +213,7 @@ def test_a_given_graph_is_the_one_optimised_and_scored():
     (term,) = [t for t in sel.objective.terms if t.name == "facility_knn"]
     assert term.raw == pytest.approx(sparse_facility(g_ids, g_sims, rows), rel=1e-6)
     # Rows reversed and in float32: sorted again, the same graph, the same selection.
-    again = datamask.select(x, q, ids=ids, graph=(g_ids[:, ::-1], g_sims[:, ::-1].astype(np.float32)),
-                            optimizer="continuous", **kw)
+    again = datamask.select(x, q, ids=ids, graph=(g_ids[:, ::-1], g_sims[:, ::-1].astype(np.float32)), **kw)
     np.testing.assert_array_equal(again.ids, sel.ids)
     ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, graph=(g_ids, g_sims), **kw)
     assert ev.total == pytest.approx(sel.objective.total, rel=1e-12)
@@ -222,7 +221,7 @@ def test_a_given_graph_is_the_one_optimised_and_scored():
     (other_term,) = [t for t in other.terms if t.name == "facility_knn"]
     assert other_term.raw == pytest.approx(sparse_facility(g_ids, g_sims, np.arange(60)), rel=1e-6)
     # The library's own exact graph of the same K selects the same items.
-    built = datamask.select(x, q, ids=ids, neighbors=8, optimizer="continuous", **kw)
+    built = datamask.select(x, q, ids=ids, neighbors=8, **kw)
     np.testing.assert_array_equal(built.ids, sel.ids)
 
 
