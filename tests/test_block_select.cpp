@@ -62,14 +62,21 @@ TEST_CASE("weights_of: names to weights, bad lists refused", "[block_select]") {
   CHECK_THROWS_WITH(dm::weights_of(names, std::vector<double>{1.0, -1.0}), Catch::Contains(">= 0"));
 }
 
-TEST_CASE("resolve_optimizer: auto is continuous unless dense facility location counts", "[block_select]") {
+TEST_CASE("resolve_optimizer: auto is lazy for facility location alone, else continuous where it can",
+          "[block_select]") {
   dm::block_run_settings s;
   CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::continuous);
-  s.weights.facility = 1.0;
-  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::stochastic);
-  s.neighbors = 16;  // on a kNN graph it has a relaxation
+  s.weights.disf = 1.0;
   CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::continuous);
+  s.weights.facility = 1.0;  // dense facility location in a mix: no relaxation
+  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::stochastic);
+  s.neighbors = 16;  // on a kNN graph it has one
+  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::continuous);
+  s.weights.pairwise = 0.0;
+  s.weights.disf = 0.0;  // facility location alone: submodular, lazy greedy, dense or on a graph
+  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::lazy);
   s.neighbors = 0;
+  CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::lazy);
   s.run.lambda = 1.0;  // f is quality alone
   CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::continuous);
   s.run.lambda = 0.5;

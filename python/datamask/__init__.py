@@ -409,8 +409,9 @@ def select(
         objective: "pairwise", "facility", "disf", or a sequence of them (each a separately
             scaled term, weighted by ``objective_weights``).
         lam: weight of quality against diversity (1: top by quality, 0: diversity only).
-        optimizer: "auto" (default: "continuous" when every objective has a relaxation, else
-            "stochastic": dense facility location), "continuous", "pg", or the greedy baselines
+        optimizer: "auto" (default: "lazy" when facility location is the only objective, else
+            "continuous" when every objective has a relaxation, else "stochastic": dense facility
+            location in a mix), "continuous", "pg", or the greedy baselines
             "greedy", "lazy", "stochastic".
         seed: random seed; the same seed gives the same selection on any thread count.
         ids: one unique integer id per row (default: the row numbers); blocks are assigned by a

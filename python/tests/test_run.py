@@ -177,7 +177,7 @@ def test_a_cancel_event_stops_a_graph_build():
 def test_progress_events_for_a_graph_build(capsys, monkeypatch):
     x, _ = data(n=16000, d=64)
     events = []
-    datamask.select(x, iterations=10, progress=events.append, **GRAPH)
+    datamask.select(x, optimizer="continuous", iterations=10, progress=events.append, **GRAPH)
     rows = [e for e in events if e.unit == "row"]
     assert len(rows) >= 2 and rows[-1].done == rows[-1].total == 16000, rows
     assert [e.done for e in rows] == sorted(e.done for e in rows)
@@ -185,6 +185,6 @@ def test_progress_events_for_a_graph_build(capsys, monkeypatch):
     assert [e.unit for e in events[len(rows):]] == ["iteration"] * 10  # the graph first
     # Without tqdm the plain lines say the build's rows too.
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
-    datamask.select(x, iterations=10, progress=True, **GRAPH)
+    datamask.select(x, optimizer="continuous", iterations=10, progress=True, **GRAPH)
     err = capsys.readouterr().err
     assert "kNN graph of block 1/1: 16000/16000 rows (100%)" in err and "10/10 iterations" in err, err

@@ -58,8 +58,9 @@ CASES = {
                    dict(block_size=1000, objective=["pairwise", "disf"], objective_weights=[1, 0.5], lam=0.3,
                         iterations=20, polish=False)),
     "knn_facility_blocks": (["--objective", "facility", "--neighbors", "8", "--block-size", "1500",
-                             "--iterations", "30"],
-                            dict(objective="facility", neighbors=8, block_size=1500, iterations=30)),
+                             "--optimizer", "continuous", "--iterations", "30"],
+                            dict(objective="facility", neighbors=8, block_size=1500, optimizer="continuous",
+                                 iterations=30)),
     "greedy_facility_cache_off": (["--optimizer", "greedy", "--objective", "facility", "--count", "40",
                                    "--facility-cache", "0"],
                                   dict(optimizer="greedy", objective="facility", count=40, facility_cache=0)),
@@ -172,7 +173,7 @@ def test_evaluate_gives_a_selections_objective():
 def test_evaluate_gives_a_knn_selections_objective():
     # f with facility location on the kNN graph, as select optimised and reported it
     x, q, ids = corpus(n=1500)
-    kw = dict(objective="facility", neighbors=8, seed=1, iterations=20)
+    kw = dict(objective="facility", neighbors=8, seed=1, optimizer="continuous", iterations=20)
     sel = datamask.select(x, q, ids=ids, ratio=0.1, **kw)
     ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, **kw)
     assert ev.total == pytest.approx(sel.objective.total, rel=1e-12)
@@ -202,7 +203,7 @@ def test_a_given_graph_is_the_one_optimised_and_scored():
     # location on exactly that graph, and evaluate scores a subset on it without building one.
     x, q, ids = corpus(n=600)
     g_ids, g_sims = cosine_graph(x, 8)
-    kw = dict(objective="facility", lam=0.0, ratio=0.1, seed=1, iterations=30)
+    kw = dict(objective="facility", lam=0.0, ratio=0.1, seed=1, optimizer="continuous", iterations=30)
     sel = datamask.select(x, q, ids=ids, graph=(g_ids, g_sims), **kw)
     (block,) = sel.blocks
     assert block["graph"]["neighbors"] == 8 and block["graph"]["source"] == "given as arrays, K = 8"

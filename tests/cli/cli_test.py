@@ -932,7 +932,7 @@ def test_continuous():
         cfg = rep["configuration"]
         assert cfg["optimizer"] == "continuous" and cfg["optimizer-requested"] == "continuous", cfg
         assert cfg["iterations"] == 20 and cfg["step-rule"] == "normalized" and cfg["polish"] is True, cfg
-        assert cfg["step-size"] == 0.5 and cfg["polish-rounds"] == 10, cfg
+        assert cfg["step-size"] == 0.5 and cfg["polish-rounds"] == 30, cfg
         assert rep["total"]["steps_run"] == 20
         log = open(path("c.csv")).read().splitlines()
         assert len(log) == 21 and [r.split(",")[1] for r in log[1:]] == [str(i) for i in range(1, 21)], log[:3]
@@ -950,16 +950,22 @@ def test_continuous():
     sel = read_npy_ids(path("s.npy"))
     check_ids(sel, ids, 20)
     check_report(json.load(open(path("r.json"))), rows, q, ids, sel, [])
-    # Auto runs stochastic greedy when an objective has no relaxation (dense facility location),
-    # with its picks as progress, and refuses the policy gradient's settings there.
+    # Auto runs lazy greedy on facility location alone (dense here), with its picks as progress,
+    # and refuses the policy gradient's settings there; in a mix with an objective that has a
+    # relaxation, dense facility location (which has none) gets stochastic greedy.
     p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--out", path("fa.npy")],
             expect=None)
     assert p.returncode == 0, p.stderr
-    assert "optimizer stochastic" in p.stdout, p.stdout
+    assert "optimizer lazy" in p.stdout, p.stdout
     assert "progress: 20/20 picks (100%)" in p.stderr, p.stderr
+    run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--optimizer", "lazy",
+         "--quiet", "--out", path("fl.npy")])
+    assert read_npy_ids(path("fa.npy")) == read_npy_ids(path("fl.npy"))
+    p = run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--objective", "pairwise",
+             "--out", path("fm.npy")], expect=None)
+    assert p.returncode == 0 and "optimizer stochastic" in p.stdout, p.stdout + p.stderr
     run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--optimizer", "stochastic",
          "--quiet", "--out", path("fs.npy")])
-    assert read_npy_ids(path("fa.npy")) == read_npy_ids(path("fs.npy"))
     # --epsilon reaches stochastic greedy (0.9: 4 candidates per round, another selection) and
     # the report's configuration.
     run(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--optimizer", "stochastic",
@@ -972,7 +978,7 @@ def test_continuous():
     assert p.returncode == 0, p.stderr
     assert "progress: 30/30 picks (100%)" in p.stderr, p.stderr
     refused(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--steps", "40",
-             "--out", path("x.npy")], ["--steps", "stochastic", "auto", "--optimizer pg"])
+             "--out", path("x.npy")], ["--steps", "lazy", "auto", "--optimizer pg"])
 
 
 def test_continuous_refusals():
@@ -992,7 +998,7 @@ def test_continuous_refusals():
     refused(base + ["--optimizer", "lazy", "--epsilon", "0.1"], ["--epsilon", "lazy", "--optimizer stochastic"])
     refused(base + ["--optimizer", "stochastic", "--epsilon", "1"], ["--epsilon", "(0, 1)"])
     refused(base + ["--optimizer", "greedy", "--log", path("g.csv")], ["--log", "greedy", "--optimizer continuous or pg"])
-    refused(base + ["--objective", "facility", "--plot", path("g.svg")], ["--plot", "stochastic", "auto"])
+    refused(base + ["--objective", "facility", "--plot", path("g.svg")], ["--plot", "lazy", "auto"])
     refused(base + ["--optimizer", "continuous", "--scaling", "group"], ["--scaling", "group"])
     refused(base + ["--optimizer", "greedy", "--checkpoint", path("ck"), "--checkpoint-every", "5"],
             ["--checkpoint-every", "whole blocks"])

@@ -39,7 +39,7 @@ CASES = {
     # The continuous learner (auto's choice for pairwise).
     "continuous": ["--objective", "pairwise", "--iterations", "40"],
     # Facility location on each block's kNN graph: every block's graph record reaches the report.
-    "knn": ["--objective", "facility", "--neighbors", "16", "--iterations", "20"],
+    "knn": ["--objective", "facility", "--neighbors", "16", "--optimizer", "continuous", "--iterations", "20"],
 }
 PRUNE = ["--prune", "0.3"]
 # (case, prune): the shard counts and MPI rank counts compared with one process. The continuous

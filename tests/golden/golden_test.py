@@ -41,7 +41,7 @@ RUNS = {
     "facility_auto_credit": BASE + ["--objective", "facility", "--kernel", "cosine2", "--count", "120"],
     "greedy_naive_pairwise": ["--quiet", "--optimizer", "greedy", "--objective", "pairwise", "--count", "60"],
     "greedy_stochastic_disf": ["--quiet", "--optimizer", "stochastic", "--objective", "disf", "--count", "60"],
-    # --optimizer auto on dense facility location: stochastic greedy
+    # --optimizer auto on dense facility location alone: lazy greedy
     "facility_auto_optimizer": ["--quiet", "--objective", "facility", "--count", "60"],
     "greedy_lazy_facility": ["--quiet", "--optimizer", "lazy", "--objective", "facility", "--count", "60",
                              "--prune", "0.2"],

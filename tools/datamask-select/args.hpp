@@ -59,8 +59,9 @@ struct config {
   // graph loaded from PREFIX.ids.npy and PREFIX.sims.npy (0 and empty: dense facility location).
   index_t neighbors = 0;
   std::string graph;
-  // auto: continuous when every diversity term of f has a relaxation, else stochastic (check_args
-  // resolves it; `requested` keeps what was asked for, for the report).
+  // auto: lazy for facility location alone, else continuous when every diversity term of f has a
+  // relaxation, else stochastic (check_args resolves it; `requested` keeps what was asked for, for
+  // the report).
   std::string optimizer = "auto";
   std::string requested;
   index_t block_size = 1000000;
@@ -291,9 +292,11 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "0-based, corpus order) and PREFIX.sims.npy (float, n x K similarities); one block only");
   app.add_option("--optimizer", c.optimizer,
                  "auto | continuous | pg | greedy | lazy | stochastic. continuous: gradient ascent of a relaxation "
-                 "of f (--iterations); pg: the paper's policy gradient (--steps); auto: continuous when every "
-                 "--objective has a relaxation (pairwise, disf, facility with --neighbors or --graph), else (dense facility) "
-                 "stochastic. The greedy baselines optimise the same f and write ids in the order picked")
+                 "of f (--iterations); pg: the paper's policy gradient (--steps); auto: lazy when facility is the only "
+                 "--objective (dense or on a graph: f is submodular, and on real data lazy greedy beat the others there), "
+                 "else continuous when every --objective has a relaxation (pairwise, disf, facility with --neighbors or "
+                 "--graph), else (dense facility in a mix) stochastic. The greedy baselines optimise the same f and write "
+                 "ids in the order picked")
       ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
       ->capture_default_str();
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "

@@ -4,8 +4,9 @@
 // (one file or shards), quality scores and ids; splits the corpus into blocks by a hash of the
 // id; selects exactly round(ratio * n) items with the optimizer --optimizer names: continuous
 // (the continuous learner), pg (the policy-gradient learner), or a greedy baseline (greedy,
-// lazy, stochastic); auto, the default, takes the continuous learner when every objective has a
-// relaxation and stochastic greedy otherwise (dense facility location). Writes the ids, a JSON report, a per-step CSV log and an SVG
+// lazy, stochastic); auto, the default, takes lazy greedy for facility location alone, the
+// continuous learner when every objective has a relaxation, and stochastic greedy otherwise (dense
+// facility location in a mix). Writes the ids, a JSON report, a per-step CSV log and an SVG
 // plot, each atomically. --checkpoint/--resume continue an interrupted run to exactly the
 // selection an uninterrupted run gives.
 //
@@ -422,8 +423,11 @@ int run(int argc, char** argv, const mpi_world& world) {
     std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
                  c.requested != "auto" ? ""
                  : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"
-                        : " (auto: dense facility location has no relaxation; stochastic greedy reaches more "
-                          "than the policy gradient in less time; --optimizer lazy or pg to choose)");
+                 : c.optimizer == "lazy"
+                     ? " (auto: facility location alone is submodular, and lazy greedy picks naive greedy's set; "
+                       "--optimizer stochastic for a faster, weaker one)"
+                     : " (auto: dense facility location has no relaxation; stochastic greedy reaches more "
+                       "than the policy gradient in less time; --optimizer lazy or pg to choose)");
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
