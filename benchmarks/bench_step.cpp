@@ -95,7 +95,7 @@ void step(benchmark::State& state, D objective) {
     b.gather_sum(quality, subsets, g_count, k, qv);
     b.evaluate(objective, ds, subsets, g_count, k, active, dv);
     for (index_t g = 0; g < g_count; ++g) coef[g] = 1e-3 * (qv[g] + dv[g]);
-    b.add_rollouts(logits, active, subsets, g_count, k, coef, scratch);
+    datamask::relaxed_update(b, logits, active, subsets, g_count, k, coef);
     benchmark::DoNotOptimize(dv.data());
   }
   state.counters["m"] = static_cast<double>(m);

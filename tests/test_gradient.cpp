@@ -68,7 +68,7 @@ TEST_CASE("the plackett_luce update is an unbiased estimate of grad E[f]", "[gra
       coef[g] = f.at(dmtest::set_key(slots)) / static_cast<double>(g_count);
     }
     auto l = blk.logits;
-    blk.b.plackett_luce_update(l, blk.active, subsets, g_count, k, std::span<const double>(coef), scratch);
+    datamask::plackett_luce_update(blk.b, l, blk.active, subsets, g_count, k, std::span<const double>(coef));
     for (index_t i = 0; i < blk.rows; ++i) {
       if (blk.slot(i) == m) REQUIRE(l[i] == blk.logits[i]);  // inactive rows untouched
     }
@@ -120,7 +120,7 @@ TEST_CASE("plackett_luce_update equals the formula of method.md on each draw", "
       auto l = blk.logits;
       std::vector<double> scratch;
       const double c = 0.37;
-      blk.b.plackett_luce_update(l, blk.active, one, 1, k, std::span<const double>(&c, 1), scratch);
+      datamask::plackett_luce_update(blk.b, l, blk.active, one, 1, k, std::span<const double>(&c, 1));
       auto log_p = [&](const std::vector<double>& lg) {
         const auto p = blk.probs(lg);
         double lp = 0.0, rest = 1.0;
@@ -164,7 +164,7 @@ TEST_CASE("the relaxed update adds sum_g coef_g 1[j in M_g] to the active logits
 
   auto l = blk.logits;
   std::vector<double> scratch;
-  blk.b.add_rollouts(l, blk.active, subsets, g_count, k, std::span<const double>(coef), scratch);
+  datamask::relaxed_update(blk.b, l, blk.active, subsets, g_count, k, std::span<const double>(coef));
   const auto p = blk.probs(blk.logits);
   for (index_t i = 0; i < blk.rows; ++i) {
     const index_t j = blk.slot(i);
@@ -185,15 +185,14 @@ TEST_CASE("the relaxed update adds sum_g coef_g 1[j in M_g] to the active logits
   }
   CHECK(l != blk.logits);
 
-  // softmax_policy dispatches: relaxed -> add_rollouts, plackett_luce -> plackett_luce_update.
+  // softmax_policy dispatches: relaxed -> relaxed_update, plackett_luce -> plackett_luce_update.
   auto l_relaxed = blk.logits, l_pl = blk.logits, l_pl_ref = blk.logits;
   datamask::softmax_policy{datamask::gradient_mode::relaxed}.update(
       blk.b, l_relaxed, blk.active, subsets, g_count, k, std::span<const double>(coef), scratch);
   CHECK(l_relaxed == l);
   datamask::softmax_policy{datamask::gradient_mode::plackett_luce}.update(
       blk.b, l_pl, blk.active, subsets, g_count, k, std::span<const double>(coef), scratch);
-  blk.b.plackett_luce_update(l_pl_ref, blk.active, subsets, g_count, k, std::span<const double>(coef),
-                             scratch);
+  datamask::plackett_luce_update(blk.b, l_pl_ref, blk.active, subsets, g_count, k, std::span<const double>(coef));
   CHECK(l_pl == l_pl_ref);
   CHECK(l_pl != l_relaxed);
 }

@@ -77,8 +77,8 @@ TEST_CASE("each primitive gives the CPU backend's result on the same inputs", "[
     std::vector<double> scratch;
     auto tl = t.dev(logits);
     typename thrust_backend::vector<double> tscratch;
-    e.b.add_rollouts(el, active, es, g_count, k, coef, scratch);
-    t.b.add_rollouts(tl, t.dev(active), ts, g_count, k, coef, tscratch);
+    datamask::relaxed_update(e.b, el, active, es, g_count, k, coef);
+    datamask::relaxed_update(t.b, tl, t.dev(active), ts, g_count, k, coef);
     CHECK(t.b.to_host(tl) == el);
   }
   SECTION("Plackett-Luce update: bit-identical logits on the OMP device system") {
@@ -86,8 +86,8 @@ TEST_CASE("each primitive gives the CPU backend's result on the same inputs", "[
     std::vector<double> scratch;
     auto tl = t.dev(logits);
     typename thrust_backend::vector<double> tscratch;
-    e.b.plackett_luce_update(el, active, es, g_count, k, coef, scratch);
-    t.b.plackett_luce_update(tl, t.dev(active), ts, g_count, k, coef, tscratch);
+    datamask::plackett_luce_update(e.b, el, active, es, g_count, k, coef);
+    datamask::plackett_luce_update(t.b, tl, t.dev(active), ts, g_count, k, coef);
     const auto got = t.b.to_host(tl);
     for (std::size_t i = 0; i < el.size(); ++i) REQUIRE(got[i] == el[i]);
   }

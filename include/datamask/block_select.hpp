@@ -555,8 +555,10 @@ std::vector<index_t> ascend(const problem<float>& p, const options& o, const blo
   return take(std::move(res), r, terms);
 }
 
-/// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend).
-inline std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
+/// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend;
+/// its scales are calibrated on `Backend`, as a learner's would be).
+template <backend Backend>
+std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
                                    const standard_mix& m, const block_hooks& h, stop_latch& stop,
                                    block_result& r, std::vector<term_value>& terms) {
   greedy_options g;
@@ -566,7 +568,7 @@ inline std::vector<index_t> greedy(const problem<float>& p, const options& o, bl
   g.epsilon = o.epsilon;
   g.stop = [&] { return stop(); };
   g.on_pick = h.on_pick;
-  std::vector<index_t> rows = greedy_select_block(p, m, o, g, terms, r.kept);
+  std::vector<index_t> rows = greedy_select_block<Backend>(p, m, o, g, terms, r.kept);
   if (stop()) throw run_stopped();
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
   return rows;
@@ -611,7 +613,7 @@ template <backend Backend = eigen_backend>
   } else if (s.optimizer == block_optimizer::continuous) {
     rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, terms);
   } else {
-    rows = detail::blocks::greedy(p, o, s.optimizer, m, h, stop, r, terms);
+    rows = detail::blocks::greedy<Backend>(p, o, s.optimizer, m, h, stop, r, terms);
   }
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();

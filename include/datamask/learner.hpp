@@ -110,24 +110,19 @@ class basic_learner {
                   "datamask::learner::calibrate: the diversity argument does not model "
                   "datamask::diversity_objective<D, T>");
     const auto mix = detail::as_mix(diversity);
-    run_state<T> st = start(p, mix);
-    if (phases::learns(st.blk, opt_)) {
-      phases::calibrate_scales(st.b, st.dev, mix, st.blk.plan, opt_, st.size.active,
-                               st.size.rollout);
-    }
-    return std::move(st.blk.plan.terms);
+    auto st = start(p, mix);
+    if (phases::learns(st.ctx.blk, opt_)) phases::calibrate_scales(st.ctx, st.size.active, st.size.rollout);
+    return std::move(st.ctx.blk.plan.terms);
   }
 
  private:
   using ivec = typename Backend::template vector<index_t>;
   using dvec = typename Backend::template vector<double>;
 
-  /// Everything one block run carries from phase to phase.
-  template <class T>
+  /// Everything one block run carries from phase to phase: the block's context and the loop's state.
+  template <class T, class Mix>
   struct run_state {
-    Backend b;
-    phases::block_plan blk;
-    phases::device_block<Backend, T> dev;
+    phases::block_context<Backend, T, Mix> ctx;
     phases::batch_size size;
     dvec logits;
     rng::philox_key key;
@@ -137,45 +132,39 @@ class basic_learner {
     credit_mode credit = credit_mode::rollout;  ///< `options::credit` resolved for this f
   };
 
-  /// Prepare, upload, batch sizes, initial logits.
+  /// The block's context, batch sizes, initial logits.
   template <class T, class Mix>
-  run_state<T> start(const problem<T>& p, const Mix& mix) const {
+  run_state<T, Mix> start(const problem<T>& p, const Mix& mix) const {
     DATAMASK_EXPECTS(opt_.first_step >= 1, "first_step", "must be at least 1, found ",
                      opt_.first_step);
-    Backend b = backend_;
-    if constexpr (requires { b.threads = opt_.threads; }) b.threads = opt_.threads;
-    phases::block_plan blk = phases::prepare_block(p, mix, opt_);
-    auto dev = phases::upload(b, p, blk);
-    const phases::batch_size size = phases::batch_sizes(blk, opt_);
-    const std::vector<double> init = phases::initial_logits(blk, opt_, opt_);
-    dvec logits = b.to_device(std::span<const double>(init));
-    return run_state<T>{std::move(b), std::move(blk), std::move(dev), size, std::move(logits),
-                        rng::block_key(opt_.seed, opt_.block), false, {}, {}};
+    auto ctx = phases::make_context(backend_, p, mix, opt_);
+    const phases::batch_size size = phases::batch_sizes(ctx.blk, opt_);
+    const std::vector<double> init = phases::initial_logits(ctx.blk, opt_, opt_);
+    dvec logits = ctx.backend.to_device(std::span<const double>(init));
+    return run_state<T, Mix>{std::move(ctx), size, std::move(logits), rng::block_key(opt_.seed, opt_.block), false,
+                             {}, {}};
   }
 
   template <class T, class Mix>
   selection_result run(const problem<T>& p, const Mix& mix) const {
-    run_state<T> st = start(p, mix);
-    st.credit = resolved_credit<T, Mix>(st.blk.plan);
-    if (st.credit == credit_mode::item) check_item_credit<T>(mix, st.blk.plan);
+    run_state<T, Mix> st = start(p, mix);
+    st.credit = resolved_credit<T, Mix>(st.ctx.blk.plan);
+    if (st.credit == credit_mode::item) check_item_credit<T>(mix, st.ctx.blk.plan);
     st.res.active = st.size.active;
     st.res.rollout_size = st.size.rollout;
-    if (phases::learns(st.blk, opt_)) {
-      phases::calibrate_scales(st.b, st.dev, mix, st.blk.plan, opt_, st.size.active,
-                               st.size.rollout);
+    if (phases::learns(st.ctx.blk, opt_)) {
+      phases::calibrate_scales(st.ctx, st.size.active, st.size.rollout);
       start_best(st);
-      loop(st, mix);
+      loop(st);
     }
-    std::vector<index_t> read = phases::read_out(st.b, st.dev, st.blk, opt_, st.logits);
+    std::vector<index_t> read = phases::read_out(st.ctx, st.logits);
     phases::scored_rows sel{std::move(read), {}, false};
     std::optional<ivec> all;
     if (st.track_best && !st.best.rows.empty()) {
-      all = phases::all_rows(st.b, st.blk.rows());
-      sel = phases::better_of(st.b, st.dev, mix, st.blk, opt_, st.logits, std::move(sel.rows),
-                              st.best.rows, *all);
+      all = phases::all_rows(st.ctx.backend, st.ctx.blk.rows());
+      sel = phases::better_of(st.ctx, st.logits, std::move(sel.rows), st.best.rows, *all);
     }
-    phases::finish(st.b, st.dev, mix, st.blk, opt_, std::move(sel), st.b.to_host(st.logits),
-                   all ? &*all : nullptr, st.res);
+    phases::finish(st.ctx, std::move(sel), st.ctx.backend.to_host(st.logits), all ? &*all : nullptr, st.res);
     return std::move(st.res);
   }
 
@@ -206,15 +195,15 @@ class basic_learner {
 
   /// Best-rollout tracking: on when every rollout is a complete candidate selection of a fixed
   /// f (the active batch is every kept item, so k = S) and the read-out is the top logits.
-  template <class T>
-  void start_best(run_state<T>& st) const {
-    st.track_best = opt_.keep_best_rollout && st.size.active == st.blk.kept_count() &&
-                    (opt_.reference_size == 0 || opt_.reference_size >= st.blk.kept_count()) &&
+  template <class State>
+  void start_best(State& st) const {
+    st.track_best = opt_.keep_best_rollout && st.size.active == st.ctx.blk.kept_count() &&
+                    (opt_.reference_size == 0 || opt_.reference_size >= st.ctx.blk.kept_count()) &&
                     opt_.scaling != term_scaling::group &&
                     opt_.readout == readout_mode::top_logits;
     if (!st.track_best) return;
     st.best = opt_.initial_best;
-    phases::check_resumed_best(st.blk, st.best, "initial_best");
+    phases::check_resumed_best(st.ctx.blk, st.best, "initial_best");
   }
 
   /// Per-step buffers of the loop.
@@ -231,17 +220,17 @@ class basic_learner {
   };
 
   /// The step loop, from `first_step` (resumed runs) to `steps`, until `stop` says so.
-  template <class T, class Mix>
-  void loop(run_state<T>& st, const Mix& mix) const {
+  template <class State>
+  void loop(State& st) const {
     step_buffers buf;
     buf.coef.resize(static_cast<std::size_t>(opt_.rollouts));
-    buf.term_means.resize(st.blk.plan.terms.size());
+    buf.term_means.resize(st.ctx.blk.plan.terms.size());
     selection_result& res = st.res;
     res.history.reserve(static_cast<std::size_t>(opt_.steps));
     res.steps_run = std::min(opt_.first_step - 1, opt_.steps);  // resumed: those are done
     for (index_t step = opt_.first_step; step <= opt_.steps; ++step) {
       const double lr = schedule_(step, opt_.steps);
-      const bool stop = one_step(st, mix, buf, step, lr);
+      const bool stop = one_step(st, buf, step, lr);
       if (stop) {
         res.stopped_early = step < opt_.steps;
         break;
@@ -251,22 +240,21 @@ class basic_learner {
 
   /// One step: active batch, rollouts, rewards, best rollout, update, history, hooks. Returns
   /// whether `stop` ended the run.
-  template <class T, class Mix>
-  bool one_step(run_state<T>& st, const Mix& mix, step_buffers& buf, index_t step,
-                double lr) const {
+  template <class State>
+  bool one_step(State& st, step_buffers& buf, index_t step, double lr) const {
     const auto st32 = static_cast<std::uint32_t>(step);
     const index_t g_count = opt_.rollouts;
     const index_t k = st.size.rollout;
-    const auto& plan = st.blk.plan;
-    st.b.active_batch(st.dev.ds, st.dev.kept, st.key, st32, st.size.active, buf.active);
-    sampler_.sample(st.b, st.logits, st.dev.ds, buf.active, st.key, st32, g_count, k, buf.subsets);
-    const ivec& reference = phases::step_reference(st.b, st.dev, opt_, st.key, st32, buf.active, buf.reference);
+    const auto& plan = st.ctx.blk.plan;
+    const Backend& b = st.ctx.backend;
+    b.active_batch(st.ctx.dev.ds, st.ctx.dev.kept, st.key, st32, st.size.active, buf.active);
+    sampler_.sample(b, st.logits, st.ctx.dev.ds, buf.active, st.key, st32, g_count, k, buf.subsets);
+    const ivec& reference = phases::step_reference(st.ctx, st.key, st32, buf.active, buf.reference);
     const bool per_item = st.credit == credit_mode::item;
     if (per_item) {
-      phases::score_marginals(st.b, st.dev, mix, st.blk, opt_.quality, buf.subsets, g_count, k, reference,
-                              buf.vals, buf.marginals);
+      phases::score_marginals(st.ctx, buf.subsets, g_count, k, reference, buf.vals, buf.marginals);
     } else {
-      phases::score(st.b, st.dev, mix, plan, opt_.quality, buf.subsets, g_count, k, reference, buf.vals);
+      phases::score(st.ctx, buf.subsets, g_count, k, reference, buf.vals);
     }
     phases::rewards(plan, opt_.scaling, buf.vals, g_count, buf.rewards);
     for (std::size_t t = 0; t < plan.terms.size(); ++t) {
@@ -292,7 +280,7 @@ class basic_learner {
                                    (buf.rewards[g] - mean);
         buf.coef[g] = lr * a / static_cast<double>(g_count);
       }
-      policy_.update(st.b, st.logits, buf.active, buf.subsets, g_count, k, buf.coef, buf.scratch);
+      policy_.update(b, st.logits, buf.active, buf.subsets, g_count, k, buf.coef, buf.scratch);
     }
     const double rmax = finite ? *std::max_element(buf.rewards.begin(), buf.rewards.end())
                                : std::numeric_limits<double>::quiet_NaN();
@@ -305,11 +293,11 @@ class basic_learner {
   /// Per-item credit's update: L_j += eta_t (1/G) sum over the draws of j of its advantage
   /// (`phases::item_advantages`), each draw its own coefficient: the relaxed update with every
   /// entry a rollout of one item, so the backends sum a row's terms in entry order.
-  template <class T>
-  void update_items(run_state<T>& st, step_buffers& buf, double lr) const {
+  template <class State>
+  void update_items(State& st, step_buffers& buf, double lr) const {
     const index_t g_count = opt_.rollouts;
     const index_t k = st.size.rollout;
-    const auto status = phases::item_advantages(st.blk.plan, opt_.scaling, opt_.advantage, buf.vals,
+    const auto status = phases::item_advantages(st.ctx.blk.plan, opt_.scaling, opt_.advantage, buf.vals,
                                                 buf.marginals, g_count, k, buf.coef);
     if (status == phases::item_credit_status::nonfinite) {
       ++st.res.nonfinite_steps;
@@ -317,29 +305,29 @@ class basic_learner {
       ++st.res.zero_variance_steps;
     } else {
       for (double& c : buf.coef) c *= lr / static_cast<double>(g_count);
-      st.b.add_rollouts(st.logits, buf.active, buf.subsets, g_count * k, 1, buf.coef, buf.scratch);
+      relaxed_update(st.ctx.backend, st.logits, buf.active, buf.subsets, g_count * k, 1, buf.coef);
     }
     buf.coef.resize(static_cast<std::size_t>(g_count));
   }
 
   /// Remembers the step's best rollout when it beats the best so far; copies only its row.
-  template <class T>
-  void keep_best(run_state<T>& st, const step_buffers& buf) const {
+  template <class State>
+  void keep_best(State& st, const step_buffers& buf) const {
     const auto g = std::max_element(buf.rewards.begin(), buf.rewards.end()) - buf.rewards.begin();
     if (!(buf.rewards[g] > st.best.reward)) return;
     const index_t k = st.size.rollout;
-    st.best.rows = phases::rows_to_host(st.b, buf.subsets, static_cast<index_t>(g) * k, k);
+    st.best.rows = phases::rows_to_host(st.ctx.backend, buf.subsets, static_cast<index_t>(g) * k, k);
     st.best.reward = buf.rewards[g];
   }
 
   /// Progress, early stop and snapshot hooks after a step. Returns whether to stop.
-  template <class T>
-  bool call_hooks(run_state<T>& st, const step_info& info) const {
+  template <class State>
+  bool call_hooks(State& st, const step_info& info) const {
     if (opt_.on_step) opt_.on_step(info);
     const bool stop = opt_.stop && opt_.stop(info);
     if (opt_.on_snapshot &&
         (stop || (opt_.snapshot_every > 0 && info.step % opt_.snapshot_every == 0))) {
-      const std::vector<double> host = st.b.to_host(st.logits);
+      const std::vector<double> host = st.ctx.backend.to_host(st.logits);
       opt_.on_snapshot(info, std::span<const double>(host), st.best);
     }
     return stop;

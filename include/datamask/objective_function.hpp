@@ -11,6 +11,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "datamask/concepts.hpp"
@@ -109,8 +110,15 @@ class objective_function {
   objective_function(const problem<T>& p, const Diversity& diversity, double lambda,
                      quality_aggregate aggregate = quality_aggregate::mean, bool normalized = false,
                      int threads = 0)
-      : x_(p.embeddings),
-        data_(detail::prepare(p, normalized, threads)),
+      : objective_function(p.embeddings, detail::prepare(p, normalized, threads), diversity, lambda, aggregate,
+                           threads) {}
+
+  /// @brief f on rows already prepared (`detail::prepare` of the same block: a learner's
+  /// context holds them), without a second pass over the embeddings.
+  objective_function(matrix_view<const T> embeddings, detail::prepared data, const Diversity& diversity,
+                     double lambda, quality_aggregate aggregate, int threads)
+      : x_(embeddings),
+        data_(std::move(data)),
         mix_(detail::as_mix(diversity)),
         plan_(detail::plan_terms(mix_, lambda, !data_.quality.empty())),
         aggregate_(aggregate),

@@ -12,16 +12,14 @@
 /// copying them, so S, the kept rows, the scales and the reported f are the same for all.
 /// Typical order:
 /// @code
-///   auto blk = phases::prepare_block(p, mix, opt);              // host: checks, kept rows, S
-///   auto dev = phases::upload(b, p, blk);                       // backend memory
-///   auto [m, k] = phases::batch_sizes(blk, opt);                // active batch, rollout size
-///   auto init = phases::initial_logits(blk, opt, opt);          // init mode or resumed logits
-///   if (phases::learns(blk, opt)) phases::calibrate_scales(b, dev, mix, blk.plan, opt, m, k);
+///   auto ctx = phases::make_context(b, p, mix, opt);            // checks, kept rows, S, upload
+///   auto [m, k] = phases::batch_sizes(ctx.blk, opt);            // active batch, rollout size
+///   auto init = phases::initial_logits(ctx.blk, opt, opt);      // init mode or resumed logits
+///   if (phases::learns(ctx.blk, opt)) phases::calibrate_scales(ctx, m, k);
 ///   ... optimise the logits ...
-///   auto rows = phases::read_out(b, dev, blk, opt, logits);
+///   auto rows = phases::read_out(ctx, logits);
 ///   selection_result res;
-///   phases::finish(b, dev, mix, blk, opt, phases::scored_rows{std::move(rows), {}, false},
-///                  host_logits, nullptr, res);
+///   phases::finish(ctx, phases::scored_rows{std::move(rows), {}, false}, host_logits, nullptr, res);
 /// @endcode
 
 #include <algorithm>
@@ -31,6 +29,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -206,24 +205,53 @@ device_block<B, T> upload(const B& b, const problem<T>& p, const block_plan& blk
   return dev;
 }
 
+/// @brief One block's run as every optimiser sees it: the backend, the block, the mix, the
+/// settings, the host plan (per-row quantities prepared once, the terms of f, the kept rows, S)
+/// and the block in the backend's memory. The phases below take it instead of each of its parts.
+template <backend B, class T, class Mix>
+struct block_context {
+  B backend;
+  const problem<T>& block;
+  const Mix& mix;
+  const settings& s;
+  block_plan blk;
+  device_block<B, T> dev;
+
+  using ivec = typename B::template vector<index_t>;
+  using dvec = typename B::template vector<double>;
+};
+
+/// @brief Validates and prepares a block for a run on `b` (with the run's threads), and copies
+/// it to the backend: `prepare_block`, then `upload`. `p`, `mix` and `s` must outlive the context.
+/// @throws invalid_input naming the input or setting
+template <backend B, class T, class Mix>
+block_context<B, T, Mix> make_context(const B& b, const problem<T>& p, const Mix& mix, const settings& s) {
+  B backend = b;
+  if constexpr (requires { backend.threads = s.threads; }) backend.threads = s.threads;
+  block_plan blk = prepare_block(p, mix, s);
+  device_block<B, T> dev = upload(backend, p, blk);
+  return block_context<B, T, Mix>{std::move(backend), p, mix, s, std::move(blk), std::move(dev)};
+}
+
 /// @brief The raw value of every term on `count` subsets of `size` rows (`subsets`, row-major),
 /// with `reference` as facility location's V: `vals[t * count + g]`.
 template <backend B, class T, class Mix>
-void score(const B& b, const device_block<B, T>& dev, const Mix& mix,
-           const detail::term_plan& plan, quality_aggregate aggregate,
-           const typename B::template vector<index_t>& subsets, index_t count, index_t size,
-           const typename B::template vector<index_t>& reference, std::vector<double>& vals) {
+void score(const block_context<B, T, Mix>& ctx, const typename B::template vector<index_t>& subsets, index_t count,
+           index_t size, const typename B::template vector<index_t>& reference, std::vector<double>& vals) {
+  const B& b = ctx.backend;
+  const detail::term_plan& plan = ctx.blk.plan;
+  const quality_aggregate aggregate = ctx.s.quality;
   vals.assign(plan.terms.size() * static_cast<std::size_t>(count), 0.0);
   if (plan.quality) {
     std::span<double> out(vals.data(), static_cast<std::size_t>(count));
-    b.gather_sum(dev.quality, subsets, count, size, out);
+    b.gather_sum(ctx.dev.quality, subsets, count, size, out);
     for (double& v : out) v = detail::aggregate_quality(v, size, aggregate);
   }
-  mix.for_each([&](auto i, const auto& objective, double /*w*/) {
+  ctx.mix.for_each([&](auto i, const auto& objective, double /*w*/) {
     const int t = plan.slot[i];
     if (t < 0) return;
     std::span<double> out(vals.data() + t * count, static_cast<std::size_t>(count));
-    b.evaluate(objective, dev.ds, subsets, count, size, reference, out);
+    b.evaluate(objective, ctx.dev.ds, subsets, count, size, reference, out);
   });
 }
 
@@ -296,10 +324,12 @@ template <class T, class Mix, class Counts>
 /// from the backend's `marginals`. Every weighted diversity term must be a
 /// `marginal_objective` (check `without_marginals` first).
 template <backend B, class T, class Mix>
-void score_marginals(const B& b, const device_block<B, T>& dev, const Mix& mix, const block_plan& blk,
-                     quality_aggregate aggregate, const typename B::template vector<index_t>& subsets,
+void score_marginals(const block_context<B, T, Mix>& ctx, const typename B::template vector<index_t>& subsets,
                      index_t count, index_t size, const typename B::template vector<index_t>& reference,
                      std::vector<double>& vals, std::vector<double>& marg) {
+  const B& b = ctx.backend;
+  const auto& [dev, mix, blk] = std::tie(ctx.dev, ctx.mix, ctx.blk);
+  const quality_aggregate aggregate = ctx.s.quality;
   const detail::term_plan& plan = blk.plan;
   const auto c = static_cast<std::size_t>(count);
   const auto entries = static_cast<std::size_t>(count * size);
@@ -381,14 +411,14 @@ inline item_credit_status item_advantages(const detail::term_plan& plan, term_sc
 /// @brief The reference set of a step (`settings::reference_size`): `active`, the step's active
 /// batch, when the size is 0; else that many kept rows (at most all) drawn into `drawn` by the
 /// active-batch draw under the reference stream's own key, independent of the active batch.
-template <backend B, class T>
-const typename B::template vector<index_t>& step_reference(const B& b, const device_block<B, T>& dev,
-                                                          const settings& s, rng::philox_key key,
+template <backend B, class T, class Mix>
+const typename B::template vector<index_t>& step_reference(const block_context<B, T, Mix>& ctx, rng::philox_key key,
                                                           std::uint32_t step,
                                                           const typename B::template vector<index_t>& active,
                                                           typename B::template vector<index_t>& drawn) {
-  if (s.reference_size == 0) return active;
-  b.active_batch(dev.ds, dev.kept, rng::stream_key(key, rng::stream_reference), step, s.reference_size, drawn);
+  if (ctx.s.reference_size == 0) return active;
+  ctx.backend.active_batch(ctx.dev.ds, ctx.dev.kept, rng::stream_key(key, rng::stream_reference), step,
+                           ctx.s.reference_size, drawn);
   return drawn;
 }
 
@@ -398,22 +428,25 @@ const typename B::template vector<index_t>& step_reference(const B& b, const dev
 /// the std is not finite or within `constant_term_tolerance` of the term's magnitude. Other
 /// scalings keep their scales. Does not depend on the logits.
 template <backend B, class T, class Mix>
-void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
-                      detail::term_plan& plan, const settings& s, index_t m, index_t k) {
+void calibrate_scales(block_context<B, T, Mix>& ctx, index_t m, index_t k) {
+  const settings& s = ctx.s;
   if (!calibrates(s.scaling)) return;
   using ivec = typename B::template vector<index_t>;
+  const B& b = ctx.backend;
+  const device_block<B, T>& dev = ctx.dev;
+  detail::term_plan& plan = ctx.blk.plan;
   const rng::philox_key key = rng::block_key(s.seed, s.block);
   ivec active;
   ivec subsets;
   ivec drawn;
   b.active_batch(dev.ds, dev.kept, key, 1u, m, active);
-  const ivec& reference = step_reference(b, dev, s, key, 1u, active, drawn);
+  const ivec& reference = step_reference(ctx, key, 1u, active, drawn);
   const std::vector<double> zeros(static_cast<std::size_t>(dev.rows), 0.0);
   const auto zeros_dev = b.to_device(std::span<const double>(zeros));
   const index_t c = s.calibration_subsets;
   b.gumbel_top_k(zeros_dev, dev.ds, active, key, 0u, 0u, c, k, subsets);
   std::vector<double> vals;
-  score(b, dev, mix, plan, s.quality, subsets, c, k, reference, vals);
+  score(ctx, subsets, c, k, reference, vals);
   for (std::size_t t = 0; t < plan.terms.size(); ++t) {
     const std::span<const double> v(vals.data() + t * c, static_cast<std::size_t>(c));
     const double sd = mean_std(v).second;
@@ -430,10 +463,9 @@ void calibrate_scales(const B& b, const device_block<B, T>& dev, const Mix& mix,
 /// @brief The S selected rows, in read-out order (final logit descending, ties to the smaller
 /// id): the top S by quality when no mask is learned (`learns` is false), else one Gumbel-top-S
 /// draw (`readout_mode::sample`) or the S largest logits.
-template <backend B, class T>
-std::vector<index_t> read_out(const B& b, const device_block<B, T>& dev, const block_plan& blk,
-                              const settings& s,
-                              const typename B::template vector<double>& logits) {
+template <backend B, class T, class Mix>
+std::vector<index_t> read_out(const block_context<B, T, Mix>& ctx, const typename B::template vector<double>& logits) {
+  const auto& [b, dev, blk, s] = std::tie(ctx.backend, ctx.dev, ctx.blk, ctx.s);
   const index_t n = blk.rows();
   if (!learns(blk, s)) {
     const auto q = b.to_device(std::span<const double>(
@@ -485,19 +517,17 @@ struct scored_rows {
 /// that the same set is scored by the same sums; returns the better one with its raw values
 /// (ties keep the read-out). Fixed f only (not group scaling).
 template <backend B, class T, class Mix>
-scored_rows better_of(const B& b, const device_block<B, T>& dev, const Mix& mix,
-                      const block_plan& blk, const settings& s,
-                      const typename B::template vector<double>& logits,
+scored_rows better_of(const block_context<B, T, Mix>& ctx, const typename B::template vector<double>& logits,
                       std::vector<index_t> read, const std::vector<index_t>& candidate,
                       const typename B::template vector<index_t>& all) {
+  const auto& [b, dev, blk] = std::tie(ctx.backend, ctx.dev, ctx.blk);
   const index_t sc = blk.selected;
   std::vector<index_t> cand =
       b.top_rows(logits, dev.ds, b.to_device(std::span<const index_t>(candidate)), sc);
   std::vector<index_t> both(read);
   both.insert(both.end(), cand.begin(), cand.end());
   std::vector<double> two;
-  score(b, dev, mix, blk.plan, s.quality, b.to_device(std::span<const index_t>(both)), 2, sc, all,
-        two);
+  score(ctx, b.to_device(std::span<const index_t>(both)), 2, sc, all, two);
   const bool take = blk.plan.combine(two, 2, 1) > blk.plan.combine(two, 2, 0);
   scored_rows out{take ? std::move(cand) : std::move(read), {}, take};
   for (std::size_t t = 0; t < blk.plan.terms.size(); ++t) out.raw.push_back(two[t * 2 + (take ? 1 : 0)]);
@@ -508,9 +538,10 @@ scored_rows better_of(const B& b, const device_block<B, T>& dev, const Mix& mix,
 /// `s.evaluate_selection`, each term's raw value on the rows with the whole block as reference
 /// set and f (`sel.raw` when already scored). Under group scaling the reported scales are 1.
 template <backend B, class T, class Mix>
-void finish(const B& b, const device_block<B, T>& dev, const Mix& mix, block_plan& blk,
-            const settings& s, scored_rows sel, std::vector<double> host_logits,
+void finish(block_context<B, T, Mix>& ctx, scored_rows sel, std::vector<double> host_logits,
             const typename B::template vector<index_t>* all, selection_result& res) {
+  const auto& [b, s] = std::tie(ctx.backend, ctx.s);
+  block_plan& blk = ctx.blk;
   res.selected = blk.selected;
   res.kept = blk.kept_count();
   res.prune_threshold = blk.prune_threshold;
@@ -530,8 +561,7 @@ void finish(const B& b, const device_block<B, T>& dev, const Mix& mix, block_pla
   if (s.evaluate_selection) {
     if (sel.raw.empty()) {
       const auto ref = all != nullptr ? *all : all_rows(b, blk.rows());
-      score(b, dev, mix, blk.plan, s.quality, b.to_device(std::span<const index_t>(res.rows)), 1,
-            blk.selected, ref, sel.raw);
+      score(ctx, b.to_device(std::span<const index_t>(res.rows)), 1, blk.selected, ref, sel.raw);
     }
     for (std::size_t t = 0; t < blk.plan.terms.size(); ++t) blk.plan.terms[t].raw = sel.raw[t];
     res.objective = blk.plan.combine(sel.raw);

@@ -157,14 +157,15 @@ struct block_result {
 /// With a prune threshold the candidates are the rows the prune keeps (`kept_rows`).
 /// @param o the learner's options for this block (count = S_b, scaling, seed, block, threads)
 /// @param g the greedy method and its settings; its seed is derived from `o.seed` and `o.block`
-/// @param[out] terms the terms of f, in order, with their scales (`learner::calibrate`)
+/// @param[out] terms the terms of f, in order, with their scales (`learner::calibrate` on
+///             `Backend`, the backend a learner of the same run would use: the same scales)
 /// @param[out] kept the number of candidate rows
 /// @return the rows picked, in order
 /// @throws invalid_input ("prune") when the prune keeps fewer rows than S_b
-template <class Mix>
+template <backend Backend = default_backend, class Mix>
 [[nodiscard]] std::vector<index_t> greedy_select_block(const problem<float>& p, const Mix& mix, const options& o,
                                                 greedy_options g, std::vector<term_value>& terms, index_t& kept) {
-  terms = learner<>(o).calibrate(p, mix);
+  terms = learner<Backend>(o).calibrate(p, mix);
   objective_function<float, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
   f.set_scales(scales_of(terms));
   g.seed = o.seed ^ (o.block * 0x9E3779B97F4A7C15ull);  // one stream per block

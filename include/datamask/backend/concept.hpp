@@ -41,7 +41,9 @@ struct probe_objective {
 ///   order;
 /// - `b.evaluate(objective, ds, subsets, G, k, reference, std::span<double>)`;
 /// - `b.gather_sum(values, subsets, G, k, std::span<double>)`;
-/// - `b.add_rollouts(...)` and `b.plackett_luce_update(...)`: the two gradient modes;
+/// - `b.entries_by_row(active, subsets)`: the G k rollout entries grouped by row (rows
+///   ascending, each row's entries ascending), which the policy's updates sum over;
+/// - `B::data(v)`: the values of a backend vector as an executor's passes read them;
 /// - `b.top_rows(logits, ds, candidates, S) -> std::vector<index_t>` (host);
 /// - `b.make_executor(ds)`: an `executor` (executor/concept.hpp) on the backend's memory, where
 ///   every algorithm written against an executor runs (the continuous ascent, relaxations);
@@ -67,8 +69,10 @@ concept backend = requires(const B& b, typename B::template vector<double>& dv,
   b.gumbel_top_k(cdv, ds, civ, key, u32, u32, n, n, iv);
   b.evaluate(detail::probe_objective{}, ds, civ, n, n, civ, out);
   b.gather_sum(cdv, civ, n, n, out);
-  b.add_rollouts(dv, civ, civ, n, n, coef, dv);
-  b.plackett_luce_update(dv, civ, civ, n, n, coef, dv);
+  b.entries_by_row(civ, civ);
+  { B::data(cdv) } -> std::same_as<const double*>;
+  { B::data(dv) } -> std::same_as<double*>;
+  { b.make_executor() } -> executor;
   { b.top_rows(cdv, ds, civ, n) } -> std::same_as<std::vector<index_t>>;
   { b.make_executor(ds) } -> executor;
   { b.relaxation_view(ds) } -> std::same_as<relax_view<float>>;
@@ -94,7 +98,9 @@ concept rollout_sampler =
 
 /// @brief Updates the logits from the rollouts of a step: `p.update(backend, logits, active,
 /// subsets, G, k, coef, scratch)` adds sum_g coef_g * grad ln P(M_g) to the active logits, with
-/// coef_g = eta_t * A_g / G. Rule: touches only the logits of active rows.
+/// coef_g = eta_t * A_g / G (`softmax_policy` writes its maths once against the backend's
+/// executor: `relaxed_update`, `plackett_luce_update`). Rule: touches only the logits of active
+/// rows.
 template <class P, class B>
 concept mask_policy =
     backend<B> && requires(const P& p, const B& b, typename B::template vector<double>& l,

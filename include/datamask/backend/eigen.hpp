@@ -190,68 +190,42 @@ struct eigen_backend {
     }
   }
 
-  /// @brief The relaxed update: L_j += sum_g coef_g 1[j in M_g], the sum over g in order.
-  void add_rollouts(vector<double>& logits, const vector<index_t>& active,
-                    const vector<index_t>& subsets, index_t g_count, index_t k,
-                    std::span<const double> coef, vector<double>& scratch) const {
-    scratch.resize(logits.size());
-    for (index_t r : active) scratch[r] = 0.0;
-    for (index_t g = 0; g < g_count; ++g) {
-      for (index_t t = 0; t < k; ++t) scratch[subsets[g * k + t]] += coef[g];
+  /// @brief The G k rollout entries e = g k + t grouped by row: `rows` ascending, each row's
+  /// entries ascending (the order the policy sums a row's terms in). Every row of `subsets` is
+  /// one of `active` (increasing): a counting sort over the active positions, O(G k log m).
+  struct grouped_entries {
+    vector<index_t> rows;
+    vector<index_t> entries;
+  };
+  [[nodiscard]] grouped_entries entries_by_row(const vector<index_t>& active, const vector<index_t>& subsets) const {
+    const auto m = static_cast<std::size_t>(active.size());
+    std::vector<index_t> at(subsets.size());
+    std::vector<index_t> start(m + 1, 0);
+    for (std::size_t e = 0; e < subsets.size(); ++e) {
+      at[e] = std::lower_bound(active.begin(), active.end(), subsets[e]) - active.begin();
+      ++start[static_cast<std::size_t>(at[e]) + 1];
     }
-    for (index_t r : active) logits[r] += scratch[r];
+    for (std::size_t a = 0; a < m; ++a) start[a + 1] += start[a];
+    grouped_entries out{vector<index_t>(subsets.size()), vector<index_t>(subsets.size())};
+    for (std::size_t e = 0; e < subsets.size(); ++e) {
+      const auto pos = static_cast<std::size_t>(start[static_cast<std::size_t>(at[e])]++);
+      out.rows[pos] = subsets[e];
+      out.entries[pos] = static_cast<index_t>(e);
+    }
+    return out;
   }
 
-  /// @brief The exact Plackett-Luce update: L_j += sum_g coef_g d ln P(order_g) / d L_j with
-  /// d ln P / d L_j = 1[j in M] - exp(L_j) sum_{t <= min(k, pos_j)} 1 / Z_t.
-  ///
-  /// Each Z_t is a sum of positive terms (the items not yet drawn), never a difference, so no
-  /// cancellation when k is close to m.
-  void plackett_luce_update(vector<double>& logits, const vector<index_t>& active,
-                            const vector<index_t>& subsets, index_t g_count, index_t k,
-                            std::span<const double> coef, vector<double>& scratch) const {
-    const auto m = static_cast<index_t>(active.size());
-    double mx = -std::numeric_limits<double>::infinity();
-    for (index_t r : active) mx = std::max(mx, logits[r]);
-    scratch.resize(logits.size());
-    std::vector<double> w(static_cast<std::size_t>(m));
-    for (index_t a = 0; a < m; ++a) w[a] = std::exp(logits[active[a]] - mx);
-    // Per rollout: cum[t] = sum_{s <= t} 1/Z_s (k values) stored row-wise.
-    std::vector<double> cum(static_cast<std::size_t>(g_count * k));
-    std::vector<double> wsel(static_cast<std::size_t>(g_count * k));
-    detail::parallel_for(g_count, threads, [&](index_t g) {
-      const index_t* sel = subsets.data() + g * k;
-      std::vector<index_t> pos_rows(sel, sel + k);
-      std::sort(pos_rows.begin(), pos_rows.end());
-      double rest = 0.0;  // the active items this rollout did not draw
-      for (index_t a = 0; a < m; ++a) {
-        if (!std::binary_search(pos_rows.begin(), pos_rows.end(), active[a])) rest += w[a];
-      }
-      double* c = cum.data() + g * k;
-      double* ws = wsel.data() + g * k;
-      for (index_t t = 0; t < k; ++t) ws[t] = std::exp(logits[sel[t]] - mx);
-      double suffix = rest;
-      for (index_t t = k - 1; t >= 0; --t) {
-        suffix += ws[t];
-        c[t] = suffix;  // Z_t for now
-      }
-      double acc = 0.0;
-      for (index_t t = 0; t < k; ++t) {
-        acc += 1.0 / c[t];
-        c[t] = acc;
-      }
-    }, 8.0 * static_cast<double>(m));
-    double u = 0.0;
-    for (index_t g = 0; g < g_count; ++g) u += coef[g] * cum[g * k + (k - 1)];
-    for (index_t a = 0; a < m; ++a) scratch[active[a]] = -w[a] * u;
-    for (index_t g = 0; g < g_count; ++g) {
-      const double last = cum[g * k + (k - 1)];
-      for (index_t t = 0; t < k; ++t) {
-        const index_t r = subsets[g * k + t];
-        scratch[r] += coef[g] * (1.0 - wsel[g * k + t] * (cum[g * k + t] - last));
-      }
-    }
-    for (index_t r : active) logits[r] += scratch[r];
+  /// @brief An executor on this backend's threads, for passes that need no dataset.
+  [[nodiscard]] host_executor make_executor() const { return host_executor(threads); }
+
+  /// @brief The values of a vector of this backend, as the executor's passes read them.
+  template <class U>
+  static U* data(vector<U>& v) {
+    return v.data();
+  }
+  template <class U>
+  static const U* data(const vector<U>& v) {
+    return v.data();
   }
 
   /// @brief The S candidates with the largest logits, by logit descending, ties to the smaller id.

@@ -443,56 +443,31 @@ struct thrust_backend {
     thrust::copy(res.begin(), res.end(), out.begin());
   }
 
-  /// @brief The relaxed update: L_j += sum_g coef_g 1[j in M_g], the sum over g in order.
-  void add_rollouts(vector<double>& logits, const vector<index_t>& active,
-                    const vector<index_t>& subsets, index_t g_count, index_t k,
-                    std::span<const double> coef, vector<double>& /*scratch*/) const {
-    const index_t total = g_count * k;
-    const rollout_entries_by_row sorted(subsets);
-    const vector<double> c = to_device(coef);
-    thrust::for_each(thrust::device, count(0), count(static_cast<index_t>(active.size())),
-                     detail::thrust_impl::relaxed_row_update{raw(active), raw(sorted.rows), raw(sorted.entries),
-                                                            total, k, raw(c), raw(logits)});
+  /// @brief The G k rollout entries e = g k + t grouped by row: `rows` ascending, each row's
+  /// entries ascending (the order the policy sums a row's terms in): one stable sort by row.
+  struct grouped_entries {
+    vector<index_t> rows;
+    vector<index_t> entries;
+  };
+  [[nodiscard]] grouped_entries entries_by_row(const vector<index_t>& /*active*/,
+                                               const vector<index_t>& subsets) const {
+    grouped_entries out{subsets, vector<index_t>(subsets.size())};
+    thrust::sequence(thrust::device, out.entries.begin(), out.entries.end());
+    thrust::stable_sort_by_key(thrust::device, out.rows.begin(), out.rows.end(), out.entries.begin());
+    return out;
   }
 
-  /// @brief The exact Plackett-Luce update, in the CPU backend's order of operations.
-  void plackett_luce_update(vector<double>& logits, const vector<index_t>& active,
-                            const vector<index_t>& subsets, index_t g_count, index_t k,
-                            std::span<const double> coef, vector<double>& /*scratch*/) const {
-    namespace ti = detail::thrust_impl;
-    const auto m = static_cast<index_t>(active.size());
-    const index_t total = g_count * k;
-    const auto n = static_cast<index_t>(logits.size());
-    const double mx = thrust::transform_reduce(
-        thrust::device, active.begin(), active.end(), ti::logit_of_row{raw(logits)},
-        -std::numeric_limits<double>::infinity(), ti::max_op{});
-    vector<double> w(static_cast<std::size_t>(m));
-    thrust::transform(thrust::device, active.begin(), active.end(), w.begin(),
-                      ti::exp_shifted{raw(logits), mx});
-    // Each rollout's rows, ascending, for the membership test.
-    vector<index_t> per(static_cast<std::size_t>(total));
-    thrust::transform(thrust::device, count(0), count(total), per.begin(),
-                      ti::rollout_row_key{raw(subsets), k, n});
-    thrust::sort(thrust::device, per.begin(), per.end());
-    thrust::transform(thrust::device, per.begin(), per.end(), per.begin(), ti::row_of_key{n});
-    vector<double> cum(static_cast<std::size_t>(total));
-    vector<double> wsel(static_cast<std::size_t>(total));
-    thrust::for_each(thrust::device, count(0), count(g_count),
-                     ti::plackett_luce_rollout{raw(active), raw(w), m, raw(per), raw(subsets), k,
-                                               raw(logits), mx, raw(cum), raw(wsel)});
-    // u = sum_g coef_g cum_g,last on the host, in order (G scalars come back).
-    vector<double> last_dev(static_cast<std::size_t>(g_count));
-    auto last_index = thrust::make_transform_iterator(count(0), ti::last_of_rollout{k});
-    thrust::gather(thrust::device, last_index, last_index + g_count, cum.begin(), last_dev.begin());
-    const std::vector<double> last = to_host(last_dev);
-    double u = 0.0;
-    for (index_t g = 0; g < g_count; ++g) u += coef[g] * last[g];
-    const rollout_entries_by_row sorted(subsets);
-    const vector<double> c = to_device(coef);
-    thrust::for_each(thrust::device, count(0), count(m),
-                     ti::plackett_luce_row_update{raw(active), raw(w), u, raw(sorted.rows), raw(sorted.entries),
-                                                  total, k, raw(c), raw(cum), raw(wsel),
-                                                  raw(logits)});
+  /// @brief An executor on the device, for passes that need no dataset.
+  [[nodiscard]] executor make_executor() const { return executor(); }
+
+  /// @brief The values of a vector of this backend, as the executor's passes read them.
+  template <class U>
+  static U* data(vector<U>& v) {
+    return raw(v);
+  }
+  template <class U>
+  static const U* data(const vector<U>& v) {
+    return raw(v);
   }
 
   /// @brief The S candidates with the largest logits, by logit descending, ties to the smaller
@@ -511,17 +486,6 @@ struct thrust_backend {
   }
 
  private:
-  /// The G k rollout entries e = g k + t stably sorted by their row: each row's entries in
-  /// increasing rollout order, which is the order the CPU backend sums a row's terms in.
-  struct rollout_entries_by_row {
-    vector<index_t> rows;
-    vector<index_t> entries;
-    explicit rollout_entries_by_row(const vector<index_t>& subsets) : rows(subsets), entries(subsets.size()) {
-      thrust::sequence(thrust::device, entries.begin(), entries.end());
-      thrust::stable_sort_by_key(thrust::device, rows.begin(), rows.end(), entries.begin());
-    }
-  };
-
   static thrust::counting_iterator<index_t> count(index_t i) {
     return thrust::counting_iterator<index_t>(i);
   }

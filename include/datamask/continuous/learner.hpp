@@ -119,10 +119,9 @@ class basic_continuous_learner {
                      "learner needs calibrated, fixed or raw scales");
     validate(opt_.ascent);
     validate(opt_.polish);
-    Backend b = backend_;
-    if constexpr (requires { b.threads = o.threads; }) b.threads = o.threads;
-    phases::block_plan blk = phases::prepare_block(p, mix, o);
-    auto dev = phases::upload(b, p, blk);
+    auto ctx = phases::make_context(backend_, p, mix, o);
+    const phases::block_plan& blk = ctx.blk;
+    const Backend& b = ctx.backend;
     selection_result res;
     res.active = blk.kept_count();  // every kept item takes part in every iteration
     res.rollout_size = blk.selected;
@@ -131,31 +130,32 @@ class basic_continuous_learner {
     if (phases::learns(blk, o)) {
       const phases::batch_size size = phases::batch_sizes(blk, o);
       // The scales of the policy-gradient learner with the same settings: one f for both.
-      phases::calibrate_scales(b, dev, mix, blk.plan, o, size.active, size.rollout);
-      rows = ascend(b, dev, p, mix, blk, key, res);
+      phases::calibrate_scales(ctx, size.active, size.rollout);
+      rows = ascend(ctx, key, res);
     }
     const auto key_dev = b.to_device(std::span<const double>(key));
     // Read-out order: the key, ties to the smaller id (the top S by quality when f is modular).
     std::vector<index_t> ordered =
         phases::learns(blk, o)
-            ? b.top_rows(key_dev, dev.ds, b.to_device(std::span<const index_t>(rows)), blk.selected)
-            : phases::read_out(b, dev, blk, o, key_dev);
+            ? b.top_rows(key_dev, ctx.dev.ds, b.to_device(std::span<const index_t>(rows)), blk.selected)
+            : phases::read_out(ctx, key_dev);
     // No candidate rows: a typed null, as nvcc (13.0) deduces nothing through a bare nullptr here.
     const typename Backend::template vector<index_t>* no_candidates = nullptr;
-    phases::finish(b, dev, mix, blk, o, phases::scored_rows{std::move(ordered), {}, false},
-                   std::move(key), no_candidates, res);
+    phases::finish(ctx, phases::scored_rows{std::move(ordered), {}, false}, std::move(key), no_candidates, res);
     return res;
   }
 
   /// The ascent, its read-out and the polish on f with the block's scales. Fills `key` (the
   /// read-out key per row), the history and the counters; returns the selected rows.
   template <class T, class Mix>
-  std::vector<index_t> ascend(const Backend& b, const phases::device_block<Backend, T>& dev, const problem<T>& p,
-                              const Mix& mix, const phases::block_plan& blk, std::vector<double>& key,
+  std::vector<index_t> ascend(const phases::block_context<Backend, T, Mix>& ctx, std::vector<double>& key,
                               selection_result& res) const {
     const options& o = opt_.common;
+    const phases::block_plan& blk = ctx.blk;
+    const Backend& b = ctx.backend;
     const index_t s = blk.selected;
-    objective_function<T, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
+    // f on the rows the context prepared (no second pass over the block).
+    objective_function<T, Mix> f(ctx.block.embeddings, blk.data, ctx.mix, o.lambda, o.quality, o.threads);
     std::vector<double> scales;
     for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
     f.set_scales(scales);
@@ -179,9 +179,9 @@ class basic_continuous_learner {
         opt_.initial.p.empty() ? first_iterate(blk.rows(), blk.kept, s, opt_.ascent) : opt_.initial;
     // The ascent on the backend's executor: f's quality uploaded once, the block read where the
     // backend keeps it.
-    auto exec = b.make_executor(dev.ds);
+    auto exec = b.make_executor(ctx.dev.ds);
     const double* quality = f.has_quality_term() ? exec.upload(f.quality()) : nullptr;
-    const continuous_state st = datamask::ascend(exec, relaxation_of(f, s, b.relaxation_view(dev.ds), quality), blk.rows(),
+    const continuous_state st = datamask::ascend(exec, relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality), blk.rows(),
                                        blk.kept, s, opt_.ascent, std::move(start), hooks);
     res.steps_run = st.iterations_run;
     res.stopped_early = st.stopped_early;
