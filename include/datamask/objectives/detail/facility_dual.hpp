@@ -93,7 +93,28 @@ class dense_pairs {
     }
   }
 
-  /// visit(v, w) for every reference item v, w[t] = w_{v, rows[t]}.
+  /// count_v = #{s in rows : w_vs > lambda_v}.
+  void covered(std::span<const double> lambda, std::span<const index_t> rows, std::span<double> count) const {
+    for_rows(rows, [&](index_t v, const double* w) {
+      const double l = lambda[static_cast<std::size_t>(v)];
+      double c = 0.0;
+      for (std::size_t t = 0; t < rows.size(); ++t) c += w[t] > l ? 1.0 : 0.0;
+      count[static_cast<std::size_t>(v)] = c;
+    });
+  }
+
+  /// best_v = max_{s in rows} w_vs (negative when every similarity is).
+  void best(std::span<const index_t> rows, std::span<double> out) const {
+    for_rows(rows, [&](index_t v, const double* w) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::size_t t = 0; t < rows.size(); ++t) m = std::max(m, w[t]);
+      out[static_cast<std::size_t>(v)] = m;
+    });
+  }
+
+ private:
+  /// visit(v, w) for every reference item v, w[t] = w_{v, rows[t]}: the S columns of a set, S / n
+  /// of a pass.
   template <class Visit>
   void for_rows(std::span<const index_t> rows, Visit&& visit) const {
     const auto k = static_cast<index_t>(rows.size());
@@ -117,7 +138,6 @@ class dense_pairs {
     }, 2.0 * static_cast<double>(dense_block) * static_cast<double>(k) * static_cast<double>(x_.cols()));
   }
 
- private:
   [[nodiscard]] double weight(double dot, index_t v, index_t s) const {
     return c_ * kernel_similarity(kernel_, gamma_, dot, sq_[static_cast<std::size_t>(v)], sq_[static_cast<std::size_t>(s)]);
   }
@@ -149,57 +169,81 @@ class dense_pairs {
   std::vector<double> cache_;  ///< n x n: row s holds w_vs over v, when it fits the budget
 };
 
-/// kNN pairs: w_e = c max(0, sim_e) for the graph's entries e = v K + r (s = ids[e]), grouped
-/// by item for the column sums (`start`, `entry`: the entries listing each item, in row order).
+/// kNN pairs: w_e = c max(0, sim_e) for the graph's entries e = v K + r (s = ids[e]). The column
+/// sums read each item's positive entries as two contiguous arrays (reference row, w), grouped by
+/// item in row order (`start`, `entry`: the graph's grouping), so a pass streams them and only
+/// lambda is read at random.
 class knn_pairs {
  public:
   knn_pairs(const knn_graph& g, double weight, std::span<const index_t> start, std::span<const index_t> entry,
             int threads)
-      : g_(g), start_(start), entry_(entry), w_(g.sims.size()), threads_(threads) {
+      : g_(g), w_(g.sims.size()), from_(static_cast<std::size_t>(g.n) + 1, 0), threads_(threads) {
     const double c = weight / static_cast<double>(g.n);
     for (std::size_t e = 0; e < w_.size(); ++e) w_[e] = g.sims[e] > 0.0f ? c * static_cast<double>(g.sims[e]) : 0.0;
+    row_.reserve(entry.size());
+    col_w_.reserve(entry.size());
+    for (index_t s = 0; s < g.n; ++s) {
+      for (index_t at = start[static_cast<std::size_t>(s)]; at < start[static_cast<std::size_t>(s) + 1]; ++at) {
+        const index_t e = entry[static_cast<std::size_t>(at)];
+        if (!(w_[static_cast<std::size_t>(e)] > 0.0)) continue;  // max(0, 0 - lambda) = 0: never counts
+        row_.push_back(e / g.k);
+        col_w_.push_back(w_[static_cast<std::size_t>(e)]);
+      }
+      from_[static_cast<std::size_t>(s) + 1] = static_cast<index_t>(row_.size());
+    }
   }
 
   [[nodiscard]] index_t size() const { return g_.n; }
 
   void column_excess(std::span<const double> lambda, std::span<double> b) const {
-    detail::parallel_for(g_.n, threads_, [&](index_t s) {
-      double acc = 0.0;
-      for (index_t at = start_[static_cast<std::size_t>(s)]; at < start_[static_cast<std::size_t>(s) + 1]; ++at) {
-        const index_t e = entry_[static_cast<std::size_t>(at)];
-        acc += std::max(0.0, w_[static_cast<std::size_t>(e)] - lambda[static_cast<std::size_t>(e / g_.k)]);
+    detail::parallel_for((g_.n + 255) / 256, threads_, [&](index_t bi) {
+      for (index_t s = bi * 256; s < std::min(g_.n, (bi + 1) * 256); ++s) {
+        double acc = 0.0;
+        for (index_t at = from_[static_cast<std::size_t>(s)]; at < from_[static_cast<std::size_t>(s) + 1]; ++at) {
+          acc += std::max(0.0, col_w_[static_cast<std::size_t>(at)] - lambda[static_cast<std::size_t>(row_[static_cast<std::size_t>(at)])]);
+        }
+        b[static_cast<std::size_t>(s)] += acc;
       }
-      b[static_cast<std::size_t>(s)] += acc;
-    }, 4.0 * static_cast<double>(g_.k));
+    }, 256.0 * 3.0 * static_cast<double>(g_.k));
   }
 
-  /// visit(v, w) for every reference item v, w[t] = w_{v, rows[t]} (0 when rows[t] is not among
-  /// v's neighbours).
-  template <class Visit>
-  void for_rows(std::span<const index_t> rows, Visit&& visit) const {
-    std::vector<index_t> at(static_cast<std::size_t>(g_.n), -1);
-    for (std::size_t t = 0; t < rows.size(); ++t) at[static_cast<std::size_t>(rows[t])] = static_cast<index_t>(t);
-    detail::parallel_for((g_.n + 255) / 256, threads_, [&](index_t bi) {
-      std::vector<double> w(rows.size(), 0.0);
-      for (index_t v = bi * 256; v < std::min(g_.n, (bi + 1) * 256); ++v) {
-        for (index_t r = 0; r < g_.k; ++r) {
-          const index_t t = at[static_cast<std::size_t>(g_.neighbor(v, r))];
-          if (t >= 0) w[static_cast<std::size_t>(t)] = w_[static_cast<std::size_t>(v * g_.k + r)];
-        }
-        visit(v, static_cast<const double*>(w.data()));
-        for (index_t r = 0; r < g_.k; ++r) {
-          const index_t t = at[static_cast<std::size_t>(g_.neighbor(v, r))];
-          if (t >= 0) w[static_cast<std::size_t>(t)] = 0.0;
-        }
+  /// count_v = #{s in rows : w_vs > lambda_v}: v's neighbours only, O(n K).
+  void covered(std::span<const double> lambda, std::span<const index_t> rows, std::span<double> count) const {
+    const std::vector<char> in = marks(rows);
+    detail::parallel_for(g_.n, threads_, [&](index_t v) {
+      const double l = lambda[static_cast<std::size_t>(v)];
+      double c = 0.0;
+      for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
+        c += in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])] && w_[static_cast<std::size_t>(e)] > l ? 1.0 : 0.0;
       }
-    }, 256.0 * static_cast<double>(g_.k + static_cast<index_t>(rows.size())));
+      count[static_cast<std::size_t>(v)] = c;
+    }, 2.0 * static_cast<double>(g_.k));
+  }
+
+  /// best_v = max(0, max_{s in rows and N(v)} w_vs): what v gets from the set.
+  void best(std::span<const index_t> rows, std::span<double> out) const {
+    const std::vector<char> in = marks(rows);
+    detail::parallel_for(g_.n, threads_, [&](index_t v) {
+      double m = 0.0;
+      for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
+        if (in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])]) m = std::max(m, w_[static_cast<std::size_t>(e)]);
+      }
+      out[static_cast<std::size_t>(v)] = m;
+    }, 2.0 * static_cast<double>(g_.k));
   }
 
  private:
+  [[nodiscard]] std::vector<char> marks(std::span<const index_t> rows) const {
+    std::vector<char> in(static_cast<std::size_t>(g_.n), 0);
+    for (index_t s : rows) in[static_cast<std::size_t>(s)] = 1;
+    return in;
+  }
+
   const knn_graph& g_;
-  std::span<const index_t> start_;
-  std::span<const index_t> entry_;
-  std::vector<double> w_;
+  std::vector<double> w_;        ///< per entry of the graph (row-major)
+  std::vector<index_t> from_;    ///< n + 1 offsets into row_ and col_w_
+  std::vector<index_t> row_;     ///< per positive entry, grouped by item: its reference row
+  std::vector<double> col_w_;    ///< and its w
   int threads_;
 };
 
@@ -245,11 +289,7 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
   std::vector<double> lambda(nz, 0.0);
   double target = 0.0;
   for (index_t s : selection) target += linear.empty() ? 0.0 : linear[static_cast<std::size_t>(s)];
-  pairs.for_rows(selection, [&](index_t v, const double* w) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (std::size_t t = 0; t < selection.size(); ++t) m = std::max(m, w[t]);
-    lambda[static_cast<std::size_t>(v)] = m;
-  });
+  pairs.best(selection, lambda);
   for (double& l : lambda) {
     target += l;
     l = std::max(0.0, l);
@@ -287,12 +327,7 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
     }
     const double level = std::max(target, out.bound - delta);
     // Subgradient 1 - #{s in the top set : w_vs > lambda_v}, projected on lambda >= 0.
-    pairs.for_rows(chosen, [&](index_t v, const double* w) {
-      const double l = lambda[static_cast<std::size_t>(v)];
-      double c = 0.0;
-      for (std::size_t k = 0; k < chosen.size(); ++k) c += w[k] > l ? 1.0 : 0.0;
-      count[static_cast<std::size_t>(v)] = c;
-    });
+    pairs.covered(lambda, chosen, count);
     double norm2 = 0.0;
     for (std::size_t v = 0; v < nz; ++v) {
       double g = 1.0 - count[v];
