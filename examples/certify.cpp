@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   {  // Facility location on a kNN graph (K = 32) + quality: lazy greedy on the calibrated f.
     knn_settings ks;
     ks.neighbors = 32;
+    ks.build = knn_build::automatic;  // exact up to 50,000 items, clustered above
     const sparse_facility_location fl{std::make_shared<const knn_graph>(build_knn_graph(block, ks))};
     options o;
     o.ratio = 0.1;
