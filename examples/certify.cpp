@@ -5,7 +5,7 @@
 // an upper bound on the optimum of the same f, the gap, and the share of the best possible gain
 // over random subsets that the selection is proven to reach.
 //
-//   certify [n]      (n items, default 20,000; d = 64)
+//   certify [n] [d]      (n items, default 20,000; d dimensions, default 64)
 #include <datamask/certify.hpp>
 #include <datamask/datamask.hpp>
 #include <datamask/greedy/greedy.hpp>
@@ -32,11 +32,12 @@ void print(const char* label, double optimise_seconds, const datamask::certifica
     return;
   }
   std::printf("  f = %.8f, optimum <= %.8f (gap %.3g)\n", r.value, r.bound, r.gap);
-  std::printf("  mean f of random subsets %.6f: certified share %.4f%% of the best possible gain\n",
+  std::printf("  mean f of random subsets %.6f: certified share %.6f%% of the best possible gain\n",
               r.random_mean, 100.0 * r.certified_share);
   for (const auto& t : r.terms) {
-    std::printf("  term %s%s: %s, %lld evaluations, %.3f s\n", t.name.c_str(), t.with_quality ? " + quality" : "",
-                t.method.c_str(), static_cast<long long>(t.evaluations), t.seconds);
+    std::printf("  term %s%s: %s, %lld evaluations, %.3f s\n", t.name.c_str(),
+                t.with_quality ? " + quality" : "", t.method.c_str(),
+                static_cast<long long>(t.evaluations), t.seconds);
   }
 }
 
@@ -46,10 +47,12 @@ int main(int argc, char** argv) {
   datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
   using namespace datamask;
   const index_t n = argc > 1 ? std::atoll(argv[1]) : 20000;
-  const example::corpus c = example::make_corpus(n, 64, 60, 7);
-  const problem<float> block{make_matrix_view(c.embeddings.data(), c.n, c.d), {quality_column{c.quality, 1.0}}, {}};
-  std::printf("corpus: %lld documents, %lld-d embeddings; select 10%%, lambda 0.5\n", static_cast<long long>(c.n),
-              static_cast<long long>(c.d));
+  const index_t d = argc > 2 ? std::atoll(argv[2]) : 64;
+  const example::corpus c = example::make_corpus(n, d, 60, 7);
+  const problem<float> block{
+      make_matrix_view(c.embeddings.data(), c.n, c.d), {quality_column{c.quality, 1.0}}, {}};
+  std::printf("corpus: %lld documents, %lld-d embeddings; select 10%%, lambda 0.5\n",
+              static_cast<long long>(c.n), static_cast<long long>(c.d));
 
   {  // Pairwise similarity + quality: the continuous learner, then the bound of the same f.
     continuous_options o;
@@ -70,7 +73,8 @@ int main(int argc, char** argv) {
     knn_settings ks;
     ks.neighbors = 32;
     ks.build = knn_build::automatic;  // exact up to 50,000 items, clustered above
-    const sparse_facility_location fl{std::make_shared<const knn_graph>(build_knn_graph(block, ks))};
+    const sparse_facility_location fl{
+        std::make_shared<const knn_graph>(build_knn_graph(block, ks))};
     options o;
     o.ratio = 0.1;
     o.lambda = 0.5;
@@ -82,9 +86,12 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const greedy_result g = greedy_select(f, static_cast<index_t>(c.n / 10));
     const double optimise = seconds_since(t0);
-    print("facility location (kNN graph, K = 32) + quality (lazy greedy)", optimise, certify(f, g.rows));
+    print("facility location (kNN graph, K = 32) + quality (lazy greedy)", optimise,
+          certify(f, g.rows));
   }
-  std::printf("\nThe bound is for f with the run's scales over every subset of the block's size; on the kNN\n"
-              "graph it is for the sparse objective the run optimised.\n");
+  std::printf(
+      "\nThe bound is for f with the run's scales over every subset of the block's size; on the "
+      "kNN\n"
+      "graph it is for the sparse objective the run optimised.\n");
   return 0;
 }

@@ -32,7 +32,10 @@ struct block {
   std::vector<double> x;
   std::vector<double> q;
   block(index_t n_, index_t d_, std::uint64_t seed)
-      : n(n_), d(d_), x(dmtest::random_embeddings<double>(n_, d_, seed)), q(dmtest::random_quality(n_, seed + 99)) {}
+      : n(n_),
+        d(d_),
+        x(dmtest::random_embeddings<double>(n_, d_, seed)),
+        q(dmtest::random_quality(n_, seed + 99)) {}
   block(index_t n_, index_t d_, std::vector<double> x_, std::vector<double> q_)
       : n(n_), d(d_), x(std::move(x_)), q(std::move(q_)) {}
   [[nodiscard]] dm::problem<double> problem() const {
@@ -61,7 +64,8 @@ double exhaustive_optimum(const F& f, index_t n, index_t size) {
     while (i >= 0 && rows[static_cast<std::size_t>(i)] == n - size + i) --i;
     if (i < 0) return best;
     ++rows[static_cast<std::size_t>(i)];
-    for (index_t j = i + 1; j < size; ++j) rows[static_cast<std::size_t>(j)] = rows[static_cast<std::size_t>(j - 1)] + 1;
+    for (index_t j = i + 1; j < size; ++j)
+      rows[static_cast<std::size_t>(j)] = rows[static_cast<std::size_t>(j - 1)] + 1;
   }
 }
 
@@ -71,7 +75,8 @@ double tolerance(double x) { return 1e-12 * std::max(1.0, std::abs(x)); }
 template <class F>
 void set_test_scales(F& f) {
   std::vector<double> scales;
-  for (const auto& t : f.terms()) scales.push_back(t.name == "quality" ? 0.7 : 1.3 + 0.2 * static_cast<double>(scales.size()));
+  for (const auto& t : f.terms())
+    scales.push_back(t.name == "quality" ? 0.7 : 1.3 + 0.2 * static_cast<double>(scales.size()));
   f.set_scales(scales);
 }
 
@@ -90,7 +95,8 @@ void check_tiny(const block& b, const D& objective, const char* name) {
       dm::greedy_options go;
       go.threads = 1;
       const std::vector<index_t> greedy = dm::greedy_select(f, size, go).rows;
-      const std::vector<index_t> random = dmtest::rng(static_cast<std::uint64_t>(size) * 31u).distinct(b.n, size);
+      const std::vector<index_t> random =
+          dmtest::rng(static_cast<std::uint64_t>(size) * 31u).distinct(b.n, size);
       for (const auto& selection : {greedy, random}) {
         for (index_t iterations : {1, 0}) {  // the start only, and the default budget
           dm::certify_settings s;
@@ -104,13 +110,15 @@ void check_tiny(const block& b, const D& objective, const char* name) {
           REQUIRE(r.certified);
           CHECK(r.bound >= optimum - tolerance(optimum));
           CHECK(r.gap >= 0.0);
-          CHECK(r.value == Approx(f(selection)).epsilon(1e-12));  // f of the sorted rows: another sum order
+          CHECK(r.value ==
+                Approx(f(selection)).epsilon(1e-12));  // f of the sorted rows: another sum order
           if (lambda == 1.0) {
             CHECK(std::abs(r.bound - optimum) <= tolerance(optimum));
             REQUIRE(r.terms.size() == 1);
             CHECK(r.terms[0].method == "top-S");
           }
-          for (const auto& t : r.terms) CHECK(std::abs(t.bound - t.claimed) <= 1e-10 * std::max(1.0, std::abs(t.bound)));
+          for (const auto& t : r.terms)
+            CHECK(std::abs(t.bound - t.claimed) <= 1e-10 * std::max(1.0, std::abs(t.bound)));
         }
       }
     }
@@ -124,25 +132,40 @@ TEST_CASE("certify: on tiny blocks the bound is at least the exhaustive optimum,
   for (std::uint64_t seed : {1u, 2u}) {
     const block b(12, 5, seed);
     check_tiny(b, dm::pairwise_similarity{}, "pairwise");
-    for (auto kernel : {dm::similarity_kernel::cosine, dm::similarity_kernel::cosine2, dm::similarity_kernel::dot,
-                        dm::similarity_kernel::rbf}) {
+    for (auto kernel : {dm::similarity_kernel::cosine, dm::similarity_kernel::cosine2,
+                        dm::similarity_kernel::dot, dm::similarity_kernel::rbf}) {
       dm::facility_location fl;
       fl.kernel = kernel;
       fl.gamma = 0.3;
       check_tiny(b, fl, "facility (dense)");
     }
     check_tiny(b, b.knn(4), "facility (kNN, K = 4)");
-    check_tiny(b, dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{b.knn(4), 0.5}),
+    check_tiny(b,
+               dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{b.knn(4), 0.5}),
                "pairwise + facility (kNN)");
-    check_tiny(b, dm::mix(dm::weighted{dm::facility_location{}, 0.7}, dm::weighted{dm::pairwise_similarity{}, 1.0}),
+    check_tiny(b,
+               dm::mix(dm::weighted{dm::facility_location{}, 0.7},
+                       dm::weighted{dm::pairwise_similarity{}, 1.0}),
                "facility (dense) + pairwise");
   }
+  // Ties and a zero row: rows 6..11 repeat rows 0..5 (equal gradients, equal columns), and row 2
+  // is zero (its cosines are 0, as the objectives count them).
+  block b(12, 5, 3);
+  for (index_t i = 6; i < 12; ++i) {
+    std::copy_n(b.x.begin() + (i - 6) * b.d, b.d, b.x.begin() + i * b.d);
+    b.q[static_cast<std::size_t>(i)] = b.q[static_cast<std::size_t>(i - 6)];
+  }
+  std::fill_n(b.x.begin() + 2 * b.d, b.d, 0.0);
+  check_tiny(b, dm::pairwise_similarity{}, "pairwise, ties and a zero row");
+  check_tiny(b, dm::facility_location{}, "facility (dense), ties and a zero row");
 }
 
-TEST_CASE("certify: the dense dual recomputes its similarities when the n x n values exceed the budget",
-          "[certify]") {
+TEST_CASE(
+    "certify: the dense dual recomputes its similarities when the n x n values exceed the budget",
+    "[certify]") {
   const block b(40, 6, 5);
-  dm::objective_function<double, dm::facility_location> f(b.problem(), dm::facility_location{}, 0.5);
+  dm::objective_function<double, dm::facility_location> f(b.problem(), dm::facility_location{},
+                                                          0.5);
   set_test_scales(f);
   const std::vector<index_t> selection = dmtest::rng(3).distinct(b.n, 6);
   dm::certify_settings held;
@@ -200,7 +223,8 @@ TEST_CASE("certify: DiSF and an objective without the capability give no certifi
     CHECK(r.reason.find("disf") != std::string::npos);
   }
   {
-    const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{dm::disf{}, 1.0});
+    const auto m =
+        dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{dm::disf{}, 1.0});
     const dm::objective_function<double, decltype(m)> f(p, m, 0.5);
     const auto r = dm::certify(f, selection, s);
     CHECK_FALSE(r.certified);
@@ -210,7 +234,9 @@ TEST_CASE("certify: DiSF and an objective without the capability give no certifi
   }
   {
     struct user_metric {  // scores a set, offers no bound
-      double operator()(const dm::subset_view<double>& v) const { return static_cast<double>(v.subset.size); }
+      double operator()(const dm::subset_view<double>& v) const {
+        return static_cast<double>(v.subset.size);
+      }
     };
     static_assert(!dm::boundable_objective<user_metric, double>);
     const dm::objective_function<double, user_metric> f(p, user_metric{}, 0.5);
@@ -228,21 +254,23 @@ TEST_CASE("certify: DiSF and an objective without the capability give no certifi
   static_assert(!dm::boundable_objective<dm::disf, double>);
 }
 
-TEST_CASE("certify: certificates are re-checked, and one outside its domain is refused", "[certify]") {
+TEST_CASE("certify: certificates are re-checked, and one outside its domain is refused",
+          "[certify]") {
   const block b(50, 6, 8);
   const dm::problem<double> p = b.problem();
   dm::objective_function<double, dm::facility_location> f(p, dm::facility_location{}, 0.5);
   std::vector<double> linear(static_cast<std::size_t>(b.n), 0.1);
   const std::vector<index_t> selection = dmtest::rng(5).distinct(b.n, 5);
-  const dm::bound_view<double> v{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), linear, 0.8, 5,
-                                 selection, 20, 1};
+  const dm::bound_view<double> v{
+      f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), linear, 0.8, 5, selection, 20, 1};
   const dm::facility_location fl;
   const dm::bound_certificate c = fl.bound(v);
   CHECK(fl.check_bound(v, c.certificate) == Approx(c.bound).epsilon(1e-12));
   std::vector<double> negative = c.certificate;
   negative[3] = -1e-3;
   CHECK_THROWS_AS(fl.check_bound(v, negative), dm::invalid_input);
-  CHECK_THROWS_AS(fl.check_bound(v, std::span<const double>(c.certificate).first(10)), dm::invalid_input);
+  CHECK_THROWS_AS(fl.check_bound(v, std::span<const double>(c.certificate).first(10)),
+                  dm::invalid_input);
   // Any lambda >= 0 certifies, however poor: all zeros gives sum of the S largest column sums.
   const std::vector<double> zeros(static_cast<std::size_t>(b.n), 0.0);
   CHECK(fl.check_bound(v, zeros) >= c.bound);
@@ -252,14 +280,16 @@ TEST_CASE("certify: certificates are re-checked, and one outside its domain is r
   const block tiny(10, 4, 12);
   dm::objective_function<double, dm::pairwise_similarity> g(tiny.problem(), pw, 0.0);
   const std::vector<index_t> none;
-  const dm::bound_view<double> w{g.embeddings(), g.inv_norms().data(), g.sq_norms().data(), {}, 2.0, 4, none, 0, 1};
+  const dm::bound_view<double> w{
+      g.embeddings(), g.inv_norms().data(), g.sq_norms().data(), {}, 2.0, 4, none, 0, 1};
   const double best = 2.0 * exhaustive_optimum(g, tiny.n, 4);
   for (int t = 0; t < 20; ++t) {
     std::vector<double> point(static_cast<std::size_t>(tiny.n));
     for (double& x : point) x = 0.3 + r.normal();
     CHECK(pw.check_bound(w, point) >= best - tolerance(best));
   }
-  std::vector<double> bad(static_cast<std::size_t>(tiny.n), std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> bad(static_cast<std::size_t>(tiny.n),
+                          std::numeric_limits<double>::quiet_NaN());
   CHECK_THROWS_AS(pw.check_bound(w, bad), dm::invalid_input);
 }
 
@@ -274,8 +304,8 @@ void check_optimizers(const block& b, const D& objective, bool continuous, const
   dm::options o;
   o.ratio = 0.1;
   o.lambda = 0.5;
-  o.threads = 2;
-  o.steps = 60;  // a short policy-gradient run: its selection only has to be some selection
+  o.threads = 1;  // one thread: a loaded machine makes OpenMP barriers spin
+  o.steps = 60;   // a short policy-gradient run: its selection only has to be some selection
   o.rollouts = 32;
   o.seed = 3;
   const auto terms = dm::learner<>(o).calibrate(p, objective);
@@ -285,10 +315,11 @@ void check_optimizers(const block& b, const D& objective, bool continuous, const
   f.set_scales(scales);
   const index_t size = 30;
   std::vector<std::vector<index_t>> selections;
-  for (auto method : {dm::greedy_method::naive, dm::greedy_method::lazy, dm::greedy_method::stochastic}) {
+  for (auto method :
+       {dm::greedy_method::naive, dm::greedy_method::lazy, dm::greedy_method::stochastic}) {
     dm::greedy_options go;
     go.method = method;
-    go.threads = 2;
+    go.threads = 1;
     selections.push_back(dm::greedy_select(f, size, go).rows);
   }
   if constexpr (dm::relaxable_objective<D, double>) {
@@ -309,7 +340,7 @@ void check_optimizers(const block& b, const D& objective, bool continuous, const
     best = std::max(best, f(u));
   }
   dm::certify_settings s;
-  s.threads = 2;
+  s.threads = 1;
   s.random_subsets = 64;
   for (std::size_t k = 0; k < selections.size(); ++k) {
     const auto r = dm::certify(f, selections[k], s);
@@ -347,7 +378,8 @@ struct clustered {
   index_t per;
   std::vector<index_t> label;
   block b;
-  clustered(index_t c, index_t m, std::uint64_t seed) : clusters(c), per(m), b(make(c, m, seed, label)) {}
+  clustered(index_t c, index_t m, std::uint64_t seed)
+      : clusters(c), per(m), b(make(c, m, seed, label)) {}
   static block make(index_t c, index_t m, std::uint64_t seed, std::vector<index_t>& label) {
     dmtest::rng r(seed);
     const index_t n = c * m;
@@ -388,7 +420,8 @@ struct clustered {
 
 }  // namespace
 
-TEST_CASE("certify: the dual is tight where the optimum is known (separated clusters)", "[certify]") {
+TEST_CASE("certify: the dual is tight where the optimum is known (separated clusters)",
+          "[certify]") {
   const clustered inst(20, 10, 9);
   const dm::problem<double> p = inst.b.problem();
   const auto check = [&](const auto& objective, const char* name) {
@@ -402,7 +435,8 @@ TEST_CASE("certify: the dual is tight where the optimum is known (separated clus
     s.threads = 2;
     s.random_subsets = 0;
     const auto r = dm::certify(f, best, s);
-    INFO(name << ": optimum " << optimum << ", bound " << r.bound << ", claimed " << r.terms[0].claimed);
+    INFO(name << ": optimum " << optimum << ", bound " << r.bound << ", claimed "
+              << r.terms[0].claimed);
     REQUIRE(r.certified);
     CHECK(r.terms[0].bound >= optimum - tolerance(optimum));
     CHECK(r.terms[0].bound - optimum <= 1e-9 * std::abs(optimum));
@@ -411,7 +445,8 @@ TEST_CASE("certify: the dual is tight where the optimum is known (separated clus
   check(inst.b.knn(12), "kNN, K = 12");
   // The small version, exhaustively: 3 clusters of 4, from greedy's selection.
   const clustered small(3, 4, 10);
-  dm::objective_function<double, dm::facility_location> f(small.b.problem(), dm::facility_location{}, 0.5);
+  dm::objective_function<double, dm::facility_location> f(small.b.problem(),
+                                                          dm::facility_location{}, 0.5);
   f.set_scales(std::vector<double>{0.01, 0.05});
   dm::certify_settings s;
   s.iterations = 400;
@@ -425,7 +460,9 @@ TEST_CASE("certify: the dual is tight where the optimum is known (separated clus
 
 namespace {
 
-std::vector<double> doubles(const std::string& path) { return dm::io::npy_file(path).read_doubles(); }
+std::vector<double> doubles(const std::string& path) {
+  return dm::io::npy_file(path).read_doubles();
+}
 
 }  // namespace
 
@@ -433,7 +470,8 @@ std::vector<double> doubles(const std::string& path) { return dm::io::npy_file(p
 //   build/venv/bin/python benchmarks/certificates/fixtures.py tests/data/certify
 // (certify.py's greedy selection, its bound after the recommended budget, the certificate and its
 // re-check; see the script's docstring for the files).
-TEST_CASE("certify: the library's bounds equal the numpy reference's on fixed blocks", "[certify][reference]") {
+TEST_CASE("certify: the library's bounds equal the numpy reference's on fixed blocks",
+          "[certify][reference]") {
   const std::string dir = DATAMASK_CERTIFY_FIXTURES;
   for (const std::string name : {"a", "b"}) {
     const dm::io::npy_file xf(dir + "/" + name + "_x.npy");
@@ -447,8 +485,10 @@ TEST_CASE("certify: the library's bounds equal the numpy reference's on fixed bl
     const auto check = [&](const std::string& label, const auto& objective) {
       using D = std::decay_t<decltype(objective)>;
       const std::string stem = dir + "/" + name + "_" + label;
-      const std::vector<double> meta = doubles(stem + "_meta.npy");  // lambda, s_q, s_d, S, budget, bound, check, f
-      const std::vector<std::int64_t> sel64 = dm::io::npy_file(stem + "_selection.npy").read_int64();
+      const std::vector<double> meta =
+          doubles(stem + "_meta.npy");  // lambda, s_q, s_d, S, budget, bound, check, f
+      const std::vector<std::int64_t> sel64 =
+          dm::io::npy_file(stem + "_selection.npy").read_int64();
       const std::vector<index_t> selection(sel64.begin(), sel64.end());
       const std::vector<double> certificate = doubles(stem + "_certificate.npy");
       dm::objective_function<double, D> f(p, objective, meta[0]);
@@ -459,9 +499,13 @@ TEST_CASE("certify: the library's bounds equal the numpy reference's on fixed bl
       CHECK(f(selection) == Approx(meta[7]).epsilon(1e-12));
       // The reference's certificate, re-checked by the library: the same bound.
       std::vector<double> linear(static_cast<std::size_t>(b.n));
-      for (index_t i = 0; i < b.n; ++i) linear[static_cast<std::size_t>(i)] = meta[0] / meta[1] * b.q[static_cast<std::size_t>(i)] / meta[3];
-      const dm::bound_view<double> v{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), linear,
-                                     (1.0 - meta[0]) / meta[2], size, selection, static_cast<index_t>(meta[4]), 1};
+      for (index_t i = 0; i < b.n; ++i)
+        linear[static_cast<std::size_t>(i)] =
+            meta[0] / meta[1] * b.q[static_cast<std::size_t>(i)] / meta[3];
+      const dm::bound_view<double> v{
+          f.embeddings(), f.inv_norms().data(),          f.sq_norms().data(),
+          linear,         (1.0 - meta[0]) / meta[2],     size,
+          selection,      static_cast<index_t>(meta[4]), 1};
       CHECK(objective.check_bound(v, certificate) == Approx(meta[6]).epsilon(1e-12));
       // The library's own method from the same selection and budget: the same bound.
       dm::certify_settings s;

@@ -66,13 +66,13 @@ struct certify_settings {
 
 /// @brief How one term was bounded.
 struct term_certificate {
-  std::string name;          ///< the diversity term's name, or "quality" for quality only
-  std::string method;        ///< "frank-wolfe", "lagrangian-dual", "top-S", or "none"
-  bool with_quality = false; ///< the quality term was bounded jointly with this term
+  std::string name;           ///< the diversity term's name, or "quality" for quality only
+  std::string method;         ///< "frank-wolfe", "lagrangian-dual", "top-S", or "none"
+  bool with_quality = false;  ///< the quality term was bounded jointly with this term
   double bound = std::numeric_limits<double>::quiet_NaN();    ///< re-checked from the certificate
   double claimed = std::numeric_limits<double>::quiet_NaN();  ///< what the method reported
-  index_t evaluations = 0;   ///< evaluations of the bound the method made
-  double seconds = 0.0;      ///< the method and the re-check
+  index_t evaluations = 0;          ///< evaluations of the bound the method made
+  double seconds = 0.0;             ///< the method and the re-check
   std::vector<double> certificate;  ///< p (pairwise) or lambda (facility location)
 };
 
@@ -80,12 +80,12 @@ struct term_certificate {
 struct certificate_report {
   bool certified = false;  ///< false: "no certificate" (a term has no bound; `reason` says which)
   std::string reason;
-  index_t size = 0;        ///< S
-  double value = 0.0;      ///< f(U)
+  index_t size = 0;    ///< S
+  double value = 0.0;  ///< f(U)
   /// max(sum of the terms' re-checked bounds, f(U)) >= max f over sets of S items; NaN when not
   /// certified.
   double bound = std::numeric_limits<double>::quiet_NaN();
-  double gap = std::numeric_limits<double>::quiet_NaN();  ///< bound - value >= 0
+  double gap = std::numeric_limits<double>::quiet_NaN();          ///< bound - value >= 0
   double random_mean = std::numeric_limits<double>::quiet_NaN();  ///< mean f of random S-subsets
   /// (value - random_mean) / (bound - random_mean): the share of the best possible gain over
   /// random that U is proven to reach. NaN without a bound or a random mean.
@@ -101,9 +101,12 @@ namespace detail::certify_impl {
 inline constexpr std::uint32_t stream_random_subsets = 0xFFFFFFFCu;
 
 /// Subset g: the S rows with the smallest uniform keys (a uniformly random S-subset).
-inline std::vector<index_t> random_subset(rng::philox_key key, index_t n, index_t size, std::uint32_t g) {
+inline std::vector<index_t> random_subset(rng::philox_key key, index_t n, index_t size,
+                                          std::uint32_t g) {
   std::vector<double> keys(static_cast<std::size_t>(n));
-  for (index_t i = 0; i < n; ++i) keys[static_cast<std::size_t>(i)] = rng::uniform01(key, static_cast<std::uint64_t>(i), g, stream_random_subsets);
+  for (index_t i = 0; i < n; ++i)
+    keys[static_cast<std::size_t>(i)] =
+        rng::uniform01(key, static_cast<std::uint64_t>(i), g, stream_random_subsets);
   std::vector<index_t> rows(static_cast<std::size_t>(n));
   std::iota(rows.begin(), rows.end(), index_t{0});
   std::nth_element(rows.begin(), rows.begin() + (size - 1), rows.end(), [&](index_t a, index_t b) {
@@ -124,14 +127,16 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 /// @brief The mean f over `count` uniformly random subsets of `size` rows of the block, drawn
 /// from `seed` (Philox): the "random" of the certified share.
 template <class T, class D>
-[[nodiscard]] double random_subsets_mean(const objective_function<T, D>& f, index_t size, index_t count,
-                                         std::uint64_t seed) {
-  DATAMASK_EXPECTS(size >= 1 && size <= f.size(), "size", "must be in [1, ", f.size(), "], found ", size);
+[[nodiscard]] double random_subsets_mean(const objective_function<T, D>& f, index_t size,
+                                         index_t count, std::uint64_t seed) {
+  DATAMASK_EXPECTS(size >= 1 && size <= f.size(), "size", "must be in [1, ", f.size(), "], found ",
+                   size);
   DATAMASK_EXPECTS(count >= 1, "random subsets", "must be at least 1, found ", count);
   const rng::philox_key key = rng::block_key(seed, 0);
   double sum = 0.0;
   for (index_t g = 0; g < count; ++g) {
-    sum += f(detail::certify_impl::random_subset(key, f.size(), size, static_cast<std::uint32_t>(g)));
+    sum +=
+        f(detail::certify_impl::random_subset(key, f.size(), size, static_cast<std::uint32_t>(g)));
   }
   return sum / static_cast<double>(count);
 }
@@ -141,7 +146,8 @@ template <class T, class D>
 /// (see `certificate_report`). The bound is over the whole block (rows a run pruned included).
 /// @throws invalid_input for rows outside the block, repeated, or none.
 template <class T, class D>
-[[nodiscard]] certificate_report certify(const objective_function<T, D>& f, std::span<const index_t> rows,
+[[nodiscard]] certificate_report certify(const objective_function<T, D>& f,
+                                         std::span<const index_t> rows,
                                          const certify_settings& s = {}) {
   using clock = std::chrono::steady_clock;
   namespace ci = detail::certify_impl;
@@ -157,11 +163,14 @@ template <class T, class D>
   const auto& terms = f.terms();
   std::vector<double> linear;  // the quality term's modular part: f_q(U) = sum_{i in U} linear_i
   if (f.has_quality_term()) {
-    const double per = f.aggregate() == quality_aggregate::mean ? 1.0 / static_cast<double>(size) : 1.0;
+    const double per =
+        f.aggregate() == quality_aggregate::mean ? 1.0 / static_cast<double>(size) : 1.0;
     const double c = terms[0].weight / terms[0].scale * per;
-    DATAMASK_EXPECTS(std::isfinite(c), "scales", "the quality term's weight over its scale is not finite");
+    DATAMASK_EXPECTS(std::isfinite(c), "scales",
+                     "the quality term's weight over its scale is not finite");
     linear.resize(static_cast<std::size_t>(n));
-    for (index_t i = 0; i < n; ++i) linear[static_cast<std::size_t>(i)] = c * f.quality()[static_cast<std::size_t>(i)];
+    for (index_t i = 0; i < n; ++i)
+      linear[static_cast<std::size_t>(i)] = c * f.quality()[static_cast<std::size_t>(i)];
   }
 
   const auto t0 = clock::now();
@@ -174,20 +183,22 @@ template <class T, class D>
     term_certificate tc;
     tc.name = terms[static_cast<std::size_t>(slot)].name;
     tc.method = "none";
-    const double w = terms[static_cast<std::size_t>(slot)].weight / terms[static_cast<std::size_t>(slot)].scale;
+    const double w =
+        terms[static_cast<std::size_t>(slot)].weight / terms[static_cast<std::size_t>(slot)].scale;
     if constexpr (boundable_objective<objective_t, T>) {
       if (std::isfinite(w) && w >= 0.0) {
         const auto t1 = clock::now();
-        const bound_view<T> v{f.embeddings(),
-                              f.inv_norms().data(),
-                              f.sq_norms().data(),
-                              quality_placed ? std::span<const double>{} : std::span<const double>(linear),
-                              w,
-                              size,
-                              std::span<const index_t>(sorted),
-                              s.iterations,
-                              s.threads,
-                              s.memory_bytes};
+        const bound_view<T> v{
+            f.embeddings(),
+            f.inv_norms().data(),
+            f.sq_norms().data(),
+            quality_placed ? std::span<const double>{} : std::span<const double>(linear),
+            w,
+            size,
+            std::span<const index_t>(sorted),
+            s.iterations,
+            s.threads,
+            s.memory_bytes};
         tc.with_quality = !quality_placed;
         quality_placed = true;
         const bound_certificate b = objective.bound(v);
@@ -198,7 +209,8 @@ template <class T, class D>
         tc.certificate = b.certificate;
         tc.seconds = ci::seconds_since(t1);
       } else if (!missing) {
-        out.reason = detail::concat("'", tc.name, "' has weight over scale ", w, ": its bound needs a finite value >= 0");
+        out.reason = detail::concat("'", tc.name, "' has weight over scale ", w,
+                                    ": its bound needs a finite value >= 0");
       }
     } else if (!missing) {
       out.reason = detail::concat("'", tc.name, "' has no certificate (no bound is known for it)");

@@ -470,12 +470,13 @@ struct facility_location {
   /// whole block as reference set, with its certificate lambda >= 0 (`boundable_objective`,
   /// method.md 7.2): the Lagrangian dual of the LP relaxation from the selection's assignment,
   /// `v.iterations` evaluations (0: 100) of a variable-target Polyak method
-  /// (objectives/detail/facility_dual.hpp). Similarities in double from the kernel's rows,
-  /// recomputed by blocks of matrix products in every evaluation (2 n^2 d flops), or held once
-  /// when the n x n doubles fit `v.memory_bytes`. Host memory.
+  /// (objectives/detail/facility_dual.hpp). Similarities in double from the kernel's rows (an
+  /// n x d copy in double), recomputed by blocks of matrix products in every evaluation
+  /// (2 n^2 d flops), or held once when the n x n doubles fit `v.memory_bytes`. Host memory.
   template <class T>
   [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
-    DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight", "must be finite and >= 0, found ", v.weight);
+    DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                     "must be finite and >= 0, found ", v.weight);
     const detail::facility_dual::dense_pairs<T> pairs(v, kernel, gamma);
     return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
   }

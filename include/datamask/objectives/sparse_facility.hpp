@@ -406,9 +406,11 @@ struct sparse_facility_location {
   template <class T>
   [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
     const knn_graph& g = checked(v.embeddings.rows);
-    DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight", "must be finite and >= 0, found ", v.weight);
-    const std::shared_ptr<const detail::sparse_facility_impl::entries_by_item> by_item = cache->get(graph);
-    const detail::facility_dual::knn_pairs pairs(g, v.weight, by_item->start, by_item->entry, v.threads);
+    DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                     "must be finite and >= 0, found ", v.weight);
+    const auto by_item = cache->get(graph);  // the graph's entries grouped by item, shared
+    const detail::facility_dual::knn_pairs pairs(g, v.weight, by_item->start, by_item->entry,
+                                                 v.threads);
     return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
   }
   /// @brief L(lambda) recomputed from the graph alone (its rows in order); throws `invalid_input`

@@ -60,18 +60,24 @@ class dense_pairs {
   using rmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
   dense_pairs(const bound_view<T>& v, similarity_kernel kernel, double gamma)
-      : n_(v.embeddings.rows), kernel_(kernel), gamma_(gamma),
-        c_(v.weight / static_cast<double>(v.embeddings.rows)), threads_(v.threads),
-        sq_(v.sq_norms, v.sq_norms + v.embeddings.rows), x_(v.embeddings.rows, v.embeddings.cols) {
+      : n_(v.embeddings.rows),
+        kernel_(kernel),
+        gamma_(gamma),
+        c_(v.weight / static_cast<double>(v.embeddings.rows)),
+        threads_(v.threads),
+        sq_(v.sq_norms, v.sq_norms + v.embeddings.rows),
+        x_(v.embeddings.rows, v.embeddings.cols) {
     const bool unit = unit_rows(kernel);
     for (index_t i = 0; i < n_; ++i) {
       const double scale = unit ? v.inv_norms[i] : 1.0;
-      for (index_t j = 0; j < v.embeddings.cols; ++j) x_(i, j) = static_cast<double>(v.embeddings(i, j)) * scale;
+      for (index_t j = 0; j < v.embeddings.cols; ++j)
+        x_(i, j) = static_cast<double>(v.embeddings(i, j)) * scale;
     }
     const double bytes = static_cast<double>(n_) * static_cast<double>(n_) * sizeof(double);
     if (bytes <= static_cast<double>(v.memory_bytes)) {
       cache_.resize(static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_));
-      for_columns([&](index_t s, const double* w) { std::copy(w, w + n_, cache_.begin() + s * n_); });
+      for_columns(
+          [&](index_t s, const double* w) { std::copy(w, w + n_, cache_.begin() + s * n_); });
     }
   }
 
@@ -82,19 +88,22 @@ class dense_pairs {
   void column_excess(std::span<const double> lambda, std::span<double> b) const {
     auto sum = [&](index_t s, const double* w) {
       double acc = 0.0;
-      for (index_t v = 0; v < n_; ++v) acc += std::max(0.0, w[v] - lambda[static_cast<std::size_t>(v)]);
+      for (index_t v = 0; v < n_; ++v)
+        acc += std::max(0.0, w[v] - lambda[static_cast<std::size_t>(v)]);
       b[static_cast<std::size_t>(s)] += acc;
     };
     if (cached()) {
-      detail::parallel_for(n_, threads_, [&](index_t s) { sum(s, cache_.data() + s * n_); },
-                           2.0 * static_cast<double>(n_));
+      detail::parallel_for(
+          n_, threads_, [&](index_t s) { sum(s, cache_.data() + s * n_); },
+          2.0 * static_cast<double>(n_));
     } else {
       for_columns(sum);
     }
   }
 
   /// count_v = #{s in rows : w_vs > lambda_v}.
-  void covered(std::span<const double> lambda, std::span<const index_t> rows, std::span<double> count) const {
+  void covered(std::span<const double> lambda, std::span<const index_t> rows,
+               std::span<double> count) const {
     for_rows(rows, [&](index_t v, const double* w) {
       const double l = lambda[static_cast<std::size_t>(v)];
       double c = 0.0;
@@ -121,25 +130,32 @@ class dense_pairs {
     const index_t blocks = (n_ + dense_block - 1) / dense_block;
     rmat xs(k, x_.cols());
     for (index_t t = 0; t < k; ++t) xs.row(t) = x_.row(rows[static_cast<std::size_t>(t)]);
-    detail::parallel_for(blocks, threads_, [&](index_t bi) {
-      const index_t v0 = bi * dense_block;
-      const index_t nv = std::min(dense_block, n_ - v0);
-      std::vector<double> w(static_cast<std::size_t>(k));
-      rmat dots;
-      if (!cached()) dots.noalias() = x_.middleRows(v0, nv) * xs.transpose();
-      for (index_t a = 0; a < nv; ++a) {
-        const index_t v = v0 + a;
-        for (index_t t = 0; t < k; ++t) {
-          const index_t s = rows[static_cast<std::size_t>(t)];
-          w[static_cast<std::size_t>(t)] = cached() ? cache_[static_cast<std::size_t>(s * n_ + v)] : weight(dots(a, t), v, s);
-        }
-        visit(v, static_cast<const double*>(w.data()));
-      }
-    }, 2.0 * static_cast<double>(dense_block) * static_cast<double>(k) * static_cast<double>(x_.cols()));
+    detail::parallel_for(
+        blocks, threads_,
+        [&](index_t bi) {
+          const index_t v0 = bi * dense_block;
+          const index_t nv = std::min(dense_block, n_ - v0);
+          std::vector<double> w(static_cast<std::size_t>(k));
+          rmat dots;
+          if (!cached()) dots.noalias() = x_.middleRows(v0, nv) * xs.transpose();
+          for (index_t a = 0; a < nv; ++a) {
+            const index_t v = v0 + a;
+            for (index_t t = 0; t < k; ++t) {
+              const index_t s = rows[static_cast<std::size_t>(t)];
+              w[static_cast<std::size_t>(t)] = cached()
+                                                   ? cache_[static_cast<std::size_t>(s * n_ + v)]
+                                                   : weight(dots(a, t), v, s);
+            }
+            visit(v, static_cast<const double*>(w.data()));
+          }
+        },
+        2.0 * static_cast<double>(dense_block) * static_cast<double>(k) *
+            static_cast<double>(x_.cols()));
   }
 
   [[nodiscard]] double weight(double dot, index_t v, index_t s) const {
-    return c_ * kernel_similarity(kernel_, gamma_, dot, sq_[static_cast<std::size_t>(v)], sq_[static_cast<std::size_t>(s)]);
+    return c_ * kernel_similarity(kernel_, gamma_, dot, sq_[static_cast<std::size_t>(v)],
+                                  sq_[static_cast<std::size_t>(s)]);
   }
 
   /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
@@ -147,16 +163,22 @@ class dense_pairs {
   template <class Visit>
   void for_columns(Visit&& visit) const {
     const index_t blocks = (n_ + dense_block - 1) / dense_block;
-    detail::parallel_for(blocks, threads_, [&](index_t bi) {
-      const index_t s0 = bi * dense_block;
-      const index_t ns = std::min(dense_block, n_ - s0);
-      const rmat dots = x_.middleRows(s0, ns) * x_.transpose();  // ns x n: row a holds column s0 + a
-      std::vector<double> w(static_cast<std::size_t>(n_));
-      for (index_t a = 0; a < ns; ++a) {
-        for (index_t v = 0; v < n_; ++v) w[static_cast<std::size_t>(v)] = weight(dots(a, v), v, s0 + a);
-        visit(s0 + a, static_cast<const double*>(w.data()));
-      }
-    }, 2.0 * static_cast<double>(dense_block) * static_cast<double>(n_) * static_cast<double>(x_.cols()));
+    detail::parallel_for(
+        blocks, threads_,
+        [&](index_t bi) {
+          const index_t s0 = bi * dense_block;
+          const index_t ns = std::min(dense_block, n_ - s0);
+          const rmat dots =
+              x_.middleRows(s0, ns) * x_.transpose();  // ns x n: row a holds column s0 + a
+          std::vector<double> w(static_cast<std::size_t>(n_));
+          for (index_t a = 0; a < ns; ++a) {
+            for (index_t v = 0; v < n_; ++v)
+              w[static_cast<std::size_t>(v)] = weight(dots(a, v), v, s0 + a);
+            visit(s0 + a, static_cast<const double*>(w.data()));
+          }
+        },
+        2.0 * static_cast<double>(dense_block) * static_cast<double>(n_) *
+            static_cast<double>(x_.cols()));
   }
 
   index_t n_;
@@ -175,17 +197,20 @@ class dense_pairs {
 /// lambda is read at random.
 class knn_pairs {
  public:
-  knn_pairs(const knn_graph& g, double weight, std::span<const index_t> start, std::span<const index_t> entry,
-            int threads)
+  knn_pairs(const knn_graph& g, double weight, std::span<const index_t> start,
+            std::span<const index_t> entry, int threads)
       : g_(g), w_(g.sims.size()), from_(static_cast<std::size_t>(g.n) + 1, 0), threads_(threads) {
     const double c = weight / static_cast<double>(g.n);
-    for (std::size_t e = 0; e < w_.size(); ++e) w_[e] = g.sims[e] > 0.0f ? c * static_cast<double>(g.sims[e]) : 0.0;
+    for (std::size_t e = 0; e < w_.size(); ++e)
+      w_[e] = g.sims[e] > 0.0f ? c * static_cast<double>(g.sims[e]) : 0.0;
     row_.reserve(entry.size());
     col_w_.reserve(entry.size());
     for (index_t s = 0; s < g.n; ++s) {
-      for (index_t at = start[static_cast<std::size_t>(s)]; at < start[static_cast<std::size_t>(s) + 1]; ++at) {
+      for (index_t at = start[static_cast<std::size_t>(s)];
+           at < start[static_cast<std::size_t>(s) + 1]; ++at) {
         const index_t e = entry[static_cast<std::size_t>(at)];
-        if (!(w_[static_cast<std::size_t>(e)] > 0.0)) continue;  // max(0, 0 - lambda) = 0: never counts
+        if (!(w_[static_cast<std::size_t>(e)] > 0.0))
+          continue;  // max(0, 0 - lambda) = 0: never counts
         row_.push_back(e / g.k);
         col_w_.push_back(w_[static_cast<std::size_t>(e)]);
       }
@@ -196,40 +221,57 @@ class knn_pairs {
   [[nodiscard]] index_t size() const { return g_.n; }
 
   void column_excess(std::span<const double> lambda, std::span<double> b) const {
-    detail::parallel_for((g_.n + 255) / 256, threads_, [&](index_t bi) {
-      for (index_t s = bi * 256; s < std::min(g_.n, (bi + 1) * 256); ++s) {
-        double acc = 0.0;
-        for (index_t at = from_[static_cast<std::size_t>(s)]; at < from_[static_cast<std::size_t>(s) + 1]; ++at) {
-          acc += std::max(0.0, col_w_[static_cast<std::size_t>(at)] - lambda[static_cast<std::size_t>(row_[static_cast<std::size_t>(at)])]);
-        }
-        b[static_cast<std::size_t>(s)] += acc;
-      }
-    }, 256.0 * 3.0 * static_cast<double>(g_.k));
+    detail::parallel_for(
+        (g_.n + 255) / 256, threads_,
+        [&](index_t bi) {
+          for (index_t s = bi * 256; s < std::min(g_.n, (bi + 1) * 256); ++s) {
+            double acc = 0.0;
+            for (index_t at = from_[static_cast<std::size_t>(s)];
+                 at < from_[static_cast<std::size_t>(s) + 1]; ++at) {
+              acc += std::max(
+                  0.0, col_w_[static_cast<std::size_t>(at)] -
+                           lambda[static_cast<std::size_t>(row_[static_cast<std::size_t>(at)])]);
+            }
+            b[static_cast<std::size_t>(s)] += acc;
+          }
+        },
+        256.0 * 3.0 * static_cast<double>(g_.k));
   }
 
   /// count_v = #{s in rows : w_vs > lambda_v}: v's neighbours only, O(n K).
-  void covered(std::span<const double> lambda, std::span<const index_t> rows, std::span<double> count) const {
+  void covered(std::span<const double> lambda, std::span<const index_t> rows,
+               std::span<double> count) const {
     const std::vector<char> in = marks(rows);
-    detail::parallel_for(g_.n, threads_, [&](index_t v) {
-      const double l = lambda[static_cast<std::size_t>(v)];
-      double c = 0.0;
-      for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
-        c += in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])] && w_[static_cast<std::size_t>(e)] > l ? 1.0 : 0.0;
-      }
-      count[static_cast<std::size_t>(v)] = c;
-    }, 2.0 * static_cast<double>(g_.k));
+    detail::parallel_for(
+        g_.n, threads_,
+        [&](index_t v) {
+          const double l = lambda[static_cast<std::size_t>(v)];
+          double c = 0.0;
+          for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
+            c += in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])] &&
+                         w_[static_cast<std::size_t>(e)] > l
+                     ? 1.0
+                     : 0.0;
+          }
+          count[static_cast<std::size_t>(v)] = c;
+        },
+        2.0 * static_cast<double>(g_.k));
   }
 
   /// best_v = max(0, max_{s in rows and N(v)} w_vs): what v gets from the set.
   void best(std::span<const index_t> rows, std::span<double> out) const {
     const std::vector<char> in = marks(rows);
-    detail::parallel_for(g_.n, threads_, [&](index_t v) {
-      double m = 0.0;
-      for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
-        if (in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])]) m = std::max(m, w_[static_cast<std::size_t>(e)]);
-      }
-      out[static_cast<std::size_t>(v)] = m;
-    }, 2.0 * static_cast<double>(g_.k));
+    detail::parallel_for(
+        g_.n, threads_,
+        [&](index_t v) {
+          double m = 0.0;
+          for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
+            if (in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])])
+              m = std::max(m, w_[static_cast<std::size_t>(e)]);
+          }
+          out[static_cast<std::size_t>(v)] = m;
+        },
+        2.0 * static_cast<double>(g_.k));
   }
 
  private:
@@ -240,10 +282,10 @@ class knn_pairs {
   }
 
   const knn_graph& g_;
-  std::vector<double> w_;        ///< per entry of the graph (row-major)
-  std::vector<index_t> from_;    ///< n + 1 offsets into row_ and col_w_
-  std::vector<index_t> row_;     ///< per positive entry, grouped by item: its reference row
-  std::vector<double> col_w_;    ///< and its w
+  std::vector<double> w_;      ///< per entry of the graph (row-major)
+  std::vector<index_t> from_;  ///< n + 1 offsets into row_ and col_w_
+  std::vector<index_t> row_;   ///< per positive entry, grouped by item: its reference row
+  std::vector<double> col_w_;  ///< and its w
   int threads_;
 };
 
@@ -264,8 +306,8 @@ inline std::vector<index_t> top_rows(std::span<const double> b, index_t size) {
 
 /// L(lambda) and its top set.
 template <class Pairs>
-double dual_value(const Pairs& pairs, std::span<const double> linear, std::span<const double> lambda, index_t size,
-                  std::vector<index_t>& chosen) {
+double dual_value(const Pairs& pairs, std::span<const double> linear,
+                  std::span<const double> lambda, index_t size, std::vector<index_t>& chosen) {
   const index_t n = pairs.size();
   std::vector<double> b(static_cast<std::size_t>(n), 0.0);
   if (!linear.empty()) std::copy(linear.begin(), linear.end(), b.begin());
@@ -366,39 +408,49 @@ inline double bound_of(std::span<const double> lambda, std::vector<double> b, in
 }
 
 template <class T>
-double check_dense(const bound_view<T>& v, similarity_kernel kernel, double gamma, std::span<const double> lambda) {
+double check_dense(const bound_view<T>& v, similarity_kernel kernel, double gamma,
+                   std::span<const double> lambda) {
   const index_t n = v.embeddings.rows;
   const index_t d = v.embeddings.cols;
   check_lambda(lambda, n);
-  DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight", "must be finite and >= 0, found ", v.weight);
+  DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                   "must be finite and >= 0, found ", v.weight);
   const double c = v.weight / static_cast<double>(n);
   const bool unit = unit_rows(kernel);
   std::vector<double> b(static_cast<std::size_t>(n));
-  detail::parallel_for(n, v.threads, [&](index_t s) {
-    double acc = v.linear.empty() ? 0.0 : v.linear[static_cast<std::size_t>(s)];
-    for (index_t r = 0; r < n; ++r) {
-      double dot = 0.0;
-      for (index_t j = 0; j < d; ++j) dot += static_cast<double>(v.embeddings(r, j)) * static_cast<double>(v.embeddings(s, j));
-      if (unit) dot *= v.inv_norms[r] * v.inv_norms[s];
-      const double w = c * kernel_similarity(kernel, gamma, dot, v.sq_norms[r], v.sq_norms[s]);
-      acc += std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
-    }
-    b[static_cast<std::size_t>(s)] = acc;
-  }, 2.0 * static_cast<double>(n) * static_cast<double>(d));
+  detail::parallel_for(
+      n, v.threads,
+      [&](index_t s) {
+        double acc = v.linear.empty() ? 0.0 : v.linear[static_cast<std::size_t>(s)];
+        for (index_t r = 0; r < n; ++r) {
+          double dot = 0.0;
+          for (index_t j = 0; j < d; ++j)
+            dot +=
+                static_cast<double>(v.embeddings(r, j)) * static_cast<double>(v.embeddings(s, j));
+          if (unit) dot *= v.inv_norms[r] * v.inv_norms[s];
+          const double w = c * kernel_similarity(kernel, gamma, dot, v.sq_norms[r], v.sq_norms[s]);
+          acc += std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
+        }
+        b[static_cast<std::size_t>(s)] = acc;
+      },
+      2.0 * static_cast<double>(n) * static_cast<double>(d));
   return bound_of(lambda, std::move(b), v.size);
 }
 
 template <class T>
 double check_knn(const bound_view<T>& v, const knn_graph& g, std::span<const double> lambda) {
   check_lambda(lambda, g.n);
-  DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight", "must be finite and >= 0, found ", v.weight);
+  DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                   "must be finite and >= 0, found ", v.weight);
   const double c = v.weight / static_cast<double>(g.n);
   std::vector<double> b(static_cast<std::size_t>(g.n), 0.0);
   if (!v.linear.empty()) std::copy(v.linear.begin(), v.linear.end(), b.begin());
   for (index_t r = 0; r < g.n; ++r) {  // row by row: the reference items' order, not the items'
     for (index_t k = 0; k < g.k; ++k) {
-      const double w = g.similarity(r, k) > 0.0f ? c * static_cast<double>(g.similarity(r, k)) : 0.0;
-      b[static_cast<std::size_t>(g.neighbor(r, k))] += std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
+      const double w =
+          g.similarity(r, k) > 0.0f ? c * static_cast<double>(g.similarity(r, k)) : 0.0;
+      b[static_cast<std::size_t>(g.neighbor(r, k))] +=
+          std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
     }
   }
   return bound_of(lambda, std::move(b), v.size);

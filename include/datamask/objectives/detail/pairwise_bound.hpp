@@ -58,7 +58,9 @@ struct gradient {
   const double* inv;
   double b;
   double* grad;
-  DATAMASK_HOST_DEVICE void operator()(index_t i) const { grad[i] = a[i] - 2.0 * b * inv[i] * grad[i]; }
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    grad[i] = a[i] - 2.0 * b * inv[i] * grad[i];
+  }
 };
 
 /// 1 when v[i] > t, a term of a count.
@@ -137,7 +139,8 @@ struct threshold {
 template <class Exec>
 threshold top_threshold(Exec& exec, index_t n, const double* v, index_t size) {
   threshold t;
-  const double low = exec.reduce(n, ops::read{v}, ops::min{}, std::numeric_limits<double>::infinity());
+  const double low =
+      exec.reduce(n, ops::read{v}, ops::min{}, std::numeric_limits<double>::infinity());
   t.hi = exec.reduce(n, ops::read{v}, ops::max{}, -std::numeric_limits<double>::infinity());
   t.lo = std::nextafter(low, -std::numeric_limits<double>::infinity());
   t.count_lo = static_cast<double>(n);
@@ -194,7 +197,8 @@ bound_certificate frank_wolfe(Exec& exec, const bound_view<T>& v) {
   double* s = scope.template scratch<double>(d);
   double* sv = scope.template scratch<double>(d);
   double* dir = scope.template scratch<double>(d);
-  scope.for_each(n, shifted_linear{v.linear.empty() ? nullptr : v.linear.data(), v.inv_norms, v.sq_norms, b, a});
+  scope.for_each(n, shifted_linear{v.linear.empty() ? nullptr : v.linear.data(), v.inv_norms,
+                                   v.sq_norms, b, a});
   scope.for_each(n, ops::fill{p, 0.0});
   scope.for_each(static_cast<index_t>(v.selection.size()), mark{v.selection.data(), p});
   scope.for_each(n, unit_weights{p, v.inv_norms, w});
@@ -234,7 +238,8 @@ bound_certificate frank_wolfe(Exec& exec, const bound_view<T>& v) {
 /// The sum of the S largest values (host; nth_element on a copy).
 inline double host_top_sum(std::vector<double> values, index_t size) {
   if (size <= 0) return 0.0;
-  const auto k = static_cast<std::ptrdiff_t>(std::min<std::size_t>(static_cast<std::size_t>(size), values.size()));
+  const auto k = static_cast<std::ptrdiff_t>(
+      std::min<std::size_t>(static_cast<std::size_t>(size), values.size()));
   std::nth_element(values.begin(), values.begin() + (k - 1), values.end(), std::greater<>());
   double sum = 0.0;
   for (std::ptrdiff_t i = 0; i < k; ++i) sum += values[static_cast<std::size_t>(i)];
@@ -249,7 +254,8 @@ double check(const bound_view<T>& v, std::span<const double> p) {
   const index_t d = v.embeddings.cols;
   DATAMASK_EXPECTS(static_cast<index_t>(p.size()) == n, "certificate", "has ", p.size(),
                    " values, expected one per row (", n, ")");
-  for (double x : p) DATAMASK_EXPECTS(std::isfinite(x), "certificate", "holds a value that is not finite");
+  for (double x : p)
+    DATAMASK_EXPECTS(std::isfinite(x), "certificate", "holds a value that is not finite");
   DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
                    "the relaxation is concave only for a finite weight >= 0, found ", v.weight);
   const index_t size = v.size;
@@ -259,7 +265,8 @@ double check(const bound_view<T>& v, std::span<const double> p) {
   for (index_t i = 0; i < n; ++i) {
     const double w = p[static_cast<std::size_t>(i)] * v.inv_norms[i];
     if (w == 0.0) continue;
-    for (index_t j = 0; j < d; ++j) s[static_cast<std::size_t>(j)] += w * static_cast<double>(v.embeddings(i, j));
+    for (index_t j = 0; j < d; ++j)
+      s[static_cast<std::size_t>(j)] += w * static_cast<double>(v.embeddings(i, j));
   }
   double sq = 0.0;
   for (double x : s) sq += x * x;
@@ -268,9 +275,11 @@ double check(const bound_view<T>& v, std::span<const double> p) {
   double gp = 0.0;
   for (index_t i = 0; i < n; ++i) {
     double dot = 0.0;
-    for (index_t j = 0; j < d; ++j) dot += static_cast<double>(v.embeddings(i, j)) * s[static_cast<std::size_t>(j)];
+    for (index_t j = 0; j < d; ++j)
+      dot += static_cast<double>(v.embeddings(i, j)) * s[static_cast<std::size_t>(j)];
     const double inv = v.inv_norms[i];
-    const double a = (v.linear.empty() ? 0.0 : v.linear[static_cast<std::size_t>(i)]) + b * v.sq_norms[i] * inv * inv;
+    const double a = (v.linear.empty() ? 0.0 : v.linear[static_cast<std::size_t>(i)]) +
+                     b * v.sq_norms[i] * inv * inv;
     const double gi = a - 2.0 * b * inv * dot;
     grad[static_cast<std::size_t>(i)] = gi;
     g += a * p[static_cast<std::size_t>(i)];
