@@ -12,7 +12,9 @@ as the study calibrates them (the terms' standard deviations over 256 random S-s
 - B_O_selection.npy: the reference's greedy selection (S = n / 10), the bounds' start;
 - B_O_certificate.npy: the certificate after the recommended method's budget (pairwise: p after
   30 Frank-Wolfe steps; facility location: lambda after 100 evaluations of polyak-level-deflected);
-- B_O_meta.npy: [lambda, scale_q, scale_d, S, budget, bound, check(certificate), f(selection)].
+- B_O_meta.npy: [lambda, scale_q, scale_d, S, budget, bound, check(certificate), f(selection),
+  random, LP], random = the mean f over the calibration's subsets, LP = the optimum of facility
+  location's LP relaxation by HiGHS (the least bound any lambda gives; NaN for pairwise).
 """
 import os
 import sys
@@ -63,8 +65,9 @@ def main(out):
         }
         subsets = c.random_subsets(n, size)
         for label, obj in objectives.items():
-            w, _ = c.calibrate(obj, LAMBDA, subsets)
+            w, random = c.calibrate(obj, LAMBDA, subsets)
             obj = obj.with_weights(w)
+            lp = np.nan
             u = np.sort(c.greedy(obj))
             if label == "pairwise":
                 p0 = np.zeros(n)
@@ -76,12 +79,13 @@ def main(out):
                 run = c.facility_bound(obj, u, "polyak-level-deflected", DUAL_EVALUATIONS)
                 budget = DUAL_EVALUATIONS
                 check = c.check_facility(obj, run.certificate)
+                lp = c.facility_lp(obj)[0]
             save(f"{name}_{label}_selection", u.astype(np.int64))
             save(f"{name}_{label}_certificate", run.certificate)
-            meta = np.array([LAMBDA, w.scale_q, w.scale_d, size, budget, run.bound, check, obj.value(u)])
+            meta = np.array([LAMBDA, w.scale_q, w.scale_d, size, budget, run.bound, check, obj.value(u), random, lp])
             save(f"{name}_{label}_meta", meta)
             print(f"{name} {label}: n {n} d {d} S {size} f(U) {obj.value(u):.12f} bound {run.bound:.12f} "
-                  f"check {check:.12f}")
+                  f"check {check:.12f} random {random:.6f} LP {lp:.12f}")
 
 
 if __name__ == "__main__":
