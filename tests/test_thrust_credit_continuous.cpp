@@ -156,6 +156,43 @@ TEMPLATE_TEST_CASE("a relaxation through the Thrust executor is the host executo
   }
 }
 
+TEST_CASE("the pairwise bound through the Thrust executor is the host executor's, the same bits on 1 and 2 threads",
+          "[certify][thrust]") {
+  // Frank-Wolfe on the concave relaxation (objectives/detail/pairwise_bound.hpp): the column
+  // sums, the row dots, the reduces of its threshold and the functors, one definition.
+  const dm_test::instance inst(3000, 10, 8);
+  const auto prep = datamask::detail::prepare(inst.problem(), false, 1);
+  const std::vector<double> linear = random_p(inst.n, 5);  // any modular part
+  std::vector<index_t> selection;
+  for (index_t i = 0; i < inst.n; i += 10) selection.push_back(i);
+  const auto size = static_cast<index_t>(selection.size());
+  const datamask::bound_view<float> hv{inst.problem().embeddings, prep.inv_norms.data(), prep.sq_norms.data(), linear,
+                                       2.0, size, selection, 20, 1};
+  const datamask::bound_certificate host = datamask::pairwise_similarity{}.bound(hv);
+  auto device = [&](int threads) {
+    return with_threads(threads, [&](int) {
+      const datamask::thrust_backend b;
+      const auto ds = b.make_dataset(inst.problem().embeddings, std::span<const double>(prep.inv_norms),
+                                     std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
+      auto exec = b.make_executor(ds);
+      const datamask::relax_view<float> rv = b.relaxation_view(ds);
+      const datamask::bound_view<float> v{
+          rv.embeddings, rv.inv_norms, rv.sq_norms,
+          std::span<const double>(exec.upload(std::span<const double>(linear)), linear.size()), 2.0, size,
+          std::span<const index_t>(exec.upload(std::span<const index_t>(selection)), selection.size()), 20, threads};
+      return datamask::pairwise_similarity{}.bound(exec, v);
+    });
+  };
+  const datamask::bound_certificate one = device(1);
+  const datamask::bound_certificate two = device(2);
+  CHECK(one.evaluations == host.evaluations);
+  CHECK(one.bound == two.bound);
+  CHECK(one.certificate == two.certificate);
+  CHECK(one.bound == host.bound);
+  CHECK(one.certificate == host.certificate);
+  CHECK(datamask::pairwise_similarity{}.check_bound(hv, one.certificate) == Approx(one.bound).epsilon(1e-12));
+}
+
 TEST_CASE("the projections: the same bits on the host executor and the Thrust executor, any thread count",
           "[continuous][thrust][relax]") {
   const index_t n = 5000;

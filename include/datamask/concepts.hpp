@@ -8,12 +8,15 @@
 /// its comment; a model that breaks them compiles but gives wrong or irreproducible results.
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "datamask/executor/concept.hpp"
 #include "datamask/types.hpp"
@@ -255,6 +258,63 @@ template <class D, class T = float>
 concept swappable_objective =
     diversity_objective<D, T> && requires(const D& d, const subset_view<T>& b, std::span<const index_t> sel) {
       { d.swap_state(b, sel) } -> swap_state;
+    };
+
+/// @brief What an upper bound sees (`boundable_objective`): one diversity term F with a modular
+/// part, the function
+///   f(U) = sum_{i in U} linear[i] + weight * F(U),   |U| = size,
+/// with the whole block as reference set. `embeddings`, `inv_norms` and `sq_norms` are as in
+/// `subset_view` (n rows, host memory). `linear` holds n values, or is empty for none (a mix's
+/// quality term is folded into one of its diversity terms' bounds: method.md 7.4). `weight` is
+/// the term's weight over its scale, >= 0. `selection` is the set being certified: the methods
+/// start there. `iterations` is the method's budget (0: its default); `threads` as in
+/// `subset_view`; `memory_bytes` caps what a method may hold beyond O(n) (a dense kernel's n x n
+/// similarities are kept only when they fit).
+template <class T>
+struct bound_view {
+  matrix_view<const T> embeddings;
+  const double* inv_norms = nullptr;
+  const double* sq_norms = nullptr;
+  std::span<const double> linear;
+  double weight = 1.0;
+  index_t size = 0;
+  std::span<const index_t> selection;
+  index_t iterations = 0;
+  int threads = 0;
+  std::size_t memory_bytes = std::size_t{256} << 20;
+};
+
+/// @brief An upper bound on max f over the sets of `bound_view::size` items, with the values it
+/// is recomputed from: `bound >= max_{|U| = S} f(U)` (method.md section 7).
+struct bound_certificate {
+  double bound = std::numeric_limits<double>::infinity();
+  std::vector<double> certificate;  ///< pairwise: the point p; facility location: lambda >= 0
+  std::string_view method;          ///< how it was computed ("frank-wolfe", "lagrangian-dual")
+  index_t evaluations = 0;          ///< evaluations of the bound the method made
+};
+
+/// @brief Refinement of `diversity_objective`: an upper bound on the optimum with a certificate
+/// (method.md section 7), `d.bound(const bound_view<T>&) const` returning a `bound_certificate`,
+/// and `d.check_bound(const bound_view<T>&, std::span<const double> certificate) const`
+/// returning the bound that certificate proves, recomputed from the data alone.
+///
+/// Rules the compiler cannot check: every value `check_bound` returns for a certificate it
+/// accepts is >= max_{|U| = size} f(U) in exact arithmetic, whatever the certificate (a bound
+/// from weak duality or concavity holds at any iteration: a small budget gives a looser bound,
+/// never a wrong one); `check_bound` throws `invalid_input` for a certificate outside its domain
+/// (a negative multiplier) and computes by a route of its own (another loop order, no shared
+/// state); `bound(v).bound` equals `check_bound(v, bound(v).certificate)` up to rounding;
+/// deterministic whatever the thread count.
+///
+/// Why a capability and not a generic bound: a bound close to the optimum needs the structure of
+/// the objective (pairwise similarity: a concave quadratic relaxation; facility location: the
+/// dual of its LP); a black-box objective has none, and a certificate must never be a guess.
+template <class D, class T = float>
+concept boundable_objective =
+    diversity_objective<D, T> &&
+    requires(const D& d, const bound_view<T>& v, std::span<const double> certificate) {
+      { d.bound(v) } -> std::convertible_to<bound_certificate>;
+      { d.check_bound(v, certificate) } -> std::convertible_to<double>;
     };
 
 /// @brief Refinement of `diversity_objective`: each item's marginal in one call,

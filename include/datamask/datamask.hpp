@@ -24,6 +24,7 @@
 #include "datamask/backend/concept.hpp"
 #include "datamask/backend/eigen.hpp"
 #include "datamask/objective_function.hpp"
+#include "datamask/certify.hpp"
 #include "datamask/learner.hpp"
 #include "datamask/select.hpp"
 #include "datamask/greedy/greedy.hpp"

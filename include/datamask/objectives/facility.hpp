@@ -4,7 +4,8 @@
 /// @file
 /// @brief Facility location (FL) with four similarity kernels, tiled over the reference set, with
 /// everything the backends and the greedy baselines need from it: host evaluation, the greedy
-/// state (`incremental_objective`) and the device evaluator (`device_evaluable`).
+/// state (`incremental_objective`), the device evaluator (`device_evaluable`) and an upper bound
+/// on the optimum (`boundable_objective`).
 
 #include <algorithm>
 #include <array>
@@ -24,6 +25,7 @@
 #include "datamask/enum_names.hpp"
 #include "datamask/kernels.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
+#include "datamask/objectives/detail/facility_dual.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
@@ -312,8 +314,8 @@ struct best_of {
 /// against the gathered rows, so the buffers are tile x |U| (a group of tiles, `group_bytes`):
 /// never n x n. An empty subset or reference scores 0. Models `batched_diversity_objective`,
 /// `batched_marginal_objective`, `incremental_objective` (a running maximum per reference item, the
-/// whole block as reference set; exact for lazy greedy) and `device_evaluable` (one device call
-/// per (subset, reference item)).
+/// whole block as reference set; exact for lazy greedy), `device_evaluable` (one device call
+/// per (subset, reference item)) and `boundable_objective` (the dual of its LP relaxation).
 ///
 /// The reference set V is the caller's. The policy-gradient learner (learner.hpp) scores rollout
 /// g of a step with V = that step's active batch (m items, drawn anew each step; the rollout's
@@ -462,6 +464,27 @@ struct facility_location {
                   detail::facility_impl::best_of<T>{b, kernel, gamma, best});
     // The mean in reference order: (1 * sum) / |V|, as on the host.
     exec.for_each(g_count, detail::device_passes::scaled_row_sum{best, nv, 1.0, static_cast<double>(nv), out});
+  }
+
+  /// @brief An upper bound on max f over sets of S items for f = linear + weight * F_fl with the
+  /// whole block as reference set, with its certificate lambda >= 0 (`boundable_objective`,
+  /// method.md 7.2): the Lagrangian dual of the LP relaxation from the selection's assignment,
+  /// `v.iterations` evaluations (0: 100) of a variable-target Polyak method
+  /// (objectives/detail/facility_dual.hpp). Similarities in double from the kernel's rows (an
+  /// n x d copy in double), recomputed by blocks of matrix products in every evaluation
+  /// (2 n^2 d flops), or held once when the n x n doubles fit `v.memory_bytes`. Host memory.
+  template <class T>
+  [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
+    DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                     "must be finite and >= 0, found ", v.weight);
+    const detail::facility_dual::dense_pairs<T> pairs(v, kernel, gamma);
+    return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
+  }
+  /// @brief L(lambda) recomputed from the data alone (plain dot products in double); throws
+  /// `invalid_input` for a multiplier that is negative or not finite.
+  template <class T>
+  [[nodiscard]] double check_bound(const bound_view<T>& v, std::span<const double> lambda) const {
+    return detail::facility_dual::check_dense(v, kernel, gamma, lambda);
   }
 
  private:

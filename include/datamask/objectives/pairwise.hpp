@@ -8,6 +8,7 @@
 /// relaxation the continuous learner ascends (`relaxable_objective`).
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -18,7 +19,9 @@
 #include "datamask/config.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/detail/row_map.hpp"
+#include "datamask/executor/host.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
+#include "datamask/objectives/detail/pairwise_bound.hpp"
 #include "datamask/executor/ops.hpp"
 
 namespace datamask {
@@ -178,7 +181,7 @@ struct swaps {
 /// Computed as -(||s||^2 - sum_i ||u_i||^2) / (k (k - 1)) with s the sum of the unit rows u_i:
 /// O(k d) per subset, accumulated in double. A subset of fewer than two items scores 0.
 /// Models `incremental_objective`, `marginal_objective`, `device_evaluable`,
-/// `relaxable_objective` and `swappable_objective`.
+/// `relaxable_objective`, `swappable_objective` and `boundable_objective`.
 struct pairwise_similarity {
   static constexpr std::string_view name = "pairwise";
 
@@ -289,6 +292,33 @@ struct pairwise_similarity {
     scope.row_dots(v.embeddings, s, grad);
     scope.for_each(n, pi::relax_gradient<T>{v, norm, grad});
     return -(sq - self) / norm;
+  }
+
+  /// @brief An upper bound on max f over sets of S items for f = linear + weight * F_pws, with its
+  /// certificate p (`boundable_objective`, method.md 7.1): Frank-Wolfe with exact line search on
+  /// the concave relaxation g(p) = a . p - b ||X^T p||^2 (unit rows, b = weight / (S (S - 1))),
+  /// which equals f at every set of S items, started at the selection; the bound at p is
+  /// g(p) + (sum of the S largest entries of grad g(p)) - grad g(p) . p, valid for every p.
+  /// Written once against `exec` (`column_sums`, `row_dots`, `reduce`; the S largest by a
+  /// bisection of counts): every pointer of `v` lives in the executor's memory. Per step one pass
+  /// over the block and the S rows of the vertex; `v.iterations` steps (0: 30).
+  template <class Exec, class T>
+  [[nodiscard]] bound_certificate bound(Exec& exec, const bound_view<T>& v) const {
+    DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                     "the relaxation is concave only for a finite weight >= 0, found ", v.weight);
+    return detail::pairwise_bound::frank_wolfe(exec, v);
+  }
+  /// @brief `bound` on the host's threads (`v.threads`).
+  template <class T>
+  [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
+    host_executor exec(v.threads);
+    return bound(exec, v);
+  }
+  /// @brief The bound p certifies, recomputed on the host in plain loops (valid for every
+  /// finite p: g is concave on all of R^n).
+  template <class T>
+  [[nodiscard]] double check_bound(const bound_view<T>& v, std::span<const double> p) const {
+    return detail::pairwise_bound::check(v, p);
   }
 };
 

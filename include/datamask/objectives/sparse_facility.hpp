@@ -4,7 +4,8 @@
 /// @file
 /// @brief Facility location on a k-nearest-neighbour graph (knn/graph.hpp): every capability
 /// the optimizers use -- evaluation (on the host and through a backend's executor), the greedy
-/// state (naive, lazy and stochastic greedy) and the relaxation the continuous learner ascends.
+/// state (naive, lazy and stochastic greedy) and the relaxation the continuous learner ascends --
+/// and an upper bound on the optimum with its certificate (`boundable_objective`).
 ///
 /// F(U) = (1 / |V|) * sum_{v in V} max(0, max_{j in U, j in N(v)} s(v, j)), with N(v) v's K
 /// neighbours in the graph and 0 when none of them is in U. V is the reference set, as for dense
@@ -44,6 +45,7 @@
 #include "datamask/executor/ops.hpp"
 #include "datamask/knn/graph.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
+#include "datamask/objectives/detail/facility_dual.hpp"
 
 namespace datamask {
 
@@ -288,9 +290,10 @@ struct swaps {
 }  // namespace detail::sparse_facility_impl
 
 /// @brief Facility location on a kNN graph of the block (see the file comment). Copies share the
-/// graph. Models `incremental_objective`, `relaxable_objective` and `swappable_objective`. Not
-/// `batched_diversity_objective`: the backend's per-subset path already scores G subsets in
-/// parallel on the run's threads (a `batch_view` carries no thread count), and one pass over the
+/// graph. Models `incremental_objective`, `relaxable_objective`, `swappable_objective` and
+/// `boundable_objective` (the dual of its LP relaxation). Not `batched_diversity_objective`: the
+/// backend's per-subset path already scores G subsets in parallel on the run's threads (a
+/// `batch_view` carries no thread count), and one pass over the
 /// reference set per subset is the whole cost. Models `device_evaluable`: the graph goes to the
 /// executor's memory once per run (`resident`), each subset's rows are sorted there, and each
 /// (subset, reference item) searches its row's neighbours in them, O(K log k); the values equal
@@ -391,6 +394,30 @@ struct sparse_facility_location {
                                                              std::span<const index_t> selection) const {
     checked(block.embeddings.rows);
     return detail::sparse_facility_impl::swaps(graph, selection);
+  }
+
+  /// @brief An upper bound on max f over sets of S items for f = linear + weight * F with the
+  /// whole block as reference set, with its certificate lambda >= 0 (`boundable_objective`,
+  /// method.md 7.2): the Lagrangian dual of the LP relaxation on the graph's pairs (similarities
+  /// clamped at 0, as F counts them), so the bound is for this sparse objective, not for dense
+  /// facility location. From the selection's assignment, `v.iterations` evaluations (0: 100) of
+  /// a variable-target Polyak method (objectives/detail/facility_dual.hpp), each O(n K) plus a
+  /// top-S selection. Host memory.
+  template <class T>
+  [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
+    const knn_graph& g = checked(v.embeddings.rows);
+    DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                     "must be finite and >= 0, found ", v.weight);
+    const auto by_item = cache->get(graph);  // the graph's entries grouped by item, shared
+    const detail::facility_dual::knn_pairs pairs(g, v.weight, by_item->start, by_item->entry,
+                                                 v.threads);
+    return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
+  }
+  /// @brief L(lambda) recomputed from the graph alone (its rows in order); throws `invalid_input`
+  /// for a multiplier that is negative or not finite.
+  template <class T>
+  [[nodiscard]] double check_bound(const bound_view<T>& v, std::span<const double> lambda) const {
+    return detail::facility_dual::check_knn(v, checked(v.embeddings.rows), lambda);
   }
 
  private:

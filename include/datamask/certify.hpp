@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief Certified selections (method.md section 7): for the f a run optimised
+/// (`objective_function`, with its scales) and a selection U of S items of the block, an upper
+/// bound B >= max_{|U'| = S} f(U') computed from certificates the library re-checks, and how far
+/// U can be from the optimum: gap = B - f(U) and the certified share
+/// (f(U) - mean f of random subsets) / (B - that mean).
+///
+///   datamask::objective_function<float, decltype(mix)> f(block, mix, lambda);
+///   f.set_scales(scales_of_the_run);
+///   const datamask::certificate_report r = datamask::certify(f, result.rows);
+///   if (r.certified) std::printf("f = %.6f <= optimum <= %.6f\n", r.value, r.bound);
+///
+/// How each term is bounded (the diversity objective's `boundable_objective` capability):
+/// - quality only (lambda = 1): exact, the S best quality scores;
+/// - pairwise similarity + quality: jointly, the concave relaxation of method.md 7.1;
+/// - facility location (dense, or on a kNN graph) + quality: jointly, the Lagrangian dual of the
+///   LP relaxation (method.md 7.2); on the graph the bound is for the sparse objective;
+/// - a mix of several diversity terms: the sum of the terms' bounds (the maximum of a sum is at
+///   most the sum of the maxima), the quality term's modular part joined to the first of them;
+/// - a term without the capability (DiSF, a user's objective): no certificate. The report then
+///   says so and gives no bound, rather than a loose or unproven one.
+/// The bounds use weak duality or concavity only, so a smaller budget gives a looser bound, never
+/// a wrong one. They are bounds on f in exact arithmetic; f computed in float (dense facility
+/// location's products in the embeddings' type) can differ from it by float rounding, and the
+/// reported bound is max(B, f(U)).
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "datamask/concepts.hpp"
+#include "datamask/error.hpp"
+#include "datamask/objective_function.hpp"
+#include "datamask/objectives/detail/pairwise_bound.hpp"
+#include "datamask/rng/philox.hpp"
+
+namespace datamask {
+
+/// @brief The settings of `certify`.
+struct certify_settings {
+  /// Each bound's budget: Frank-Wolfe steps for pairwise similarity, dual evaluations for
+  /// facility location (0: each method's default, 30 and 100: benchmarks/certificates/STUDY.md).
+  index_t iterations = 0;
+  /// Uniformly random S-subsets of the block whose mean f is the "random" of the certified share
+  /// (0: none, and no share unless `random_mean` is given).
+  index_t random_subsets = 256;
+  std::uint64_t seed = 0;  ///< the subsets' draw (Philox, keyed by the seed)
+  /// The mean f of random subsets when the caller has it: no subsets are drawn.
+  std::optional<double> random_mean;
+  int threads = 0;  ///< 0: all
+  /// What a bound may hold beyond O(n): dense facility location keeps its n x n similarities in
+  /// double when they fit (else recomputes them in every evaluation).
+  std::size_t memory_bytes = std::size_t{256} << 20;
+};
+
+/// @brief How one term was bounded.
+struct term_certificate {
+  std::string name;           ///< the diversity term's name, or "quality" for quality only
+  std::string method;         ///< "frank-wolfe", "lagrangian-dual", "top-S", or "none"
+  bool with_quality = false;  ///< the quality term was bounded jointly with this term
+  double bound = std::numeric_limits<double>::quiet_NaN();    ///< re-checked from the certificate
+  double claimed = std::numeric_limits<double>::quiet_NaN();  ///< what the method reported
+  index_t evaluations = 0;          ///< evaluations of the bound the method made
+  double seconds = 0.0;             ///< the method and the re-check
+  std::vector<double> certificate;  ///< p (pairwise) or lambda (facility location)
+};
+
+/// @brief A selection's certificate: f(U), the bound, the gap and the certified share.
+struct certificate_report {
+  bool certified = false;  ///< false: "no certificate" (a term has no bound; `reason` says which)
+  std::string reason;
+  index_t size = 0;    ///< S
+  double value = 0.0;  ///< f(U)
+  /// max(sum of the terms' re-checked bounds, f(U)) >= max f over sets of S items; NaN when not
+  /// certified.
+  double bound = std::numeric_limits<double>::quiet_NaN();
+  double gap = std::numeric_limits<double>::quiet_NaN();          ///< bound - value >= 0
+  double random_mean = std::numeric_limits<double>::quiet_NaN();  ///< mean f of random S-subsets
+  /// (value - random_mean) / (bound - random_mean): the share of the best possible gain over
+  /// random that U is proven to reach. NaN without a bound or a random mean.
+  double certified_share = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0.0;         ///< the bounds and their re-checks
+  double random_seconds = 0.0;  ///< the random subsets' evaluations
+  std::vector<term_certificate> terms;
+};
+
+namespace detail::certify_impl {
+
+/// The reserved stream of the random subsets' draws.
+inline constexpr std::uint32_t stream_random_subsets = 0xFFFFFFFCu;
+
+/// Subset g: the S rows with the smallest uniform keys (a uniformly random S-subset).
+inline std::vector<index_t> random_subset(rng::philox_key key, index_t n, index_t size,
+                                          std::uint32_t g) {
+  std::vector<double> keys(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i)
+    keys[static_cast<std::size_t>(i)] =
+        rng::uniform01(key, static_cast<std::uint64_t>(i), g, stream_random_subsets);
+  std::vector<index_t> rows(static_cast<std::size_t>(n));
+  std::iota(rows.begin(), rows.end(), index_t{0});
+  std::nth_element(rows.begin(), rows.begin() + (size - 1), rows.end(), [&](index_t a, index_t b) {
+    const double ka = keys[static_cast<std::size_t>(a)];
+    const double kb = keys[static_cast<std::size_t>(b)];
+    return ka != kb ? ka < kb : a < b;
+  });
+  rows.resize(static_cast<std::size_t>(size));
+  return rows;
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace detail::certify_impl
+
+/// @brief The mean f over `count` uniformly random subsets of `size` rows of the block, drawn
+/// from `seed` (Philox): the "random" of the certified share.
+template <class T, class D>
+[[nodiscard]] double random_subsets_mean(const objective_function<T, D>& f, index_t size,
+                                         index_t count, std::uint64_t seed) {
+  DATAMASK_EXPECTS(size >= 1 && size <= f.size(), "size", "must be in [1, ", f.size(), "], found ",
+                   size);
+  DATAMASK_EXPECTS(count >= 1, "random subsets", "must be at least 1, found ", count);
+  const rng::philox_key key = rng::block_key(seed, 0);
+  double sum = 0.0;
+  for (index_t g = 0; g < count; ++g) {
+    sum +=
+        f(detail::certify_impl::random_subset(key, f.size(), size, static_cast<std::uint32_t>(g)));
+  }
+  return sum / static_cast<double>(count);
+}
+
+/// @brief Certifies the selection `rows` (S distinct rows of the block) for f: an upper bound on
+/// max f over every set of S rows, re-checked from its certificate, and the report's fields
+/// (see `certificate_report`). The bound is over the whole block (rows a run pruned included).
+/// @throws invalid_input for rows outside the block, repeated, or none.
+template <class T, class D>
+[[nodiscard]] certificate_report certify(const objective_function<T, D>& f,
+                                         std::span<const index_t> rows,
+                                         const certify_settings& s = {}) {
+  using clock = std::chrono::steady_clock;
+  namespace ci = detail::certify_impl;
+  const index_t n = f.size();
+  const std::vector<index_t> sorted =
+      detail::sorted_distinct_rows(std::vector<index_t>(rows.begin(), rows.end()), n, "rows");
+  const auto size = static_cast<index_t>(sorted.size());
+  DATAMASK_EXPECTS(size >= 1, "rows", "a certificate needs a selection of at least one item");
+  certificate_report out;
+  out.size = size;
+  out.value = f(sorted);
+
+  const auto& terms = f.terms();
+  std::vector<double> linear;  // the quality term's modular part: f_q(U) = sum_{i in U} linear_i
+  if (f.has_quality_term()) {
+    const double per =
+        f.aggregate() == quality_aggregate::mean ? 1.0 / static_cast<double>(size) : 1.0;
+    const double c = terms[0].weight / terms[0].scale * per;
+    DATAMASK_EXPECTS(std::isfinite(c), "scales",
+                     "the quality term's weight over its scale is not finite");
+    linear.resize(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i)
+      linear[static_cast<std::size_t>(i)] = c * f.quality()[static_cast<std::size_t>(i)];
+  }
+
+  const auto t0 = clock::now();
+  bool quality_placed = !f.has_quality_term();
+  bool missing = false;
+  f.mix().for_each([&](auto i, const auto& objective, double /*weight*/) {
+    const int slot = f.term_slots()[i];
+    if (slot < 0) return;  // switched off
+    using objective_t = std::decay_t<decltype(objective)>;
+    term_certificate tc;
+    tc.name = terms[static_cast<std::size_t>(slot)].name;
+    tc.method = "none";
+    const double w =
+        terms[static_cast<std::size_t>(slot)].weight / terms[static_cast<std::size_t>(slot)].scale;
+    if constexpr (boundable_objective<objective_t, T>) {
+      if (std::isfinite(w) && w >= 0.0) {
+        const auto t1 = clock::now();
+        const bound_view<T> v{
+            f.embeddings(),
+            f.inv_norms().data(),
+            f.sq_norms().data(),
+            quality_placed ? std::span<const double>{} : std::span<const double>(linear),
+            w,
+            size,
+            std::span<const index_t>(sorted),
+            s.iterations,
+            s.threads,
+            s.memory_bytes};
+        tc.with_quality = !quality_placed;
+        quality_placed = true;
+        const bound_certificate b = objective.bound(v);
+        tc.method = std::string(b.method);
+        tc.claimed = b.bound;
+        tc.evaluations = b.evaluations;
+        tc.bound = objective.check_bound(v, b.certificate);
+        tc.certificate = b.certificate;
+        tc.seconds = ci::seconds_since(t1);
+      } else if (!missing) {
+        out.reason = detail::concat("'", tc.name, "' has weight over scale ", w,
+                                    ": its bound needs a finite value >= 0");
+      }
+    } else if (!missing) {
+      out.reason = detail::concat("'", tc.name, "' has no certificate (no bound is known for it)");
+    }
+    missing = missing || tc.method == "none";
+    out.terms.push_back(std::move(tc));
+  });
+  if (!quality_placed) {  // quality only: the S best scores, exactly
+    term_certificate tc;
+    tc.name = "quality";
+    tc.method = "top-S";
+    tc.with_quality = true;
+    tc.bound = tc.claimed = detail::pairwise_bound::host_top_sum(linear, size);
+    tc.evaluations = 1;
+    out.terms.push_back(std::move(tc));
+  }
+  out.certified = !missing;
+  if (out.certified) {
+    double total = 0.0;
+    for (const auto& tc : out.terms) total += tc.bound;
+    out.bound = std::max(total, out.value);
+    out.gap = out.bound - out.value;
+  }
+  out.seconds = ci::seconds_since(t0);
+
+  const auto t2 = clock::now();
+  if (s.random_mean) {
+    out.random_mean = *s.random_mean;
+  } else if (s.random_subsets > 0) {
+    out.random_mean = random_subsets_mean(f, size, s.random_subsets, s.seed);
+  }
+  out.random_seconds = ci::seconds_since(t2);
+  if (out.certified && std::isfinite(out.random_mean) && out.bound > out.random_mean) {
+    out.certified_share = (out.value - out.random_mean) / (out.bound - out.random_mean);
+  }
+  return out;
+}
+
+}  // namespace datamask

@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The upper bound of facility location with a modular part (method.md 7.2): the
+/// Lagrangian dual of its LP relaxation. With w_vs = weight sim(v, s) / n (the whole block as
+/// reference set) and a_s the modular part, every lambda >= 0 gives
+///   max_{|U| = S} f(U) <= L(lambda) = sum_v lambda_v + (sum of the S largest b_s(lambda)),
+///   b_s(lambda) = a_s + sum_v max(0, w_vs - lambda_v).
+/// (A set U is a feasible point of the LP max sum w_vs x_vs + sum a_s y_s, sum_s x_vs <= 1,
+/// 0 <= x_vs <= y_s <= 1, sum y = S; a reference item whose best similarity in U is negative may
+/// take x = 0, which only raises the LP; dualising the cover rows gives L.)
+/// The method (benchmarks/certificates/STUDY.md, "polyak-level-deflected"): start at the
+/// selection's own assignment lambda_v = max(0, max_{s in U} w_vs), where L is the classical
+/// f(U) + (the S largest marginal gains) bound, then projected subgradient steps
+/// dL/dlambda_v = 1 - #{s in the top set : w_vs > lambda_v} with a variable-target Polyak step
+/// (level max(f(U), best - delta), delta halved with a restart at the best lambda after
+/// `patience` evaluations without progress) along a deflected direction g + beta d_prev.
+/// The pairs come in two forms: dense (every pair, similarities recomputed in blocks by matrix
+/// products, or held when the n x n values fit the view's memory budget) and the kNN graph (the
+/// pairs of the graph, clamped at 0 as sparse facility location counts them). Host code: every
+/// evaluation needs a top-S selection.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "datamask/concepts.hpp"
+#include "datamask/detail/parallel.hpp"
+#include "datamask/error.hpp"
+#include "datamask/kernels.hpp"
+#include "datamask/knn/graph.hpp"
+#include "datamask/types.hpp"
+
+namespace datamask::detail::facility_dual {
+
+/// Dual evaluations when the view asks for the default: within 0.5% of the LP's bound (of the
+/// gain over random) on every block of the study, both forms, at 100.
+inline constexpr index_t default_evaluations = 100;
+/// The step rule's settings, chosen by the study on two blocks (synth-2000-32 and digits, kNN)
+/// and checked on eight others: evaluations without progress before delta halves, and beta.
+inline constexpr int patience = 3;
+inline constexpr double deflection = 0.5;
+
+/// Columns (or rows) per matrix product of the dense form.
+inline constexpr index_t dense_block = 64;
+
+/// Dense pairs: w_vs = c sim(e_v, e_s) for every pair, from the kernel's rows in double.
+template <class T>
+class dense_pairs {
+ public:
+  using rmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  dense_pairs(const bound_view<T>& v, similarity_kernel kernel, double gamma)
+      : n_(v.embeddings.rows),
+        kernel_(kernel),
+        gamma_(gamma),
+        c_(v.weight / static_cast<double>(v.embeddings.rows)),
+        threads_(v.threads),
+        sq_(v.sq_norms, v.sq_norms + v.embeddings.rows),
+        x_(v.embeddings.rows, v.embeddings.cols) {
+    const bool unit = unit_rows(kernel);
+    for (index_t i = 0; i < n_; ++i) {
+      const double scale = unit ? v.inv_norms[i] : 1.0;
+      for (index_t j = 0; j < v.embeddings.cols; ++j)
+        x_(i, j) = static_cast<double>(v.embeddings(i, j)) * scale;
+    }
+    const double bytes = static_cast<double>(n_) * static_cast<double>(n_) * sizeof(double);
+    if (bytes <= static_cast<double>(v.memory_bytes)) {
+      cache_.resize(static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_));
+      for_columns(
+          [&](index_t s, const double* w) { std::copy(w, w + n_, cache_.begin() + s * n_); });
+    }
+  }
+
+  [[nodiscard]] index_t size() const { return n_; }
+  [[nodiscard]] bool cached() const { return !cache_.empty(); }
+
+  /// b_s += sum_v max(0, w_vs - lambda_v) for every s.
+  void column_excess(std::span<const double> lambda, std::span<double> b) const {
+    auto sum = [&](index_t s, const double* w) {
+      double acc = 0.0;
+      for (index_t v = 0; v < n_; ++v)
+        acc += std::max(0.0, w[v] - lambda[static_cast<std::size_t>(v)]);
+      b[static_cast<std::size_t>(s)] += acc;
+    };
+    if (cached()) {
+      detail::parallel_for(
+          n_, threads_, [&](index_t s) { sum(s, cache_.data() + s * n_); },
+          2.0 * static_cast<double>(n_));
+    } else {
+      for_columns(sum);
+    }
+  }
+
+  /// count_v = #{s in rows : w_vs > lambda_v}.
+  void covered(std::span<const double> lambda, std::span<const index_t> rows,
+               std::span<double> count) const {
+    for_rows(rows, [&](index_t v, const double* w) {
+      const double l = lambda[static_cast<std::size_t>(v)];
+      double c = 0.0;
+      for (std::size_t t = 0; t < rows.size(); ++t) c += w[t] > l ? 1.0 : 0.0;
+      count[static_cast<std::size_t>(v)] = c;
+    });
+  }
+
+  /// best_v = max_{s in rows} w_vs (negative when every similarity is).
+  void best(std::span<const index_t> rows, std::span<double> out) const {
+    for_rows(rows, [&](index_t v, const double* w) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::size_t t = 0; t < rows.size(); ++t) m = std::max(m, w[t]);
+      out[static_cast<std::size_t>(v)] = m;
+    });
+  }
+
+ private:
+  /// visit(v, w) for every reference item v, w[t] = w_{v, rows[t]}: the S columns of a set, S / n
+  /// of a pass.
+  template <class Visit>
+  void for_rows(std::span<const index_t> rows, Visit&& visit) const {
+    const auto k = static_cast<index_t>(rows.size());
+    const index_t blocks = (n_ + dense_block - 1) / dense_block;
+    rmat xs(k, x_.cols());
+    for (index_t t = 0; t < k; ++t) xs.row(t) = x_.row(rows[static_cast<std::size_t>(t)]);
+    detail::parallel_for(
+        blocks, threads_,
+        [&](index_t bi) {
+          const index_t v0 = bi * dense_block;
+          const index_t nv = std::min(dense_block, n_ - v0);
+          std::vector<double> w(static_cast<std::size_t>(k));
+          rmat dots;
+          if (!cached()) dots.noalias() = x_.middleRows(v0, nv) * xs.transpose();
+          for (index_t a = 0; a < nv; ++a) {
+            const index_t v = v0 + a;
+            for (index_t t = 0; t < k; ++t) {
+              const index_t s = rows[static_cast<std::size_t>(t)];
+              w[static_cast<std::size_t>(t)] = cached()
+                                                   ? cache_[static_cast<std::size_t>(s * n_ + v)]
+                                                   : weight(dots(a, t), v, s);
+            }
+            visit(v, static_cast<const double*>(w.data()));
+          }
+        },
+        2.0 * static_cast<double>(dense_block) * static_cast<double>(k) *
+            static_cast<double>(x_.cols()));
+  }
+
+  [[nodiscard]] double weight(double dot, index_t v, index_t s) const {
+    return c_ * kernel_similarity(kernel_, gamma_, dot, sq_[static_cast<std::size_t>(v)],
+                                  sq_[static_cast<std::size_t>(s)]);
+  }
+
+  /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
+  /// product each, the blocks on the threads.
+  template <class Visit>
+  void for_columns(Visit&& visit) const {
+    const index_t blocks = (n_ + dense_block - 1) / dense_block;
+    detail::parallel_for(
+        blocks, threads_,
+        [&](index_t bi) {
+          const index_t s0 = bi * dense_block;
+          const index_t ns = std::min(dense_block, n_ - s0);
+          const rmat dots =
+              x_.middleRows(s0, ns) * x_.transpose();  // ns x n: row a holds column s0 + a
+          std::vector<double> w(static_cast<std::size_t>(n_));
+          for (index_t a = 0; a < ns; ++a) {
+            for (index_t v = 0; v < n_; ++v)
+              w[static_cast<std::size_t>(v)] = weight(dots(a, v), v, s0 + a);
+            visit(s0 + a, static_cast<const double*>(w.data()));
+          }
+        },
+        2.0 * static_cast<double>(dense_block) * static_cast<double>(n_) *
+            static_cast<double>(x_.cols()));
+  }
+
+  index_t n_;
+  similarity_kernel kernel_;
+  double gamma_;
+  double c_;
+  int threads_;
+  std::vector<double> sq_;
+  rmat x_;
+  std::vector<double> cache_;  ///< n x n: row s holds w_vs over v, when it fits the budget
+};
+
+/// kNN pairs: w_e = c max(0, sim_e) for the graph's entries e = v K + r (s = ids[e]). The column
+/// sums read each item's positive entries as two contiguous arrays (reference row, w), grouped by
+/// item in row order (`start`, `entry`: the graph's grouping), so a pass streams them and only
+/// lambda is read at random.
+class knn_pairs {
+ public:
+  knn_pairs(const knn_graph& g, double weight, std::span<const index_t> start,
+            std::span<const index_t> entry, int threads)
+      : g_(g), w_(g.sims.size()), from_(static_cast<std::size_t>(g.n) + 1, 0), threads_(threads) {
+    const double c = weight / static_cast<double>(g.n);
+    for (std::size_t e = 0; e < w_.size(); ++e)
+      w_[e] = g.sims[e] > 0.0f ? c * static_cast<double>(g.sims[e]) : 0.0;
+    row_.reserve(entry.size());
+    col_w_.reserve(entry.size());
+    for (index_t s = 0; s < g.n; ++s) {
+      for (index_t at = start[static_cast<std::size_t>(s)];
+           at < start[static_cast<std::size_t>(s) + 1]; ++at) {
+        const index_t e = entry[static_cast<std::size_t>(at)];
+        if (!(w_[static_cast<std::size_t>(e)] > 0.0))
+          continue;  // max(0, 0 - lambda) = 0: never counts
+        row_.push_back(e / g.k);
+        col_w_.push_back(w_[static_cast<std::size_t>(e)]);
+      }
+      from_[static_cast<std::size_t>(s) + 1] = static_cast<index_t>(row_.size());
+    }
+  }
+
+  [[nodiscard]] index_t size() const { return g_.n; }
+
+  void column_excess(std::span<const double> lambda, std::span<double> b) const {
+    detail::parallel_for(
+        (g_.n + 255) / 256, threads_,
+        [&](index_t bi) {
+          for (index_t s = bi * 256; s < std::min(g_.n, (bi + 1) * 256); ++s) {
+            double acc = 0.0;
+            for (index_t at = from_[static_cast<std::size_t>(s)];
+                 at < from_[static_cast<std::size_t>(s) + 1]; ++at) {
+              acc += std::max(
+                  0.0, col_w_[static_cast<std::size_t>(at)] -
+                           lambda[static_cast<std::size_t>(row_[static_cast<std::size_t>(at)])]);
+            }
+            b[static_cast<std::size_t>(s)] += acc;
+          }
+        },
+        256.0 * 3.0 * static_cast<double>(g_.k));
+  }
+
+  /// count_v = #{s in rows : w_vs > lambda_v}: v's neighbours only, O(n K).
+  void covered(std::span<const double> lambda, std::span<const index_t> rows,
+               std::span<double> count) const {
+    const std::vector<char> in = marks(rows);
+    detail::parallel_for(
+        g_.n, threads_,
+        [&](index_t v) {
+          const double l = lambda[static_cast<std::size_t>(v)];
+          double c = 0.0;
+          for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
+            c += in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])] &&
+                         w_[static_cast<std::size_t>(e)] > l
+                     ? 1.0
+                     : 0.0;
+          }
+          count[static_cast<std::size_t>(v)] = c;
+        },
+        2.0 * static_cast<double>(g_.k));
+  }
+
+  /// best_v = max(0, max_{s in rows and N(v)} w_vs): what v gets from the set.
+  void best(std::span<const index_t> rows, std::span<double> out) const {
+    const std::vector<char> in = marks(rows);
+    detail::parallel_for(
+        g_.n, threads_,
+        [&](index_t v) {
+          double m = 0.0;
+          for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
+            if (in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])])
+              m = std::max(m, w_[static_cast<std::size_t>(e)]);
+          }
+          out[static_cast<std::size_t>(v)] = m;
+        },
+        2.0 * static_cast<double>(g_.k));
+  }
+
+ private:
+  [[nodiscard]] std::vector<char> marks(std::span<const index_t> rows) const {
+    std::vector<char> in(static_cast<std::size_t>(g_.n), 0);
+    for (index_t s : rows) in[static_cast<std::size_t>(s)] = 1;
+    return in;
+  }
+
+  const knn_graph& g_;
+  std::vector<double> w_;      ///< per entry of the graph (row-major)
+  std::vector<index_t> from_;  ///< n + 1 offsets into row_ and col_w_
+  std::vector<index_t> row_;   ///< per positive entry, grouped by item: its reference row
+  std::vector<double> col_w_;  ///< and its w
+  int threads_;
+};
+
+/// The S largest of b (ties to the smaller index), ascending.
+inline std::vector<index_t> top_rows(std::span<const double> b, index_t size) {
+  std::vector<index_t> idx(b.size());
+  std::iota(idx.begin(), idx.end(), index_t{0});
+  const auto k = static_cast<std::ptrdiff_t>(size);
+  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), [&](index_t i, index_t j) {
+    const double bi = b[static_cast<std::size_t>(i)];
+    const double bj = b[static_cast<std::size_t>(j)];
+    return bi != bj ? bi > bj : i < j;
+  });
+  idx.resize(static_cast<std::size_t>(size));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+/// L(lambda) and its top set.
+template <class Pairs>
+double dual_value(const Pairs& pairs, std::span<const double> linear,
+                  std::span<const double> lambda, index_t size, std::vector<index_t>& chosen) {
+  const index_t n = pairs.size();
+  std::vector<double> b(static_cast<std::size_t>(n), 0.0);
+  if (!linear.empty()) std::copy(linear.begin(), linear.end(), b.begin());
+  pairs.column_excess(lambda, b);
+  chosen = top_rows(b, size);
+  double value = 0.0;
+  for (double l : lambda) value += l;
+  for (index_t s : chosen) value += b[static_cast<std::size_t>(s)];
+  return value;
+}
+
+/// The variable-target Polyak method from the selection's assignment (see the file comment);
+/// returns the best L seen and its lambda.
+template <class Pairs>
+bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, index_t size,
+                           std::span<const index_t> selection, index_t evaluations) {
+  const index_t n = pairs.size();
+  const auto nz = static_cast<std::size_t>(n);
+  if (evaluations <= 0) evaluations = default_evaluations;
+  // Start: lambda_v = max(0, best w_vs over U); the target is f(U) = a(U) + sum_v best w_vs.
+  std::vector<double> lambda(nz, 0.0);
+  double target = 0.0;
+  for (index_t s : selection) target += linear.empty() ? 0.0 : linear[static_cast<std::size_t>(s)];
+  pairs.best(selection, lambda);
+  for (double& l : lambda) {
+    target += l;
+    l = std::max(0.0, l);
+  }
+  bound_certificate out;
+  out.method = "lagrangian-dual";
+  std::vector<double> best_lambda = lambda;
+  std::vector<double> previous;
+  std::vector<double> count(nz);
+  std::vector<double> dir(nz);
+  std::vector<index_t> chosen;
+  double delta = 0.0;
+  bool has_delta = false;
+  int stall = 0;
+  for (index_t t = 0; t < evaluations; ++t) {
+    const double value = dual_value(pairs, linear, lambda, size, chosen);
+    ++out.evaluations;
+    if (value < out.bound) {
+      out.bound = value;
+      best_lambda = lambda;
+      stall = 0;
+    } else {
+      ++stall;
+    }
+    if (!has_delta) {
+      delta = out.bound - target;
+      has_delta = true;
+    }
+    if (stall >= patience) {  // no progress: a lower level, restarted at the best lambda
+      delta /= 2.0;
+      stall = 0;
+      previous.clear();
+      lambda = best_lambda;
+      continue;
+    }
+    const double level = std::max(target, out.bound - delta);
+    // Subgradient 1 - #{s in the top set : w_vs > lambda_v}, projected on lambda >= 0.
+    pairs.covered(lambda, chosen, count);
+    double norm2 = 0.0;
+    for (std::size_t v = 0; v < nz; ++v) {
+      double g = 1.0 - count[v];
+      if (lambda[v] <= 0.0 && g > 0.0) g = 0.0;
+      dir[v] = previous.empty() ? g : g + deflection * previous[v];
+      norm2 += dir[v] * dir[v];
+    }
+    previous = dir;
+    if (norm2 == 0.0 || value <= level) break;  // optimal (0 is a subgradient), or the level is met
+    const double step = (value - level) / norm2;
+    for (std::size_t v = 0; v < nz; ++v) lambda[v] = std::max(0.0, lambda[v] - step * dir[v]);
+  }
+  out.certificate = std::move(best_lambda);
+  return out;
+}
+
+/// Checks a certificate's domain: n finite values >= 0.
+inline void check_lambda(std::span<const double> lambda, index_t n) {
+  DATAMASK_EXPECTS(static_cast<index_t>(lambda.size()) == n, "certificate", "has ", lambda.size(),
+                   " values, expected one multiplier per reference item (", n, ")");
+  for (double l : lambda) {
+    DATAMASK_EXPECTS(std::isfinite(l) && l >= 0.0, "certificate",
+                     "a multiplier must be finite and >= 0, found ", l);
+  }
+}
+
+/// L(lambda) from the data alone, for `check_bound`: b_s summed over the reference items by plain
+/// dot products in double (an order of its own), then the S largest.
+inline double bound_of(std::span<const double> lambda, std::vector<double> b, index_t size) {
+  double value = 0.0;
+  for (double l : lambda) value += l;
+  const auto k = static_cast<std::ptrdiff_t>(size);
+  std::nth_element(b.begin(), b.begin() + (k - 1), b.end(), std::greater<>());
+  for (std::ptrdiff_t i = 0; i < k; ++i) value += b[static_cast<std::size_t>(i)];
+  return value;
+}
+
+template <class T>
+double check_dense(const bound_view<T>& v, similarity_kernel kernel, double gamma,
+                   std::span<const double> lambda) {
+  const index_t n = v.embeddings.rows;
+  const index_t d = v.embeddings.cols;
+  check_lambda(lambda, n);
+  DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                   "must be finite and >= 0, found ", v.weight);
+  const double c = v.weight / static_cast<double>(n);
+  const bool unit = unit_rows(kernel);
+  std::vector<double> b(static_cast<std::size_t>(n));
+  detail::parallel_for(
+      n, v.threads,
+      [&](index_t s) {
+        double acc = v.linear.empty() ? 0.0 : v.linear[static_cast<std::size_t>(s)];
+        for (index_t r = 0; r < n; ++r) {
+          double dot = 0.0;
+          for (index_t j = 0; j < d; ++j)
+            dot +=
+                static_cast<double>(v.embeddings(r, j)) * static_cast<double>(v.embeddings(s, j));
+          if (unit) dot *= v.inv_norms[r] * v.inv_norms[s];
+          const double w = c * kernel_similarity(kernel, gamma, dot, v.sq_norms[r], v.sq_norms[s]);
+          acc += std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
+        }
+        b[static_cast<std::size_t>(s)] = acc;
+      },
+      2.0 * static_cast<double>(n) * static_cast<double>(d));
+  return bound_of(lambda, std::move(b), v.size);
+}
+
+template <class T>
+double check_knn(const bound_view<T>& v, const knn_graph& g, std::span<const double> lambda) {
+  check_lambda(lambda, g.n);
+  DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
+                   "must be finite and >= 0, found ", v.weight);
+  const double c = v.weight / static_cast<double>(g.n);
+  std::vector<double> b(static_cast<std::size_t>(g.n), 0.0);
+  if (!v.linear.empty()) std::copy(v.linear.begin(), v.linear.end(), b.begin());
+  for (index_t r = 0; r < g.n; ++r) {  // row by row: the reference items' order, not the items'
+    for (index_t k = 0; k < g.k; ++k) {
+      const double w =
+          g.similarity(r, k) > 0.0f ? c * static_cast<double>(g.similarity(r, k)) : 0.0;
+      b[static_cast<std::size_t>(g.neighbor(r, k))] +=
+          std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
+    }
+  }
+  return bound_of(lambda, std::move(b), v.size);
+}
+
+}  // namespace datamask::detail::facility_dual
