@@ -26,6 +26,7 @@
 #include "datamask/objectives/mix.hpp"
 #include "datamask/options.hpp"
 #include "datamask/phases.hpp"
+#include "datamask/policy/advantage.hpp"
 #include "datamask/policy/softmax.hpp"
 #include "datamask/rng/philox.hpp"
 #include "datamask/sampler/gumbel_top_k.hpp"
@@ -45,11 +46,11 @@ struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objec
 /// Credit (`settings::credit`): the paper's estimator gives every item of rollout g its
 /// advantage A_g through the policy's log-probability gradient; per-item credit
 /// (`credit_mode::item`) gives each draw its own advantage from the objectives' marginals
-/// (`phases::item_advantages`) and adds it to the logits in the relaxed form (the policy's
-/// `update` is not called; softmax_policy's Plackett-Luce mode is refused). The default,
+/// (`phases::item_gains`, `advantage_estimator::items`) through the policy's `update_items`
+/// (`item_credit_policy`; softmax_policy takes it in its relaxed form only). The default,
 /// `credit_mode::automatic`, is per-item credit when every diversity term of f is a
-/// `cheap_marginal_objective` (pairwise similarity, dense facility location) and the policy is
-/// `softmax_policy` in its relaxed form, else the paper's estimator (`phases::resolve_credit`).
+/// `cheap_marginal_objective` (pairwise similarity, dense facility location) and the policy
+/// takes item credit, else the paper's estimator (`phases::resolve_credit`).
 ///
 /// Reference set: a step scores its G rollouts with the step's active batch as the reference set
 /// V of objectives that compare a subset with a population (facility location: the rollout's
@@ -172,9 +173,8 @@ class basic_learner {
   /// gradient has the relaxed form (`softmax_policy`'s default), never to another policy.
   template <class T, class Mix>
   credit_mode resolved_credit(const detail::term_plan& plan) const {
-    bool relaxed = false;
-    if constexpr (requires { policy_.mode; }) relaxed = policy_.mode == gradient_mode::relaxed;
-    return phases::resolve_credit<T, Mix>(opt_.credit, relaxed, [&](std::size_t i) { return plan.slot[i] >= 0; });
+    return phases::resolve_credit<T, Mix>(opt_.credit, takes_item_credit(),
+                                          [&](std::size_t i) { return plan.slot[i] >= 0; });
   }
 
   /// Per-item credit needs every weighted diversity term's marginals and the relaxed form of the
@@ -186,10 +186,18 @@ class basic_learner {
     DATAMASK_EXPECTS(missing.empty(), "credit", "item credit needs each item's marginal gain, which the "
                      "objective '", missing, "' cannot give (it is not a datamask::marginal_objective); "
                      "use credit rollout");
-    if constexpr (requires { policy_.mode; }) {
-      DATAMASK_EXPECTS(policy_.mode == gradient_mode::relaxed, "credit",
-                       "item credit updates the logits in the relaxed form; it has no plackett-luce "
-                       "form (use logprob relaxed, or credit rollout)");
+    DATAMASK_EXPECTS(takes_item_credit(), "credit",
+                     "item credit needs a policy that takes each draw's own coefficient (softmax_policy "
+                     "in its relaxed form; it has no plackett-luce form): use logprob relaxed, or "
+                     "credit rollout");
+  }
+
+  /// Whether the policy, as configured, takes per-item credit (`item_credit_policy`).
+  bool takes_item_credit() const {
+    if constexpr (item_credit_policy<Policy, Backend>) {
+      return policy_.takes_item_credit();
+    } else {
+      return false;
     }
   }
 
@@ -258,30 +266,15 @@ class basic_learner {
     }
     phases::rewards(plan, opt_.scaling, buf.vals, g_count, buf.rewards);
     for (std::size_t t = 0; t < plan.terms.size(); ++t) {
-      buf.term_means[t] = phases::mean_std(std::span<const double>(buf.vals).subspan(
+      buf.term_means[t] = mean_std(std::span<const double>(buf.vals).subspan(
                                                t * g_count, static_cast<std::size_t>(g_count)))
                               .first;
     }
     const bool finite = std::all_of(buf.rewards.begin(), buf.rewards.end(),
                                      [](double r) { return std::isfinite(r); });
-    const auto [mean, sd] = phases::mean_std(buf.rewards);
     if (st.track_best && finite) keep_best(st, buf);
-    if (!finite) {
-      ++st.res.nonfinite_steps;
-    } else if (!(sd > 0.0)) {
-      ++st.res.zero_variance_steps;
-    } else if (per_item) {
-      update_items(st, buf, lr);
-    } else {
-      for (index_t g = 0; g < g_count; ++g) {
-        const double a = opt_.advantage == advantage_mode::group_normalized
-                             ? (buf.rewards[g] - mean) / (sd + 1e-8)
-                             : static_cast<double>(g_count) / static_cast<double>(g_count - 1) *
-                                   (buf.rewards[g] - mean);
-        buf.coef[g] = lr * a / static_cast<double>(g_count);
-      }
-      policy_.update(b, st.logits, buf.active, buf.subsets, g_count, k, buf.coef, buf.scratch);
-    }
+    update(st, buf, lr, per_item);
+    const double mean = mean_std(buf.rewards).first;
     const double rmax = finite ? *std::max_element(buf.rewards.begin(), buf.rewards.end())
                                : std::numeric_limits<double>::quiet_NaN();
     st.res.history.push_back(step_record{step, lr, finite ? mean : rmax, rmax, buf.term_means});
@@ -290,24 +283,32 @@ class basic_learner {
                                     std::span<const double>(buf.term_means)});
   }
 
-  /// Per-item credit's update: L_j += eta_t (1/G) sum over the draws of j of its advantage
-  /// (`phases::item_advantages`), each draw its own coefficient: the relaxed update with every
-  /// entry a rollout of one item, so the backends sum a row's terms in entry order.
+  /// The policy's update from the step's advantages (`advantage_estimator`): one coefficient
+  /// per rollout, or under per-item credit one per draw (`phases::item_gains`); a step whose
+  /// values give no advantage is counted and changes nothing.
   template <class State>
-  void update_items(State& st, step_buffers& buf, double lr) const {
+  void update(State& st, step_buffers& buf, double lr, bool per_item) const {
     const index_t g_count = opt_.rollouts;
     const index_t k = st.size.rollout;
-    const auto status = phases::item_advantages(st.ctx.blk.plan, opt_.scaling, opt_.advantage, buf.vals,
-                                                buf.marginals, g_count, k, buf.coef);
-    if (status == phases::item_credit_status::nonfinite) {
-      ++st.res.nonfinite_steps;
-    } else if (status == phases::item_credit_status::zero_variance) {
-      ++st.res.zero_variance_steps;
-    } else {
-      for (double& c : buf.coef) c *= lr / static_cast<double>(g_count);
-      relaxed_update(st.ctx.backend, st.logits, buf.active, buf.subsets, g_count * k, 1, buf.coef);
+    const advantage_estimator estimator{opt_.advantage};
+    advantage_status status = advantage_estimator::check(buf.rewards);
+    if (status == advantage_status::ok && per_item) {
+      phases::item_gains(st.ctx.blk.plan, opt_.scaling, buf.vals, buf.marginals, g_count, k, buf.coef);
+      status = estimator.items(buf.coef, g_count, k, lr);
+    } else if (status == advantage_status::ok) {
+      status = estimator.rollouts(buf.rewards, lr, buf.coef);
     }
-    buf.coef.resize(static_cast<std::size_t>(g_count));
+    if (status == advantage_status::nonfinite) {
+      ++st.res.nonfinite_steps;
+    } else if (status == advantage_status::zero_variance) {
+      ++st.res.zero_variance_steps;
+    } else if (per_item) {
+      if constexpr (item_credit_policy<Policy, Backend>) {
+        policy_.update_items(st.ctx.backend, st.logits, buf.active, buf.subsets, g_count * k, buf.coef);
+      }
+    } else {
+      policy_.update(st.ctx.backend, st.logits, buf.active, buf.subsets, g_count, k, buf.coef, buf.scratch);
+    }
   }
 
   /// Remembers the step's best rollout when it beats the best so far; copies only its row.

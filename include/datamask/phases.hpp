@@ -38,19 +38,10 @@
 #include "datamask/detail/prepare.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/options.hpp"
+#include "datamask/policy/advantage.hpp"
 #include "datamask/rng/philox.hpp"
 
 namespace datamask::phases {
-
-/// @brief Population mean and standard deviation, summed in order.
-inline std::pair<double, double> mean_std(std::span<const double> v) {
-  double m = 0.0;
-  for (double x : v) m += x;
-  m /= static_cast<double>(v.size());
-  double s = 0.0;
-  for (double x : v) s += (x - m) * (x - m);
-  return {m, std::sqrt(s / static_cast<double>(v.size()))};
-}
 
 /// @brief What the host knows of one block before optimising: its per-row quantities, the
 /// terms of f, the rows kept after pruning and S.
@@ -361,51 +352,23 @@ void score_marginals(const block_context<B, T, Mix>& ctx, const typename B::temp
   });
 }
 
-/// @brief Why a step's per-item advantages could not be formed.
-enum class item_credit_status { ok, nonfinite, zero_variance };
-
 /// @brief Per-item credit (`credit_mode::item`): entry e = g k + j (row j of rollout g) gets the
 /// marginal gain of f, D_e = sum_t weight_t marg_t,e / div_t (div: the term's scale; under group
-/// scaling its std over the rollouts, as `rewards` divides), less a leave-one-out baseline: the
-/// mean of D over the entries of the other rollouts. Under `advantage_mode::group_normalized`
-/// the result is divided by its population std over the G k entries (+ 1e-8), as the rollout
-/// advantages are; under `leave_one_out` it is used as it is.
+/// scaling its std over the rollouts, as `rewards` divides), into `gains`; the advantage
+/// estimator (`advantage_estimator::items`) subtracts a leave-one-out baseline from it.
 ///
 /// Why this estimator: under independent inclusion with probabilities q_j, the gradient of
 /// E[f] with respect to logit L_j (softmax over the items, sum q = k) is q_j (df/dq_j - the
 /// q-weighted mean of df/dq), and 1[j in M] (D_j(M) - b) estimates it term by term, b estimating
 /// the mean marginal from rollouts that do not contain this draw. Each item gets its own
 /// signal, where the rollout estimator gives all k items of a rollout the same one.
-inline item_credit_status item_advantages(const detail::term_plan& plan, term_scaling scaling, advantage_mode mode,
-                                          std::span<const double> vals, std::span<const double> marg,
-                                          index_t count, index_t size, std::vector<double>& adv) {
-  const auto c = static_cast<std::size_t>(count);
-  const auto k = static_cast<std::size_t>(size);
-  const std::size_t entries = c * k;
+inline void item_gains(const detail::term_plan& plan, term_scaling scaling, std::span<const double> vals,
+                       std::span<const double> marg, index_t count, index_t size, std::vector<double>& gains) {
+  const std::size_t entries = static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
   const auto div = group_shift_div(plan, scaling, vals, count).second;
   const std::vector<double> zero(plan.terms.size(), 0.0);
-  adv.resize(entries);
-  for (std::size_t e = 0; e < entries; ++e) adv[e] = plan.combine(marg, entries, e, zero, div);
-  if (!std::all_of(adv.begin(), adv.end(), [](double a) { return std::isfinite(a); })) {
-    return item_credit_status::nonfinite;
-  }
-  std::vector<double> mean(c, 0.0);
-  double total = 0.0;
-  for (std::size_t g = 0; g < c; ++g) {
-    for (std::size_t j = 0; j < k; ++j) mean[g] += adv[g * k + j];
-    mean[g] /= static_cast<double>(k);
-    total += mean[g];
-  }
-  for (std::size_t g = 0; g < c; ++g) {
-    const double baseline = (total - mean[g]) / static_cast<double>(c - 1);
-    for (std::size_t j = 0; j < k; ++j) adv[g * k + j] -= baseline;
-  }
-  const double sd = mean_std(adv).second;
-  if (!(sd > 0.0)) return item_credit_status::zero_variance;
-  if (mode == advantage_mode::group_normalized) {
-    for (double& a : adv) a /= sd + 1e-8;
-  }
-  return item_credit_status::ok;
+  gains.resize(entries);
+  for (std::size_t e = 0; e < entries; ++e) gains[e] = plan.combine(marg, entries, e, zero, div);
 }
 
 /// @brief The reference set of a step (`settings::reference_size`): `active`, the step's active

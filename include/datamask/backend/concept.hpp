@@ -109,4 +109,18 @@ concept mask_policy =
       p.update(b, l, iv, iv, n, n, coef, l);
     };
 
+/// @brief A mask policy that can take per-item credit (`credit_mode::item`):
+/// `p.takes_item_credit()` says whether its current form can, and `p.update_items(backend,
+/// logits, active, draws, entries, coef)` adds each draw's own coefficient (draws: G k rows,
+/// coef: one per draw). Without it, `credit auto` gives rollout credit and `credit item` is
+/// refused.
+template <class P, class B>
+concept item_credit_policy =
+    mask_policy<P, B> && requires(const P& p, const B& b, typename B::template vector<double>& l,
+                                  const typename B::template vector<index_t>& iv, index_t n,
+                                  std::span<const double> coef) {
+      { p.takes_item_credit() } -> std::convertible_to<bool>;
+      p.update_items(b, l, iv, iv, n, coef);
+    };
+
 }  // namespace datamask

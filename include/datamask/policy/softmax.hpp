@@ -230,6 +230,21 @@ struct softmax_policy {
       plackett_luce_update(b, logits, active, subsets, g, k, coef);
     }
   }
+
+  /// Per-item credit (`item_credit_policy`): each of the `entries` draws has its own
+  /// coefficient. Only the relaxed gradient has this form (the Plackett-Luce gradient of a draw
+  /// depends on its whole rollout).
+  [[nodiscard]] bool takes_item_credit() const { return mode == gradient_mode::relaxed; }
+
+  /// L_j += the coefficients of j's draws, summed in entry order: the relaxed update with every
+  /// entry a rollout of one item.
+  template <class B>
+  void update_items(const B& b, typename B::template vector<double>& logits,
+                    const typename B::template vector<index_t>& active,
+                    const typename B::template vector<index_t>& draws, index_t entries,
+                    std::span<const double> coef) const {
+    relaxed_update(b, logits, active, draws, entries, 1, coef);
+  }
 };
 
 }  // namespace datamask
