@@ -192,31 +192,39 @@ std::vector<std::pair<std::string, dm::knn_settings>> graphs_of(const settings& 
   return out;
 }
 
-int main(int argc, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
-  const auto start = clk::now();
-  const settings s = parse(argc, argv);
-  try {
-    const dm_bench::block& b = dm_bench::data(s.n, s.d);
-    const dm::problem<float> p = b.problem();
-    const dm::options opt = dm_bench::bench_options(s.threads);
-    const index_t count = dm::detail::selection_size(opt, s.n);
-    dm::facility_location dense;
+// One run of the benchmark: the f every selection is scored with, the scales the sparse runs
+// optimise with, and the first line's f, the reference of the share column.
+struct bench_run {
+  const settings& s;
+  const dm::problem<float>& p;
+  dm::options opt;
+  index_t count = 0;
+  dm::facility_location dense;
+  std::unique_ptr<dm::objective_function<float, dm::facility_location>> f;
+  // The sparse runs optimise f with the dense term's scales (fixed): the same weights of quality
+  // against coverage, so the sparse term stands in for the dense one in the same f. Without
+  // the dense f, the scales are calibrated on the first graph's sparse f.
+  dm::options fixed;
+  double random = 0.0;
+  double reference = 0.0;
+  bool have_reference = false;
+  std::function<double(std::span<const index_t>)> score;  // the first graph's sparse f without --dense-f
+  std::vector<std::unique_ptr<dm::objective_function<float, dm::sparse_facility_location>>> first;
+
+  bench_run(const settings& set, const dm::problem<float>& prob)
+      : s(set), p(prob), opt(dm_bench::bench_options(set.threads)), count(dm::detail::selection_size(opt, set.n)) {
     dense.cache_bytes = static_cast<std::size_t>(s.cache_mib * 1024.0 * 1024.0);
-    std::unique_ptr<dm::objective_function<float, dm::facility_location>> f;
-    // The sparse runs optimise f with the dense term's scales (fixed): the same weights of quality
-    // against coverage, so the sparse term stands in for the dense one in the same f. Without
-    // the dense f, the scales are calibrated on the first graph's sparse f.
-    dm::options fixed = opt;
+    fixed = opt;
     fixed.scaling = dm::term_scaling::fixed;
-    double random = 0.0;
-    if (s.dense_f) {
-      f = std::make_unique<dm::objective_function<float, dm::facility_location>>(p, dense, opt.lambda, opt.quality,
-                                                                                 false, s.threads);
-      dm_bench::calibrate(*f, p, dense, opt);
-      for (const auto& t : f->terms()) fixed.scales.push_back(t.scale);
-      random = dm_bench::random_mean(*f, s.n, count, s.random);
-    }
+    if (!s.dense_f) return;
+    f = std::make_unique<dm::objective_function<float, dm::facility_location>>(p, dense, opt.lambda, opt.quality,
+                                                                               false, s.threads);
+    dm_bench::calibrate(*f, p, dense, opt);
+    for (const auto& t : f->terms()) fixed.scales.push_back(t.scale);
+    random = dm_bench::random_mean(*f, s.n, count, s.random);
+  }
+
+  void header() const {
     std::printf("n %lld, d %lld, S %lld, threads %d; f = 0.5 quality + 0.5 facility (cosine), scored %s; "
                 "load average %s\n",
                 static_cast<long long>(s.n), static_cast<long long>(s.d), static_cast<long long>(count), s.threads,
@@ -224,73 +232,88 @@ int main(int argc, char** argv) {
     if (s.dense_f) std::printf("random subsets: f %.6f\n", random);
     std::printf("%-28s %6s %-12s %9s %9s %12s %8s %12s %9s\n", "method", "K", "graph", "graph s", "select s",
                 "f (scored)", "share", "f (sparse)", "peak MiB");
-    double reference = 0.0;
-    bool have_reference = false;
-    std::function<double(std::span<const index_t>)> score;  // the first graph's sparse f without --dense-f
-    auto line = [&](const std::string& method, index_t k, const std::string& graph, double graph_s, double sel_s,
-                    std::span<const index_t> rows, double sparse_f) {
-      const double v = s.dense_f ? (*f)(rows) : score(rows);
-      if (!have_reference) reference = v;
-      have_reference = true;
-      const double share = (v - random) / (reference - random);
-      std::printf("%-28s %6s %-12s %9.2f %9.2f %12.6f %7.2f%% %12.6f %9.0f\n", method.c_str(),
-                  k > 0 ? std::to_string(k).c_str() : "dense", graph.c_str(), graph_s, sel_s, v, 100.0 * share,
-                  sparse_f, peak_mib());
-      std::fflush(stdout);
-      return v;
-    };
+  }
+
+  // One table line: a selection scored with the run's f, its share of the first line's gain.
+  void line(const std::string& method, index_t k, const std::string& graph, double graph_s, double sel_s,
+            std::span<const index_t> rows, double sparse_f) {
+    const double v = s.dense_f ? (*f)(rows) : score(rows);
+    if (!have_reference) reference = v;
+    have_reference = true;
+    const double share = (v - random) / (reference - random);
+    std::printf("%-28s %6s %-12s %9.2f %9.2f %12.6f %7.2f%% %12.6f %9.0f\n", method.c_str(),
+                k > 0 ? std::to_string(k).c_str() : "dense", graph.c_str(), graph_s, sel_s, v, 100.0 * share,
+                sparse_f, peak_mib());
+    std::fflush(stdout);
+  }
+
+  void dense_greedies() {
     for (const auto& name : s.dense) {
       if (!s.dense_f) usage("--dense needs the dense f (--dense-f 1)");
       const auto t0 = clk::now();
       const auto r = dm::greedy_select(*f, count, greedy_of(name, s.threads));
-      const double sec = since(t0);
-      line("greedy " + name, 0, "", 0.0, sec, r.rows, std::nan(""));
+      line("greedy " + name, 0, "", 0.0, since(t0), r.rows, std::nan(""));
     }
-    std::vector<std::unique_ptr<dm::objective_function<float, dm::sparse_facility_location>>> first;
-    for (const auto& [label, ks] : graphs_of(s)) {
-      const index_t k = ks.neighbors;
-      const auto t0 = clk::now();
-      const double cpu0 = cpu_seconds();
-      const dm::sparse_facility_location sparse{std::make_shared<const dm::knn_graph>(dm::build_knn_graph(p, ks))};
-      const double graph_s = since(t0);
-      const double graph_cpu = cpu_seconds() - cpu0;
-      const auto t1 = clk::now();
-      const double recall = s.recall > 0 ? dm::knn_recall(p, *sparse.graph, ks, std::min(s.recall, s.n)) : std::nan("");
-      std::printf("graph %s, K = %lld: %.2f s (%.2f s CPU), %.1f MiB, recall@K %.4f on %lld rows (%.2f s); peak %.0f MiB; "
-                  "load average %s\n",
-                  label.c_str(), static_cast<long long>(k), graph_s, graph_cpu,
-                  static_cast<double>(sparse.graph->bytes()) / (1024.0 * 1024.0), recall,
-                  static_cast<long long>(std::min(s.recall, s.n)), since(t1), peak_mib(), loadavg().c_str());
-      auto fs = std::make_unique<dm::objective_function<float, dm::sparse_facility_location>>(
-          p, sparse, opt.lambda, opt.quality, false, s.threads);
-      if (!s.dense_f && !score) {
-        dm_bench::calibrate(*fs, p, sparse, opt);
-        for (const auto& t : fs->terms()) fixed.scales.push_back(t.scale);
-        random = dm_bench::random_mean(*fs, s.n, count, s.random);
-        std::printf("random subsets: f %.6f (sparse, graph %s)\n", random, label.c_str());
-        const auto* scorer = fs.get();
-        score = [scorer](std::span<const index_t> rows) { return (*scorer)(rows); };
-      }
-      fs->set_scales(fixed.scales);
-      for (const auto& name : s.sparse) {
-        const auto t2 = clk::now();
-        const auto r = dm::greedy_select(*fs, count, greedy_of(name, s.threads));
-        const double sec = since(t2);
-        line("greedy " + name, k, label, graph_s, sec, r.rows, (*fs)(r.rows));
-      }
-      for (index_t it : s.iterations) {
-        dm::continuous_options co;
-        co.common = fixed;
-        co.ascent.iterations = it;
-        co.polish.enabled = s.polish;
-        const auto t2 = clk::now();
-        const auto res = dm::continuous_learner(co).select(p, sparse);
-        const double sec = since(t2);
-        line("continuous " + std::to_string(it) + (s.polish ? " +polish" : ""), k, label, graph_s, sec, res.rows,
-             (*fs)(res.rows));
-      }
-      if (!s.dense_f && first.empty()) first.push_back(std::move(fs));  // the scorer of later graphs
+  }
+
+  // One graph: built and timed, its recall, then the sparse greedies and continuous runs on it.
+  void graph(const std::string& label, const dm::knn_settings& ks) {
+    const index_t k = ks.neighbors;
+    const auto t0 = clk::now();
+    const double cpu0 = cpu_seconds();
+    const dm::sparse_facility_location sparse{std::make_shared<const dm::knn_graph>(dm::build_knn_graph(p, ks))};
+    const double graph_s = since(t0);
+    const double graph_cpu = cpu_seconds() - cpu0;
+    const auto t1 = clk::now();
+    const double recall = s.recall > 0 ? dm::knn_recall(p, *sparse.graph, ks, std::min(s.recall, s.n)) : std::nan("");
+    std::printf("graph %s, K = %lld: %.2f s (%.2f s CPU), %.1f MiB, recall@K %.4f on %lld rows (%.2f s); peak %.0f MiB; "
+                "load average %s\n",
+                label.c_str(), static_cast<long long>(k), graph_s, graph_cpu,
+                static_cast<double>(sparse.graph->bytes()) / (1024.0 * 1024.0), recall,
+                static_cast<long long>(std::min(s.recall, s.n)), since(t1), peak_mib(), loadavg().c_str());
+    auto fs = std::make_unique<dm::objective_function<float, dm::sparse_facility_location>>(
+        p, sparse, opt.lambda, opt.quality, false, s.threads);
+    if (!s.dense_f && !score) {
+      dm_bench::calibrate(*fs, p, sparse, opt);
+      for (const auto& t : fs->terms()) fixed.scales.push_back(t.scale);
+      random = dm_bench::random_mean(*fs, s.n, count, s.random);
+      std::printf("random subsets: f %.6f (sparse, graph %s)\n", random, label.c_str());
+      const auto* scorer = fs.get();
+      score = [scorer](std::span<const index_t> rows) { return (*scorer)(rows); };
     }
+    fs->set_scales(fixed.scales);
+    for (const auto& name : s.sparse) {
+      const auto t2 = clk::now();
+      const auto r = dm::greedy_select(*fs, count, greedy_of(name, s.threads));
+      const double sec = since(t2);
+      line("greedy " + name, k, label, graph_s, sec, r.rows, (*fs)(r.rows));
+    }
+    for (index_t it : s.iterations) {
+      dm::continuous_options co;
+      co.common = fixed;
+      co.ascent.iterations = it;
+      co.polish.enabled = s.polish;
+      const auto t2 = clk::now();
+      const auto res = dm::continuous_learner(co).select(p, sparse);
+      const double sec = since(t2);
+      line("continuous " + std::to_string(it) + (s.polish ? " +polish" : ""), k, label, graph_s, sec, res.rows,
+           (*fs)(res.rows));
+    }
+    if (!s.dense_f && first.empty()) first.push_back(std::move(fs));  // the scorer of later graphs
+  }
+};
+
+int main(int argc, char** argv) {
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  const auto start = clk::now();
+  const settings s = parse(argc, argv);
+  try {
+    const dm_bench::block& b = dm_bench::data(s.n, s.d);
+    const dm::problem<float> p = b.problem();
+    bench_run run(s, p);
+    run.header();
+    run.dense_greedies();
+    for (const auto& [label, ks] : graphs_of(s)) run.graph(label, ks);
     const double bytes = static_cast<double>(b.x.size() * sizeof(float));
     std::printf("end to end: %.1f s wall; peak %.0f MiB = %.2f x the embeddings' %.0f MiB; load average %s\n",
                 since(start), peak_mib(), peak_mib() * 1024.0 * 1024.0 / bytes, bytes / (1024.0 * 1024.0),

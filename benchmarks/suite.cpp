@@ -321,9 +321,11 @@ void reg(const std::string& nm, auto fn) {
   benchmark::RegisterBenchmark(nm.c_str(), fn)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 }
 
-void register_all() {
-  const index_t d = 256;
-  // 1. Quality at n = 20,000 (quick: 3,000): random, greedy, learner over a sweep of steps.
+constexpr index_t bench_dims = 256;
+
+// 1. Quality at n = 20,000 (quick: 2,000): random, greedy, learner over a sweep of steps.
+void register_quality() {
+  const index_t d = bench_dims;
   const index_t nq = full_mode ? 20000 : 2000;
   const std::vector<index_t> sweep = full_mode ? std::vector<index_t>{100, 300, 1000, 3000}
                                                : std::vector<index_t>{30, 100};
@@ -365,13 +367,21 @@ void register_all() {
           [=](benchmark::State& s) { run_select(s, o, nq, d, "learner_small", e, 0); });
     }
   }
-  // 2. Black-box cost of naive greedy at n = 100,000 (quick: 5,000).
+}
+
+// 2. Black-box cost of naive greedy at n = 100,000 (quick: 5,000).
+void register_blackbox() {
+  const index_t d = bench_dims;
   const index_t nb = full_mode ? 100000 : 5000;
   for (obj o : {obj::pws, obj::fl, obj::disf}) {
     reg(std::string("blackbox/") + name(o) + "/naive_cost/n:" + std::to_string(nb),
         [=](benchmark::State& s) { run_blackbox_cost(s, o, nb, d); });
   }
-  // 3. Time against n: learner (fixed steps) and the structured greedies that fit.
+}
+
+// 3. Time against n: learner (fixed steps) and the structured greedies that fit.
+void register_scale() {
+  const index_t d = bench_dims;
   const std::vector<index_t> ns = full_mode ? std::vector<index_t>{10000, 100000, 1000000}
                                             : std::vector<index_t>{1000, 4000};
   for (index_t n : ns) {
@@ -405,7 +415,11 @@ void register_all() {
       }
     }
   }
-  // 4. Kernels: one learner step's rewards against the Eigen GEMM rate.
+}
+
+// 4. Kernels: one learner step's rewards against the Eigen GEMM rate.
+void register_kernels() {
+  const index_t d = bench_dims;
   const index_t mk = full_mode ? 5000 : 1024;
   for (obj o : {obj::pws, obj::fl, obj::disf}) {
     benchmark::RegisterBenchmark((std::string("kernel/") + name(o) + "/m:" + std::to_string(mk)).c_str(),
@@ -419,6 +433,13 @@ void register_all() {
       ->UseManualTime()
       ->MinTime(full_mode ? 2.0 : 0.2)
       ->Unit(benchmark::kMillisecond);
+}
+
+void register_all() {
+  register_quality();
+  register_blackbox();
+  register_scale();
+  register_kernels();
 }
 
 }  // namespace

@@ -268,6 +268,34 @@ template <class T>
   return lists;
 }
 
+/// The clustered builder's settings against n rows. @throws invalid_input naming the setting.
+inline void check_clustered(const knn_settings& s, index_t n) {
+  DATAMASK_EXPECTS(s.neighbors >= 1 && s.neighbors <= n, "neighbors", "must be in [1, n = ", n, "], found ",
+                   s.neighbors);
+  DATAMASK_EXPECTS(s.tile >= 1, "tile", "must be positive, found ", s.tile);
+  DATAMASK_EXPECTS(s.clusters >= 0 && s.clusters <= n, "knn-clusters",
+                   "must be in [0, n = ", n, "] (0: about sqrt(n)), found ", s.clusters);
+  DATAMASK_EXPECTS(s.probes >= 0, "knn-probes", "must be >= 0 (0: the default), found ", s.probes);
+  DATAMASK_EXPECTS(s.kmeans_iterations >= 0, "kmeans-iterations", "must be >= 0, found ", s.kmeans_iterations);
+}
+
+/// Each pair of clusters where either probes the other (`probe_lists`), once: its products
+/// serve both sides. partners[a]: the clusters b > a paired with a, increasing.
+inline std::vector<std::vector<index_t>> partners(const std::vector<std::vector<index_t>>& lists) {
+  const auto count = static_cast<index_t>(lists.size());
+  std::vector<std::vector<index_t>> out(lists.size());
+  for (index_t a = 0; a < count; ++a) {
+    for (index_t b : lists[static_cast<std::size_t>(a)]) {
+      if (b != a) out[static_cast<std::size_t>(std::min(a, b))].push_back(std::max(a, b));
+    }
+  }
+  for (auto& p : out) {
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+  }
+  return out;
+}
+
 }  // namespace detail::knn
 
 /// @brief The clustered (approximate) kNN graph of the rows of `x` under `s.kernel` (see the file
@@ -282,13 +310,7 @@ template <class T>
                                                   const knn_build_hooks& hooks) {
   namespace dk = detail::knn;
   const index_t n = x.rows;
-  DATAMASK_EXPECTS(s.neighbors >= 1 && s.neighbors <= n, "neighbors", "must be in [1, n = ", n, "], found ",
-                   s.neighbors);
-  DATAMASK_EXPECTS(s.tile >= 1, "tile", "must be positive, found ", s.tile);
-  DATAMASK_EXPECTS(s.clusters >= 0 && s.clusters <= n, "knn-clusters",
-                   "must be in [0, n = ", n, "] (0: about sqrt(n)), found ", s.clusters);
-  DATAMASK_EXPECTS(s.probes >= 0, "knn-probes", "must be >= 0 (0: the default), found ", s.probes);
-  DATAMASK_EXPECTS(s.kmeans_iterations >= 0, "kmeans-iterations", "must be >= 0, found ", s.kmeans_iterations);
+  dk::check_clustered(s, n);
   const index_t count = s.clusters > 0 ? s.clusters : default_clusters(n);
   const index_t probes = std::min(count, s.probes > 0 ? s.probes : default_probes(count));
   dk::build_watch watch(hooks, n);
@@ -301,18 +323,7 @@ template <class T>
   const std::vector<std::vector<index_t>> lists = dk::probe_lists(cs, groups, probes, s.neighbors, s);
   knn_graph g = dk::empty_graph(n, s.neighbors);
   const bool unit = unit_rows(s.kernel);
-  // Each pair of clusters where either probes the other, once: its products serve both sides
-  // (below). partners[a]: the clusters b > a paired with a.
-  std::vector<std::vector<index_t>> partners(static_cast<std::size_t>(count));
-  for (index_t a = 0; a < count; ++a) {
-    for (index_t b : lists[static_cast<std::size_t>(a)]) {
-      if (b != a) partners[static_cast<std::size_t>(std::min(a, b))].push_back(std::max(a, b));
-    }
-  }
-  for (auto& p : partners) {
-    std::sort(p.begin(), p.end());
-    p.erase(std::unique(p.begin(), p.end()), p.end());
-  }
+  const std::vector<std::vector<index_t>> partners = dk::partners(lists);
   // The running top-K of every item, by its position in `groups.member` (a cluster's rows are
   // then contiguous), each cluster's lists behind its own lock: a pair's products are offered
   // to both clusters' rows, from whichever thread holds the pair. The kept neighbours do not
