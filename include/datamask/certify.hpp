@@ -124,6 +124,17 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace detail::certify_impl
 
+/// @brief The certified share of a value f(U) under a bound B and the mean f of random subsets
+/// R: (f(U) - R) / (B - R), the share of the best possible gain over random that U is proven to
+/// reach; NaN when B or R is not finite or B <= R (no gain over random to share). The one formula
+/// of `certify` and of the totals over blocks (`total_certificate`).
+[[nodiscard]] inline double certified_share(double value, double bound, double random_mean) {
+  if (!std::isfinite(bound) || !std::isfinite(random_mean) || !(bound > random_mean)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return (value - random_mean) / (bound - random_mean);
+}
+
 /// @brief The mean f over `count` uniformly random subsets of `size` rows of the block, drawn
 /// from `seed` (Philox): the "random" of the certified share.
 template <class T, class D>
@@ -243,9 +254,7 @@ template <class T, class D>
     out.random_mean = random_subsets_mean(f, size, s.random_subsets, s.seed);
   }
   out.random_seconds = ci::seconds_since(t2);
-  if (out.certified && std::isfinite(out.random_mean) && out.bound > out.random_mean) {
-    out.certified_share = (out.value - out.random_mean) / (out.bound - out.random_mean);
-  }
+  if (out.certified) out.certified_share = certified_share(out.value, out.bound, out.random_mean);
   return out;
 }
 
