@@ -150,6 +150,7 @@ TEST_CASE("certificates: written per block and in total, read back; the total we
     c.random_mean = random;
     c.certified_share = (f - random) / (bound - random);
     c.seconds = seconds;
+    c.random_seconds = seconds / 4;
     return c;
   };
   const auto& b0 = rep.blocks[0];
@@ -168,6 +169,7 @@ TEST_CASE("certificates: written per block and in total, read back; the total we
     CHECK(c.certified_share == a.certified_share);
     CHECK(c.random_mean == a.random_mean);
     CHECK(c.seconds == a.seconds);
+    CHECK(c.random_seconds == a.random_seconds);
     CHECK(c.reason.empty());
   }
   // The total: the blocks weighted by their share of the selection (100 and 101 of 201), as f is.
@@ -181,6 +183,7 @@ TEST_CASE("certificates: written per block and in total, read back; the total we
   CHECK(t["certified_share"].get<double>() ==
         Approx((f - t["random_mean"].get<double>()) / (t["bound"].get<double>() - t["random_mean"].get<double>())));
   CHECK(t["seconds"].get<double>() == 0.75);
+  CHECK(t["random_seconds"].get<double>() == 0.1875);
   CHECK(t["method"] == "frank-wolfe");
 
   // One block without a certificate leaves the total without one: method none, no numbers.

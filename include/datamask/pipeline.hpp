@@ -106,7 +106,8 @@ struct block_certificate {
   double random_mean = std::numeric_limits<double>::quiet_NaN();  ///< mean f of random S_b-subsets
   /// (objective - random_mean) / (bound - random_mean) (`certified_share`)
   double certified_share = std::numeric_limits<double>::quiet_NaN();
-  double seconds = 0.0;  ///< the bounds, their checks and the random subsets
+  double seconds = 0.0;         ///< the bounds, their checks and the random subsets
+  double random_seconds = 0.0;  ///< of which the random subsets
   [[nodiscard]] bool certified() const { return method != "none"; }
 };
 
@@ -117,6 +118,7 @@ struct block_certificate {
   block_certificate out;
   out.random_mean = c.random_mean;
   out.seconds = c.seconds + c.random_seconds;
+  out.random_seconds = c.random_seconds;
   if (!c.certified) {
     out.reason = c.reason;
     return out;
@@ -204,7 +206,6 @@ struct block_result {
   if (with.size() == 1) return with.front()->certificate;
   block_certificate out;
   double bound = 0.0, random = 0.0;
-  out.seconds = 0.0;
   std::string method = with.front()->certificate->method;
   bool none = false;
   for (const block_result* b : with) {
@@ -213,6 +214,7 @@ struct block_result {
     bound += w * c.bound;
     random += w * c.random_mean;
     out.seconds += c.seconds;
+    out.random_seconds += c.random_seconds;
     if (!c.certified() && !none) out.reason = detail::concat("block ", b->block, ": ", c.reason);
     none = none || !c.certified();
     if (c.method != method) method = "mixed";

@@ -130,7 +130,8 @@ class Certificate:
     ``datamask/certify.hpp``): ``bound`` >= the best f of the selection's size, ``gap`` =
     bound - f, ``certified_share`` = (f - mean f of random subsets) / (bound - that mean),
     ``method`` ("frank-wolfe", "lagrangian-dual", "top-S", joined by "+" for a mix; "none": no
-    certificate, ``reason`` says why, and bound, gap and certified_share are None), ``seconds``."""
+    certificate, ``reason`` says why, and bound, gap, certified_share and random_mean are None),
+    ``seconds`` (of which ``random_seconds`` drawing the random subsets)."""
 
     method: str
     bound: Optional[float]
@@ -138,6 +139,7 @@ class Certificate:
     certified_share: Optional[float]
     random_mean: Optional[float]
     seconds: float
+    random_seconds: float  #: of ``seconds``, the random subsets' (mean f of random subsets)
     reason: str = ""
 
     @property

@@ -448,7 +448,8 @@ void refuse_unused(datamask::block_optimizer opt, bool chosen_by_auto, const nb:
 }
 
 /// A certificate as the program's report writes it: method, bound, gap, certified_share,
-/// random_mean, seconds (None for a number that is not finite: no certificate), reason.
+/// random_mean (None for a number that is not finite: no certificate), seconds, random_seconds,
+/// reason.
 nb::dict certificate_dict(const datamask::block_certificate& c) {
   const auto number = [](double v) { return std::isfinite(v) ? nb::cast(v) : nb::none(); };
   nb::dict d;
@@ -458,6 +459,7 @@ nb::dict certificate_dict(const datamask::block_certificate& c) {
   d["certified_share"] = number(c.certified_share);
   d["random_mean"] = number(c.random_mean);
   d["seconds"] = c.seconds;
+  d["random_seconds"] = c.random_seconds;
   d["reason"] = c.reason;
   return d;
 }

@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_test as ct  # noqa: E402  (the corpus, .npy writers and runners)
 
-FIELDS = ["method", "bound", "gap", "certified_share", "random_mean", "seconds"]
+FIELDS = ["method", "bound", "gap", "certified_share", "random_mean", "seconds", "random_seconds"]
 
 
 def files(n=1500, d=12, seed=3):
@@ -42,7 +42,7 @@ def check_certified(c, f, method=None):
     assert all(k in c for k in FIELDS), c
     if method is not None:
         assert c["method"] == method, c
-    for k in ["bound", "gap", "certified_share", "random_mean", "seconds"]:
+    for k in ["bound", "gap", "certified_share", "random_mean", "seconds", "random_seconds"]:
         assert isinstance(c[k], float) and math.isfinite(c[k]), (k, c)
     assert c["gap"] >= 0.0 and c["bound"] >= f, (c, f)
     assert ct.close(c["gap"], c["bound"] - f, 1e-12, 1e-12), (c, f)
@@ -65,6 +65,7 @@ def check_totals(rep):
     assert ct.close(tot["bound"], bound, 1e-12, 1e-12), (tot, bound)
     assert ct.close(tot["random_mean"], rnd, 1e-12, 1e-12), (tot, rnd)
     assert ct.close(tot["seconds"], sum(b["certificate"]["seconds"] for b in blocks), 1e-9, 1e-12)
+    assert ct.close(tot["random_seconds"], sum(b["certificate"]["random_seconds"] for b in blocks), 1e-9, 1e-12)
     check_certified(tot, f, blocks[0]["certificate"]["method"])
 
 
@@ -74,6 +75,7 @@ def without_seconds(rep):
     for b in rep["blocks"] + [rep["total"]]:
         c = dict(b.get("certificate") or {})
         c.pop("seconds", None)
+        c.pop("random_seconds", None)
         out.append((b["objective"], c))
     return out
 
@@ -142,6 +144,7 @@ def test_disf():
         for c in [b["certificate"] for b in rep["blocks"] if b["selected"] > 0] + [rep["total"]["certificate"]]:
             assert c["method"] == "none", c
             assert c["bound"] is None and c["gap"] is None and c["certified_share"] is None, c
+            assert c["random_mean"] is None and c["random_seconds"] < 1e-3, c  # no share: no subsets drawn
             assert "disf" in c["reason"] and "no certificate" in c["reason"], c
         assert "no certificate" in p.stdout and "no certificate" in p.stderr, (p.stdout, p.stderr)
         assert "certified share" not in p.stdout, p.stdout

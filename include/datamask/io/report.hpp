@@ -14,7 +14,7 @@
 /// steps_run, zero_variance_steps, nonfinite_steps, from_checkpoint, seconds {optimize,
 /// evaluate}, objective {total, terms {name: {raw, scale, weight, constant}}}, graph {neighbors, source,
 /// seconds, bytes} (only for a block whose facility term ran on a kNN graph), certificate {method,
-/// bound, gap, certified_share, random_mean, seconds, reason (only with method "none")} (only for
+/// bound, gap, certified_share, random_mean, seconds, random_seconds (of them), reason (only with method "none")} (only for
 /// a certified run: `block_run_settings::certify`)}], total {blocks, selected, steps_run,
 /// objective, certificate (`total_certificate`; only for a certified run), seconds {phase: s}}.
 /// Non-finite numbers are written as null.
@@ -147,6 +147,7 @@ inline nlohmann::ordered_json certificate_json(const block_certificate& c) {
   j["certified_share"] = number_or_null(c.certified_share);
   j["random_mean"] = number_or_null(c.random_mean);
   j["seconds"] = number_or_null(c.seconds);
+  j["random_seconds"] = number_or_null(c.random_seconds);
   if (!c.certified()) j["reason"] = json_text(c.reason);
   return j;
 }
@@ -160,6 +161,7 @@ inline block_certificate certificate_from(const nlohmann::ordered_json& j) {
   c.certified_share = number_from(j.at("certified_share"), nan);
   c.random_mean = number_from(j.at("random_mean"), nan);
   c.seconds = number_from(j.at("seconds"), 0.0);
+  c.random_seconds = number_from(j.at("random_seconds"), 0.0);
   c.reason = j.value("reason", std::string());
   return c;
 }
