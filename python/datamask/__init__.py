@@ -469,8 +469,9 @@ def select(
             stops only a call on the main thread; a call on another thread stops through this.
         certify: after each block's selection, prove an upper bound on the best f of its size
             in the block and report it (``Selection.certificate``, and per block), as
-            datamask-select's ``--certify``. Off by default: on facility location it costs
-            about half of lazy greedy's time. DiSF has no bound: method "none".
+            datamask-select's ``--certify``. Off by default: measured at 88% to 645% of the
+            optimising time (benchmarks/RESULTS.md, "Certificates"). DiSF has no bound: method
+            "none".
         **options: every other option of datamask-select with its default; see :func:`options`.
 
     Returns:
