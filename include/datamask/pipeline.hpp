@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -110,6 +111,20 @@ struct block_certificate {
   double random_seconds = 0.0;  ///< of which the random subsets
   [[nodiscard]] bool certified() const { return method != "none"; }
 };
+
+/// @brief Calls `f(name, number)` for each number of a certificate (`block_certificate`, const or
+/// not), in the report's order: the one list of them that the report, the block records and the
+/// Python result are written and read from.
+template <class Certificate, class F>
+  requires std::is_same_v<std::remove_const_t<Certificate>, block_certificate>
+void for_each_certificate_number(Certificate& c, F&& f) {
+  f("bound", c.bound);
+  f("gap", c.gap);
+  f("certified_share", c.certified_share);
+  f("random_mean", c.random_mean);
+  f("seconds", c.seconds);
+  f("random_seconds", c.random_seconds);
+}
 
 /// @brief A block's certificate from `certify`'s report of its selection: the report's value is
 /// f of the selection as `evaluate_block` computes it (`objective`: the same f, the rows in

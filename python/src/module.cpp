@@ -447,19 +447,14 @@ void refuse_unused(datamask::block_optimizer opt, bool chosen_by_auto, const nb:
   });
 }
 
-/// A certificate as the program's report writes it: method, bound, gap, certified_share,
-/// random_mean (None for a number that is not finite: no certificate), seconds, random_seconds,
+/// A certificate as the program's report writes it: method, its numbers
+/// (`datamask::for_each_certificate_number`; None for one that is not finite: no certificate),
 /// reason.
 nb::dict certificate_dict(const datamask::block_certificate& c) {
   const auto number = [](double v) { return std::isfinite(v) ? nb::cast(v) : nb::none(); };
   nb::dict d;
   d["method"] = c.method;
-  d["bound"] = number(c.bound);
-  d["gap"] = number(c.gap);
-  d["certified_share"] = number(c.certified_share);
-  d["random_mean"] = number(c.random_mean);
-  d["seconds"] = c.seconds;
-  d["random_seconds"] = c.random_seconds;
+  datamask::for_each_certificate_number(c, [&](const char* name, double v) { d[name] = number(v); });
   d["reason"] = c.reason;
   return d;
 }

@@ -137,17 +137,12 @@ inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objectiv
   return terms;
 }
 
-/// A certificate (`block_certificate`): method, bound, gap, certified_share, random_mean,
-/// seconds, and with no certificate ("none") the reason, its numbers null.
+/// A certificate (`block_certificate`): method, its numbers (`for_each_certificate_number`), and
+/// with no certificate ("none") the reason, its bound, gap and share null.
 inline nlohmann::ordered_json certificate_json(const block_certificate& c) {
   nlohmann::ordered_json j;
   j["method"] = c.method;
-  j["bound"] = number_or_null(c.bound);
-  j["gap"] = number_or_null(c.gap);
-  j["certified_share"] = number_or_null(c.certified_share);
-  j["random_mean"] = number_or_null(c.random_mean);
-  j["seconds"] = number_or_null(c.seconds);
-  j["random_seconds"] = number_or_null(c.random_seconds);
+  for_each_certificate_number(c, [&](const char* name, double v) { j[name] = number_or_null(v); });
   if (!c.certified()) j["reason"] = json_text(c.reason);
   return j;
 }
@@ -156,12 +151,7 @@ inline block_certificate certificate_from(const nlohmann::ordered_json& j) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   block_certificate c;
   c.method = j.at("method").get<std::string>();
-  c.bound = number_from(j.at("bound"), nan);
-  c.gap = number_from(j.at("gap"), nan);
-  c.certified_share = number_from(j.at("certified_share"), nan);
-  c.random_mean = number_from(j.at("random_mean"), nan);
-  c.seconds = number_from(j.at("seconds"), 0.0);
-  c.random_seconds = number_from(j.at("random_seconds"), 0.0);
+  for_each_certificate_number(c, [&](const char* name, double& v) { v = number_from(j.at(name), nan); });
   c.reason = j.value("reason", std::string());
   return c;
 }
