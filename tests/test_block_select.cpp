@@ -372,14 +372,16 @@ TEST_CASE("select_block with certify: the selection unchanged, the certificate t
     cs.seed = 5 ^ (3 * 0x9E3779B97F4A7C15ull);
     cs.threads = 1;
     const dm::certificate_report want = dm::certify(f, rows_of(r), cs);
-    CHECK(want.value == Approx(r.objective).epsilon(1e-12));
-    CHECK(got.random_mean == want.random_mean);
-    if (!want.certified) {
+    if (!want.certified) {  // DiSF's f, in float, differs from the block's by the rows' order
+      CHECK(want.value == Approx(r.objective).epsilon(1e-5));
+      CHECK(std::isnan(got.random_mean));  // no share: no random subsets drawn
       CHECK(std::isnan(got.bound));
       CHECK(std::isnan(got.certified_share));
       CHECK(got.reason == want.reason);
       continue;
     }
+    CHECK(want.value == Approx(r.objective).epsilon(1e-12));
+    CHECK(got.random_mean == want.random_mean);
     CHECK(got.bound == Approx(want.bound).epsilon(1e-12));
     CHECK(got.bound >= r.objective);
     CHECK(got.gap == got.bound - r.objective);
