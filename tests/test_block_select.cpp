@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 #include <numeric>
@@ -328,5 +329,64 @@ TEST_CASE("select_block: a continuous block stopped at iteration k and resumed i
     index_t after = 0;
     CHECK_THROWS_WITH(dm::select_block(blk.problem(), 1, 30, std::nullopt, s, resume_from(bad, after)),
                       Catch::Contains("continuous_state"));
+  }
+}
+
+TEST_CASE("select_block with certify: the selection unchanged, the certificate that of certify on its f",
+          "[block_select][certify]") {
+  const block blk = random_block(400, 8, 23);
+  const auto p = blk.problem();
+  struct run {
+    dm::objective_weights w;
+    dm::block_optimizer opt;
+    index_t neighbors;
+    const char* method;
+  };
+  for (const run& c : {run{{1.0, 0.0, 0.0}, dm::block_optimizer::continuous, 0, "frank-wolfe"},
+                       run{{0.0, 1.0, 0.0}, dm::block_optimizer::lazy, 0, "lagrangian-dual"},
+                       run{{0.0, 1.0, 0.0}, dm::block_optimizer::lazy, 12, "lagrangian-dual"},
+                       run{{1.0, 0.0, 1.0}, dm::block_optimizer::stochastic, 0, "none"}}) {
+    dm::block_run_settings s;
+    s.optimizer = c.opt;
+    s.weights = c.w;
+    s.neighbors = c.neighbors;
+    s.ascent.iterations = 10;
+    s.run.seed = 5;
+    s.run.threads = 1;
+    const dm::block_result plain = dm::select_block(p, 3, 40, std::nullopt, s);
+    s.certify = true;
+    const dm::block_result r = dm::select_block(p, 3, 40, std::nullopt, s);
+    INFO(c.method);
+    CHECK(!plain.certificate);
+    CHECK(r.ids == plain.ids);
+    CHECK(r.objective == plain.objective);
+    REQUIRE(r.certificate);
+    const dm::block_certificate& got = *r.certificate;
+    CHECK(got.method == c.method);
+    // The library's certify on the f the block optimised (its mix, lambda and scales).
+    const dm::options o = dm::block_options(s, 3, 40, std::nullopt);
+    const auto m = dm::detail::blocks::block_mix(p, s, {});
+    dm::objective_function<float, dm::standard_mix> f(p, m, o.lambda, o.quality, o.normalized, o.threads);
+    f.set_scales(dm::scales_of(r.terms));
+    dm::certify_settings cs;
+    cs.seed = 5 ^ (3 * 0x9E3779B97F4A7C15ull);
+    cs.threads = 1;
+    const dm::certificate_report want = dm::certify(f, rows_of(r), cs);
+    if (!want.certified) {  // DiSF's f, in float, differs from the block's by the rows' order
+      CHECK(want.value == Approx(r.objective).epsilon(1e-5));
+      CHECK(std::isnan(got.random_mean));  // no share: no random subsets drawn
+      CHECK(std::isnan(got.bound));
+      CHECK(std::isnan(got.certified_share));
+      CHECK(got.reason == want.reason);
+      continue;
+    }
+    CHECK(want.value == Approx(r.objective).epsilon(1e-12));
+    CHECK(got.random_mean == want.random_mean);
+    CHECK(got.bound == Approx(want.bound).epsilon(1e-12));
+    CHECK(got.bound >= r.objective);
+    CHECK(got.gap == got.bound - r.objective);
+    CHECK(got.certified_share == Approx(want.certified_share).epsilon(1e-9));
+    CHECK(got.certified_share > 0.0);
+    CHECK(got.certified_share <= 1.0);
   }
 }

@@ -138,3 +138,73 @@ TEST_CASE("json_text keeps UTF-8 and writes every other byte as \\xNN", "[report
     CHECK_NOTHROW(nlohmann::json(json_text(s)).dump());
   }
 }
+
+TEST_CASE("certificates: written per block and in total, read back; the total weighs the blocks", "[report]") {
+  auto rep = make_report();
+  rep.blocks[1] = make_block(1, -0.05);
+  const auto cert = [](double bound, double f, double random, double seconds) {
+    datamask::block_certificate c;
+    c.method = "frank-wolfe";
+    c.bound = bound;
+    c.gap = bound - f;
+    c.random_mean = random;
+    c.certified_share = (f - random) / (bound - random);
+    c.seconds = seconds;
+    c.random_seconds = seconds / 4;
+    return c;
+  };
+  const auto& b0 = rep.blocks[0];
+  const auto& b1 = rep.blocks[1];
+  rep.blocks[0].certificate = cert(b0.objective + 0.25, b0.objective, b0.objective - 2.0, 0.5);
+  rep.blocks[1].certificate = cert(b1.objective + 0.5, b1.objective, b1.objective - 3.0, 0.25);
+  const auto j = datamask::io::report_json(rep);
+  const auto back = datamask::io::read_report(nlohmann::ordered_json::parse(j.dump()));
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& a = *rep.blocks[i].certificate;
+    REQUIRE(back.blocks[i].certificate);
+    const auto& c = *back.blocks[i].certificate;
+    CHECK(c.method == a.method);
+    CHECK(c.bound == a.bound);
+    CHECK(c.gap == a.gap);
+    CHECK(c.certified_share == a.certified_share);
+    CHECK(c.random_mean == a.random_mean);
+    CHECK(c.seconds == a.seconds);
+    CHECK(c.random_seconds == a.random_seconds);
+    CHECK(c.reason.empty());
+  }
+  // The total: the blocks weighted by their share of the selection (100 and 101 of 201), as f is.
+  const double w0 = 100.0 / 201.0, w1 = 101.0 / 201.0;
+  const auto& t = j["total"]["certificate"];
+  const double f = j["total"]["objective"]["total"].get<double>();
+  CHECK(f == Approx(w0 * b0.objective + w1 * b1.objective).epsilon(1e-12));
+  CHECK(t["bound"].get<double>() == Approx(w0 * (b0.objective + 0.25) + w1 * (b1.objective + 0.5)).epsilon(1e-12));
+  CHECK(t["random_mean"].get<double>() == Approx(w0 * (b0.objective - 2.0) + w1 * (b1.objective - 3.0)).epsilon(1e-12));
+  CHECK(t["gap"].get<double>() == Approx(t["bound"].get<double>() - f).epsilon(1e-12));
+  CHECK(t["certified_share"].get<double>() ==
+        Approx((f - t["random_mean"].get<double>()) / (t["bound"].get<double>() - t["random_mean"].get<double>())));
+  CHECK(t["seconds"].get<double>() == 0.75);
+  CHECK(t["random_seconds"].get<double>() == 0.1875);
+  CHECK(t["method"] == "frank-wolfe");
+
+  // One block without a certificate leaves the total without one: method none, no numbers.
+  rep.blocks[1].certificate->method = "none";
+  rep.blocks[1].certificate->reason = "'disf' has no certificate";
+  rep.blocks[1].certificate->bound = rep.blocks[1].certificate->gap = std::numeric_limits<double>::quiet_NaN();
+  const auto none = datamask::io::report_json(rep);
+  CHECK(none["blocks"][1]["certificate"]["bound"].is_null());
+  CHECK(none["blocks"][1]["certificate"]["reason"] == "'disf' has no certificate");
+  CHECK(none["total"]["certificate"]["method"] == "none");
+  CHECK(none["total"]["certificate"]["bound"].is_null());
+  CHECK(none["total"]["certificate"]["certified_share"].is_null());
+  CHECK(none["total"]["certificate"]["reason"] == "block 1: 'disf' has no certificate");
+  const auto back_none = datamask::io::read_report(nlohmann::ordered_json::parse(none.dump()));
+  REQUIRE(back_none.blocks[1].certificate);
+  CHECK(!back_none.blocks[1].certificate->certified());
+  CHECK(std::isnan(back_none.blocks[1].certificate->bound));
+
+  // A run without certificates writes none.
+  for (auto& b : rep.blocks) b.certificate.reset();
+  const auto plain = datamask::io::report_json(rep);
+  CHECK(!plain["total"].contains("certificate"));
+  CHECK(!plain["blocks"][0].contains("certificate"));
+}

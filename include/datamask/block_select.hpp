@@ -121,6 +121,14 @@ struct block_run_settings {
   /// The terms of f as calibrated once for a corpus of several blocks (`calibrate_sample` on
   /// `calibration_rows`): every block divides by their scales. Empty: each block's own scaling.
   std::vector<term_value> calibration;
+  /// Certify each block's selection (`block_result::certificate`, datamask/certify.hpp) after
+  /// its evaluation, with `certification`'s budget and random subsets (its seed and threads are
+  /// the run's). Off by default: measured at 88% to 645% of the optimising time (the pairwise
+  /// bound 10% to 12%, the rest its random subsets; facility location's dual 56% to 300%;
+  /// benchmarks/RESULTS.md, "Certificates"), above the 10% a default may add. It changes no
+  /// selection.
+  bool certify = false;
+  certify_settings certification;
   [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
 };
 
@@ -451,6 +459,19 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
   return m;
 }
 
+/// The certificate of a block's selection `rows` (`certify` on the f `evaluate_block` evaluated:
+/// the same mix, options and scales); its random subsets drawn from the run's seed and the block.
+inline block_certificate certify_rows(const problem<float>& p, const standard_mix& m, const options& o,
+                                      std::span<const term_value> terms, std::span<const index_t> rows,
+                                      const block_run_settings& s, double objective) {
+  objective_function<float, standard_mix> f(p, m, o.lambda, o.quality, o.normalized, o.threads);
+  f.set_scales(scales_of(terms));
+  certify_settings cs = s.certification;
+  cs.seed = o.seed ^ (o.block * 0x9E3779B97F4A7C15ull);  // one stream per block, as the greedies'
+  cs.threads = o.threads;
+  return block_certificate_of(certify(f, rows, cs), objective);
+}
+
 /// The block's record of the graph its kNN facility term runs on.
 inline block_graph graph_record(const standard_mix& m, double seconds) {
   const knn_graph& g = *std::get<sparse_facility_location>(m.objectives).graph;
@@ -620,6 +641,7 @@ template <backend Backend = eigen_backend>
   detail::blocks::corpus_marks(s, terms);
   evaluate_block(p, m, o, terms, rows, r);
   r.evaluate_seconds = detail::blocks::seconds_since(t1);
+  if (s.certify) r.certificate = detail::blocks::certify_rows(p, m, o, terms, rows, s, r.objective);
   return r;
 }
 

@@ -53,7 +53,8 @@ struct certify_settings {
   /// facility location (0: each method's default, 30 and 100: benchmarks/certificates/STUDY.md).
   index_t iterations = 0;
   /// Uniformly random S-subsets of the block whose mean f is the "random" of the certified share
-  /// (0: none, and no share unless `random_mean` is given).
+  /// (0: none, and no share unless `random_mean` is given). Drawn only for a certified selection:
+  /// without a bound there is no share to give.
   index_t random_subsets = 256;
   std::uint64_t seed = 0;  ///< the subsets' draw (Philox, keyed by the seed)
   /// The mean f of random subsets when the caller has it: no subsets are drawn.
@@ -86,7 +87,8 @@ struct certificate_report {
   /// certified.
   double bound = std::numeric_limits<double>::quiet_NaN();
   double gap = std::numeric_limits<double>::quiet_NaN();          ///< bound - value >= 0
-  double random_mean = std::numeric_limits<double>::quiet_NaN();  ///< mean f of random S-subsets
+  /// mean f of random S-subsets (NaN when not certified: none are drawn)
+  double random_mean = std::numeric_limits<double>::quiet_NaN();
   /// (value - random_mean) / (bound - random_mean): the share of the best possible gain over
   /// random that U is proven to reach. NaN without a bound or a random mean.
   double certified_share = std::numeric_limits<double>::quiet_NaN();
@@ -123,6 +125,17 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace detail::certify_impl
+
+/// @brief The certified share of a value f(U) under a bound B and the mean f of random subsets
+/// R: (f(U) - R) / (B - R), the share of the best possible gain over random that U is proven to
+/// reach; NaN when B or R is not finite or B <= R (no gain over random to share). The one formula
+/// of `certify` and of the totals over blocks (`total_certificate`).
+[[nodiscard]] inline double certified_share(double value, double bound, double random_mean) {
+  if (!std::isfinite(bound) || !std::isfinite(random_mean) || !(bound > random_mean)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return (value - random_mean) / (bound - random_mean);
+}
 
 /// @brief The mean f over `count` uniformly random subsets of `size` rows of the block, drawn
 /// from `seed` (Philox): the "random" of the certified share.
@@ -239,13 +252,11 @@ template <class T, class D>
   const auto t2 = clock::now();
   if (s.random_mean) {
     out.random_mean = *s.random_mean;
-  } else if (s.random_subsets > 0) {
+  } else if (s.random_subsets > 0 && out.certified) {
     out.random_mean = random_subsets_mean(f, size, s.random_subsets, s.seed);
   }
   out.random_seconds = ci::seconds_since(t2);
-  if (out.certified && std::isfinite(out.random_mean) && out.bound > out.random_mean) {
-    out.certified_share = (out.value - out.random_mean) / (out.bound - out.random_mean);
-  }
+  if (out.certified) out.certified_share = certified_share(out.value, out.bound, out.random_mean);
   return out;
 }
 

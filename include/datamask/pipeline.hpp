@@ -14,12 +14,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "datamask/certify.hpp"
 #include "datamask/greedy/greedy.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/options.hpp"
@@ -91,6 +94,58 @@ struct block_graph {
   std::size_t bytes = 0;
 };
 
+/// @brief How far a block's selection can be from the best one (`block_run_settings::certify`;
+/// `certify` of datamask/certify.hpp on the f the run optimised, with its scales). The bound is
+/// over every set of S_b items of the whole block (rows a prune left out included).
+struct block_certificate {
+  /// The terms' methods joined by '+' ("top-S", "frank-wolfe", "lagrangian-dual"); "none": no
+  /// certificate (a term has no bound: `reason` says which), and bound, gap and share are NaN.
+  std::string method = "none";
+  std::string reason;
+  double bound = std::numeric_limits<double>::quiet_NaN();  ///< >= max f over sets of S_b items
+  double gap = std::numeric_limits<double>::quiet_NaN();    ///< bound - objective >= 0
+  double random_mean = std::numeric_limits<double>::quiet_NaN();  ///< mean f of random S_b-subsets
+  /// (objective - random_mean) / (bound - random_mean) (`certified_share`)
+  double certified_share = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0.0;         ///< the bounds, their checks and the random subsets
+  double random_seconds = 0.0;  ///< of which the random subsets
+  [[nodiscard]] bool certified() const { return method != "none"; }
+};
+
+/// @brief Calls `f(name, number)` for each number of a certificate (`block_certificate`, const or
+/// not), in the report's order: the one list of them that the report, the block records and the
+/// Python result are written and read from.
+template <class Certificate, class F>
+  requires std::is_same_v<std::remove_const_t<Certificate>, block_certificate>
+void for_each_certificate_number(Certificate& c, F&& f) {
+  f("bound", c.bound);
+  f("gap", c.gap);
+  f("certified_share", c.certified_share);
+  f("random_mean", c.random_mean);
+  f("seconds", c.seconds);
+  f("random_seconds", c.random_seconds);
+}
+
+/// @brief A block's certificate from `certify`'s report of its selection: the report's value is
+/// f of the selection as `evaluate_block` computes it (`objective`: the same f, the rows in
+/// another order, so equal up to rounding); the bound is at least `objective`, so gap >= 0.
+[[nodiscard]] inline block_certificate block_certificate_of(const certificate_report& c, double objective) {
+  block_certificate out;
+  out.random_mean = c.random_mean;
+  out.seconds = c.seconds + c.random_seconds;
+  out.random_seconds = c.random_seconds;
+  if (!c.certified) {
+    out.reason = c.reason;
+    return out;
+  }
+  out.method.clear();
+  for (const auto& t : c.terms) out.method += (out.method.empty() ? "" : "+") + t.method;
+  out.bound = std::max(c.bound, objective);
+  out.gap = out.bound - objective;
+  out.certified_share = certified_share(objective, out.bound, out.random_mean);
+  return out;
+}
+
 /// @brief What one block's selection produced (the per-block part of a report).
 struct block_result {
   index_t block = 0;
@@ -108,6 +163,7 @@ struct block_result {
   bool from_checkpoint = false;    ///< finished in an earlier run
   block_graph graph;               ///< the kNN graph of its facility term, if any
   std::vector<step_record> history;
+  std::optional<block_certificate> certificate;  ///< with `block_run_settings::certify` only
 };
 
 /// @brief The terms over all blocks: raw is the selection-weighted mean of the blocks' values,
@@ -142,6 +198,48 @@ struct block_result {
                                   [t](const block_result& b) { return b.selected > 0 && b.terms[t].constant; });
     total += out[t].weight * scaled;
   }
+  return out;
+}
+
+/// @brief The certificate over all blocks (none: no block that selects has one): each number
+/// the selection-weighted mean of the blocks' (S_b / S), as `total_terms` weighs the objective,
+/// so the bound of the whole selection's f is the weighted sum of the blocks' bounds. With one
+/// block that selects, exactly that block's. A block without a certificate leaves the whole
+/// selection without one (method "none", its reason).
+/// @param total f over the whole selection (`total_terms`)
+[[nodiscard]] inline std::optional<block_certificate> total_certificate(std::span<const block_result> blocks,
+                                                                        double total) {
+  std::vector<const block_result*> with;
+  index_t s = 0;
+  for (const auto& b : blocks) {
+    if (b.selected == 0) continue;
+    if (!b.certificate) return std::nullopt;
+    with.push_back(&b);
+    s += b.selected;
+  }
+  if (with.empty()) return std::nullopt;
+  if (with.size() == 1) return with.front()->certificate;
+  block_certificate out;
+  double bound = 0.0, random = 0.0;
+  std::string method = with.front()->certificate->method;
+  bool none = false;
+  for (const block_result* b : with) {
+    const block_certificate& c = *b->certificate;
+    const double w = static_cast<double>(b->selected) / static_cast<double>(s);
+    bound += w * c.bound;
+    random += w * c.random_mean;
+    out.seconds += c.seconds;
+    out.random_seconds += c.random_seconds;
+    if (!c.certified() && !none) out.reason = detail::concat("block ", b->block, ": ", c.reason);
+    none = none || !c.certified();
+    if (c.method != method) method = "mixed";
+  }
+  out.random_mean = random;
+  if (none) return out;
+  out.method = method;
+  out.bound = std::max(bound, total);
+  out.gap = out.bound - total;
+  out.certified_share = certified_share(total, out.bound, random);
   return out;
 }
 

@@ -32,6 +32,7 @@ from ._core import Cancelled, InvalidInput
 
 __all__ = [
     "Cancelled",
+    "Certificate",
     "InvalidInput",
     "Objective",
     "Option",
@@ -124,6 +125,29 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class Certificate:
+    """How far a selection can be from the best one (``select(certify=True)``; the library's
+    ``datamask/certify.hpp``): ``bound`` >= the best f of the selection's size, ``gap`` =
+    bound - f, ``certified_share`` = (f - mean f of random subsets) / (bound - that mean),
+    ``method`` ("frank-wolfe", "lagrangian-dual", "top-S", joined by "+" for a mix; "none": no
+    certificate, ``reason`` says why, and bound, gap, certified_share and random_mean are None),
+    ``seconds`` (of which ``random_seconds`` drawing the random subsets)."""
+
+    method: str
+    bound: Optional[float]
+    gap: Optional[float]
+    certified_share: Optional[float]
+    random_mean: Optional[float]
+    seconds: float
+    random_seconds: float  #: of ``seconds``, the random subsets' (mean f of random subsets)
+    reason: str = ""
+
+    @property
+    def certified(self) -> bool:
+        return self.method != "none"
+
+
+@dataclass(frozen=True)
 class Selection:
     """What :func:`select` returns.
 
@@ -133,7 +157,10 @@ class Selection:
     per step or iteration (block, step, lr, reward_mean, reward_max, term_means); ``seconds``:
     optimize, evaluate and total wall time; ``blocks``: the per-block part of the report (with
     ``graph``: neighbors, source, seconds, bytes, for a block whose facility term ran on a kNN
-    graph); ``optimizer``: the optimizer that ran (``auto`` resolved).
+    graph; with ``certify=True``: ``certificate``, a dict of :class:`Certificate`'s fields);
+    ``optimizer``: the optimizer that ran (``auto`` resolved); ``certificate``: with
+    ``certify=True``, the :class:`Certificate` of the whole selection (the blocks' numbers
+    weighted by their share of the selection, as ``objective`` is), else None.
     """
 
     ids: np.ndarray
@@ -143,6 +170,7 @@ class Selection:
     blocks: list
     optimizer: str
     prune_threshold: Optional[float]
+    certificate: Optional[Certificate] = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -280,7 +308,7 @@ def _options(given: Mapping, quality: list) -> dict:
     out = {}
     for k, v in given.items():
         if k not in _TABLE:
-            near = difflib.get_close_matches(k, list(_TABLE) + ["objective", "objective_weights", "quality_weights", "optimizer", "block_size", "neighbors", "graph"])
+            near = difflib.get_close_matches(k, list(_TABLE) + ["objective", "objective_weights", "quality_weights", "optimizer", "block_size", "neighbors", "graph", "certify"])
             hint = f"; did you mean {near[0]!r}?" if near else "; datamask.options() lists them"
             raise TypeError(f"datamask: unknown option {k!r}{hint}")
         if v is None:
@@ -394,6 +422,7 @@ def select(
     neighbors: int = 0,
     graph: Any = None,
     cancel: Any = None,
+    certify: bool = False,
     **options: Any,
 ) -> Selection:
     """Selects round(ratio * n) (or ``count``) items maximising quality + set-level diversity.
@@ -438,6 +467,11 @@ def select(
         cancel: a :class:`threading.Event` (any object with ``is_set()``); setting it, from any
             thread, stops the run within about a second and raises :class:`Cancelled`. Ctrl-C
             stops only a call on the main thread; a call on another thread stops through this.
+        certify: after each block's selection, prove an upper bound on the best f of its size
+            in the block and report it (``Selection.certificate``, and per block), as
+            datamask-select's ``--certify``. Off by default: measured at 88% to 645% of the
+            optimising time (benchmarks/RESULTS.md, "Certificates"). DiSF has no bound: method
+            "none".
         **options: every other option of datamask-select with its default; see :func:`options`.
 
     Returns:
@@ -469,6 +503,7 @@ def select(
             int(block_size),
             int(neighbors),
             _graph(graph),
+            bool(certify),
             sink,
             cancel,
         )
@@ -491,6 +526,7 @@ def select(
         blocks=out["blocks"],
         optimizer=out["optimizer"],
         prune_threshold=out["prune_threshold"],
+        certificate=Certificate(**out["certificate"]) if out["certificate"] is not None else None,
     )
 
 

@@ -29,6 +29,7 @@ def select(
     block_size: int,
     neighbors: int,
     graph: Optional[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+    certify: bool,
     on_event: Optional[Callable[[int, int, int, int, int, float, str], Any]],
     cancel: Optional[Any],
 ) -> dict[str, Any]: ...

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -446,6 +447,18 @@ void refuse_unused(datamask::block_optimizer opt, bool chosen_by_auto, const nb:
   });
 }
 
+/// A certificate as the program's report writes it: method, its numbers
+/// (`datamask::for_each_certificate_number`; None for one that is not finite: no certificate),
+/// reason.
+nb::dict certificate_dict(const datamask::block_certificate& c) {
+  const auto number = [](double v) { return std::isfinite(v) ? nb::cast(v) : nb::none(); };
+  nb::dict d;
+  d["method"] = c.method;
+  datamask::for_each_certificate_number(c, [&](const char* name, double v) { d[name] = number(v); });
+  d["reason"] = c.reason;
+  return d;
+}
+
 /// The per-block part of the program's report.
 nb::dict block_dict(const datamask::block_result& b) {
   nb::dict d;
@@ -466,6 +479,7 @@ nb::dict block_dict(const datamask::block_result& b) {
     g["bytes"] = b.graph.bytes;
     d["graph"] = g;
   }
+  if (b.certificate) d["certificate"] = certificate_dict(*b.certificate);
   return d;
 }
 
@@ -530,12 +544,14 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
                 const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                 const nb::dict& options, const std::vector<std::string>& objectives,
                 const std::vector<double>& objective_weights, const std::string& optimizer, index_t block_size,
-                index_t neighbors, const std::optional<graph_arrays>& graph, nb::object on_event, nb::object cancel) {
+                index_t neighbors, const std::optional<graph_arrays>& graph, bool certify, nb::object on_event,
+                nb::object cancel) {
   const auto t_graph = std::chrono::steady_clock::now();
   auto given = given_graph(graph, shards);
   const double graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
   datamask::block_run_settings r =
       run_settings(options, objectives, objective_weights, optimizer, neighbors, std::move(given));
+  r.certify = certify;
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -609,9 +625,12 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   out["blocks"] = blocks;
   out["optimizer"] = std::string(datamask::enum_name(r.optimizer));
   out["prune_threshold"] = plan.prune_threshold;
+  const auto certificate = datamask::total_certificate(results, total);
+  out["certificate"] = certificate ? nb::object(certificate_dict(*certificate)) : nb::none();
   nb::dict seconds;
   seconds["optimize"] = optimize;
   seconds["evaluate"] = evaluate;
+  if (certificate) seconds["certify"] = certificate->seconds;
   seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out["seconds"] = seconds;
   return out;
@@ -686,7 +705,7 @@ NB_MODULE(_core, m) {
   m.attr("default_block_size") = datamask::default_block_size;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,
-        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "neighbors"_a, "graph"_a.none(), "on_event"_a.none(),
+        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "neighbors"_a, "graph"_a.none(), "certify"_a, "on_event"_a.none(),
         "cancel"_a.none());
   m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "corpus_ids"_a.none(), "ids"_a,
         "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a, "neighbors"_a, "graph"_a.none());

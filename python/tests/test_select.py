@@ -94,6 +94,43 @@ def test_same_ids_and_totals_as_the_program(tmp_path, case):
             assert mine["graph"]["seconds"] > 0
 
 
+CERTIFY_CASES = ["continuous_pairwise", "lazy_facility_prune", "knn_facility_blocks", "blocks_mix"]
+
+
+@needs_program
+@pytest.mark.parametrize("case", CERTIFY_CASES)
+def test_certify_gives_the_programs_certificates(tmp_path, case):
+    """select(certify=True): the certificates of datamask-select --certify, per block and in total
+    (the seconds are each run's own); the selection is that of a run without it."""
+    args, kw = CASES[case]
+    x, q, ids = corpus()
+    expected, report = run_program(tmp_path, [x], q, ids, args + ["--certify"])
+    sel = datamask.select(x, q, ids=ids, certify=True, **kw)
+    np.testing.assert_array_equal(sel.ids, expected)
+    np.testing.assert_array_equal(datamask.select(x, q, ids=ids, **kw).ids, expected)
+    same = (lambda v: v) if report["configuration"]["backend"] == datamask.backend else pytest.approx
+    fields = ("method", "bound", "gap", "certified_share", "random_mean", "reason")
+    theirs = [b["certificate"] for b in report["blocks"]] + [report["total"]["certificate"]]
+    mine = [b["certificate"] for b in sel.blocks] + [vars(sel.certificate)]
+    for a, b in zip(mine, theirs, strict=True):
+        for k in fields:
+            if k == "method":
+                assert a[k] == b[k]
+            elif k == "reason":
+                assert a[k] == b.get(k, "")
+            elif b[k] is None:
+                assert a[k] is None, (k, a, b)
+            else:
+                assert a[k] == same(b[k]), (k, a, b)
+    c = sel.certificate
+    assert sel.seconds["certify"] == c.seconds > 0
+    if case == "blocks_mix":  # DiSF has no bound: no certificate
+        assert not c.certified and c.bound is None and c.certified_share is None and "disf" in c.reason
+    else:
+        assert c.certified and c.bound >= sel.objective.total and c.gap >= 0 and 0 < c.certified_share <= 1
+    assert datamask.select(x, q, ids=ids, **kw).certificate is None
+
+
 @needs_program
 def test_float16_shards_as_the_program(tmp_path):
     x, q, ids = corpus(dtype=np.float16)
@@ -266,7 +303,7 @@ def test_every_option_of_the_program_is_a_keyword():
                     "shard", "parts",
                     # a graph file written by the user's pipeline: the program's input, not a keyword
                     "graph"}
-    named = {"objective", "objective-weights", "quality-weights", "optimizer", "block-size", "neighbors"}
+    named = {"objective", "objective-weights", "quality-weights", "optimizer", "block-size", "neighbors", "certify"}
     names = re.findall(r"^\s+--([a-z0-9-]+)", text, flags=re.M)
     assert len(names) > 40
     for name in names:

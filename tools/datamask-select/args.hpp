@@ -68,6 +68,7 @@ struct config {
   std::string out, report, log, plot, checkpoint;
   index_t checkpoint_every = 100;
   bool resume = false;
+  bool certify = false;  // each block's certificate (datamask::block_run_settings::certify)
   bool demo = false;
   bool quiet = false;
   // Spreading the blocks over independent tasks (shards.hpp): "I/N" or "slurm", and the folder
@@ -302,7 +303,8 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
                                  "(pg: by final logit, descending, block by block)");
   app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
-                                       "selected, objective.total, objective.terms.<name>.{raw,scale,weight,constant}, steps, seconds");
+                                       "selected, objective.total, objective.terms.<name>.{raw,scale,weight,constant}, steps, seconds "
+                                       "(with --certify: certificate)");
   app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f); not with a greedy");
   app.add_option("--plot", c.plot, "PATH: SVG of the log; not with a greedy");
   app.add_option("--checkpoint", c.checkpoint,
@@ -312,6 +314,12 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "whole blocks only)");
   app.add_flag("--resume", c.resume, "continue the run in --checkpoint DIR, to exactly the selection of an "
                                      "uninterrupted run; refused if inputs or options changed");
+  app.add_flag("--certify", c.certify,
+               "after each block's selection, prove an upper bound on the best f of its size in the block "
+               "(datamask/certify.hpp) and report per block and in total certificate.{bound, gap, certified_share, "
+               "method, seconds}; certified_share = (f - mean f of random subsets) / (bound - that mean). DiSF has "
+               "no bound: method none. Off by default: measured at 88% to 645% of the optimising time, most of it "
+               "the random subsets for pairwise, the dual for facility (benchmarks/RESULTS.md, Certificates)");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
                  "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
@@ -343,6 +351,8 @@ inline nlohmann::ordered_json config::selection_json() const {
   // Only when given: runs without a graph keep their configuration (and checkpoints) unchanged.
   if (neighbors > 0) j["neighbors"] = neighbors;
   if (!graph.empty()) j["graph"] = datamask::io::json_text(graph);
+  // Not the selection, but what each block's record holds: a resume or a merge keeps it as is.
+  if (certify) j["certify"] = true;
   detail::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;

@@ -156,6 +156,10 @@ inline nlohmann::ordered_json block_record(const block_result& r) {
   if (r.graph.neighbors > 0) x["graph_seconds"] = hexf(r.graph.seconds);
   x["terms"] = nlohmann::ordered_json::array();
   for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
+  if (const auto& c = r.certificate) {  // its numbers, in the order of for_each_certificate_number
+    auto& a = x["certificate"] = nlohmann::ordered_json::array();
+    datamask::for_each_certificate_number(*c, [&](const char*, double v) { a.push_back(hexf(v)); });
+  }
   j["ids"] = r.ids;
   j["history"] = history_json(r.history);
   seal(j);
@@ -203,6 +207,15 @@ inline block_result read_block_record(const nlohmann::ordered_json& j) {
                                            unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
   }
   if (r.graph.neighbors > 0) r.graph.seconds = detail::hex_at(x, "graph_seconds");
+  if (r.certificate) {
+    const auto& c = x.at("certificate");
+    std::size_t at = 0;
+    datamask::for_each_certificate_number(*r.certificate, [&](const char* name, double& v) {
+      if (at >= c.size()) throw usage_error("block " + std::to_string(r.block) + ": a certificate without its " + name);
+      v = unhexf(c.at(at++).get<std::string>());
+    });
+    if (at != c.size()) throw usage_error("block " + std::to_string(r.block) + ": a certificate with more values than it has");
+  }
   r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
   r.history = read_history(j.at("history"));
   detail::check_block_record(r);

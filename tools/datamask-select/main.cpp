@@ -111,6 +111,14 @@ class progress {
   }
   /// A block's graph took `seconds`: not the optimizer's time.
   void exclude(double seconds) { excluded_ += seconds; }
+  /// Block `block`'s certificate (--certify), once its selection is evaluated; its seconds are
+  /// not the optimizer's.
+  void certified(index_t block, index_t blocks, const datamask::block_certificate& c) {
+    excluded_ += c.seconds;
+    if (quiet_) return;
+    std::fprintf(stderr, "%scertificate of block %lld/%lld: %s\n", tty_ ? "\r" : "", static_cast<long long>(block + 1),
+                 static_cast<long long>(blocks), certificate_text(c).c_str());
+  }
 
  private:
   /// One progress line (a bar on a terminal): done of total units in el seconds; `next` is the
@@ -179,6 +187,7 @@ datamask::block_run_settings block_settings(const config& c, const knn_run& knn)
   s.weights = datamask::weights_of(c.objectives, c.objective_weights);
   s.neighbors = c.neighbors;
   s.graph = knn.loaded;
+  s.certify = c.certify;
   return s;
 }
 
@@ -243,6 +252,7 @@ block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& 
     ctx.prog.begin_block();
     r = dmfront::select_block(data.view(), b, s_b, ctx.prune_threshold, ctx.settings, block_hooks(ctx, b));
     if (ctx.knn.loaded) r.graph.seconds = ctx.knn.seconds;  // loaded once, before the blocks
+    if (r.certificate) ctx.prog.certified(b, static_cast<index_t>(ctx.blocks), *r.certificate);
   } catch (const datamask::run_stopped&) {
     throw interrupted{g_signal, ctx.ckpt.active()};
   }

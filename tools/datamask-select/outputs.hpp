@@ -196,6 +196,19 @@ inline std::string plot_svg(const std::vector<block_result>& blocks, bool relaxe
   return os.str();
 }
 
+/// A certificate in words (the progress and summary lines): the certified share, the bound and
+/// gap, the method and its seconds; or "no certificate" and why.
+inline std::string certificate_text(const datamask::block_certificate& c) {
+  char buf[320];
+  if (!c.certified()) {
+    std::snprintf(buf, sizeof buf, "no certificate (%s; %.2f s)", c.reason.c_str(), c.seconds);
+  } else {
+    std::snprintf(buf, sizeof buf, "certified share %.4f%% of the best possible gain over random (optimum <= %.8g, gap %.3g; %s, %.2f s)",
+                  100.0 * c.certified_share, c.bound, c.gap, c.method.c_str(), c.seconds);
+  }
+  return buf;
+}
+
 /// Writes the outputs, then prints the summary on stdout.
 inline void write_outputs(const config& c, datamask::io::run_report& rep, const std::vector<datamask::id_t>& selected,
                           double optimize) {
@@ -221,6 +234,9 @@ inline void write_outputs(const config& c, datamask::io::run_report& rep, const 
                 terms[t].scale);
   }
   std::printf("\n");
+  if (const auto cert = datamask::total_certificate(rep.blocks, f_total)) {
+    std::printf("%s\n", certificate_text(*cert).c_str());
+  }
   for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
     if (!out->empty()) std::printf("wrote %s\n", out->c_str());
   }
@@ -284,6 +300,7 @@ inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
   }
   rep.seconds.emplace_back("optimize", optimize);
   rep.seconds.emplace_back("evaluate", evaluate);
+  if (const auto cert = datamask::total_certificate(rep.blocks, 0.0)) rep.seconds.emplace_back("certify", cert->seconds);
   std::vector<datamask::id_t> selected;
   for (const auto& r : rep.blocks) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
   if (static_cast<index_t>(selected.size()) != rep.selected) {

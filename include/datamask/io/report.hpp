@@ -13,8 +13,11 @@
 /// hash}, resumed, prune_threshold (null: none), blocks [{block, items, kept, selected,
 /// steps_run, zero_variance_steps, nonfinite_steps, from_checkpoint, seconds {optimize,
 /// evaluate}, objective {total, terms {name: {raw, scale, weight, constant}}}, graph {neighbors, source,
-/// seconds, bytes} (only for a block whose facility term ran on a kNN graph)}], total {blocks,
-/// selected, steps_run, objective, seconds {phase: s}}. Non-finite numbers are written as null.
+/// seconds, bytes} (only for a block whose facility term ran on a kNN graph), certificate {method,
+/// bound, gap, certified_share, random_mean, seconds, random_seconds (of them), reason (only with method "none")} (only for
+/// a certified run: `block_run_settings::certify`)}], total {blocks, selected, steps_run,
+/// objective, certificate (`total_certificate`; only for a certified run), seconds {phase: s}}.
+/// Non-finite numbers are written as null.
 
 #include <cinttypes>
 #include <cmath>
@@ -134,6 +137,25 @@ inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objectiv
   return terms;
 }
 
+/// A certificate (`block_certificate`): method, its numbers (`for_each_certificate_number`), and
+/// with no certificate ("none") the reason, its bound, gap and share null.
+inline nlohmann::ordered_json certificate_json(const block_certificate& c) {
+  nlohmann::ordered_json j;
+  j["method"] = c.method;
+  for_each_certificate_number(c, [&](const char* name, double v) { j[name] = number_or_null(v); });
+  if (!c.certified()) j["reason"] = json_text(c.reason);
+  return j;
+}
+
+inline block_certificate certificate_from(const nlohmann::ordered_json& j) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  block_certificate c;
+  c.method = j.at("method").get<std::string>();
+  for_each_certificate_number(c, [&](const char* name, double& v) { v = number_from(j.at(name), nan); });
+  c.reason = j.value("reason", std::string());
+  return c;
+}
+
 inline nlohmann::ordered_json block_json(const block_result& b) {
   nlohmann::ordered_json j;
   j["block"] = b.block;
@@ -150,6 +172,7 @@ inline nlohmann::ordered_json block_json(const block_result& b) {
     j["graph"] = {{"neighbors", b.graph.neighbors}, {"source", json_text(b.graph.source)},
                   {"seconds", number_or_null(b.graph.seconds)}, {"bytes", b.graph.bytes}};
   }
+  if (b.certificate) j["certificate"] = certificate_json(*b.certificate);
   return j;
 }
 
@@ -173,6 +196,7 @@ inline block_result block_from_json(const nlohmann::ordered_json& b) {
     x.graph = block_graph{g.at("neighbors").get<index_t>(), g.at("source").get<std::string>(),
                           number_from(g.at("seconds"), 0.0), g.at("bytes").get<std::size_t>()};
   }
+  if (b.contains("certificate")) x.certificate = certificate_from(b.at("certificate"));
   return x;
 }
 
@@ -202,6 +226,7 @@ inline block_result block_from_json(const nlohmann::ordered_json& b) {
   t["selected"] = r.selected;
   t["steps_run"] = steps;
   t["objective"] = detail::objective_json(terms, total);
+  if (const auto c = total_certificate(r.blocks, total)) t["certificate"] = detail::certificate_json(*c);
   t["seconds"] = nlohmann::ordered_json::object();
   for (const auto& [phase, s] : r.seconds) t["seconds"][phase] = detail::number_or_null(s);
   return j;

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""What datamask-select --certify costs and certifies: one run per row, with --certify, whose
+report gives the block's optimising seconds and its certificate's seconds side by side (the same
+process, the same block; the bound's, and the random subsets' of the share), the certified share
+and the method. Standard library only.
+
+    cli_cost.py PROGRAM [--quick]
+
+Corpora: the program's --demo corpus (20,000 x 32), and clustered Gaussian corpora written here
+as .npy (64 clusters, quality = a noisy function of the cluster; seed 1). Prints a Markdown table.
+"""
+import json
+import math
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+
+
+def npy(path, descr, shape, payload):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else ""))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + payload)
+
+
+def corpus(folder, n, d, seed=1, clusters=64):
+    rnd = random.Random(seed)
+    centres = [[rnd.gauss(0, 1) for _ in range(d)] for _ in range(clusters)]
+    emb, q = [], []
+    for _ in range(n):
+        c = rnd.randrange(clusters)
+        emb.extend(x + 0.5 * rnd.gauss(0, 1) for x in centres[c])
+        q.append(math.cos(c) + 0.3 * rnd.gauss(0, 1))
+    e, qf = os.path.join(folder, "emb-%d-%d.npy" % (n, d)), os.path.join(folder, "q-%d.npy" % n)
+    npy(e, "<f4", (n, d), struct.pack("<%df" % len(emb), *emb))
+    npy(qf, "<f8", (n,), struct.pack("<%dd" % n, *q))
+    return ["--embeddings", e, "--quality", qf]
+
+
+def run(program, folder, inputs, args):
+    report = os.path.join(folder, "r.json")
+    subprocess.run([program] + inputs + args + ["--certify", "--quiet", "--report", report],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(report) as f:
+        rep = json.load(f)
+    b = rep["blocks"][0]
+    c = b["certificate"]
+    return rep["configuration"]["optimizer"], b["seconds"]["optimize"], c
+
+
+def main():
+    program = os.path.abspath(sys.argv[1])
+    quick = "--quick" in sys.argv
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dmcert-") as folder:
+        big = [] if quick else corpus(folder, 100000, 64)
+        small = corpus(folder, 5000 if not quick else 1000, 32)
+        cases = [("demo (20,000 x 32)", ["--demo"], [], "pairwise"),
+                 ("demo (20,000 x 32)", ["--demo"], ["--objective", "facility", "--neighbors", "32"], "facility, kNN K = 32"),
+                 ("demo (20,000 x 32)", ["--demo"], ["--objective", "pairwise", "--objective", "disf"], "pairwise + disf"),
+                 ("%s" % ("5,000 x 32" if not quick else "1,000 x 32"), small, ["--objective", "facility"], "facility, dense")]
+        if big:
+            cases += [("100,000 x 64", big, [], "pairwise"),
+                      ("100,000 x 64", big, ["--objective", "facility", "--neighbors", "32"], "facility, kNN K = 32")]
+        for name, inputs, args, objective in cases:
+            optimizer, optimize, c = run(program, folder, inputs, args)
+            share = "no certificate" if c["certified_share"] is None else "%.4f%%" % (100 * c["certified_share"])
+            bound = c["seconds"] - c["random_seconds"]
+            rows.append("| %s | %s | %s | %.2f | %.2f | %.2f | %.0f%% | %.0f%% | %s | %s |" % (
+                name, objective, optimizer, optimize, bound, c["random_seconds"], 100 * bound / optimize,
+                100 * c["seconds"] / optimize, c["method"], share))
+    print("| corpus | objective + quality | optimizer | optimize s | bound s | random subsets s | bound / optimize "
+          "| certify / optimize | method | certified share |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
