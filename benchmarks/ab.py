@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Before/after timings of two builds of a Google Benchmark program, side by side in one run.
 
-    benchmarks/ab.py BEFORE_BINARY AFTER_BINARY [--filter REGEX] [--rounds 3] [-- EXTRA_ARGS...]
+    benchmarks/ab.py BEFORE_BINARY AFTER_BINARY [--filter REGEX] [--rounds 3] [--args "EXTRA ARGS"]
 
 Each benchmark both binaries list runs in its own process, alternately (before, after, before,
 ...) for --rounds rounds, so that a change in the machine's load falls on both sides alike; the
-table gives each side's median time and after / before. EXTRA_ARGS go to both binaries (the
-suite's `--dm_mode=quick`, for example). Used for the rule that a change makes no benchmark more
+table gives each side's median time and after / before. --args go to both binaries (the
+suite's `--args=--dm_mode=quick`, for example). Used for the rule that a change makes no benchmark more
 than 5% slower: rows above 1.05 are marked.
 """
 import argparse
@@ -41,8 +41,9 @@ def main():
     ap.add_argument("after")
     ap.add_argument("--filter", default=".", help="regex on the benchmark names")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("extra", nargs="*", help="arguments for both binaries (after --)")
+    ap.add_argument("--args", default="", help="arguments for both binaries, separated by spaces")
     a = ap.parse_args()
+    a.extra = a.args.split()
     for path in (a.before, a.after):
         if not os.access(path, os.X_OK):
             sys.exit(f"ab.py: {path} is not an executable program")
