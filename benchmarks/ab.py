@@ -26,10 +26,12 @@ def listed(binary, extra, pattern):
 
 def seconds(binary, name, extra):
     """The benchmark's real time in seconds (the mean when it ran several iterations)."""
-    out = subprocess.run([binary, f"--benchmark_filter=^{re.escape(name)}$", "--benchmark_format=json", *extra],
+    # The filter is a std::regex (ECMAScript), where re.escape's "\-" is not a valid escape.
+    literal = re.sub(r"([.^$|?*+()\[\]{}\\])", r"\\\1", name)
+    out = subprocess.run([binary, f"--benchmark_filter=^{literal}$", "--benchmark_format=json", *extra],
                          capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"ab.py: {binary} {name} failed:\n{out.stderr[-800:]}")
+    if out.returncode != 0 or not out.stdout.strip():
+        sys.exit(f"ab.py: {binary} {name} failed or printed nothing:\n{out.stderr[-800:]}")
     runs = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
     scale = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
     return statistics.fmean(b["real_time"] * scale[b["time_unit"]] for b in runs)
