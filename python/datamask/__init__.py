@@ -133,7 +133,9 @@ class Selection:
     per step or iteration (block, step, lr, reward_mean, reward_max, term_means); ``seconds``:
     optimize, evaluate and total wall time; ``blocks``: the per-block part of the report (with
     ``graph``: neighbors, source, seconds, bytes, for a block whose facility term ran on a kNN
-    graph); ``optimizer``: the optimizer that ran (``auto`` resolved).
+    graph, and ``optimizer``: the one that ran on the block); ``optimizer``: the optimizers the
+    blocks ran (``auto`` resolved for each block: naive greedy where it costs less than the
+    continuous learner), each once, joined by commas.
     """
 
     ids: np.ndarray
@@ -161,7 +163,7 @@ class ProgressEvent:
     done: int  #: steps done over the run
     total: int  #: steps planned over the run
     value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step; NaN for a pick or row
-    unit: str = "step"  #: what `step`, `done` and `total` count: "step", "iteration", "pick" or "row"
+    unit: str = "step"  #: what `step`, `done` and `total` count: "step", "iteration", "pick", "row" or "unit" (iterations and picks)
 
 
 def _objective(d: Mapping) -> Objective:

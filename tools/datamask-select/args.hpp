@@ -295,8 +295,11 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "of f (--iterations); pg: the paper's policy gradient (--steps); auto: lazy when facility is the only "
                  "--objective (dense or on a graph: f is submodular, and on real data lazy greedy beat the others there), "
                  "else continuous when every --objective has a relaxation (pairwise, disf, facility with --neighbors or "
-                 "--graph), else (dense facility in a mix) stochastic. The greedy baselines optimise the same f and write "
-                 "ids in the order picked")
+                 "--graph), except on a block where naive greedy costs no more operations than the ascent: greedy there "
+                 "(S picks x n x g against --iterations x n x h, g and h an item's multiply-adds: pairwise d and 2d, "
+                 "disf 2d^2 and 2d^2, facility on a graph K and 3K; so S <= 2 x iterations for pairwise, S <= "
+                 "iterations for disf; the report names each block's optimizer), else (dense facility in a mix) "
+                 "stochastic. The greedy baselines optimise the same f and write ids in the order picked")
       ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
       ->capture_default_str();
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
