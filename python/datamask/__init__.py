@@ -412,8 +412,10 @@ def select(
             scaled term, weighted by ``objective_weights``).
         lam: weight of quality against diversity (1: top by quality, 0: diversity only).
         optimizer: "auto" (default: "lazy" when facility location is the only objective, else
-            "continuous" when every objective has a relaxation, else "stochastic": dense facility
-            location in a mix), "continuous", "pg", or the greedy baselines
+            "continuous" when every objective has a relaxation, except on a block where naive
+            greedy costs no more operations than the continuous learner's ascent ("greedy"
+            there: the same rule as datamask-select's, see its --help), else "stochastic":
+            dense facility location in a mix), "continuous", "pg", or the greedy baselines
             "greedy", "lazy", "stochastic".
         seed: random seed; the same seed gives the same selection on any thread count.
         ids: one unique integer id per row (default: the row numbers); blocks are assigned by a
