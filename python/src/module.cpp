@@ -544,6 +544,18 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   std::vector<datamask::block_result> results;
   datamask::corpus_plan plan;
   const index_t dims = k.d;
+  // A continuous learner's keyword given: refused where auto gives a block naive greedy (below).
+  std::string learner_keyword;
+  if (optimizer == "auto") {
+    visit_options([&](const auto& s) {
+      const std::string kw = keyword(s.name);
+      if (datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>> && learner_keyword.empty() &&
+          options.contains(kw.c_str())) {
+        learner_keyword = kw;
+      }
+    });
+  }
+  const bool auto_continuous = datamask::resolve_optimizer(r) == datamask::block_optimizer::continuous;
   python_side side(std::move(on_event), std::move(cancel));  // before the GIL is released: it holds references
   {
     nb::gil_scoped_release nogil;
@@ -566,6 +578,10 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
       const index_t c = plan.counts[b];
       if (c == 0) continue;
       const auto which = datamask::resolve_optimizer(r, {static_cast<index_t>(plan.blocks[b].size()), dims, c});
+      DATAMASK_EXPECTS(learner_keyword.empty() || !auto_continuous || which != datamask::block_optimizer::greedy,
+                       learner_keyword, "sets the continuous learner, but the optimizer is greedy on block ", b,
+                       " (chosen by optimizer=\"auto\": naive greedy costs no more operations there); add "
+                       "optimizer=\"continuous\"");
       const bool cont = which == datamask::block_optimizer::continuous;
       const bool learns = cont || which == datamask::block_optimizer::pg;
       planned += cont ? r.ascent.iterations : learns ? r.run.steps : c;

@@ -168,6 +168,29 @@ struct run_context {
   knn_run& knn;
 };
 
+/// Refuses (usage_error) the options that only the continuous learner reads (and, when no block
+/// runs it, --log, --plot and --checkpoint-every) where auto gives `greedy_blocks` of `blocks`
+/// blocks to naive greedy: an option is applied or refused, never ignored.
+void refuse_for_greedy_blocks(const config& c, std::size_t greedy_blocks, std::size_t blocks) {
+  if (greedy_blocks == 0) return;
+  const std::string why = "the optimizer is greedy on " + std::to_string(greedy_blocks) + " of " +
+                          std::to_string(blocks) + " block" + (blocks == 1 ? "" : "s") +
+                          " (chosen by --optimizer auto: naive greedy costs no more operations there, see --help)";
+  for (const std::string& given : c.given) {
+    const std::string name = given.substr(2);
+    bool cont_only = name == "no-polish";
+    datamask::visit_continuous_settings([&](const auto& s) { cont_only = cont_only || s.name == name; });
+    if (cont_only) throw usage_error(given + ": sets the continuous learner, but " + why + "; add --optimizer continuous");
+  }
+  if (greedy_blocks < blocks) return;
+  for (const char* flag : {"--log", "--plot", "--checkpoint-every"}) {
+    if (c.has(flag)) {
+      throw usage_error(std::string(flag) + ": the greedy baselines have no steps to log or snapshot; " + why +
+                        "; drop it, or add --optimizer continuous");
+    }
+  }
+}
+
 /// The library's settings of a block run: the flags as datamask-select parsed them.
 datamask::block_run_settings block_settings(const config& c, const knn_run& knn) {
   datamask::block_run_settings s;
@@ -382,6 +405,19 @@ int run(int argc, char** argv, const mpi_world& world) {
   if (threshold) rep.prune_threshold = *threshold;
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
+  datamask::block_run_settings settings = block_settings(c, knn);
+  {  // auto's blocks by cost (datamask::auto_block_optimizer), checked before anything is written
+    std::size_t greedy_blocks = 0, running = 0;
+    for (index_t b = 0; b < nb; ++b) {
+      const index_t s_b = counts[static_cast<std::size_t>(b)];
+      if (s_b == 0) continue;
+      ++running;
+      const auto which = datamask::resolve_optimizer(
+          settings, {static_cast<index_t>(blocks[static_cast<std::size_t>(b)].size()), k.d, s_b});
+      if (c.optimizer == "continuous" && which == datamask::block_optimizer::greedy) ++greedy_blocks;
+    }
+    refuse_for_greedy_blocks(c, greedy_blocks, running);
+  }
 
   run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
   const auto mine = datamask::worker_blocks(nb, share.index, share.count);
@@ -402,7 +438,6 @@ int run(int argc, char** argv, const mpi_world& world) {
   rep.resumed = c.resume;
   // Progress counts what each optimizer repeats: steps, iterations, or a greedy's picks (a block
   // that auto gives to naive greedy counts its picks).
-  datamask::block_run_settings settings = block_settings(c, knn);
   index_t planned = 0;
   const bool cont = c.optimizer == "continuous";
   const bool learner = cont || c.optimizer == "pg";
