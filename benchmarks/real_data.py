@@ -39,7 +39,8 @@ exits 1, listing them, when a cell's auto reaches less than 99.5% of the referen
 ctest entry cli.real_data_grid runs it on the small sets). When numpy and scikit-learn cannot be
 installed, every command exits 77 (ctest: skipped).
 
-`table --json PATH` prints the tables again from a run's --json. Both also print auto's cost
+`table --json PATH` prints the tables again from a run's --json (its cells of --objectives and,
+unless small or all, --sets). Both also print auto's cost
 rule (naive greedy where it costs no more operations than the continuous learner's ascent, per
 block: datamask::auto_block_optimizer) against the continuous learner's measured time over
 naive greedy's, per (set, objective, S).
@@ -538,6 +539,9 @@ def main():
     if a.command == "table":  # the tables again, from a run's --json
         with open(a.json) as f:
             cells = json.load(f)["cells"]
+        objectives = parse_list(a.objectives, OBJECTIVES)  # --objectives and --sets pick cells
+        sets = None if a.sets in ("small", "all") else parse_list(a.sets, ALL)
+        cells = [c for c in cells if c["objective"] in objectives and (sets is None or c["set"] in sets)]
         infos = ensure_sets(sorted({c["set"] for c in cells}, key=ALL.index))
         columns = list(dict.fromkeys(o for c in cells for o in c.get("runs", {})))
         print(table(cells, columns, infos, a, float("nan")))
