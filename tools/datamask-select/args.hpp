@@ -308,7 +308,8 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
                                  "(pg: by final logit, descending, block by block)");
   app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
-                                       "selected, objective.total, objective.terms.<name>.{raw,scale,weight,constant}, steps, seconds");
+                                       "selected, objective.total, objective.terms.<name>.{raw,scale,weight,constant}, steps, seconds; "
+                                       "per block the optimizer that ran (auto is resolved per block)");
   app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f); not with a greedy");
   app.add_option("--plot", c.plot, "PATH: SVG of the log; not with a greedy");
   app.add_option("--checkpoint", c.checkpoint,
