@@ -39,6 +39,12 @@ exits 1, listing them, when a cell's auto reaches less than 99.5% of the referen
 ctest entry cli.real_data_grid runs it on the small sets). When numpy and scikit-learn cannot be
 installed, every command exits 77 (ctest: skipped).
 
+`table --json PATH` prints the tables again from a run's --json (its cells of --objectives and,
+unless small or all, --sets). Both also print auto's cost
+rule (naive greedy where it costs no more operations than the continuous learner's ascent, per
+block: datamask::auto_block_optimizer) against the continuous learner's measured time over
+naive greedy's, per (set, objective, S).
+
 --try NAME=ARGS adds an optimizer column: datamask-select with ARGS (e.g.
 --try 'long=--optimizer continuous --polish-rounds 100'). --json PATH writes every run.
 """
@@ -285,6 +291,13 @@ def program_args(obj, folder, ratio, lam, quality):
     return a
 
 
+def ran_optimizer(report):
+    """The optimizer the report's blocks ran (auto is resolved per block); the configuration's
+    for a report without per-block names."""
+    names = {b.get("optimizer") for b in report["blocks"] if b.get("optimizer")}
+    return names.pop() if len(names) == 1 else report["configuration"]["optimizer"]
+
+
 def run_one(prog, args, tmp, repeats, timeout):
     best = None
     out = os.path.join(tmp, "sel.npy")
@@ -306,7 +319,7 @@ def run_one(prog, args, tmp, repeats, timeout):
 
             best = {"seconds": secs, "wall": time.time() - t0, "f": report["total"]["objective"]["total"],
                     "terms": report["total"]["objective"]["terms"], "sel": np.load(out),
-                    "optimizer": report["configuration"]["optimizer"]}
+                    "optimizer": ran_optimizer(report)}
         if secs > 0.25:  # longer runs: one timing is enough
             break
     return best
@@ -358,7 +371,7 @@ def run_grid(a):
                             for opt in optimizers + [o for o in OPTIMIZERS if o in need and o not in optimizers]:
                                 ran = runs.get("auto") or {}
                                 if opt != "auto" and ran.get("optimizer") == opt:
-                                    runs[opt] = ran  # the same run: auto resolves before it starts
+                                    runs[opt] = ran  # the same run: auto resolved to it
                                 else:
                                     runs[opt] = run_one(prog, base + ["--optimizer", opt], tmp, a.repeats, a.timeout)
                             for tname, extra in tries:
@@ -459,9 +472,42 @@ def table(cells, columns, infos, a, elapsed):
     return "\n".join(lines)
 
 
+def cost_rule(cells, infos, iterations=100):
+    """auto's cost rule against the times measured: per (set, objective, S) where naive greedy is
+    the reference, S, the rule's largest S for greedy (S g <= iterations h, g and h the per-item
+    multiply-adds of datamask::auto_item_costs, quality 1 each), what auto ran, and the
+    continuous learner's time over naive greedy's (min, median, max over the cells)."""
+    costs = {"pairwise": lambda d: (d + 1, 2 * d + 1), "disf": lambda d: (2 * d * d + 1, 2 * d * d + 1)}
+    rows = {}
+    for c in cells:
+        runs = c.get("runs", {})
+        if "error" in c or c["reference"] != "greedy" or c["objective"] not in costs:
+            continue
+        cont, auto = runs.get("continuous"), runs.get("auto")
+        if not cont or "time_ratio" not in cont or not auto or "ran" not in auto:
+            continue
+        info = infos[c["set"]]
+        s = int(info["n"] * c["ratio"] + 0.5)  # the library's round(ratio n)
+        g, h = costs[c["objective"]](info["d"])
+        r = rows.setdefault((c["set"], c["objective"], s), {"edge": iterations * h // g, "ran": set(), "t": []})
+        r["ran"].add(auto["ran"])
+        r["t"].append(cont["time_ratio"])
+    if not rows:
+        return ""
+    lines = ["auto's cost rule (naive greedy where S g <= iterations h) against the times measured: "
+             "the continuous learner's time over naive greedy's, min / median / max over the cells.", "",
+             "| set | objective | S | greedy while S <= | auto ran | cells | continuous / greedy time |",
+             "|---|---|---|---|---|---|---|"]
+    for (st, o, s), r in rows.items():
+        t = sorted(r["t"])
+        lines.append(f"| {st} | {o} | {s} | {r['edge']} | {', '.join(sorted(r['ran']))} | {len(t)} | "
+                     f"{t[0]:.2f} / {t[len(t) // 2]:.2f} / {t[-1]:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["run", "data", "check"])
+    p.add_argument("command", choices=["run", "data", "check", "table"])
     p.add_argument("--sets", default="small")
     p.add_argument("--objectives", default=",".join(OBJECTIVES))
     p.add_argument("--optimizers", default=",".join(OPTIMIZERS))
@@ -490,6 +536,17 @@ def main():
         sets = {"small": SMALL, "text": ["text"], "all": ALL}.get(a.sets) or parse_list(a.sets, ALL)
         print(json.dumps(ensure_sets(sets), indent=1))
         return
+    if a.command == "table":  # the tables again, from a run's --json
+        with open(a.json) as f:
+            cells = json.load(f)["cells"]
+        objectives = parse_list(a.objectives, OBJECTIVES)  # --objectives and --sets pick cells
+        sets = None if a.sets in ("small", "all") else parse_list(a.sets, ALL)
+        cells = [c for c in cells if c["objective"] in objectives and (sets is None or c["set"] in sets)]
+        infos = ensure_sets(sorted({c["set"] for c in cells}, key=ALL.index))
+        columns = list(dict.fromkeys(o for c in cells for o in c.get("runs", {})))
+        print(table(cells, columns, infos, a, float("nan")))
+        print(cost_rule(cells, infos))
+        return
     if a.command == "check":
         a.optimizers = "auto"
         a.repeats = 1
@@ -498,6 +555,7 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"argv": sys.argv[1:-1], "cells": cells}, f, indent=1)
     print(table(cells, columns, infos, a, elapsed))
+    print(cost_rule(cells, infos))
     if a.command == "check":
         bad = [c for c in cells if "error" in c or not c["runs"].get("auto") or
                not c["runs"]["auto"].get("share", 0) >= BAR]

@@ -85,6 +85,54 @@ TEST_CASE("resolve_optimizer: auto is lazy for facility location alone, else con
   CHECK_THROWS_WITH(dm::resolve_optimizer(s), Catch::Contains("facility location has no relaxation"));
 }
 
+TEST_CASE("auto_block_optimizer: naive greedy on a block where it costs no more than the ascent",
+          "[block_select]") {
+  dm::block_run_settings s;  // auto, pairwise, 100 iterations
+  // Pairwise: greedy's d per candidate and pick against the ascent's 2 d per item and
+  // iteration (plus 1 each for quality): greedy while S (d + 1) <= 100 (2 d + 1).
+  const index_t d = 16;
+  const index_t edge = 100 * (2 * d + 1) / (d + 1);  // 194
+  CHECK(dm::resolve_optimizer(s, {10000, d, edge}) == dm::block_optimizer::greedy);
+  CHECK(dm::resolve_optimizer(s, {10000, d, edge + 1}) == dm::block_optimizer::continuous);
+  s.ascent.iterations = 300;  // a longer ascent moves the edge
+  CHECK(dm::resolve_optimizer(s, {10000, d, edge + 1}) == dm::block_optimizer::greedy);
+  s.ascent.iterations = 100;
+  // DiSF: 2 d^2 on both sides: greedy while S <= about the iterations.
+  s.weights = dm::objective_weights{0.0, 0.0, 1.0};
+  CHECK(dm::resolve_optimizer(s, {5000, d, 100}) == dm::block_optimizer::greedy);
+  CHECK(dm::resolve_optimizer(s, {5000, d, 101}) == dm::block_optimizer::continuous);
+  // Only auto is resolved by cost; facility location alone stays lazy greedy at any size.
+  s.optimizer = dm::block_optimizer::continuous;
+  CHECK(dm::resolve_optimizer(s, {5000, d, 10}) == dm::block_optimizer::continuous);
+  s.optimizer = dm::block_optimizer::automatic;
+  s.weights = dm::objective_weights{0.0, 1.0, 0.0};
+  CHECK(dm::resolve_optimizer(s, {5000, d, 10}) == dm::block_optimizer::lazy);
+  // Facility location on a graph in a mix counts its K: K and 3 K.
+  s.weights = dm::objective_weights{1.0, 1.0, 0.0};
+  s.neighbors = 32;
+  const index_t knn_edge = 100 * (2 * d + 3 * 32 + 1) / (d + 32 + 1);
+  CHECK(dm::resolve_optimizer(s, {5000, d, knn_edge}) == dm::block_optimizer::greedy);
+  CHECK(dm::resolve_optimizer(s, {5000, d, knn_edge + 1}) == dm::block_optimizer::continuous);
+}
+
+TEST_CASE("select_block: auto runs the optimizer of its block's cost and names it in the result", "[block_select]") {
+  const block blk = random_block(400, 8, 3);
+  dm::block_run_settings s;  // auto on pairwise: greedy while S <= 100 (2 d + 1) / (d + 1) = 188
+  s.run.threads = 1;
+  dm::block_run_settings greedy = s;
+  greedy.optimizer = dm::block_optimizer::greedy;
+  const dm::block_result small = dm::select_block(blk.problem(), 0, 40, std::nullopt, s);
+  CHECK(small.optimizer == "greedy");
+  CHECK(small.ids == dm::select_block(blk.problem(), 0, 40, std::nullopt, greedy).ids);
+  CHECK(small.history.empty());
+  dm::block_run_settings cont = s;
+  cont.optimizer = dm::block_optimizer::continuous;
+  const dm::block_result large = dm::select_block(blk.problem(), 0, 200, std::nullopt, s);
+  CHECK(large.optimizer == "continuous");
+  CHECK(large.history.size() == 100);
+  CHECK(large.ids == dm::select_block(blk.problem(), 0, 200, std::nullopt, cont).ids);
+}
+
 TEST_CASE("resolve_credit: auto is per-item credit where only pairwise and dense facility location count",
           "[block_select][credit]") {
   using dm::credit_mode;

@@ -20,6 +20,7 @@ datamask::block_result make_block(datamask::index_t b, double raw) {
   r.items = 1000 + b;
   r.kept = 900 + b;
   r.selected = 100 + b;
+  r.optimizer = b == 0 ? "greedy" : "continuous";  // auto resolves each block by its cost
   r.steps_run = 250;
   r.zero_variance_steps = b;
   r.nonfinite_steps = 2 * b;
@@ -63,6 +64,7 @@ void check_same(const datamask::io::run_report& a, const datamask::io::run_repor
     CHECK(y.items == x.items);
     CHECK(y.kept == x.kept);
     CHECK(y.selected == x.selected);
+    CHECK(y.optimizer == x.optimizer);
     CHECK(y.steps_run == x.steps_run);
     CHECK(y.zero_variance_steps == x.zero_variance_steps);
     CHECK(y.nonfinite_steps == x.nonfinite_steps);
@@ -92,6 +94,12 @@ TEST_CASE("written by report_json, read back by read_report, field by field", "[
   check_same(rep, back);
   REQUIRE(back.blocks[0].terms.size() == 2);
   CHECK(back.blocks[0].terms[0].name == "quality");  // f's order, not sorted by name
+
+  CHECK(datamask::io::report_json(rep)["blocks"][0]["optimizer"] == "greedy");
+  // A block that selects nothing runs no optimizer: null, read back empty.
+  datamask::block_result empty;
+  CHECK(datamask::io::detail::block_json(empty)["optimizer"].is_null());
+  CHECK(datamask::io::detail::block_from_json(datamask::io::detail::block_json(empty)).optimizer.empty());
 
   // No prune threshold: written as null, read back as -inf.
   auto none = rep;

@@ -44,7 +44,8 @@ namespace datamask {
 
 /// @brief The optimizer of a block (`auto` is resolved before a run: `resolve_optimizer`).
 enum class block_optimizer {
-  automatic,   ///< lazy for facility location alone, else continuous or stochastic (`auto_optimizer`)
+  automatic,   ///< lazy for facility location alone, else continuous (naive greedy on a block where it
+               ///< costs less) or stochastic (`auto_optimizer`, `auto_block_optimizer`)
   continuous,  ///< the continuous learner (continuous.hpp)
   pg,          ///< the policy-gradient learner (learner.hpp)
   greedy,      ///< naive greedy on the same f
@@ -169,7 +170,9 @@ template <class Entry, class Settings>
   return relaxable(w, lambda, knn) ? block_optimizer::continuous : block_optimizer::stochastic;
 }
 
-/// @brief `auto` made concrete (`auto_optimizer`); the others as given.
+/// @brief `auto` made concrete for a run (`auto_optimizer`); the others as given. A block of a
+/// run whose `auto` resolves to continuous may still run naive greedy (`auto_block_optimizer`):
+/// front ends use this to check the run's options, `select_block` resolves each block.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
   const bool relax = relaxable(s.weights, s.run.lambda, s.knn());
@@ -178,6 +181,76 @@ template <class Entry, class Settings>
                    "continuous: dense facility location has no relaxation; give it a kNN graph, or use pg, "
                    "greedy, lazy or stochastic");
   return s.optimizer;
+}
+
+/// @brief A block as `auto` weighs it: n items of d dimensions, S of them to select.
+struct block_shape {
+  index_t items = 0;
+  index_t dims = 0;
+  index_t selected = 0;
+};
+
+/// @brief Multiply-adds per item of f's terms that count (lambda < 1, weight > 0; quality 1 each):
+/// `greedy`, naive greedy's gain of one candidate at one pick (greedy/scorers.hpp and the
+/// objectives' greedy states), and `relaxed`, the relaxation's gradient at one item in one
+/// ascent iteration (the objectives' `relax`):
+/// - pairwise similarity: d (one dot product with the selection's sum) and 2 d (the weighted
+///   column sums, then the row dots);
+/// - DiSF: 2 d^2 (two products with d x d matrices) and 2 d^2 (the weighted scatter and the
+///   quadratic form; the scatter skips rows with p = 0, counted here as at the uniform start);
+/// - facility location on a graph of K neighbours: K (the candidate's reverse neighbours, K on
+///   average) and 3 K (two passes over the item's row, then the gather of its entries).
+struct item_costs {
+  double greedy = 0.0;
+  double relaxed = 0.0;
+};
+
+[[nodiscard]] inline item_costs auto_item_costs(const objective_weights& w, double lambda, index_t d, index_t k) {
+  item_costs c{1.0, 1.0};  // the quality term
+  if (lambda >= 1.0) return c;
+  const auto dd = static_cast<double>(d);
+  if (w.pairwise > 0.0) {
+    c.greedy += dd;
+    c.relaxed += 2.0 * dd;
+  }
+  if (w.disf > 0.0) {
+    c.greedy += 2.0 * dd * dd;
+    c.relaxed += 2.0 * dd * dd;
+  }
+  if (w.facility > 0.0 && k > 0) {
+    c.greedy += static_cast<double>(k);
+    c.relaxed += 3.0 * static_cast<double>(k);
+  }
+  return c;
+}
+
+/// @brief What `auto` runs on one block: `auto_optimizer`, except that where that is the
+/// continuous learner and naive greedy costs no more, naive greedy (the exact reference of the
+/// benchmarks, so its full gain). Naive greedy costs S picks x n candidates x `item_costs::greedy`,
+/// the learner at least `iterations` x n items x `item_costs::relaxed` (its polish only adds), so
+/// greedy runs when S x greedy <= iterations x relaxed: S <= 2 x iterations (200 by default) for
+/// pairwise similarity, S <= iterations (100) for DiSF, in between for mixes. Measured on
+/// real data (benchmarks/RESULTS.md, "auto by cost"): on scikit-learn's digits, wine and breast
+/// cancer the learner's median time was above naive greedy's in every (set, S) given to greedy
+/// for pairwise similarity, and about equal at digits' S = 359 and 539; for DiSF the edge is
+/// conservative at d = 64 (the learner was faster at S = 90) and late at d = 30 (greedy was
+/// faster at S = 114 and 171), as the model leaves out the scatter's zero rows, the learner's
+/// fixed per-iteration work and its polish.
+[[nodiscard]] inline block_optimizer auto_block_optimizer(const block_run_settings& s, const block_shape& b) {
+  const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn());
+  if (o != block_optimizer::continuous) return o;
+  const index_t k = s.graph ? s.graph->k : std::min(s.neighbors, b.items);
+  const item_costs c = auto_item_costs(s.weights, s.run.lambda, b.dims, k);
+  const double greedy = static_cast<double>(b.selected) * c.greedy;
+  const double learner = static_cast<double>(s.ascent.iterations) * c.relaxed;
+  return greedy <= learner ? block_optimizer::greedy : o;
+}
+
+/// @brief The optimizer that runs on a block of shape `b`: `auto_block_optimizer` for `auto`,
+/// else `resolve_optimizer(s)`.
+[[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s, const block_shape& b) {
+  if (s.optimizer == block_optimizer::automatic) return auto_block_optimizer(s, b);
+  return resolve_optimizer(s);
 }
 
 /// @brief The diversity mix of every front end: every objective is present, those not chosen
@@ -602,7 +675,7 @@ std::vector<index_t> greedy(const problem<float>& p, const options& o, block_opt
 /// @param b the block number (part of the random key)
 /// @param s_b the items to select (`split_selection`); 0 returns an empty result
 /// @param threshold the corpus-level prune threshold (`prune_threshold`), if any
-/// @param s the run's settings; `s.optimizer` must be resolved (`resolve_optimizer`)
+/// @param s the run's settings; `auto` is resolved for this block (`resolve_optimizer(s, shape)`)
 /// @param h progress, stop, snapshot and resume hooks
 /// @tparam Backend where the learners run (`eigen_backend`, the CPU, unless named; `thrust_backend`
 ///         on the GPU under nvcc, or on OpenMP threads with `datamask::thrust_omp`); the greedy
@@ -619,8 +692,8 @@ template <backend Backend = eigen_backend>
   r.items = p.embeddings.rows;
   r.selected = s_b;
   if (s_b == 0) return r;
-  DATAMASK_EXPECTS(s.optimizer != block_optimizer::automatic, "optimizer",
-                   "auto must be resolved before a block runs (resolve_optimizer)");
+  const block_optimizer which = resolve_optimizer(s, block_shape{p.embeddings.rows, p.embeddings.cols, s_b});
+  r.optimizer = std::string(enum_name(which));
   options o = block_options(s, b, s_b, threshold);
   const auto t_graph = std::chrono::steady_clock::now();
   const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
@@ -629,12 +702,12 @@ template <backend Backend = eigen_backend>
   std::vector<index_t> rows;
   std::vector<term_value> terms;  // f's terms as the optimizer scaled them
   detail::blocks::stop_latch stop(h);
-  if (s.optimizer == block_optimizer::pg) {
+  if (which == block_optimizer::pg) {
     rows = detail::blocks::learn<Backend>(p, o, s, m, h, stop, r, terms);
-  } else if (s.optimizer == block_optimizer::continuous) {
+  } else if (which == block_optimizer::continuous) {
     rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, terms);
   } else {
-    rows = detail::blocks::greedy<Backend>(p, o, s.optimizer, m, h, stop, r, terms);
+    rows = detail::blocks::greedy<Backend>(p, o, which, m, h, stop, r, terms);
   }
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();

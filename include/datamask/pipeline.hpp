@@ -152,6 +152,7 @@ struct block_result {
   index_t items = 0;
   index_t selected = 0;
   index_t kept = 0;
+  std::string optimizer;           ///< the one that ran (`auto` resolved for this block); empty: none ran
   index_t steps_run = 0;
   index_t zero_variance_steps = 0;
   index_t nonfinite_steps = 0;

@@ -157,10 +157,12 @@ class Selection:
     per step or iteration (block, step, lr, reward_mean, reward_max, term_means); ``seconds``:
     optimize, evaluate and total wall time; ``blocks``: the per-block part of the report (with
     ``graph``: neighbors, source, seconds, bytes, for a block whose facility term ran on a kNN
-    graph; with ``certify=True``: ``certificate``, a dict of :class:`Certificate`'s fields);
-    ``optimizer``: the optimizer that ran (``auto`` resolved); ``certificate``: with
-    ``certify=True``, the :class:`Certificate` of the whole selection (the blocks' numbers
-    weighted by their share of the selection, as ``objective`` is), else None.
+    graph, and ``optimizer``: the one that ran on the block; with ``certify=True``:
+    ``certificate``, a dict of :class:`Certificate`'s fields); ``optimizer``: the optimizers the
+    blocks ran (``auto`` resolved for each block: naive greedy where it costs less than the
+    continuous learner), each once, joined by commas; ``certificate``: with ``certify=True``, the
+    :class:`Certificate` of the whole selection (the blocks' numbers weighted by their share of
+    the selection, as ``objective`` is), else None.
     """
 
     ids: np.ndarray
@@ -189,7 +191,7 @@ class ProgressEvent:
     done: int  #: steps done over the run
     total: int  #: steps planned over the run
     value: float  #: the mean reward (pg) or the relaxed f (continuous) before the step; NaN for a pick or row
-    unit: str = "step"  #: what `step`, `done` and `total` count: "step", "iteration", "pick" or "row"
+    unit: str = "step"  #: what `step`, `done` and `total` count: "step", "iteration", "pick", "row" or "unit" (iterations and picks)
 
 
 def _objective(d: Mapping) -> Objective:
@@ -439,8 +441,10 @@ def select(
             scaled term, weighted by ``objective_weights``).
         lam: weight of quality against diversity (1: top by quality, 0: diversity only).
         optimizer: "auto" (default: "lazy" when facility location is the only objective, else
-            "continuous" when every objective has a relaxation, else "stochastic": dense facility
-            location in a mix), "continuous", "pg", or the greedy baselines
+            "continuous" when every objective has a relaxation, except on a block where naive
+            greedy costs no more operations than the continuous learner's ascent ("greedy"
+            there: the same rule as datamask-select's, see its --help), else "stochastic":
+            dense facility location in a mix), "continuous", "pg", or the greedy baselines
             "greedy", "lazy", "stochastic".
         seed: random seed; the same seed gives the same selection on any thread count.
         ids: one unique integer id per row (default: the row numbers); blocks are assigned by a

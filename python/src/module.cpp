@@ -465,6 +465,7 @@ nb::dict block_dict(const datamask::block_result& b) {
   d["block"] = b.block;
   d["items"] = b.items;
   d["selected"] = b.selected;
+  d["optimizer"] = b.optimizer;
   d["kept"] = b.kept;
   d["steps_run"] = b.steps_run;
   d["zero_variance_steps"] = b.zero_variance_steps;
@@ -517,11 +518,12 @@ datamask::block_run_settings run_settings(const nb::dict& options, const std::ve
   r.graph = std::move(graph);
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
   const bool chosen_by_auto = r.optimizer == datamask::block_optimizer::automatic;
-  r.optimizer = datamask::resolve_optimizer(r);
-  if (r.optimizer == datamask::block_optimizer::pg) {
+  // auto stays auto: the library resolves it for each block (datamask::auto_block_optimizer)
+  const datamask::block_optimizer resolved = datamask::resolve_optimizer(r);
+  if (resolved == datamask::block_optimizer::pg) {
     r.run.credit = datamask::resolve_credit(r.run.credit, r.weights, r.run.lambda, r.knn(), r.learn.logprob);
   }
-  refuse_unused(r.optimizer, chosen_by_auto, options);
+  refuse_unused(resolved, chosen_by_auto, options);
   if (!r.run.scales.empty() && !options.contains("scaling")) r.run.scaling = datamask::term_scaling::fixed;
   try {
     datamask::validate(r.run);
@@ -557,8 +559,19 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<datamask::block_result> results;
   datamask::corpus_plan plan;
-  const bool cont = r.optimizer == datamask::block_optimizer::continuous;
-  const bool learns = cont || r.optimizer == datamask::block_optimizer::pg;
+  const index_t dims = k.d;
+  // A continuous learner's keyword given: refused where auto gives a block naive greedy (below).
+  std::string learner_keyword;
+  if (optimizer == "auto") {
+    visit_options([&](const auto& s) {
+      const std::string kw = keyword(s.name);
+      if (datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>> && learner_keyword.empty() &&
+          options.contains(kw.c_str())) {
+        learner_keyword = kw;
+      }
+    });
+  }
+  const bool auto_continuous = datamask::resolve_optimizer(r) == datamask::block_optimizer::continuous;
   python_side side(std::move(on_event), std::move(cancel));  // before the GIL is released: it holds references
   {
     nb::gil_scoped_release nogil;
@@ -574,9 +587,24 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     if (!sample.rows.empty()) {
       r.calibration = dmfront::calibrate_sample(k.block(sample.rows, false, r.run.threads).view(), sample.subset, r);
     }
+    // Progress counts what each block's optimizer repeats (auto can give a block naive greedy).
     index_t planned = 0;
-    for (index_t c : plan.counts) planned += c == 0 ? 0 : cont ? r.ascent.iterations : learns ? r.run.steps : c;
-    side.plan(planned, cont ? "iteration" : learns ? "step" : "pick");
+    const char* unit = nullptr;  // a literal: the side keeps the pointer
+    for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
+      const index_t c = plan.counts[b];
+      if (c == 0) continue;
+      const auto which = datamask::resolve_optimizer(r, {static_cast<index_t>(plan.blocks[b].size()), dims, c});
+      DATAMASK_EXPECTS(learner_keyword.empty() || !auto_continuous || which != datamask::block_optimizer::greedy,
+                       learner_keyword, "sets the continuous learner, but the optimizer is greedy on block ", b,
+                       " (chosen by optimizer=\"auto\": naive greedy costs no more operations there); add "
+                       "optimizer=\"continuous\"");
+      const bool cont = which == datamask::block_optimizer::continuous;
+      const bool learns = cont || which == datamask::block_optimizer::pg;
+      planned += cont ? r.ascent.iterations : learns ? r.run.steps : c;
+      const char* u = cont ? "iteration" : learns ? "step" : "pick";
+      unit = unit == nullptr || std::string_view(unit) == u ? u : "unit";  // "unit": iterations and picks
+    }
+    side.plan(planned, unit == nullptr ? "pick" : unit);
     const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
     for (index_t b = 0; b < nb_blocks && !side.stopping(); ++b) {
       const auto& rows = plan.blocks[static_cast<std::size_t>(b)];
@@ -623,7 +651,14 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   out["terms"] = terms_list(terms);
   out["history"] = history_list(results);
   out["blocks"] = blocks;
-  out["optimizer"] = std::string(datamask::enum_name(r.optimizer));
+  // The optimizers the blocks ran (auto resolved for each), each once, in block order.
+  std::string ran;
+  for (const auto& b : results) {
+    if (!b.optimizer.empty() && ("," + ran + ",").find("," + b.optimizer + ",") == std::string::npos) {
+      ran += (ran.empty() ? "" : ",") + b.optimizer;
+    }
+  }
+  out["optimizer"] = ran.empty() ? std::string(datamask::enum_name(datamask::resolve_optimizer(r))) : ran;
   out["prune_threshold"] = plan.prune_threshold;
   const auto certificate = datamask::total_certificate(results, total);
   out["certificate"] = certificate ? nb::object(certificate_dict(*certificate)) : nb::none();

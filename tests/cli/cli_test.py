@@ -848,7 +848,8 @@ def test_disf_huge_d():
     n, d = 50, 1 << 17
     e = write(path("wide.npy"), npy_bytes("<f4", (n, d), bytes(4 * n * d)))
     qf = npy_vec(path("q.npy"), [i / n for i in range(n)])
-    for optimizer, what in [("auto", "the relaxation"), ("greedy", "the greedy state")]:
+    # (auto would run naive greedy on 10 of 50 items: it costs less than the ascent there)
+    for optimizer, what in [("continuous", "the relaxation"), ("greedy", "the greedy state")]:
         p = run(["--embeddings", e, "--quality", qf, "--objective", "disf", "--count", "10", "--optimizer", optimizer,
                  "--out", path("s.npy"), "--quiet"], expect=2, timeout=120)
         for word in ["--embeddings", "d = 131072", "DiSF", what, " bytes"]:
@@ -979,6 +980,30 @@ def test_continuous():
     assert "progress: 30/30 picks (100%)" in p.stderr, p.stderr
     refused(["--embeddings", e, "--quality", qf, "--count", "20", "--objective", "facility", "--steps", "40",
              "--out", path("x.npy")], ["--steps", "lazy", "auto", "--optimizer pg"])
+
+
+def test_auto_by_cost():
+    """auto gives a block naive greedy where it costs no more operations than the ascent (pairwise,
+    d = 16: S (d + 1) <= 100 (2 d + 1), S <= 194), else the continuous learner; the report names
+    each block's optimizer, and the learner's options are refused where no block runs it."""
+    rows, q, ids, e, qf, idf = standard_files()
+    base = ["--embeddings", e, "--quality", qf, "--ids", idf]
+    for count, ran in [("20", "greedy"), ("300", "continuous")]:
+        p = run(base + ["--count", count, "--out", path("a.npy"), "--report", path("a.json")])
+        assert "optimizer %s)" % ran in p.stdout, p.stdout
+        rep = json.load(open(path("a.json")))
+        assert [b["optimizer"] for b in rep["blocks"]] == [ran], rep["blocks"]
+        assert rep["configuration"]["optimizer-requested"] == "auto", rep["configuration"]
+        run(base + ["--count", count, "--optimizer", ran, "--quiet", "--out", path("b.npy")])
+        assert read_npy_ids(path("a.npy")) == read_npy_ids(path("b.npy")), (count, ran)
+    # Two blocks of 300 items selecting 150 each: greedy on both.
+    p = run(base + ["--count", "300", "--block-size", "300", "--out", path("c.npy"), "--report", path("c.json")])
+    assert "naive greedy on every block" in p.stderr, p.stderr
+    assert {b["optimizer"] for b in json.load(open(path("c.json")))["blocks"]} == {"greedy"}
+    refused(base + ["--count", "20", "--polish-rounds", "5", "--out", path("x.npy")],
+            ["--polish-rounds", "greedy on 1 of 1 block", "auto", "--optimizer continuous"])
+    refused(base + ["--count", "20", "--log", path("x.csv"), "--out", path("x.npy")], ["--log", "greedy", "auto"])
+    assert not os.path.exists(path("x.npy")) and not os.path.exists(path("x.csv"))
 
 
 def test_continuous_refusals():

@@ -176,6 +176,29 @@ struct run_context {
   knn_run& knn;
 };
 
+/// Refuses (usage_error) the options that only the continuous learner reads (and, when no block
+/// runs it, --log, --plot and --checkpoint-every) where auto gives `greedy_blocks` of `blocks`
+/// blocks to naive greedy: an option is applied or refused, never ignored.
+void refuse_for_greedy_blocks(const config& c, std::size_t greedy_blocks, std::size_t blocks) {
+  if (greedy_blocks == 0) return;
+  const std::string why = "the optimizer is greedy on " + std::to_string(greedy_blocks) + " of " +
+                          std::to_string(blocks) + " block" + (blocks == 1 ? "" : "s") +
+                          " (chosen by --optimizer auto: naive greedy costs no more operations there, see --help)";
+  for (const std::string& given : c.given) {
+    const std::string name = given.substr(2);
+    bool cont_only = name == "no-polish";
+    datamask::visit_continuous_settings([&](const auto& s) { cont_only = cont_only || s.name == name; });
+    if (cont_only) throw usage_error(given + ": sets the continuous learner, but " + why + "; add --optimizer continuous");
+  }
+  if (greedy_blocks < blocks) return;
+  for (const char* flag : {"--log", "--plot", "--checkpoint-every"}) {
+    if (c.has(flag)) {
+      throw usage_error(std::string(flag) + ": the greedy baselines have no steps to log or snapshot; " + why +
+                        "; drop it, or add --optimizer continuous");
+    }
+  }
+}
+
 /// The library's settings of a block run: the flags as datamask-select parsed them.
 datamask::block_run_settings block_settings(const config& c, const knn_run& knn) {
   datamask::block_run_settings s;
@@ -183,7 +206,9 @@ datamask::block_run_settings block_settings(const config& c, const knn_run& knn)
   s.learn = c.learn;
   s.ascent = c.ascent;
   s.polish = c.polish;
-  s.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.optimizer, "optimizer");
+  // auto stays auto: the library resolves it for each block (datamask::auto_block_optimizer)
+  s.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.requested == "auto" ? c.requested : c.optimizer,
+                                                                "optimizer");
   s.weights = datamask::weights_of(c.objectives, c.objective_weights);
   s.neighbors = c.neighbors;
   s.graph = knn.loaded;
@@ -390,6 +415,19 @@ int run(int argc, char** argv, const mpi_world& world) {
   if (threshold) rep.prune_threshold = *threshold;
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
+  datamask::block_run_settings settings = block_settings(c, knn);
+  {  // auto's blocks by cost (datamask::auto_block_optimizer), checked before anything is written
+    std::size_t greedy_blocks = 0, running = 0;
+    for (index_t b = 0; b < nb; ++b) {
+      const index_t s_b = counts[static_cast<std::size_t>(b)];
+      if (s_b == 0) continue;
+      ++running;
+      const auto which = datamask::resolve_optimizer(
+          settings, {static_cast<index_t>(blocks[static_cast<std::size_t>(b)].size()), k.d, s_b});
+      if (c.optimizer == "continuous" && which == datamask::block_optimizer::greedy) ++greedy_blocks;
+    }
+    refuse_for_greedy_blocks(c, greedy_blocks, running);
+  }
 
   run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
   const auto mine = datamask::worker_blocks(nb, share.index, share.count);
@@ -408,15 +446,27 @@ int run(int argc, char** argv, const mpi_world& world) {
     checkpoint_dir(again, k.hash, blocks.size()).finish_block(r);
   };
   rep.resumed = c.resume;
-  // Progress counts what each optimizer repeats: steps, iterations, or a greedy's picks.
+  // Progress counts what each optimizer repeats: steps, iterations, or a greedy's picks (a block
+  // that auto gives to naive greedy counts its picks).
   index_t planned = 0;
   const bool cont = c.optimizer == "continuous";
   const bool learner = cont || c.optimizer == "pg";
+  bool picks = !learner;  // some block runs a greedy
+  std::size_t by_cost = 0, planned_blocks = 0;  // blocks that auto gives to naive greedy, of those to run
   for (const index_t b : mine) {
     const index_t s_b = counts[static_cast<std::size_t>(b)];
-    if (!ckpt.done(static_cast<std::size_t>(b)) && s_b > 0) planned += cont ? c.ascent.iterations : learner ? c.run.steps : s_b;
+    if (ckpt.done(static_cast<std::size_t>(b)) || s_b == 0) continue;
+    const auto which = datamask::resolve_optimizer(
+        settings, {static_cast<index_t>(blocks[static_cast<std::size_t>(b)].size()), k.d, s_b});
+    const bool learns = which == datamask::block_optimizer::continuous || which == datamask::block_optimizer::pg;
+    picks = picks || !learns;
+    ++planned_blocks;
+    if (cont && which == datamask::block_optimizer::greedy) ++by_cost;
+    planned += which == datamask::block_optimizer::continuous ? c.ascent.iterations
+               : which == datamask::block_optimizer::pg       ? c.run.steps
+                                                              : s_b;
   }
-  progress prog(c.quiet, planned, cont ? "iterations" : learner ? "steps" : "picks");
+  progress prog(c.quiet, planned, cont ? (picks ? "iterations and picks" : "iterations") : learner ? "steps" : "picks");
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
@@ -430,9 +480,15 @@ int run(int argc, char** argv, const mpi_world& world) {
                    static_cast<long long>(nb));
     }
     if (device >= 0 && !world.spread()) std::fprintf(stderr, "backend: %s, device %d\n", dmfront::block_backend_name().c_str(), device);
-    std::fprintf(stderr, "optimizer: %s%s\n", c.optimizer.c_str(),
+    const std::string greedy_blocks =
+        by_cost == 0 ? "" : by_cost == planned_blocks ? "naive greedy on every block, where it costs no more operations than "
+                                                      "the learner (see --help); "
+                          : "naive greedy on " + std::to_string(by_cost) + " of " + std::to_string(planned_blocks) +
+                                " blocks, where it costs no more operations than the learner (see --help); ";
+    std::fprintf(stderr, "optimizer: %s%s\n", by_cost == planned_blocks && by_cost > 0 ? "greedy" : c.optimizer.c_str(),
                  c.requested != "auto" ? ""
-                 : cont ? " (auto: every diversity term has a relaxation; --optimizer pg for the policy gradient)"
+                 : cont ? (" (auto: every diversity term has a relaxation; " + greedy_blocks +
+                           "--optimizer pg for the policy gradient)").c_str()
                  : c.optimizer == "lazy"
                      ? " (auto: facility location alone is submodular, and lazy greedy picks naive greedy's set; "
                        "--optimizer stochastic for a faster, weaker one)"
@@ -441,7 +497,6 @@ int run(int argc, char** argv, const mpi_world& world) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  datamask::block_run_settings settings = block_settings(c, knn);
   const auto t_calibrate = clock_type::now();
   calibrate_corpus(c, k, plan, settings);
   rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));

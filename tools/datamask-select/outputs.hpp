@@ -225,9 +225,17 @@ inline void write_outputs(const config& c, datamask::io::run_report& rep, const 
 
   double f_total = 0.0;
   const auto terms = datamask::total_terms(rep.blocks, f_total);
+  // The optimizers the blocks ran (auto can give a block naive greedy), each once.
+  std::string ran;
+  for (const auto& b : rep.blocks) {
+    const std::string name = b.optimizer.empty() ? "" : b.optimizer + ",";
+    if (!name.empty() && ("," + ran).find("," + name) == std::string::npos) ran += name;
+  }
+  if (ran.empty()) ran = c.optimizer + ",";
+  ran.pop_back();
   std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising, optimizer %s)\n",
               static_cast<long long>(rep.selected), static_cast<long long>(rep.rows), rep.blocks.size(),
-              rep.blocks.size() == 1 ? "" : "s", optimize, c.optimizer.c_str());
+              rep.blocks.size() == 1 ? "" : "s", optimize, ran.c_str());
   std::printf("objective %.6g =", f_total);
   for (std::size_t t = 0; t < terms.size(); ++t) {
     std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,

@@ -162,6 +162,11 @@ inline nlohmann::ordered_json block_json(const block_result& b) {
   j["items"] = b.items;
   j["kept"] = b.kept;
   j["selected"] = b.selected;
+  if (b.optimizer.empty()) {  // a block that selects nothing runs none
+    j["optimizer"] = nullptr;
+  } else {
+    j["optimizer"] = b.optimizer;
+  }
   j["steps_run"] = b.steps_run;
   j["zero_variance_steps"] = b.zero_variance_steps;
   j["nonfinite_steps"] = b.nonfinite_steps;
@@ -184,6 +189,9 @@ inline block_result block_from_json(const nlohmann::ordered_json& b) {
   x.items = b.at("items").get<index_t>();
   x.kept = b.at("kept").get<index_t>();
   x.selected = b.at("selected").get<index_t>();
+  if (b.contains("optimizer") && b.at("optimizer").is_string()) {  // absent in earlier versions' reports
+    x.optimizer = b.at("optimizer").get<std::string>();
+  }
   x.steps_run = b.at("steps_run").get<index_t>();
   x.zero_variance_steps = b.at("zero_variance_steps").get<index_t>();
   x.nonfinite_steps = b.at("nonfinite_steps").get<index_t>();
