@@ -360,6 +360,40 @@ void check_optimizers(const block& b, const D& objective, bool continuous, const
 
 }  // namespace
 
+TEST_CASE("certify: the random subsets are uniform over every S-subset", "[certify]") {
+  // All C(6, 3) = 20 subsets against their expected count over 40,000 draws: 2,000 each, a
+  // binomial sd of 44; the bound of 6 sd cannot fail by chance at these fixed Philox draws
+  // unless the sampler is biased (one of 20 missing or doubled moves a count by 2,000).
+  const index_t n = 6;
+  const index_t size = 3;
+  const auto key = dm::rng::block_key(7, 0);
+  std::vector<char> taken(static_cast<std::size_t>(n), 0);
+  std::vector<int> count(64, 0);
+  const int draws = 40000;
+  for (int g = 0; g < draws; ++g) {
+    const auto rows = dm::detail::certify_impl::random_subset(key, n, size, static_cast<std::uint32_t>(g), taken);
+    REQUIRE(rows.size() == static_cast<std::size_t>(size));
+    int mask = 0;
+    for (index_t r : rows) {
+      REQUIRE((r >= 0 && r < n));
+      REQUIRE((mask & (1 << r)) == 0);  // distinct rows
+      mask |= 1 << r;
+    }
+    ++count[static_cast<std::size_t>(mask)];
+  }
+  CHECK(std::count(taken.begin(), taken.end(), 0) == n);  // left clear for the next draw
+  int subsets = 0;
+  for (int mask = 0; mask < 64; ++mask) {
+    if (__builtin_popcount(static_cast<unsigned>(mask)) != size) {
+      CHECK(count[static_cast<std::size_t>(mask)] == 0);
+      continue;
+    }
+    ++subsets;
+    CHECK(std::abs(count[static_cast<std::size_t>(mask)] - draws / 20) <= 6 * 44);
+  }
+  CHECK(subsets == 20);
+}
+
 TEST_CASE("certify: on random blocks the bound is above every optimizer's selection", "[certify]") {
   const block b(300, 8, 21);
   check_optimizers(b, dm::pairwise_similarity{}, true, "pairwise");

@@ -102,21 +102,22 @@ namespace detail::certify_impl {
 /// The reserved stream of the random subsets' draws.
 inline constexpr std::uint32_t stream_random_subsets = 0xFFFFFFFCu;
 
-/// Subset g: the S rows with the smallest uniform keys (a uniformly random S-subset).
-inline std::vector<index_t> random_subset(rng::philox_key key, index_t n, index_t size,
-                                          std::uint32_t g) {
-  std::vector<double> keys(static_cast<std::size_t>(n));
-  for (index_t i = 0; i < n; ++i)
-    keys[static_cast<std::size_t>(i)] =
-        rng::uniform01(key, static_cast<std::uint64_t>(i), g, stream_random_subsets);
-  std::vector<index_t> rows(static_cast<std::size_t>(n));
-  std::iota(rows.begin(), rows.end(), index_t{0});
-  std::nth_element(rows.begin(), rows.begin() + (size - 1), rows.end(), [&](index_t a, index_t b) {
-    const double ka = keys[static_cast<std::size_t>(a)];
-    const double kb = keys[static_cast<std::size_t>(b)];
-    return ka != kb ? ka < kb : a < b;
-  });
-  rows.resize(static_cast<std::size_t>(size));
+/// Subset g by Floyd's algorithm: for j = n - S, ..., n - 1 draw t uniform in [0, j] and take t,
+/// or j when t is taken already; every S-subset is equally likely, in O(S) work and draws (a
+/// draw that ranks all n rows cost more than evaluating f on the subset). `taken` (n flags, all
+/// clear) is cleared again on return.
+inline std::vector<index_t> random_subset(rng::philox_key key, index_t n, index_t size, std::uint32_t g,
+                                          std::vector<char>& taken) {
+  std::vector<index_t> rows;
+  rows.reserve(static_cast<std::size_t>(size));
+  for (index_t j = n - size; j < n; ++j) {
+    const double u = rng::uniform01(key, static_cast<std::uint64_t>(j), g, stream_random_subsets);
+    const index_t t = std::min(j, static_cast<index_t>(u * static_cast<double>(j + 1)));
+    const index_t pick = taken[static_cast<std::size_t>(t)] ? j : t;
+    taken[static_cast<std::size_t>(pick)] = 1;
+    rows.push_back(pick);
+  }
+  for (index_t r : rows) taken[static_cast<std::size_t>(r)] = 0;
   return rows;
 }
 
@@ -146,10 +147,10 @@ template <class T, class D>
                    size);
   DATAMASK_EXPECTS(count >= 1, "random subsets", "must be at least 1, found ", count);
   const rng::philox_key key = rng::block_key(seed, 0);
+  std::vector<char> taken(static_cast<std::size_t>(f.size()), 0);
   double sum = 0.0;
   for (index_t g = 0; g < count; ++g) {
-    sum +=
-        f(detail::certify_impl::random_subset(key, f.size(), size, static_cast<std::uint32_t>(g)));
+    sum += f(detail::certify_impl::random_subset(key, f.size(), size, static_cast<std::uint32_t>(g), taken));
   }
   return sum / static_cast<double>(count);
 }

@@ -84,7 +84,7 @@ def test_fields():
     """Pairwise + quality over two blocks (the continuous learner): every field per block and in
     total, the progress and summary lines; the selection is that of a run without --certify."""
     rows, q, ids, inputs = files()
-    base = inputs + ["--ratio", "0.1", "--block-size", "800", "--iterations", "40"]
+    base = inputs + ["--ratio", "0.1", "--block-size", "800", "--optimizer", "continuous", "--iterations", "40"]
     plain = ct.run(base + ["--quiet", "--out", ct.path("a.npy"), "--report", ct.path("a.json")])
     p = ct.run(base + ["--certify", "--out", ct.path("c.npy"), "--report", ct.path("c.json")])
     assert ct.read_npy_ids(ct.path("a.npy")) == ct.read_npy_ids(ct.path("c.npy")), "--certify changed the selection"
@@ -138,8 +138,8 @@ def test_disf():
     on the progress and summary lines; alone or in a mix."""
     rows, q, ids, inputs = files(600, 8)
     for objective in [["--objective", "disf"], ["--objective", "pairwise", "--objective", "disf"]]:
-        p = ct.run(inputs + objective + ["--ratio", "0.1", "--block-size", "400", "--iterations", "20", "--certify",
-                                         "--report", ct.path("r.json")])
+        p = ct.run(inputs + objective + ["--ratio", "0.1", "--block-size", "400", "--optimizer", "continuous",
+                                         "--iterations", "20", "--certify", "--report", ct.path("r.json")])
         rep = report("r.json")
         for c in [b["certificate"] for b in rep["blocks"] if b["selected"] > 0] + [rep["total"]["certificate"]]:
             assert c["method"] == "none", c
@@ -209,7 +209,8 @@ def test_resume():
 def test_merge():
     """Shards merged report the certificates of one process."""
     rows, q, ids, inputs = files(2000, 12, seed=5)
-    base = inputs + ["--ratio", "0.1", "--block-size", "700", "--iterations", "30", "--certify", "--quiet"]
+    base = inputs + ["--ratio", "0.1", "--block-size", "700", "--optimizer", "continuous", "--iterations", "30",
+                     "--certify", "--quiet"]
     ct.run(base + ["--out", ct.path("one.npy"), "--report", ct.path("one.json")])
     parts = ct.path("parts")
     for i in range(2):
