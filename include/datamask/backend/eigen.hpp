@@ -192,17 +192,22 @@ struct eigen_backend {
 
   /// @brief The G k rollout entries e = g k + t grouped by row: `rows` ascending, each row's
   /// entries ascending (the order the policy sums a row's terms in). Every row of `subsets` is
-  /// one of `active` (increasing): a counting sort over the active positions, O(G k log m).
+  /// one of `active` (increasing): a counting sort over the active positions, O(G k) plus a
+  /// lookup table as long as the largest active row.
   struct grouped_entries {
     vector<index_t> rows;
     vector<index_t> entries;
   };
   [[nodiscard]] grouped_entries entries_by_row(const vector<index_t>& active, const vector<index_t>& subsets) const {
     const auto m = static_cast<std::size_t>(active.size());
+    // Each active row's position by direct lookup (a binary search per entry cost 60-90 ns, ten
+    // times the rest of the update).
+    std::vector<index_t> position(active.empty() ? 0 : static_cast<std::size_t>(active.back()) + 1);
+    for (std::size_t a = 0; a < m; ++a) position[static_cast<std::size_t>(active[a])] = static_cast<index_t>(a);
     std::vector<index_t> at(subsets.size());
     std::vector<index_t> start(m + 1, 0);
     for (std::size_t e = 0; e < subsets.size(); ++e) {
-      at[e] = std::lower_bound(active.begin(), active.end(), subsets[e]) - active.begin();
+      at[e] = position[static_cast<std::size_t>(subsets[e])];
       ++start[static_cast<std::size_t>(at[e]) + 1];
     }
     for (std::size_t a = 0; a < m; ++a) start[a + 1] += start[a];
