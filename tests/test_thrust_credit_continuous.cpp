@@ -106,6 +106,13 @@ std::vector<double> random_p(index_t n, unsigned seed) {
   return p;
 }
 
+/// The instance's rows on the Thrust backend, with the host's prepared norms.
+auto device_dataset(const datamask::thrust_backend& b, const dm_test::instance& inst,
+                    const datamask::detail::prepared& prep) {
+  return b.make_dataset(inst.problem().embeddings, std::span<const double>(prep.inv_norms),
+                        std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("a relaxation through the Thrust executor is the host executor's, the same bits on 1 and 2 threads",
@@ -124,8 +131,7 @@ TEMPLATE_TEST_CASE("a relaxation through the Thrust executor is the host executo
   auto device = [&](int threads) {
     return with_threads(threads, [&](int) {
       const datamask::thrust_backend b;
-      const auto ds = b.make_dataset(inst.problem().embeddings, std::span<const double>(prep.inv_norms),
-                                     std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
+      const auto ds = device_dataset(b, inst, prep);
       auto exec = b.make_executor(ds);
       datamask::relax_view<float> v = b.relaxation_view(ds);
       v.p = std::span<const double>(exec.upload(std::span<const double>(p)), p.size());
@@ -172,8 +178,7 @@ TEST_CASE("the pairwise bound through the Thrust executor is the host executor's
   auto device = [&](int threads) {
     return with_threads(threads, [&](int) {
       const datamask::thrust_backend b;
-      const auto ds = b.make_dataset(inst.problem().embeddings, std::span<const double>(prep.inv_norms),
-                                     std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
+      const auto ds = device_dataset(b, inst, prep);
       auto exec = b.make_executor(ds);
       const datamask::relax_view<float> rv = b.relaxation_view(ds);
       const datamask::bound_view<float> v{
