@@ -59,7 +59,12 @@ inline std::string no_cuda_device_message() {
 /// @throws error when the runtime finds no device or cannot select it (the runtime's message)
 inline int use_local_rank_device(std::optional<int> local_rank) {
   int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess) {
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e == cudaErrorMemoryAllocation) {
+    // Seen on a GPU machine under `ulimit -v 4G`: the driver maps more address space than that.
+    throw error("datamask: the CUDA runtime could not start: out of memory (cudaGetDeviceCount); an "
+                "address-space limit (ulimit -v, or a batch system's) below what the CUDA driver maps "
+                "stops it even with a GPU present");
+  } else if (e != cudaSuccess) {
     throw error(detail::no_cuda_device_message() + " (cudaGetDeviceCount: " + cudaGetErrorString(e) + ")");
   }
   int device = device_for_local_rank(local_rank, devices);
