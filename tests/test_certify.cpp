@@ -10,8 +10,10 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <datamask/certify.hpp>
@@ -52,21 +54,40 @@ struct block {
   }
 };
 
-/// max f over every set of `size` rows of [0, n).
-template <class F>
-double exhaustive_optimum(const F& f, index_t n, index_t size) {
+/// Calls fn(rows) for every set of `size` rows of [0, n), in lexicographic order.
+template <class Fn>
+void for_each_subset(index_t n, index_t size, Fn&& fn) {
   std::vector<index_t> rows(static_cast<std::size_t>(size));
   std::iota(rows.begin(), rows.end(), index_t{0});
-  double best = -std::numeric_limits<double>::infinity();
   while (true) {
-    best = std::max(best, f(rows));
+    fn(std::as_const(rows));
     index_t i = size - 1;
     while (i >= 0 && rows[static_cast<std::size_t>(i)] == n - size + i) --i;
-    if (i < 0) return best;
+    if (i < 0) return;
     ++rows[static_cast<std::size_t>(i)];
     for (index_t j = i + 1; j < size; ++j)
       rows[static_cast<std::size_t>(j)] = rows[static_cast<std::size_t>(j - 1)] + 1;
   }
+}
+
+/// max f over every set of `size` rows of [0, n).
+template <class F>
+double exhaustive_optimum(const F& f, index_t n, index_t size) {
+  double best = -std::numeric_limits<double>::infinity();
+  for_each_subset(n, size, [&](const std::vector<index_t>& rows) { best = std::max(best, f(rows)); });
+  return best;
+}
+
+/// The mean f over every set of `size` rows of [0, n).
+template <class F>
+double exhaustive_mean(const F& f, index_t n, index_t size) {
+  double sum = 0.0;
+  double count = 0.0;
+  for_each_subset(n, size, [&](const std::vector<index_t>& rows) {
+    sum += f(rows);
+    count += 1.0;
+  });
+  return sum / count;
 }
 
 double tolerance(double x) { return 1e-12 * std::max(1.0, std::abs(x)); }
@@ -350,7 +371,9 @@ void check_optimizers(const block& b, const D& objective, bool continuous, const
     CHECK(r.gap >= 0.0);
     CHECK(std::isfinite(r.certified_share));
     CHECK(r.certified_share <= 1.0);
-    CHECK(r.random_mean == Approx(dm::random_subsets_mean(f, size, 64, 0)).epsilon(1e-14));
+    const std::optional<double> exact = f.subset_mean(size);  // pairwise's closed form, else drawn
+    CHECK(r.random_mean == Approx(exact ? *exact : dm::random_subsets_mean(f, size, 64, 0)).epsilon(1e-14));
+    CHECK(r.random_draws == (exact ? 0 : 64));
     for (const auto& t : r.terms) {
       CHECK(t.bound == Approx(t.claimed).epsilon(1e-10));  // the certificate's re-check
       CHECK(t.evaluations >= 1);
@@ -564,4 +587,43 @@ TEST_CASE("certify: the library's bounds equal the numpy reference's on fixed bl
     check("dense", dm::facility_location{});
     check("knn", dm::sparse_facility_location{graph});
   }
+}
+
+TEST_CASE("certify: the mean f of random sets is exact where every term has a closed form",
+          "[certify]") {
+  // Quality (mean and sum) and pairwise similarity: their mean over every S-subset, a zero row
+  // among the rows, against enumeration in double; facility location has none, so certify draws.
+  block b(9, 4, 71);
+  std::fill_n(b.x.begin() + 3 * b.d, b.d, 0.0);
+  const dm::problem<double> p = b.problem();
+  for (index_t size : {1, 2, 3, 5, 9}) {
+    for (double lambda : {0.0, 0.4, 1.0}) {
+      for (auto aggregate : {dm::quality_aggregate::mean, dm::quality_aggregate::sum}) {
+        dm::objective_function<double, dm::pairwise_similarity> f(p, {}, lambda, aggregate);
+        set_test_scales(f);
+        INFO("S " << size << ", lambda " << lambda);
+        const std::optional<double> mean = f.subset_mean(size);
+        REQUIRE(mean);
+        const double want = exhaustive_mean(f, b.n, size);
+        CHECK(*mean == Approx(want).epsilon(1e-12).margin(1e-14));
+      }
+    }
+  }
+  dm::objective_function<double, dm::pairwise_similarity> f(p, {}, 0.5);
+  set_test_scales(f);
+  dm::certify_settings s;
+  s.threads = 1;
+  const std::vector<index_t> selection = {0, 2, 4, 6};
+  const dm::certificate_report r = dm::certify(f, selection, s);
+  CHECK(r.random_draws == 0);
+  CHECK(r.random_mean == *f.subset_mean(4));
+  CHECK(r.certified_share == Approx((r.value - r.random_mean) / (r.bound - r.random_mean)).epsilon(1e-15));
+
+  dm::objective_function<double, dm::facility_location> g(p, {}, 0.5);
+  set_test_scales(g);
+  CHECK_FALSE(g.subset_mean(4));
+  s.random_subsets = 16;
+  const dm::certificate_report rg = dm::certify(g, selection, s);
+  CHECK(rg.random_draws == 16);
+  CHECK(rg.random_mean == Approx(dm::random_subsets_mean(g, 4, 16, 0)).epsilon(1e-15));
 }

@@ -124,9 +124,9 @@ struct block_run_settings {
   std::vector<term_value> calibration;
   /// Certify each block's selection (`block_result::certificate`, datamask/certify.hpp) after
   /// its evaluation, with `certification`'s budget and random subsets (its seed and threads are
-  /// the run's). Off by default: measured at 24% to 654% of the optimising time (the pairwise
-  /// bound 10% to 14%, the rest its random subsets; facility location's dual 62% to 332%;
-  /// benchmarks/RESULTS.md, "Certificates"), above the 10% a default may add. It changes no
+  /// the run's). Off by default: measured at 13% to 654% of the optimising time (pairwise
+  /// 13% to 14% with its exact random mean; facility location's dual 75% to 341%, plus drawn
+  /// random subsets; benchmarks/RESULTS.md, "Certificates"), above the 10% a default may add. It changes no
   /// selection.
   bool certify = false;
   certify_settings certification;

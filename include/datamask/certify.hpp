@@ -53,8 +53,9 @@ struct certify_settings {
   /// facility location (0: each method's default, 30 and 100: benchmarks/certificates/STUDY.md).
   index_t iterations = 0;
   /// Uniformly random S-subsets of the block whose mean f is the "random" of the certified share
-  /// (0: none, and no share unless `random_mean` is given). Drawn only for a certified selection:
-  /// without a bound there is no share to give.
+  /// (0: none, and no share unless `random_mean` is given). Drawn only for a certified selection
+  /// (without a bound there is no share to give), and only where f has no exact mean over every
+  /// S-subset (`objective_function::subset_mean`: quality and pairwise similarity have one).
   index_t random_subsets = 256;
   std::uint64_t seed = 0;  ///< the subsets' draw (Philox, keyed by the seed)
   /// The mean f of random subsets when the caller has it: no subsets are drawn.
@@ -87,8 +88,10 @@ struct certificate_report {
   /// certified.
   double bound = std::numeric_limits<double>::quiet_NaN();
   double gap = std::numeric_limits<double>::quiet_NaN();          ///< bound - value >= 0
-  /// mean f of random S-subsets (NaN when not certified: none are drawn)
+  /// mean f of random S-subsets (NaN when not certified: none are drawn): exact (over every
+  /// S-subset) where f has a closed form, else over `certify_settings::random_subsets` draws
   double random_mean = std::numeric_limits<double>::quiet_NaN();
+  index_t random_draws = 0;  ///< the subsets drawn for `random_mean` (0: exact, given, or none)
   /// (value - random_mean) / (bound - random_mean): the share of the best possible gain over
   /// random that U is proven to reach. NaN without a bound or a random mean.
   double certified_share = std::numeric_limits<double>::quiet_NaN();
@@ -254,7 +257,12 @@ template <class T, class D>
   if (s.random_mean) {
     out.random_mean = *s.random_mean;
   } else if (s.random_subsets > 0 && out.certified) {
-    out.random_mean = random_subsets_mean(f, size, s.random_subsets, s.seed);
+    if (const std::optional<double> exact = f.subset_mean(size)) {
+      out.random_mean = *exact;
+    } else {
+      out.random_mean = random_subsets_mean(f, size, s.random_subsets, s.seed);
+      out.random_draws = s.random_subsets;
+    }
   }
   out.random_seconds = ci::seconds_since(t2);
   if (out.certified) out.certified_share = certified_share(out.value, out.bound, out.random_mean);

@@ -317,6 +317,20 @@ concept boundable_objective =
       { d.check_bound(v, certificate) } -> std::convertible_to<double>;
     };
 
+/// @brief Refinement of `diversity_objective`: the exact mean of d over every set of `size` rows
+/// of `s.subset`, `double d.subset_mean(const subset_view<T>& s, index_t size) const`.
+///
+/// Why: a certificate's share compares a selection with the mean f of random sets of its size
+/// (method.md section 7). Where the mean has a closed form (pairwise similarity: the block's own
+/// value), it is exact and costs one pass, where drawing random subsets costs hundreds of
+/// evaluations and is an estimate. Rules: the value equals that mean up to rounding (checked by
+/// enumeration on small blocks); deterministic whatever `s.threads`.
+template <class D, class T = float>
+concept subset_mean_objective =
+    diversity_objective<D, T> && requires(const D& d, const subset_view<T>& s, index_t size) {
+      { d.subset_mean(s, size) } -> std::convertible_to<double>;
+    };
+
 /// @brief Refinement of `diversity_objective`: each item's marginal in one call,
 /// `double d.marginals(const subset_view<T>& s, std::span<double> out) const`, which returns
 /// d(s) and writes out[t] = d(s) - d(s without row s.subset[t]) for every t (out.size() == k).

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -171,6 +172,32 @@ class objective_function {
       if (plan_.slot[i] >= 0) out[plan_.slot[i]] = static_cast<double>(objective(s));
     });
     return out;
+  }
+
+  /// @brief The exact mean of f over every set of `size` rows of the block, where every term on
+  /// has one: quality (the block's mean score, times S for a sum) and each diversity term a
+  /// `subset_mean_objective`; none otherwise. f is linear in its terms, so its mean is theirs.
+  [[nodiscard]] std::optional<double> subset_mean(index_t size) const {
+    DATAMASK_EXPECTS(size >= 1 && size <= data_.n, "size", "must be in [1, ", data_.n, "], found ", size);
+    std::vector<double> out(plan_.terms.size(), 0.0);
+    if (plan_.quality) {
+      const double mean =
+          std::accumulate(data_.quality.begin(), data_.quality.end(), 0.0) / static_cast<double>(data_.n);
+      out[0] = aggregate_ == quality_aggregate::mean ? mean : mean * static_cast<double>(size);
+    }
+    const subset_view<T> s{x_, data_.inv_norms.data(), data_.sq_norms.data(), index_view(all_), index_view(all_),
+                           threads_};
+    bool exact = true;
+    mix_.for_each([&](auto i, const auto& objective, double /*w*/) {
+      if (plan_.slot[i] < 0) return;
+      if constexpr (subset_mean_objective<std::decay_t<decltype(objective)>, T>) {
+        out[plan_.slot[i]] = static_cast<double>(objective.subset_mean(s, size));
+      } else {
+        exact = false;
+      }
+    });
+    if (!exact) return std::nullopt;
+    return combine(out);
   }
 
   /// @brief f = sum_t weight_t * raw_t / scale_t.

@@ -181,7 +181,7 @@ struct swaps {
 /// Computed as -(||s||^2 - sum_i ||u_i||^2) / (k (k - 1)) with s the sum of the unit rows u_i:
 /// O(k d) per subset, accumulated in double. A subset of fewer than two items scores 0.
 /// Models `incremental_objective`, `marginal_objective`, `device_evaluable`,
-/// `relaxable_objective`, `swappable_objective` and `boundable_objective`.
+/// `relaxable_objective`, `swappable_objective`, `boundable_objective` and `subset_mean_objective`.
 struct pairwise_similarity {
   static constexpr std::string_view name = "pairwise";
 
@@ -201,6 +201,15 @@ struct pairwise_similarity {
       self += s.sq_norms[i] * w * w;
     }
     return -(acc.squaredNorm() - self) / (static_cast<double>(k) * static_cast<double>(k - 1));
+  }
+
+  /// @brief The mean of F_pws over every set of `size` rows of `s.subset` (`subset_mean_objective`):
+  /// each ordered pair of the n rows lies in such a set with probability S (S - 1) / (n (n - 1)), so
+  /// the mean of the sets' sums of cosines over S (S - 1) is F_pws of all n rows. S < 2: 0, as
+  /// those sets score.
+  template <class T>
+  [[nodiscard]] double subset_mean(const subset_view<T>& s, index_t size) const {
+    return size < 2 ? 0.0 : (*this)(s);
   }
 
   /// @brief d(s) and every item's marginal d(s) - d(s without it) (`marginal_objective`): with
