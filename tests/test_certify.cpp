@@ -589,26 +589,60 @@ TEST_CASE("certify: the library's bounds equal the numpy reference's on fixed bl
   }
 }
 
-TEST_CASE("certify: the mean f of random sets is exact where every term has a closed form",
-          "[certify]") {
-  // Quality (mean and sum) and pairwise similarity: their mean over every S-subset, a zero row
-  // among the rows, against enumeration in double; facility location has none, so certify draws.
-  block b(9, 4, 71);
-  std::fill_n(b.x.begin() + 3 * b.d, b.d, 0.0);
+/// Pairwise similarity with its bound but no `subset_mean`: a user's boundable objective.
+struct bounded_without_mean {
+  dm::pairwise_similarity inner;
+  template <class T>
+  double operator()(const dm::subset_view<T>& s) const { return inner(s); }
+  template <class T>
+  dm::bound_certificate bound(const dm::bound_view<T>& v) const { return inner.bound(v); }
+  template <class T>
+  double check_bound(const dm::bound_view<T>& v, std::span<const double> p) const { return inner.check_bound(v, p); }
+};
+
+/// f's exact mean over every set of each size (`subset_mean`) against the mean of its values on
+/// every such set, in double, for lambda 0, 0.4 and 1 and both quality aggregates.
+template <class D>
+void check_subset_mean(const block& b, const D& objective, const char* name) {
   const dm::problem<double> p = b.problem();
   for (index_t size : {1, 2, 3, 5, 9}) {
     for (double lambda : {0.0, 0.4, 1.0}) {
       for (auto aggregate : {dm::quality_aggregate::mean, dm::quality_aggregate::sum}) {
-        dm::objective_function<double, dm::pairwise_similarity> f(p, {}, lambda, aggregate);
+        dm::objective_function<double, D> f(p, objective, lambda, aggregate);
         set_test_scales(f);
-        INFO("S " << size << ", lambda " << lambda);
+        INFO(name << ": S " << size << ", lambda " << lambda);
         const std::optional<double> mean = f.subset_mean(size);
         REQUIRE(mean);
-        const double want = exhaustive_mean(f, b.n, size);
-        CHECK(*mean == Approx(want).epsilon(1e-12).margin(1e-14));
+        CHECK(*mean == Approx(exhaustive_mean(f, b.n, size)).epsilon(1e-12).margin(1e-14));
       }
     }
   }
+}
+
+TEST_CASE("certify: the mean f of random sets is exact where every term has a closed form",
+          "[certify]") {
+  // Quality (mean and sum), pairwise similarity, facility location (dense under each kernel, and
+  // on a kNN graph with a repeated neighbour), a mix: their mean over every S-subset against
+  // enumeration; a zero row among the rows. DiSF has none, so certify draws random subsets.
+  block b(9, 4, 71);
+  std::fill_n(b.x.begin() + 3 * b.d, b.d, 0.0);
+  check_subset_mean(b, dm::pairwise_similarity{}, "pairwise");
+  for (auto kernel : {dm::similarity_kernel::cosine, dm::similarity_kernel::cosine2, dm::similarity_kernel::dot,
+                      dm::similarity_kernel::rbf}) {
+    dm::facility_location fl;
+    fl.kernel = kernel;
+    fl.gamma = 0.3;
+    check_subset_mean(b, fl, "facility");
+  }
+  dm::sparse_facility_location knn = b.knn(4);
+  auto graph = std::make_shared<dm::knn_graph>(*knn.graph);
+  graph->ids[static_cast<std::size_t>(2 * graph->k + 2)] = graph->ids[static_cast<std::size_t>(2 * graph->k + 1)];
+  knn.graph = graph;
+  check_subset_mean(b, knn, "facility on a kNN graph");
+  check_subset_mean(b, dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{dm::facility_location{}, 0.5}),
+                    "pairwise + facility");
+
+  const dm::problem<double> p = b.problem();
   dm::objective_function<double, dm::pairwise_similarity> f(p, {}, 0.5);
   set_test_scales(f);
   dm::certify_settings s;
@@ -619,11 +653,13 @@ TEST_CASE("certify: the mean f of random sets is exact where every term has a cl
   CHECK(r.random_mean == *f.subset_mean(4));
   CHECK(r.certified_share == Approx((r.value - r.random_mean) / (r.bound - r.random_mean)).epsilon(1e-15));
 
-  dm::objective_function<double, dm::facility_location> g(p, {}, 0.5);
+  // A term without a closed form: no exact mean, and certify draws the random subsets.
+  dm::objective_function<double, bounded_without_mean> g(p, {}, 0.5);
   set_test_scales(g);
   CHECK_FALSE(g.subset_mean(4));
   s.random_subsets = 16;
   const dm::certificate_report rg = dm::certify(g, selection, s);
   CHECK(rg.random_draws == 16);
   CHECK(rg.random_mean == Approx(dm::random_subsets_mean(g, 4, 16, 0)).epsilon(1e-15));
+  CHECK(rg.bound == Approx(r.bound).epsilon(1e-12));  // the same f and bound as pairwise's
 }

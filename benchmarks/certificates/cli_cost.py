@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What datamask-select --certify costs and certifies: one run per row, with --certify, whose
 report gives the block's optimising seconds and its certificate's seconds side by side (the same
-process, the same block; the bound's, and the random subsets' of the share), the certified share
+process, the same block; the bound's, and the random mean's of the share), the certified share
 and the method. Standard library only.
 
     cli_cost.py PROGRAM [--quick]
@@ -74,7 +74,7 @@ def main():
             rows.append("| %s | %s | %s | %.2f | %.2f | %.2f | %.0f%% | %.0f%% | %s | %s |" % (
                 name, objective, optimizer, optimize, bound, c["random_seconds"], 100 * bound / optimize,
                 100 * c["seconds"] / optimize, c["method"], share))
-    print("| corpus | objective + quality | optimizer | optimize s | bound s | random subsets s | bound / optimize "
+    print("| corpus | objective + quality | optimizer | optimize s | bound s | random mean s | bound / optimize "
           "| certify / optimize | method | certified share |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))

@@ -55,7 +55,8 @@ struct certify_settings {
   /// Uniformly random S-subsets of the block whose mean f is the "random" of the certified share
   /// (0: none, and no share unless `random_mean` is given). Drawn only for a certified selection
   /// (without a bound there is no share to give), and only where f has no exact mean over every
-  /// S-subset (`objective_function::subset_mean`: quality and pairwise similarity have one).
+  /// S-subset (`objective_function::subset_mean`: quality, pairwise similarity and facility
+  /// location have one; a user's objective may, `subset_mean_objective`).
   index_t random_subsets = 256;
   std::uint64_t seed = 0;  ///< the subsets' draw (Philox, keyed by the seed)
   /// The mean f of random subsets when the caller has it: no subsets are drawn.

@@ -131,8 +131,8 @@ class Certificate:
     bound - f, ``certified_share`` = (f - mean f of random subsets) / (bound - that mean),
     ``method`` ("frank-wolfe", "lagrangian-dual", "top-S", joined by "+" for a mix; "none": no
     certificate, ``reason`` says why, and bound, gap, certified_share and random_mean are None),
-    ``seconds`` (of which ``random_seconds`` for the random mean: exact for quality and pairwise
-    similarity, the mean over every set of the selection's size; else 256 random subsets)."""
+    ``seconds`` (of which ``random_seconds`` for the random mean: the exact mean over every set
+    of the selection's size, a closed form for quality, pairwise similarity and facility location)."""
 
     method: str
     bound: Optional[float]
@@ -474,7 +474,7 @@ def select(
             stops only a call on the main thread; a call on another thread stops through this.
         certify: after each block's selection, prove an upper bound on the best f of its size
             in the block and report it (``Selection.certificate``, and per block), as
-            datamask-select's ``--certify``. Off by default: measured at 13% to 654% of the
+            datamask-select's ``--certify``. Off by default: measured at 9% to 403% of the
             optimising time (benchmarks/RESULTS.md, "Certificates"). DiSF has no bound: method
             "none".
         **options: every other option of datamask-select with its default; see :func:`options`.

@@ -26,6 +26,7 @@
 #include "datamask/kernels.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/facility_dual.hpp"
+#include "datamask/objectives/detail/facility_mean.hpp"
 #include "datamask/error.hpp"
 
 namespace datamask {
@@ -315,7 +316,8 @@ struct best_of {
 /// never n x n. An empty subset or reference scores 0. Models `batched_diversity_objective`,
 /// `batched_marginal_objective`, `incremental_objective` (a running maximum per reference item, the
 /// whole block as reference set; exact for lazy greedy), `device_evaluable` (one device call
-/// per (subset, reference item)) and `boundable_objective` (the dual of its LP relaxation).
+/// per (subset, reference item)), `boundable_objective` (the dual of its LP relaxation) and
+/// `subset_mean_objective`.
 ///
 /// The reference set V is the caller's. The policy-gradient learner (learner.hpp) scores rollout
 /// g of a step with V = that step's active batch (m items, drawn anew each step; the rollout's
@@ -464,6 +466,21 @@ struct facility_location {
                   detail::facility_impl::best_of<T>{b, kernel, gamma, best});
     // The mean in reference order: (1 * sum) / |V|, as on the host.
     exec.for_each(g_count, detail::device_passes::scaled_row_sum{best, nv, 1.0, static_cast<double>(nv), out});
+  }
+
+  /// @brief The mean of F_fl over every set of `size` rows of the block, the whole block as
+  /// reference set (`subset_mean_objective`; objectives/detail/facility_mean.hpp): per item, its n
+  /// similarities (in double, as the bound computes them) sorted, each weighted by the chance
+  /// that it is the best in the set. 2 n^2 d flops and n sorts of n values.
+  /// @throws invalid_input when `s.subset` or `s.reference` is not the whole block
+  template <class T>
+  [[nodiscard]] double subset_mean(const subset_view<T>& s, index_t size) const {
+    const index_t n = s.embeddings.rows;
+    DATAMASK_EXPECTS(s.subset.size == n && s.reference.size == n, "subset",
+                     "facility location's mean over random sets is over the whole block (", n,
+                     " rows), found ", s.subset.size, " candidates and ", s.reference.size, " reference rows");
+    const bound_view<T> v{s.embeddings, s.inv_norms, s.sq_norms, {}, 1.0, size, {}, 0, s.threads, 0};
+    return detail::facility_mean::dense(detail::facility_dual::dense_pairs<T>(v, kernel, gamma), size);
   }
 
   /// @brief An upper bound on max f over sets of S items for f = linear + weight * F_fl with the

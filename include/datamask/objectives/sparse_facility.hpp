@@ -46,6 +46,7 @@
 #include "datamask/knn/graph.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/facility_dual.hpp"
+#include "datamask/objectives/detail/facility_mean.hpp"
 
 namespace datamask {
 
@@ -290,8 +291,9 @@ struct swaps {
 }  // namespace detail::sparse_facility_impl
 
 /// @brief Facility location on a kNN graph of the block (see the file comment). Copies share the
-/// graph. Models `incremental_objective`, `relaxable_objective`, `swappable_objective` and
-/// `boundable_objective` (the dual of its LP relaxation). Not `batched_diversity_objective`: the
+/// graph. Models `incremental_objective`, `relaxable_objective`, `swappable_objective`,
+/// `boundable_objective` (the dual of its LP relaxation) and `subset_mean_objective`. Not
+/// `batched_diversity_objective`: the
 /// backend's per-subset path already scores G subsets in parallel on the run's threads (a
 /// `batch_view` carries no thread count), and one pass over the
 /// reference set per subset is the whole cost. Models `device_evaluable`: the graph goes to the
@@ -394,6 +396,35 @@ struct sparse_facility_location {
                                                              std::span<const index_t> selection) const {
     checked(block.embeddings.rows);
     return detail::sparse_facility_impl::swaps(graph, selection);
+  }
+
+  /// @brief The mean of F over every set of `size` rows of the block against `s.reference`
+  /// (`subset_mean_objective`; objectives/detail/facility_mean.hpp): a reference item's score is
+  /// its first neighbour in the set (rows are stored best first), clamped at 0, and 0 when none is
+  /// in it, so its mean is sum_t q_t max(0, s_t) over its distinct neighbours in row order
+  /// (a repeated neighbour is never the first). O(|V| K).
+  /// @throws invalid_input when `s.subset` is not the whole block
+  template <class T>
+  [[nodiscard]] double subset_mean(const subset_view<T>& s, index_t size) const {
+    const knn_graph& g = checked(s.embeddings.rows);
+    DATAMASK_EXPECTS(s.subset.size == g.n, "subset", "the mean over random sets is over the whole block (", g.n,
+                     " rows), found ", s.subset.size, " candidates");
+    const index_t nv = s.reference.size;
+    if (size == 0 || nv == 0) return 0.0;
+    const std::vector<double> q = detail::facility_mean::first_pick(g.n, size, g.k);
+    auto& seen = detail::sparse_facility_impl::marks(g.n);
+    double total = 0.0;
+    for (index_t v : s.reference) {
+      const index_t* row = g.ids.data() + v * g.k;
+      index_t t = 0;  // distinct neighbours before this one
+      for (index_t r = 0; r < g.k; ++r) {
+        if (seen[static_cast<std::size_t>(row[r])]) continue;
+        seen[static_cast<std::size_t>(row[r])] = 1;
+        total += detail::sparse_facility_impl::clamped(g.similarity(v, r)) * q[static_cast<std::size_t>(t++)];
+      }
+      for (index_t r = 0; r < g.k; ++r) seen[static_cast<std::size_t>(row[r])] = 0;
+    }
+    return total / static_cast<double>(nv);
   }
 
   /// @brief An upper bound on max f over sets of S items for f = linear + weight * F with the

@@ -84,6 +84,29 @@ class dense_pairs {
   [[nodiscard]] index_t size() const { return n_; }
   [[nodiscard]] bool cached() const { return !cache_.empty(); }
 
+  /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
+  /// product each, the blocks on the threads (so `visit` runs concurrently for distinct s).
+  template <class Visit>
+  void for_columns(Visit&& visit) const {
+    const index_t blocks = (n_ + dense_block - 1) / dense_block;
+    detail::parallel_for(
+        blocks, threads_,
+        [&](index_t bi) {
+          const index_t s0 = bi * dense_block;
+          const index_t ns = std::min(dense_block, n_ - s0);
+          const rmat dots =
+              x_.middleRows(s0, ns) * x_.transpose();  // ns x n: row a holds column s0 + a
+          std::vector<double> w(static_cast<std::size_t>(n_));
+          for (index_t a = 0; a < ns; ++a) {
+            for (index_t v = 0; v < n_; ++v)
+              w[static_cast<std::size_t>(v)] = weight(dots(a, v), v, s0 + a);
+            visit(s0 + a, static_cast<const double*>(w.data()));
+          }
+        },
+        2.0 * static_cast<double>(dense_block) * static_cast<double>(n_) *
+            static_cast<double>(x_.cols()));
+  }
+
   /// b_s += sum_v max(0, w_vs - lambda_v) for every s.
   void column_excess(std::span<const double> lambda, std::span<double> b) const {
     auto sum = [&](index_t s, const double* w) {
@@ -156,29 +179,6 @@ class dense_pairs {
   [[nodiscard]] double weight(double dot, index_t v, index_t s) const {
     return c_ * kernel_similarity(kernel_, gamma_, dot, sq_[static_cast<std::size_t>(v)],
                                   sq_[static_cast<std::size_t>(s)]);
-  }
-
-  /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
-  /// product each, the blocks on the threads.
-  template <class Visit>
-  void for_columns(Visit&& visit) const {
-    const index_t blocks = (n_ + dense_block - 1) / dense_block;
-    detail::parallel_for(
-        blocks, threads_,
-        [&](index_t bi) {
-          const index_t s0 = bi * dense_block;
-          const index_t ns = std::min(dense_block, n_ - s0);
-          const rmat dots =
-              x_.middleRows(s0, ns) * x_.transpose();  // ns x n: row a holds column s0 + a
-          std::vector<double> w(static_cast<std::size_t>(n_));
-          for (index_t a = 0; a < ns; ++a) {
-            for (index_t v = 0; v < n_; ++v)
-              w[static_cast<std::size_t>(v)] = weight(dots(a, v), v, s0 + a);
-            visit(s0 + a, static_cast<const double*>(w.data()));
-          }
-        },
-        2.0 * static_cast<double>(dense_block) * static_cast<double>(n_) *
-            static_cast<double>(x_.cols()));
   }
 
   index_t n_;
