@@ -45,6 +45,9 @@ rule (naive greedy where it costs no more operations than the continuous learner
 block: datamask::auto_block_optimizer) against the continuous learner's measured time over
 naive greedy's, per (set, objective, S).
 
+--certify runs every optimizer with --certify and adds a table of the certified shares: how close
+to the optimum each optimizer's selection is proven to be (the report's certificate).
+
 --try NAME=ARGS adds an optimizer column: datamask-select with ARGS (e.g.
 --try 'long=--optimizer continuous --polish-rounds 100'). --json PATH writes every run.
 """
@@ -319,7 +322,8 @@ def run_one(prog, args, tmp, repeats, timeout):
 
             best = {"seconds": secs, "wall": time.time() - t0, "f": report["total"]["objective"]["total"],
                     "terms": report["total"]["objective"]["terms"], "sel": np.load(out),
-                    "optimizer": ran_optimizer(report)}
+                    "optimizer": ran_optimizer(report),
+                    "certified": (report["total"].get("certificate") or {}).get("certified_share")}
         if secs > 0.25:  # longer runs: one timing is enough
             break
     return best
@@ -365,6 +369,7 @@ def run_grid(a):
                     for lam in lambdas:
                         for quality in (qualities if lam > 0 else [None]):
                             base = program_args(obj, folder, ratio, lam, quality) + ["--threads", str(a.threads)]
+                            base += ["--certify"] if a.certify else []
                             runs = {}
                             reference = a.reference or REFERENCE[obj]
                             need = set(columns) | {reference}
@@ -403,7 +408,8 @@ def run_grid(a):
                                     fail(f"{name} {obj} {ratio} {lam} {quality} {opt}: other scales than the reference")
                                 cell["runs"][opt] = {"f": r["f"], "seconds": r["seconds"], "ran": r["optimizer"],
                                                      "share": (r["f"] - zero) / gain if gain > 0 else float("nan"),
-                                                     "time_ratio": r["seconds"] / max(ref["seconds"], 1e-9)}
+                                                     "time_ratio": r["seconds"] / max(ref["seconds"], 1e-9),
+                                                     "certified": r["certified"]}
                             cells.append(cell)
                             if a.verbose:
                                 print(f"{name} {obj} r={ratio} l={lam} q={quality}: " + " ".join(
@@ -472,6 +478,31 @@ def table(cells, columns, infos, a, elapsed):
     return "\n".join(lines)
 
 
+def certified_table(cells, columns):
+    """With --certify: per (set, objective) and optimizer, the certified share of its selection
+    (the program's certificate: (f - random mean) / (bound - random mean), a proven share of the
+    best possible gain over random), worst cell and, in brackets, the mean, in %."""
+    have = [c for c in cells if "error" not in c and any(r and r.get("certified") is not None
+                                                        for r in c["runs"].values())]
+    if not have:
+        return ""
+    lines = ["Certified share of the best possible gain over random, in %: the worst cell of each "
+             "(set, objective) and, in brackets, the mean (--certify; DiSF has no bound).", "",
+             "| set | objective | cells | " + " | ".join(columns) + " |",
+             "|" + "---|" * (len(columns) + 3)]
+    groups = {}
+    for c in have:
+        groups.setdefault((c["set"], c["objective"]), []).append(c)
+    for (st, o), cs in groups.items():
+        row = [st, o, str(len(cs))]
+        for col in columns:
+            v = [c["runs"][col]["certified"] for c in cs
+                 if c["runs"].get(col) and c["runs"][col].get("certified") is not None]
+            row.append(f"{fmt_share(min(v))} ({fmt_share(sum(v) / len(v))})" if v else "n/a")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def cost_rule(cells, infos, iterations=100):
     """auto's cost rule against the times measured: per (set, objective, S) where naive greedy is
     the reference, S, the rule's largest S for greedy (S g <= iterations h, g and h the per-item
@@ -525,6 +556,8 @@ def main():
     p.add_argument("--program")
     p.add_argument("--json")
     p.add_argument("--list-cells", type=int, default=40)
+    p.add_argument("--certify", action="store_true", help="run each optimizer with --certify and print the "
+                   "certified shares (the optimizing times exclude the certificates)")
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -545,6 +578,7 @@ def main():
         infos = ensure_sets(sorted({c["set"] for c in cells}, key=ALL.index))
         columns = list(dict.fromkeys(o for c in cells for o in c.get("runs", {})))
         print(table(cells, columns, infos, a, float("nan")))
+        print(certified_table(cells, columns))
         print(cost_rule(cells, infos))
         return
     if a.command == "check":
@@ -555,6 +589,7 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"argv": sys.argv[1:-1], "cells": cells}, f, indent=1)
     print(table(cells, columns, infos, a, elapsed))
+    print(certified_table(cells, columns))
     print(cost_rule(cells, infos))
     if a.command == "check":
         bad = [c for c in cells if "error" in c or not c["runs"].get("auto") or
