@@ -5,10 +5,12 @@ report gives the block's optimising seconds and its certificate's seconds side b
 process, the same block; the bound's, and the random mean's of the share), the certified share
 and the method. Standard library only.
 
-    cli_cost.py PROGRAM [--quick]
+    cli_cost.py PROGRAM [--quick] [--million]
 
 Corpora: the program's --demo corpus (20,000 x 32), and clustered Gaussian corpora written here
 as .npy (64 clusters, quality = a noisy function of the cluster; seed 1). Prints a Markdown table.
+--million adds pairwise similarity on a 1,000,000 x 256 corpus of the same kind, written with
+numpy (another generator, so other numbers than corpus() would give; skipped without numpy).
 """
 import json
 import math
@@ -42,6 +44,20 @@ def corpus(folder, n, d, seed=1, clusters=64):
     return ["--embeddings", e, "--quality", qf]
 
 
+def corpus_numpy(folder, n, d, seed=1, clusters=64):
+    """corpus()'s kind of corpus written with numpy, for sizes pure Python is too slow for."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    label = rng.integers(0, clusters, n)
+    x = rng.standard_normal((clusters, d)).astype(np.float32)[label]
+    x += 0.5 * rng.standard_normal((n, d), dtype=np.float32)
+    e, qf = os.path.join(folder, "emb-%d-%d.npy" % (n, d)), os.path.join(folder, "q-%d.npy" % n)
+    np.save(e, x)
+    np.save(qf, np.cos(label) + 0.3 * rng.standard_normal(n))
+    return ["--embeddings", e, "--quality", qf]
+
+
 def run(program, folder, inputs, args):
     report = os.path.join(folder, "r.json")
     subprocess.run([program] + inputs + args + ["--certify", "--quiet", "--report", report],
@@ -67,6 +83,11 @@ def main():
         if big:
             cases += [("100,000 x 64", big, [], "pairwise"),
                       ("100,000 x 64", big, ["--objective", "facility", "--neighbors", "32"], "facility, kNN K = 32")]
+        if "--million" in sys.argv:
+            try:
+                cases += [("1,000,000 x 256", corpus_numpy(folder, 1000000, 256), [], "pairwise")]
+            except ImportError:
+                print("cli_cost.py: numpy not found; the 1,000,000 x 256 row is skipped", file=sys.stderr)
         for name, inputs, args, objective in cases:
             optimizer, optimize, c = run(program, folder, inputs, args)
             share = "no certificate" if c["certified_share"] is None else "%.4f%%" % (100 * c["certified_share"])

@@ -124,9 +124,9 @@ struct block_run_settings {
   std::vector<term_value> calibration;
   /// Certify each block's selection (`block_result::certificate`, datamask/certify.hpp) after
   /// its evaluation, with `certification`'s budget and random subsets (its seed and threads are
-  /// the run's). Off by default: measured at 9% to 403% of the optimising time (pairwise 9% to
-  /// 14%; facility location's dual 78% to 309%; benchmarks/RESULTS.md, "Certificates"), above
-  /// the 10% a default may add in most of those runs. It changes no
+  /// the run's). Off by default: measured at 10% to 370% of the optimising time (pairwise 10% to
+  /// 15%; facility location's dual 82% to 281%; benchmarks/RESULTS.md, "Certificates"), at or
+  /// above the 10% a default may add. It changes no
   /// selection.
   bool certify = false;
   certify_settings certification;

@@ -324,7 +324,7 @@ inline void add_program_options(CLI::App& app, config& c) {
                "after each block's selection, prove an upper bound on the best f of its size in the block "
                "(datamask/certify.hpp) and report per block and in total certificate.{bound, gap, certified_share, "
                "method, seconds}; certified_share = (f - mean f of random subsets) / (bound - that mean). DiSF has "
-               "no bound: method none. Off by default: measured at 9% to 403% of the optimising time, 9% to 14% for "
+               "no bound: method none. Off by default: measured at 10% to 370% of the optimising time, 10% to 15% for "
                "pairwise, the dual for facility (benchmarks/RESULTS.md, Certificates)");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
