@@ -58,7 +58,7 @@ TEST_CASE("the plackett_luce update is an unbiased estimate of grad E[f]", "[gra
   const auto key = datamask::rng::block_key(seed, 0);
   std::vector<double> sum(static_cast<std::size_t>(m), 0.0), sum2(static_cast<std::size_t>(m), 0.0);
   std::vector<index_t> subsets;
-  std::vector<double> coef(static_cast<std::size_t>(g_count)), scratch;
+  std::vector<double> coef(static_cast<std::size_t>(g_count));
   for (int bt = 0; bt < batches; ++bt) {
     blk.b.gumbel_top_k(blk.logits, blk.ds, blk.active, key, static_cast<std::uint32_t>(bt + 1), 0u,
                        g_count, k, subsets);
@@ -118,7 +118,6 @@ TEST_CASE("plackett_luce_update equals the formula of method.md on each draw", "
     for (index_t g = 0; g < 6; ++g) {
       std::vector<index_t> one(subsets.begin() + g * k, subsets.begin() + (g + 1) * k);
       auto l = blk.logits;
-      std::vector<double> scratch;
       const double c = 0.37;
       datamask::plackett_luce_update(blk.b, l, blk.active, one, 1, k, std::span<const double>(&c, 1));
       auto log_p = [&](const std::vector<double>& lg) {
@@ -163,7 +162,6 @@ TEST_CASE("the relaxed update adds sum_g coef_g 1[j in M_g] to the active logits
   for (index_t g = 0; g < g_count; ++g) coef[g] = eta * (rewards[g] - mean) / (sd + 1e-8) / g_count;
 
   auto l = blk.logits;
-  std::vector<double> scratch;
   datamask::relaxed_update(blk.b, l, blk.active, subsets, g_count, k, std::span<const double>(coef));
   const auto p = blk.probs(blk.logits);
   for (index_t i = 0; i < blk.rows; ++i) {
@@ -188,10 +186,10 @@ TEST_CASE("the relaxed update adds sum_g coef_g 1[j in M_g] to the active logits
   // softmax_policy dispatches: relaxed -> relaxed_update, plackett_luce -> plackett_luce_update.
   auto l_relaxed = blk.logits, l_pl = blk.logits, l_pl_ref = blk.logits;
   datamask::softmax_policy{datamask::gradient_mode::relaxed}.update(
-      blk.b, l_relaxed, blk.active, subsets, g_count, k, std::span<const double>(coef), scratch);
+      blk.b, l_relaxed, blk.active, subsets, g_count, k, std::span<const double>(coef));
   CHECK(l_relaxed == l);
   datamask::softmax_policy{datamask::gradient_mode::plackett_luce}.update(
-      blk.b, l_pl, blk.active, subsets, g_count, k, std::span<const double>(coef), scratch);
+      blk.b, l_pl, blk.active, subsets, g_count, k, std::span<const double>(coef));
   datamask::plackett_luce_update(blk.b, l_pl_ref, blk.active, subsets, g_count, k, std::span<const double>(coef));
   CHECK(l_pl == l_pl_ref);
   CHECK(l_pl != l_relaxed);

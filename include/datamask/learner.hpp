@@ -219,7 +219,6 @@ class basic_learner {
     ivec active;
     ivec reference;  ///< a sampled reference set (`settings::reference_size`)
     ivec subsets;
-    dvec scratch;
     std::vector<double> vals;
     std::vector<double> rewards;
     std::vector<double> coef;
@@ -307,7 +306,7 @@ class basic_learner {
         policy_.update_items(st.ctx.backend, st.logits, buf.active, buf.subsets, g_count * k, buf.coef);
       }
     } else {
-      policy_.update(st.ctx.backend, st.logits, buf.active, buf.subsets, g_count, k, buf.coef, buf.scratch);
+      policy_.update(st.ctx.backend, st.logits, buf.active, buf.subsets, g_count, k, buf.coef);
     }
   }
 

@@ -97,7 +97,7 @@ concept rollout_sampler =
     };
 
 /// @brief Updates the logits from the rollouts of a step: `p.update(backend, logits, active,
-/// subsets, G, k, coef, scratch)` adds sum_g coef_g * grad ln P(M_g) to the active logits, with
+/// subsets, G, k, coef)` adds sum_g coef_g * grad ln P(M_g) to the active logits, with
 /// coef_g = eta_t * A_g / G (`softmax_policy` writes its maths once against the backend's
 /// executor: `relaxed_update`, `plackett_luce_update`). Rule: touches only the logits of active
 /// rows.
@@ -106,7 +106,7 @@ concept mask_policy =
     backend<B> && requires(const P& p, const B& b, typename B::template vector<double>& l,
                            const typename B::template vector<index_t>& iv, index_t n,
                            std::span<const double> coef) {
-      p.update(b, l, iv, iv, n, n, coef, l);
+      p.update(b, l, iv, iv, n, n, coef);
     };
 
 /// @brief A mask policy that can take per-item credit (`credit_mode::item`):

@@ -223,7 +223,7 @@ struct softmax_policy {
   void update(const B& b, typename B::template vector<double>& logits,
               const typename B::template vector<index_t>& active,
               const typename B::template vector<index_t>& subsets, index_t g, index_t k,
-              std::span<const double> coef, typename B::template vector<double>& /*scratch*/) const {
+              std::span<const double> coef) const {
     if (mode == gradient_mode::relaxed) {
       relaxed_update(b, logits, active, subsets, g, k, coef);
     } else {
