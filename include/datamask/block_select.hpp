@@ -126,8 +126,7 @@ struct block_run_settings {
   /// its evaluation, with `certification`'s budget and random subsets (its seed and threads are
   /// the run's). Off by default: measured at 10% to 370% of the optimising time (pairwise 10% to
   /// 15%; facility location's dual 82% to 281%; benchmarks/RESULTS.md, "Certificates"), at or
-  /// above the 10% a default may add. It changes no
-  /// selection.
+  /// above the 10% a default may add. It changes no selection.
   bool certify = false;
   certify_settings certification;
   [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
@@ -532,13 +531,11 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
   return m;
 }
 
-/// The certificate of a block's selection `rows` (`certify` on the f `evaluate_block` evaluated:
-/// the same mix, options and scales); its random subsets drawn from the run's seed and the block.
-inline block_certificate certify_rows(const problem<float>& p, const standard_mix& m, const options& o,
-                                      std::span<const term_value> terms, std::span<const index_t> rows,
-                                      const block_run_settings& s, double objective) {
-  objective_function<float, standard_mix> f(p, m, o.lambda, o.quality, o.normalized, o.threads);
-  f.set_scales(scales_of(terms));
+/// The certificate of a block's selection `rows` (`certify` on the f `evaluate_block` evaluated
+/// it with); random subsets, where f's terms need them, drawn from the run's seed and the block.
+inline block_certificate certify_rows(const objective_function<float, standard_mix>& f, const options& o,
+                                      std::span<const index_t> rows, const block_run_settings& s,
+                                      double objective) {
   certify_settings cs = s.certification;
   cs.seed = o.seed ^ (o.block * 0x9E3779B97F4A7C15ull);  // one stream per block, as the greedies'
   cs.threads = o.threads;
@@ -712,9 +709,9 @@ template <backend Backend = eigen_backend>
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   detail::blocks::corpus_marks(s, terms);
-  evaluate_block(p, m, o, terms, rows, r);
+  const auto f = evaluate_block(p, m, o, terms, rows, r);
   r.evaluate_seconds = detail::blocks::seconds_since(t1);
-  if (s.certify) r.certificate = detail::blocks::certify_rows(p, m, o, terms, rows, s, r.objective);
+  if (s.certify) r.certificate = detail::blocks::certify_rows(f, o, rows, s, r.objective);
   return r;
 }
 

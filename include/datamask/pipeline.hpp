@@ -280,11 +280,13 @@ template <backend Backend = default_backend, class Mix>
 }
 
 /// @brief Evaluates a block's selection with the library's f (whole block as V): fills the
-/// result's terms (raw, and the scale, weight and `constant` mark of `calibrated`) and objective.
+/// result's terms (raw, and the scale, weight and `constant` mark of `calibrated`) and objective,
+/// and returns that f (scaled), for what else needs it on the same block (a certificate).
 /// @param calibrated the terms of f as the optimizer scaled them, in order
 template <class Mix>
-void evaluate_block(const problem<float>& p, const Mix& mix, const options& o, std::span<const term_value> calibrated,
-                    std::span<const index_t> rows, block_result& r) {
+objective_function<float, Mix> evaluate_block(const problem<float>& p, const Mix& mix, const options& o,
+                                              std::span<const term_value> calibrated,
+                                              std::span<const index_t> rows, block_result& r) {
   objective_function<float, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
   f.set_scales(scales_of(calibrated));
   const std::vector<double> raw = f.raw(rows);
@@ -294,6 +296,7 @@ void evaluate_block(const problem<float>& p, const Mix& mix, const options& o, s
     r.terms[t].constant = calibrated[t].constant;
   }
   r.objective = f.combine(raw);
+  return f;
 }
 
 }  // namespace datamask

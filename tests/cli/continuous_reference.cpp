@@ -21,9 +21,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const datamask::synthetic_corpus g = datamask::make_synthetic_corpus(datamask::synthetic_options{});
-  datamask::problem<float> p;
-  p.embeddings = datamask::make_matrix_view(g.embeddings.data(), g.n, g.d);
-  p.quality.push_back(datamask::quality_column{std::span<const double>(g.quality), 1.0});
+  const datamask::problem<float> p = g.view();
   datamask::continuous_options o;
   o.common.count = static_cast<datamask::index_t>(std::llround(0.1 * static_cast<double>(g.n)));
   o.common.evaluate_selection = false;

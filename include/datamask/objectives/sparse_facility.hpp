@@ -293,9 +293,8 @@ struct swaps {
 /// @brief Facility location on a kNN graph of the block (see the file comment). Copies share the
 /// graph. Models `incremental_objective`, `relaxable_objective`, `swappable_objective`,
 /// `boundable_objective` (the dual of its LP relaxation) and `subset_mean_objective`. Not
-/// `batched_diversity_objective`: the
-/// backend's per-subset path already scores G subsets in parallel on the run's threads (a
-/// `batch_view` carries no thread count), and one pass over the
+/// `batched_diversity_objective`: the backend's per-subset path already scores G subsets in
+/// parallel on the run's threads (a `batch_view` carries no thread count), and one pass over the
 /// reference set per subset is the whole cost. Models `device_evaluable`: the graph goes to the
 /// executor's memory once per run (`resident`), each subset's rows are sorted there, and each
 /// (subset, reference item) searches its row's neighbours in them, O(K log k); the values equal

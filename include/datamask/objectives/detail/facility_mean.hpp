@@ -13,10 +13,8 @@
 
 #include <algorithm>
 #include <functional>
-#include <span>
 #include <vector>
 
-#include "datamask/detail/parallel.hpp"
 #include "datamask/objectives/detail/facility_dual.hpp"
 #include "datamask/types.hpp"
 
