@@ -36,9 +36,11 @@
 /// guarantees). This header includes no objective.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -50,6 +52,8 @@
 
 #include <thrust/binary_search.h>
 #include <thrust/copy.h>
+#include <thrust/device_free.h>
+#include <thrust/device_malloc.h>
 #include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
 #include <thrust/fill.h>
@@ -141,6 +145,48 @@ struct thrust_backend {
     std::vector<held> owners_;
   };
 
+  /// @brief Device buffers reused by the executors of a run: an executor's scratch comes back
+  /// here when the executor (an iteration's scope) ends, so a run allocates device memory in its
+  /// first iterations only. Why: under CUDA each cudaMalloc/cudaFree costs more than a pass over a
+  /// small block, and cudaFree waits for the device. Buffers come in size classes (the next m 2^k
+  /// with 8 <= m < 16 bytes, so at most 1/8 is unused) and are not initialised. Thread-safe.
+  class scratch_pool {
+   public:
+    scratch_pool() = default;
+    scratch_pool(const scratch_pool&) = delete;
+    scratch_pool& operator=(const scratch_pool&) = delete;
+    ~scratch_pool() {
+      for (auto& [bytes, p] : free_) thrust::device_free(p);
+    }
+    /// @brief At least `bytes` bytes of device memory; they return to `pool` when the last copy
+    /// of the handle goes.
+    [[nodiscard]] static std::shared_ptr<void> take(const std::shared_ptr<scratch_pool>& pool, std::size_t bytes) {
+      const std::size_t size = size_class(bytes);
+      thrust::device_ptr<unsigned char> p;
+      {
+        const std::lock_guard<std::mutex> lock(pool->mutex_);
+        if (auto it = pool->free_.find(size); it != pool->free_.end()) {
+          p = it->second;
+          pool->free_.erase(it);
+        }
+      }
+      if (p.get() == nullptr) p = thrust::device_malloc<unsigned char>(size);
+      return {static_cast<void*>(p.get()), [pool, size](void* q) {
+                const std::lock_guard<std::mutex> lock(pool->mutex_);
+                pool->free_.emplace(size, thrust::device_pointer_cast(static_cast<unsigned char*>(q)));
+              }};
+    }
+
+   private:
+    static std::size_t size_class(std::size_t bytes) {
+      std::size_t size = 256;
+      while (size < bytes) size += std::max<std::size_t>(256, std::bit_floor(size) / 8);
+      return size;
+    }
+    std::mutex mutex_;
+    std::multimap<std::size_t, thrust::device_ptr<unsigned char>> free_;
+  };
+
   /// @brief The block on the device. Under CUDA the embeddings are copied (packed to dense
   /// rows); under a host device system they are read where the caller keeps them.
   template <class T>
@@ -155,6 +201,8 @@ struct thrust_backend {
     /// Objectives' resident arrays (the kNN graph), copied once per dataset; copies of a
     /// dataset share them.
     std::shared_ptr<resident_store> resident = std::make_shared<resident_store>();
+    /// The executors' scratch buffers, reused by every executor of a run on this block.
+    std::shared_ptr<scratch_pool> pool = std::make_shared<scratch_pool>();
 
     /// @brief The embeddings as the device reads them.
     [[nodiscard]] matrix_view<const T> embeddings() const {
@@ -287,22 +335,31 @@ struct thrust_backend {
   class executor {
    public:
     executor() = default;
-    explicit executor(std::shared_ptr<resident_store> store) : store_(std::move(store)) {}
+    executor(std::shared_ptr<resident_store> store, std::shared_ptr<scratch_pool> pool)
+        : store_(std::move(store)), pool_(std::move(pool)) {}
 
-    /// @brief An executor on the same device and resident store, with buffers of its own.
-    [[nodiscard]] executor scope() const { return executor(store_); }
+    /// @brief An executor on the same device, resident store and pool, with buffers of its own.
+    [[nodiscard]] executor scope() const { return executor(store_, pool_); }
 
     /// @brief f(i) for every i in [0, n) on the device (the work estimate is the host
-    /// executor's; Thrust schedules by itself).
+    /// executor's; Thrust schedules by itself). Under CUDA the launch does not wait for the
+    /// kernel: the passes queue on one stream, and a `download` (every `reduce`, `keep_if`)
+    /// waits for what came before it.
     template <class F>
     void for_each(index_t n, F f, double /*work_per_item*/ = 0.0) {
-      if (n > 0) thrust::for_each(thrust::device, count(0), count(n), f);
+      if (n <= 0) return;
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+      thrust::for_each(thrust::cuda::par_nosync, count(0), count(n), f);
+#else
+      thrust::for_each(thrust::device, count(0), count(n), f);
+#endif
     }
-    /// @brief `n` uninitialised values on the device, owned by the executor.
+    /// @brief `n` uninitialised values on the device, owned by the executor (from the pool, to
+    /// which they return when the executor ends).
     template <class U>
     U* scratch(index_t n) {
-      auto buffer = std::make_shared<vector<U>>(static_cast<std::size_t>(n));
-      U* p = raw(*buffer);
+      auto buffer = scratch_pool::take(pool_, static_cast<std::size_t>(n) * sizeof(U));
+      U* p = static_cast<U*>(buffer.get());
       buffers_.push_back(std::move(buffer));
       return p;
     }
@@ -333,9 +390,12 @@ struct thrust_backend {
     /// `reduce_chunk` partials come back to the host); its scratch is kept between calls.
     template <class Term, class Op>
     double reduce(index_t n, Term term, Op op, double init) {
-      const auto need = static_cast<std::size_t>(tree_reduce_scratch(n));
-      if (partials_.size() < need) partials_.resize(need);
-      return tree_reduce(*this, raw(partials_), n, term, op, init);
+      const index_t need = tree_reduce_scratch(n);
+      if (partials_count_ < need) {
+        partials_ = scratch<double>(need);
+        partials_count_ = need;
+      }
+      return tree_reduce(*this, partials_, n, term, op, init);
     }
     /// @brief The k in [0, n) with pred(k), ascending, into `out` (device memory); their count.
     template <class Pred>
@@ -361,15 +421,17 @@ struct thrust_backend {
     }
 
    private:
-    std::vector<std::shared_ptr<void>> buffers_;
     std::shared_ptr<resident_store> store_ = std::make_shared<resident_store>();
-    vector<double> partials_;
+    std::shared_ptr<scratch_pool> pool_ = std::make_shared<scratch_pool>();
+    std::vector<std::shared_ptr<void>> buffers_;  // this executor's scratch, back to the pool at its end
+    double* partials_ = nullptr;                  // the reduce's scratch, one of buffers_
+    index_t partials_count_ = 0;
   };
 
   /// @brief An executor for a run on `ds`: its resident copies are the dataset's.
   template <class T>
   [[nodiscard]] executor make_executor(const dataset<T>& ds) const {
-    return executor(ds.resident);
+    return executor(ds.resident, ds.pool);
   }
 
   /// @brief The dataset as a relaxation reads it: embeddings and norms in device memory; `p`
@@ -390,7 +452,7 @@ struct thrust_backend {
       const batch_view<T> b{ds.embeddings(), raw(ds.inv_norms), raw(ds.sq_norms),
                             matrix_view<const index_t>(raw(subsets), g_count, k), index_view(raw(reference), nv)};
       vector<double> res(static_cast<std::size_t>(g_count));
-      executor exec(ds.resident);
+      executor exec(ds.resident, ds.pool);
       if constexpr (device_evaluable<D, T>) {
         objective.evaluate_device(exec, b, raw(res));
       } else {
