@@ -71,6 +71,9 @@
 
 #include "datamask/backend/concept.hpp"
 #include "datamask/backend/detail/thrust_functors.hpp"
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+#include "datamask/backend/detail/cuda_dense.hpp"
+#endif
 #include "datamask/concepts.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/device_objective.hpp"
@@ -409,7 +412,11 @@ struct thrust_backend {
     }
     template <class T>
     void row_dots(matrix_view<const T> x, const double* s, double* out) {
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+      detail::cuda_dense::row_dots(x, s, out);  // the same bits, read side by side
+#else
       dense::row_dots(*this, x, s, out);
+#endif
     }
     template <class T>
     void scatter(matrix_view<const T> x, const double* mu, const double* w, double* sigma) {

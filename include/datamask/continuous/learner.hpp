@@ -62,6 +62,13 @@ struct continuous_options {
 /// alike but resolve more), ties to the smaller id, in that order.
 [[nodiscard]] inline std::vector<index_t> read_out(std::span<const double> key, std::span<const id_t> ids,
                                                    std::span<const index_t> candidates, index_t s) {
+  // When S candidates have a positive key, the S largest are among them: the projected iterate
+  // keeps exact zeros, so a tracked read-out then selects from fewer rows than the block.
+  std::vector<index_t> positive;
+  for (index_t i : candidates) {
+    if (key[i] > 0.0) positive.push_back(i);
+  }
+  if (static_cast<index_t>(positive.size()) >= s) return detail::continuous::top_by(key, ids, positive, s, true);
   return detail::continuous::top_by(key, ids, candidates, s, true);
 }
 

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The continuous learner's passes on the GPU, one at a time, timed with CUDA events beside the
+// device's measured copy bandwidth: the profile of an iteration of pairwise + quality on the
+// Thrust backend under CUDA (benchmarks/GPU.md). Plain CUDA (no Google Benchmark), so that
+// scripts/gpu-check builds and runs it on a machine with the toolkit only. Exit 77 without a GPU.
+//   datamask_gpu_passes [rows (1000000)] [dims (768)] [repeats (10)]
+// Each line: the pass, its median time over the repeats, the bytes of the block it reads per
+// millisecond (GB/s) and that as a share of the copy bandwidth (a device-to-device copy of the
+// block reads and writes it: 2 bytes moved per byte).
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <thrust/device_vector.h>
+
+#include "datamask/backend/thrust.hpp"
+#include "datamask/continuous/ascent.hpp"
+#include "datamask/executor/ops.hpp"
+#include "datamask/objectives/pairwise.hpp"
+
+namespace {
+
+using datamask::index_t;
+using exec_t = datamask::thrust_backend::executor;
+
+/// A value in [-1, 1) from a counter (splitmix64), so the block is made on the device.
+struct hashed_value {
+  std::uint64_t salt;
+  __host__ __device__ float operator()(index_t i) const {
+    std::uint64_t z = static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull + salt;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+  }
+};
+
+/// inv[i] = 1 / ||x_i||, sq[i] = ||x_i||^2.
+struct row_norms {
+  datamask::matrix_view<const float> x;
+  double* inv;
+  double* sq;
+  __host__ __device__ void operator()(index_t i) const {
+    double acc = 0.0;
+    for (index_t j = 0; j < x.cols; ++j) acc += static_cast<double>(x(i, j)) * x(i, j);
+    sq[i] = acc;
+    inv[i] = acc > 0.0 ? 1.0 / sqrt(acc) : 0.0;
+  }
+};
+
+/// w[i] = value on every `every`-th row, 0 elsewhere.
+struct every_kth {
+  double* w;
+  index_t every;
+  double value;
+  __host__ __device__ void operator()(index_t i) const { w[i] = i % every == 0 ? value : 0.0; }
+};
+
+/// The median of `repeats` timings of `run` in milliseconds (CUDA events on the default stream).
+double median_ms(int repeats, const std::function<void()>& run) {
+  cudaEvent_t a = nullptr;
+  cudaEvent_t b = nullptr;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  run();  // warm: the pool's buffers, the kernels' first launch
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    cudaEventRecord(a);
+    run();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float t = 0.0F;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::puts("datamask_gpu_passes: no CUDA device");
+    return 77;
+  }
+  const index_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
+  const index_t d = argc > 2 ? std::atoll(argv[2]) : 768;
+  const int repeats = argc > 3 ? std::atoi(argv[3]) : 10;
+  if (n < 16 || d < 1 || repeats < 1) {
+    std::fprintf(stderr, "datamask_gpu_passes: rows >= 16, dims >= 1 and repeats >= 1, found %lld %lld %d\n",
+                 static_cast<long long>(n), static_cast<long long>(d), repeats);
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("device: %s; block %lld x %lld float (%.2f GB); median of %d\n", prop.name, static_cast<long long>(n),
+              static_cast<long long>(d), static_cast<double>(n * d) * 4e-9, repeats);
+
+  thrust::device_vector<float> xs(static_cast<std::size_t>(n * d));
+  thrust::transform(thrust::counting_iterator<index_t>(0), thrust::counting_iterator<index_t>(n * d), xs.begin(),
+                    hashed_value{12345});
+  const datamask::matrix_view<const float> x(thrust::raw_pointer_cast(xs.data()), n, d);
+  exec_t exec;
+  double* inv = exec.scratch<double>(n);
+  double* sq = exec.scratch<double>(n);
+  exec.for_each(n, row_norms{x, inv, sq});
+  const double block_bytes = static_cast<double>(n * d) * 4.0;
+
+  double copy_rate = 0.0;  // the first line's
+  auto line = [&](const char* name, double ms, double bytes) {
+    const double rate = bytes / (ms * 1e6);  // GB/s
+    if (copy_rate == 0.0) copy_rate = rate;
+    std::printf("%-44s %9.3f ms %8.1f GB/s %6.1f%%\n", name, ms, rate, 100.0 * rate / copy_rate);
+  };
+
+  {  // the copy bandwidth: the block read and written once
+    thrust::device_vector<float> copy(xs.size());
+    line("copy (device to device, read + write)",
+         median_ms(repeats, [&] { cudaMemcpy(thrust::raw_pointer_cast(copy.data()), x.data, static_cast<std::size_t>(block_bytes), cudaMemcpyDeviceToDevice); }),
+         2.0 * block_bytes);
+  }
+  double* w = exec.scratch<double>(n);
+  double* s = exec.scratch<double>(d);
+  double* out = exec.scratch<double>(n);
+  exec.for_each(n, datamask::ops::fill{w, 1.0 / static_cast<double>(n)});
+  exec.for_each(d, datamask::ops::fill{s, 1.0});
+  line("column_sums X^T w, every w_i != 0", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes);
+  exec.for_each(n, every_kth{w, 10, 0.1});
+  line("column_sums X^T w, 1 row in 10", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes / 10.0);
+  line("row_dots X s (executor's: tiled)", median_ms(repeats, [&] { exec.row_dots(x, s, out); }), block_bytes);
+  line("row_dots X s (generic for_each pass)", median_ms(repeats, [&] { datamask::dense::row_dots(exec, x, s, out); }),
+       block_bytes);
+  double sum = 0.0;
+  line("reduce of n doubles (to the host)",
+       median_ms(repeats, [&] { sum = exec.reduce(n, datamask::ops::product{w, inv}, datamask::ops::plus{}, 0.0); }),
+       16.0 * static_cast<double>(n));
+
+  std::vector<index_t> all(static_cast<std::size_t>(n));
+  std::iota(all.begin(), all.end(), index_t{0});
+  const index_t sel = n / 10;
+  const datamask::candidate_rows c{exec.upload(std::span<const index_t>(all)), n, exec.scratch<index_t>(n)};
+  double* y = exec.scratch<double>(n);
+  double* p = exec.scratch<double>(n);
+  line("capped-simplex projection (S = n / 10)", median_ms(repeats, [&] {
+         exec.for_each(n, every_kth{y, 3, 0.7});
+         (void)datamask::project_capped_simplex(exec, c, y, static_cast<double>(sel), p, false);
+       }), 8.0 * static_cast<double>(n));
+
+  const datamask::pairwise_similarity pw;
+  datamask::relax_view<float> view{x, inv, sq, std::span<const double>(p, static_cast<std::size_t>(n)),
+                                   static_cast<double>(sel), 0};
+  line("pairwise relax (value and gradient)", median_ms(repeats, [&] { sum = pw.relax(exec, view, out); }),
+       block_bytes);
+  std::vector<double> host(static_cast<std::size_t>(n));
+  line("download p (n doubles, pageable host memory)",
+       median_ms(repeats, [&] { exec.download(static_cast<const double*>(p), std::span<double>(host)); }),
+       8.0 * static_cast<double>(n));
+
+  // Whole iterations: the default ascent (normalised steps, projection) on the pairwise relaxation.
+  const index_t iterations = 10;
+  auto relaxed = [&](auto& scope, const double* pp, double* grad) {
+    datamask::relax_view<float> v = view;
+    v.p = std::span<const double>(pp, static_cast<std::size_t>(n));
+    return pw.relax(scope, v, grad);
+  };
+  const datamask::ascent<> a(iterations);
+  const double ms = median_ms(std::max(1, repeats / 5), [&] {
+    auto st = a.run(exec, relaxed, n, std::span<const index_t>(all), sel,
+                    datamask::first_iterate(n, std::span<const index_t>(all), sel, a.shape()));
+    sum += st.relaxed.back();
+  });
+  line("ascent iteration (10 from the start, mean)", ms / static_cast<double>(iterations), block_bytes);
+  std::printf("(checksum %.6g)\n", sum);
+  return 0;
+}
