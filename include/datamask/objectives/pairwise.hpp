@@ -191,13 +191,32 @@ struct pairwise_similarity {
     const index_t k = s.subset.size;
     if (k < 2) return 0.0;
     const index_t d = s.embeddings.cols;
+    // acc = sum of the unit rows, one slice of columns per thread (long slices: rows are read in
+    // subset order, which is random in memory, so each read should be long): one thread sums
+    // each acc_j over the rows in subset order, so the bits do not depend on the thread count.
+    // Why: the continuous learner evaluates its read-out (10^5 rows of a 10^6 block) every
+    // iteration, and that tracking, on one thread, was three quarters of a GPU run
+    // (benchmarks/GPU.md).
+    const index_t slices = std::clamp<index_t>(detail::resolve_threads(s.threads), 1, std::max<index_t>(1, d / 64));
+    const index_t slice = (d + slices - 1) / slices;
     Eigen::VectorXd acc = Eigen::VectorXd::Zero(d);
+    detail::parallel_for(slices, s.threads, [&](index_t c) {
+      const index_t j0 = c * slice;
+      const index_t len = std::min(slice, d - j0);
+      if (len <= 0) return;
+      auto part = acc.segment(j0, len);
+      constexpr index_t ahead = 8;  // rows requested ahead of the one summed
+      for (index_t r = 0; r < k; ++r) {
+        if (r + ahead < k) detail::prefetch(s.embeddings.row(s.subset[r + ahead]) + j0, len);
+        const index_t i = s.subset[r];
+        part += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i) + j0, len)
+                    .template cast<double>() *
+                s.inv_norms[i];
+      }
+    }, static_cast<double>(k) * static_cast<double>(slice));
     double self = 0.0;
     for (index_t i : s.subset) {
       const double w = s.inv_norms[i];
-      acc += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d)
-                 .template cast<double>() *
-             w;
       self += s.sq_norms[i] * w * w;
     }
     return -(acc.squaredNorm() - self) / (static_cast<double>(k) * static_cast<double>(k - 1));
