@@ -9,7 +9,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <datamask/continuous.hpp>
@@ -266,6 +268,62 @@ TEST_CASE("projection onto the capped simplex and the sigmoid shift keep sum p =
   s = 0.0;
   for (index_t i : c) s += p[i];
   CHECK(s == Approx(17.0).epsilon(1e-9));
+}
+
+namespace {
+
+/// The host executor deciding four levels of the projections' bisections per pass, as the
+/// Thrust executor does under CUDA.
+struct deep_host_executor : datamask::host_executor {
+  using datamask::host_executor::host_executor;
+  static constexpr int search_depth = 4;
+};
+
+}  // namespace
+
+TEST_CASE("tree_reduce_many: each sum has the bits of its own tree_reduce", "[continuous][reduce]") {
+  dmtest::rng r(7);
+  for (const index_t n : {index_t{1}, index_t{255}, index_t{256}, index_t{257}, index_t{70000}}) {
+    std::vector<double> v(static_cast<std::size_t>(3 * n));
+    for (auto& x : v) x = r.normal() * 1e3;
+    datamask::host_executor exec(2);
+    std::vector<double> partials(static_cast<std::size_t>(3 * datamask::tree_reduce_scratch(n)));
+    std::vector<double> many(3);
+    const double* values = v.data();
+    datamask::tree_reduce_many(exec, partials.data(), n, 3, [=](index_t k, index_t i) { return values[k * n + i]; },
+                               datamask::ops::plus{}, 0.0, std::span<double>(many));
+    for (index_t k = 0; k < 3; ++k) {
+      const double one = exec.reduce(n, [=](index_t i) { return values[k * n + i]; }, datamask::ops::plus{}, 0.0);
+      CHECK(many[static_cast<std::size_t>(k)] == one);  // bit for bit
+    }
+  }
+}
+
+TEST_CASE("the projections decide several bisection levels per pass with the same bits",
+          "[continuous][projection]") {
+  dmtest::rng r(53);
+  const index_t n = 30000;  // above the narrowing's 8 halvings and several reduce chunks
+  std::vector<double> y(static_cast<std::size_t>(n));
+  for (auto& v : y) v = 1.5 * r.normal();
+  for (index_t i = 0; i < n; i += 7) y[static_cast<std::size_t>(i)] = 0.25;  // ties
+  std::vector<index_t> c;
+  for (index_t i = 0; i < n; ++i)
+    if (i % 3 != 0) c.push_back(i);
+  auto project = [&](auto& exec, double s) {
+    std::vector<index_t> band(c.size());
+    const datamask::candidate_rows cand{c.data(), static_cast<index_t>(c.size()), band.data()};
+    std::vector<double> x(y);
+    std::vector<double> p(static_cast<std::size_t>(n), 0.0);
+    std::vector<double> l(static_cast<std::size_t>(n), 0.0);
+    const double tau = datamask::project_capped_simplex(exec, cand, x.data(), s, p.data(), true);
+    const double shift = datamask::sigmoid_shift(exec, cand, y.data(), s, l.data());
+    return std::make_tuple(p, x, l, tau, shift);
+  };
+  for (const double s : {1.0, 400.0, 9999.5}) {
+    datamask::host_executor one(2);
+    deep_host_executor deep(2);
+    CHECK(project(one, s) == project(deep, s));
+  }
 }
 
 namespace {

@@ -341,6 +341,11 @@ struct thrust_backend {
     executor(std::shared_ptr<resident_store> store, std::shared_ptr<scratch_pool> pool)
         : store_(std::move(store)), pool_(std::move(pool)) {}
 
+    /// @brief Levels of a bisection decided per trip to the host (the projections'): under CUDA
+    /// each `reduce` waits for the device and brings its value back, which costs more than the
+    /// 2^4 - 1 sums of four levels in one pass (continuous/projection.hpp, benchmarks/GPU.md).
+    static constexpr int search_depth = thrust_device_is_cuda ? 4 : 1;
+
     /// @brief An executor on the same device, resident store and pool, with buffers of its own.
     [[nodiscard]] executor scope() const { return executor(store_, pool_); }
 

@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <utility>
 
 #include "datamask/config.hpp"
 #include "datamask/executor/ops.hpp"
+#include "datamask/executor/reduce.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask {
@@ -44,17 +46,19 @@ struct value_at {
   const double* y;
   DATAMASK_HOST_DEVICE double operator()(index_t k) const { return y[rows[k]]; }
 };
-struct clamped_at {
+/// The most sums one pass of `bisect` asks for: 2^4 - 1 midpoints.
+inline constexpr int max_search_depth = 4;
+inline constexpr int max_midpoints = (1 << max_search_depth) - 1;
+/// Sum j's term of candidate k: clamp(y_i - tau_j, 0, 1), or (sigmoid) sigmoid(y_i - tau_j).
+struct mapped_at {
   const index_t* rows;
   const double* y;
-  double tau;
-  DATAMASK_HOST_DEVICE double operator()(index_t k) const { return clamp01(y[rows[k]] - tau); }
-};
-struct sigmoid_at {
-  const index_t* rows;
-  const double* y;
-  double tau;
-  DATAMASK_HOST_DEVICE double operator()(index_t k) const { return sigmoid(y[rows[k]] - tau); }
+  bool sigmoid_map;
+  double tau[max_midpoints];
+  DATAMASK_HOST_DEVICE double operator()(index_t j, index_t k) const {
+    const double z = y[rows[k]] - tau[j];
+    return sigmoid_map ? sigmoid(z) : clamp01(z);
+  }
 };
 /// 1 where y_i >= `at`: the rows whose p is 1 for every tau in the narrowed bracket.
 struct at_least {
@@ -118,6 +122,72 @@ struct write_p {
   }
 };
 
+/// Levels of a bisection decided per trip to the host: the executor's `search_depth` (1 when it
+/// has none), at most `max_search_depth`.
+template <class Exec>
+constexpr int search_depth() {
+  if constexpr (requires { Exec::search_depth; }) {
+    return Exec::search_depth < 1 ? 1 : (Exec::search_depth > max_search_depth ? max_search_depth : Exec::search_depth);
+  } else {
+    return 1;
+  }
+}
+
+/// Halves [lo, hi] from iteration `it` until iteration `last` or until hi - lo <= tol max(1, |hi|):
+/// the midpoint replaces lo where its sum exceeds s, else hi. `depth` halvings are decided per
+/// pass: `sums(taus, count, out)` gives the sums at the midpoints of every path of the next
+/// `depth` levels (count = 2^depth - 1, in heap order: node j's children are 2j, where the sum
+/// did not exceed s, and 2j + 1), each computed as the one-at-a-time bisection computes it, so
+/// lo and hi end with its bits on any depth. Returns the iteration reached.
+template <class Sums>
+int bisect(double& lo, double& hi, int it, int last, int depth, double s, double tol, const Sums& sums) {
+  auto wide = [&] { return hi - lo > tol * std::max(1.0, std::abs(hi)); };
+  double a[max_midpoints + 1];
+  double b[max_midpoints + 1];
+  double taus[max_midpoints];
+  double got[max_midpoints];
+  while (it < last && wide()) {
+    const int count = (1 << std::min(depth, last - it)) - 1;
+    a[0] = lo;  // node j's bracket is [a[j - 1], b[j - 1]]
+    b[0] = hi;
+    for (int j = 1; j <= count; ++j) {
+      const double mid = 0.5 * (a[j - 1] + b[j - 1]);
+      taus[j - 1] = mid;
+      if (2 * j + 1 <= count) {
+        a[2 * j - 1] = a[j - 1];
+        b[2 * j - 1] = mid;
+        a[2 * j] = mid;
+        b[2 * j] = b[j - 1];
+      }
+    }
+    sums(taus, count, got);
+    for (int j = 1; j <= count && it < last && wide(); ++it) {
+      const bool above = got[j - 1] > s;
+      (above ? lo : hi) = taus[j - 1];
+      j = 2 * j + (above ? 1 : 0);
+    }
+  }
+  return it;
+}
+
+/// The sums of `mapped_at` over `count` candidates at `taus`, plus `offset`, for `bisect`.
+template <class Exec>
+struct mapped_sums {
+  Exec& exec;
+  double* partials;  // (2^depth - 1) tree_reduce_scratch(count)
+  const index_t* rows;
+  index_t count;
+  const double* y;
+  bool sigmoid_map;
+  double offset;
+  void operator()(const double* taus, int n, double* out) const {
+    mapped_at term{rows, y, sigmoid_map, {}};
+    std::copy(taus, taus + n, term.tau);
+    tree_reduce_many(exec, partials, count, n, term, ops::plus{}, 0.0, std::span<double>(out, static_cast<std::size_t>(n)));
+    for (int j = 0; j < n; ++j) out[j] = offset + out[j];
+  }
+};
+
 /// The smallest and the largest y over the candidates.
 template <class Exec>
 std::pair<double, double> range_of(Exec& exec, const candidate_rows& c, const double* y) {
@@ -135,24 +205,24 @@ std::pair<double, double> range_of(Exec& exec, const candidate_rows& c, const do
 /// Why the narrowing after 8 halvings: at n = 10^6 a hundred passes over every candidate cost
 /// more than the relaxation's gradient; once tau is known to lie in [lo, hi], rows with y <= lo
 /// give 0 and rows with y >= hi + 1 give 1 for every tau there, so later passes run over the rows
-/// in between only (after the ascent's first steps, a few per cent of them).
+/// in between only (after the ascent's first steps, a few per cent of them). An executor whose
+/// round trips cost more than passes (`search_depth`, the Thrust executor under CUDA) decides
+/// several halvings per pass, with the same bits (`bisect`).
 template <class Exec>
 double project_capped_simplex(Exec& exec, const candidate_rows& c, double* y, double s, double* p, bool copy_back) {
   namespace dc = detail::continuous;
   auto [lo, hi] = dc::range_of(exec, c, y);
   lo -= 1.0;  // sum = |c| >= s
-  const index_t* rows = c.rows;
-  index_t count = c.count;
-  double ones_fixed = 0.0;
-  for (int it = 0; it < 100 && hi - lo > 1e-15 * std::max(1.0, std::abs(hi)); ++it) {
-    if (it == 8) {
-      ones_fixed = exec.reduce(c.count, dc::at_least{c.rows, y, hi + 1.0}, ops::plus{}, 0.0);
-      count = exec.keep_if(c.count, dc::strictly_between{c.rows, y, lo, hi + 1.0}, c.band);
-      exec.for_each(count, dc::positions_to_rows{c.rows, c.band});
-      rows = c.band;
-    }
-    const double mid = 0.5 * (lo + hi);
-    (ones_fixed + exec.reduce(count, dc::clamped_at{rows, y, mid}, ops::plus{}, 0.0) > s ? lo : hi) = mid;
+  constexpr double tol = 1e-15;
+  constexpr int depth = dc::search_depth<Exec>();
+  auto scope = exec.scope();
+  double* partials = scope.template scratch<double>(((1 << depth) - 1) * tree_reduce_scratch(c.count));
+  int it = dc::bisect(lo, hi, 0, 8, depth, s, tol, dc::mapped_sums<Exec>{exec, partials, c.rows, c.count, y, false, 0.0});
+  if (it == 8 && hi - lo > tol * std::max(1.0, std::abs(hi))) {
+    const double ones_fixed = exec.reduce(c.count, dc::at_least{c.rows, y, hi + 1.0}, ops::plus{}, 0.0);
+    const index_t count = exec.keep_if(c.count, dc::strictly_between{c.rows, y, lo, hi + 1.0}, c.band);
+    exec.for_each(count, dc::positions_to_rows{c.rows, c.band});
+    it = dc::bisect(lo, hi, it, 100, depth, s, tol, dc::mapped_sums<Exec>{exec, partials, c.band, count, y, false, ones_fixed});
   }
   double tau = 0.5 * (lo + hi);
   // The exact tau for the free set {0 < y - tau < 1}, kept when it leaves that set unchanged.
@@ -175,10 +245,11 @@ double sigmoid_shift(Exec& exec, const candidate_rows& c, const double* l, doubl
   auto [lo, hi] = dc::range_of(exec, c, l);
   lo -= 50.0;
   hi += 50.0;
-  for (int it = 0; it < 200 && hi - lo > 1e-13 * std::max(1.0, std::abs(hi)); ++it) {
-    const double mid = 0.5 * (lo + hi);
-    (exec.reduce(c.count, dc::sigmoid_at{c.rows, l, mid}, ops::plus{}, 0.0) > s ? lo : hi) = mid;
-  }
+  constexpr int depth = dc::search_depth<Exec>();
+  auto scope = exec.scope();
+  double* partials = scope.template scratch<double>(((1 << depth) - 1) * tree_reduce_scratch(c.count));
+  (void)dc::bisect(lo, hi, 0, 200, depth, s, 1e-13,
+                   dc::mapped_sums<Exec>{exec, partials, c.rows, c.count, l, true, 0.0});
   const double tau = 0.5 * (lo + hi);
   exec.for_each(c.count, dc::write_p{c.rows, l, tau, p, true, nullptr});
   return tau;

@@ -80,6 +80,9 @@ struct executor_archetype {
 /// - the dense products of executor/dense.hpp, each implemented as the executor runs products
 ///   fastest: `e.column_sums(x, w, out)` (X^T w), `e.row_dots(x, s, out)` (X s),
 ///   `e.scatter(x, mu, w, sigma)` and `e.quadratic_forms(x, mu, g, out)`.
+/// Optional: `E::search_depth` (an int, 1 to 4; 1 without it): how many levels of a bisection
+/// to decide per trip to the host, for an executor whose `reduce` costs a round trip more than a
+/// pass (the projections ask for its 2^depth - 1 midpoints' sums at once, `tree_reduce_many`).
 template <class E>
 concept executor = requires(E& e, const E& ce, index_t n, std::span<const double> hs, std::span<double> out,
                             const double* cp, double* p, index_t* rows, matrix_view<const float> x,
