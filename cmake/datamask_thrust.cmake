@@ -91,9 +91,15 @@ if(DATAMASK_ENABLE_CUDA)
   # `#pragma omp`, and a CUDA translation unit's host work (the final evaluation, the polish, the
   # tracked read-outs) ran on one thread (seen on an H200: evaluation 1.3 s against the CPU
   # program's 0.2 s on the same 16 cores).
-  if(DATAMASK_USES_OPENMP)
-    foreach(_flag IN LISTS OpenMP_CXX_FLAGS)
+  # The flags are the C++ compiler's, so they are given only where nvcc's host compiler takes
+  # GCC's spelling (g++, the default host compiler on Linux, or clang++ in GCC mode).
+  if(DATAMASK_USES_OPENMP AND CMAKE_CXX_COMPILER_ID MATCHES "^(GNU|Clang)$")
+    separate_arguments(_datamask_omp_flags NATIVE_COMMAND "${OpenMP_CXX_FLAGS}")
+    foreach(_flag IN LISTS _datamask_omp_flags)
       target_compile_options(datamask_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${_flag}>)
     endforeach()
+  elseif(DATAMASK_USES_OPENMP)
+    message(STATUS "datamask: OpenMP's flags not passed to nvcc's host compiler (C++ compiler "
+                   "${CMAKE_CXX_COMPILER_ID}); the host code of CUDA sources runs on one thread")
   endif()
 endif()

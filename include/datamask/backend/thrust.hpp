@@ -48,6 +48,7 @@
 #include <type_traits>
 #include <typeindex>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include <thrust/binary_search.h>
@@ -151,8 +152,11 @@ struct thrust_backend {
   /// @brief Device buffers reused by the executors of a run: an executor's scratch comes back
   /// here when the executor (an iteration's scope) ends, so a run allocates device memory in its
   /// first iterations only. Why: under CUDA each cudaMalloc/cudaFree costs more than a pass over a
-  /// small block, and cudaFree waits for the device. Buffers come in size classes (the next m 2^k
-  /// with 8 <= m < 16 bytes, so at most 1/8 is unused) and are not initialised. Thread-safe.
+  /// small block, and cudaFree waits for the device. Buffers come in size classes (multiples of
+  /// 256 bytes, and above 2 KiB the next m 2^k with 8 <= m < 16, so at most 1/8 unused) and are
+  /// not initialised; the pool keeps each class's peak count until the run's dataset goes. A
+  /// buffer returned while passes that use it are queued is safe: every pass runs on the one
+  /// default stream, so the next user's passes come after them. Thread-safe.
   class scratch_pool {
    public:
     scratch_pool() = default;
@@ -340,6 +344,22 @@ struct thrust_backend {
     executor() = default;
     executor(std::shared_ptr<resident_store> store, std::shared_ptr<scratch_pool> pool)
         : store_(std::move(store)), pool_(std::move(pool)) {}
+    // Not copyable: two copies would share the reduce's partials (as the host executor, which
+    // is not copyable either); a moved-from executor has no buffers left.
+    executor(const executor&) = delete;
+    executor& operator=(const executor&) = delete;
+    executor(executor&& o) noexcept
+        : store_(std::move(o.store_)), pool_(std::move(o.pool_)), buffers_(std::move(o.buffers_)),
+          partials_(std::exchange(o.partials_, nullptr)), partials_count_(std::exchange(o.partials_count_, 0)) {}
+    executor& operator=(executor&& o) noexcept {
+      store_ = std::move(o.store_);
+      pool_ = std::move(o.pool_);
+      buffers_ = std::move(o.buffers_);
+      partials_ = std::exchange(o.partials_, nullptr);
+      partials_count_ = std::exchange(o.partials_count_, 0);
+      return *this;
+    }
+    ~executor() = default;
 
     /// @brief Levels of a bisection decided per trip to the host (the projections'): under CUDA
     /// each `reduce` waits for the device and brings its value back, which costs more than the
