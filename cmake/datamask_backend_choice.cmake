@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 #
-# The backend of the front ends' blocks (tools/datamask-select/block_backend.cpp), resolved
+# The backend of the front ends' blocks (frontend/src/block_backend.cpp), resolved
 # before datamask_thrust.cmake so that a CUDA choice enables CUDA there (DATAMASK_ENABLE_CUDA
 # is then set as a normal variable, which its option() keeps: policy CMP0077).
 #
@@ -58,17 +58,18 @@ if(DATAMASK_SELECT_CUDA OR DATAMASK_PYTHON_BACKEND_RESOLVED STREQUAL "cuda")
   set(DATAMASK_ENABLE_CUDA ON)
 endif()
 
-# Links into `target` the blocks' translation unit (tools/datamask-select/block_backend.cpp)
+# Links into `target` the blocks' translation unit (frontend/src/block_backend.cpp)
 # built for `backend` (eigen, cuda or thrust-omp), as a static library of its own, made once per
 # backend and shared by the front ends of this build: under CUDA nvcc compiles that file alone,
 # never the front ends' other sources (nanobind, CLI11, MPI).
 function(datamask_link_block_backend target backend)
   string(MAKE_C_IDENTIFIER "datamask_blocks_${backend}" lib)
   if(NOT TARGET ${lib})
-    set(source "${PROJECT_SOURCE_DIR}/tools/datamask-select/block_backend.cpp")
+    set(source "${PROJECT_SOURCE_DIR}/frontend/src/block_backend.cpp")
     add_library(${lib} STATIC "${source}")
     set_target_properties(${lib} PROPERTIES POSITION_INDEPENDENT_CODE ON)  # also linked into the Python module
     target_link_libraries(${lib} PUBLIC datamask::datamask PRIVATE datamask_warnings)
+    target_include_directories(${lib} PUBLIC "${PROJECT_SOURCE_DIR}/frontend/include")
     if(backend STREQUAL "cuda")
       set_source_files_properties("${source}" TARGET_DIRECTORY ${lib} PROPERTIES LANGUAGE CUDA)
       target_link_libraries(${lib} PRIVATE datamask::cuda)
@@ -85,6 +86,6 @@ function(datamask_link_block_backend target backend)
       message(FATAL_ERROR "datamask: unknown block backend '${backend}' for ${target}")
     endif()
   endif()
-  target_link_libraries(${target} PRIVATE ${lib})
-  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/tools/datamask-select")
+  # The front-end layer calls the blocks' functions: it comes first on the link line.
+  target_link_libraries(${target} PRIVATE datamask::frontend ${lib})
 endfunction()

@@ -299,15 +299,8 @@ def _objectives(objective: Union[str, Sequence[str]]) -> list:
     return [objective] if isinstance(objective, str) else list(objective)
 
 
-def _number(keyword: str, value: Any) -> float:
-    """A numeric keyword's value, checked before Python compares it (the core checks the rest)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidInput(f"{keyword}: expected a number, found {value!r}")
-    return value
-
-
-def _options(given: Mapping, quality: list) -> dict:
-    """The keywords given, checked against the table; the program's checks between options."""
+def _options(given: Mapping) -> dict:
+    """The keywords given, checked against the table (the core checks them together)."""
     out = {}
     for k, v in given.items():
         if k not in _TABLE:
@@ -319,15 +312,6 @@ def _options(given: Mapping, quality: list) -> dict:
         if k == "scales":
             v = [float(x) for x in np.atleast_1d(v)]
         out[k] = v
-    if out.get("ratio") is not None and out.get("count") is not None:
-        raise InvalidInput("count: give ratio or count, not both")
-    if not quality:
-        if _number("lam", out.get("lam", _TABLE["lam"].default)) > 0:
-            raise InvalidInput("quality: required unless lam = 0 (lam weighs the quality term)")
-        if out.get("init") == "quality":
-            raise InvalidInput("init: quality needs quality scores")
-        if _number("prune", out.get("prune", 0)) > 0:
-            raise InvalidInput("prune: needs quality scores")
     return out
 
 
@@ -493,7 +477,7 @@ def select(
     shards = _shards(embeddings)
     cols = _columns(quality)
     given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
-    opts = _options(given, cols)
+    opts = _options(given)
     sink = _Progress(progress) if progress else None
     try:
         out = _core.select(
@@ -565,7 +549,7 @@ def evaluate(
     shards = _shards(embeddings)
     cols = _columns(quality)
     subset = _ids(ids, "ids")
-    opts = _options(dict(options, lam=lam, seed=seed), cols)
+    opts = _options(dict(options, lam=lam, seed=seed))
     out = _core.evaluate(
         shards,
         cols,

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,7 +39,9 @@
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
 
-#include "block_backend.hpp"
+#include <datamask/frontend/block_backend.hpp>
+#include <datamask/frontend/corpus.hpp>
+#include <datamask/frontend/request.hpp>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -57,53 +60,9 @@ using ids_array = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu
 using graph_arrays = std::pair<nb::ndarray<const std::int64_t, nb::c_contig, nb::device::cpu>,
                                nb::ndarray<const double, nb::c_contig, nb::device::cpu>>;
 
-/// One embedding shard as the binding sees it: a view of the caller's buffer.
-struct shard {
-  const void* data = nullptr;
-  bool half = false;  // float16, else float32
-  index_t rows = 0;
-};
-
-/// The corpus of one call: views of the caller's arrays (kept alive by the caller's frame).
-struct corpus {
-  std::vector<shard> shards;
-  std::vector<index_t> shard_start;  // first row of each shard, then n
-  index_t n = 0;
-  index_t d = 0;
-  std::vector<std::vector<double>> quality;  // copied: the library's blocks gather them anyway
-  std::vector<double> weights;
-  std::span<const datamask::id_t> ids;        // empty: the row numbers
-  bool ids_unsigned = false;                   // uint64 ids: returned as uint64
-
-  [[nodiscard]] datamask::id_t id(index_t r) const {
-    return ids.empty() ? static_cast<datamask::id_t>(r) : ids[static_cast<std::size_t>(r)];
-  }
-
-  /// The whole corpus as one float32 matrix when it is one float32 shard (no copy then).
-  [[nodiscard]] datamask::matrix_view<const float> whole_view() const {
-    if (shards.size() != 1 || shards[0].half) return {};
-    return datamask::make_matrix_view(static_cast<const float*>(shards[0].data), n, d);
-  }
-
-  void gather(std::span<const index_t> rows, float* out, int threads) const {
-    datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
-      if (shards[s].half) {
-        const auto* h = static_cast<const std::uint16_t*>(shards[s].data) + local * d;
-        for (index_t j = 0; j < d; ++j) o[j] = datamask::io::half_to_float(h[j]);
-      } else {
-        std::memcpy(o, static_cast<const float*>(shards[s].data) + local * d, sizeof(float) * static_cast<std::size_t>(d));
-      }
-    });
-  }
-
-  /// Block b of a plan, gathered as datamask-select gathers it.
-  [[nodiscard]] datamask::block_data block(std::span<const index_t> rows, bool whole, int threads) const {
-    return datamask::gather_block(
-        rows, d, whole ? whole_view() : datamask::matrix_view<const float>{},
-        [&](std::span<const index_t> rs, float* out) { gather(rs, out, threads); },
-        std::span<const std::vector<double>>(quality), weights, [&](index_t r) { return id(r); });
-  }
-};
+/// The corpus of one call: views of the caller's arrays (kept alive by the caller's frame); the
+/// quality columns copied (the blocks gather them anyway).
+using corpus = dmfront::corpus;
 
 /// The 64 bits of each id of an int64 or uint64 array (`is_unsigned`: which it is); refuses
 /// another dtype naming `name`.
@@ -136,18 +95,14 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
     DATAMASK_EXPECTS(rows > 0 && cols > 0, name, "empty array (", rows, " x ", cols, ")");
     DATAMASK_EXPECTS(k.d == 0 || cols == k.d, name, "has ", cols, " columns, but embeddings[0] has ", k.d,
                      "; every shard needs the same d");
-    k.d = cols;
-    const shard s{a.data(), f16, rows};
     {
       nb::gil_scoped_release nogil;
       datamask::check_finite_values(
-          name, {static_cast<const unsigned char*>(s.data), a.nbytes()}, f16, cols, threads);
+          name, {static_cast<const unsigned char*>(a.data()), a.nbytes()}, f16, cols, threads);
     }
-    k.shard_start.push_back(k.n);
-    k.n += rows;
-    k.shards.push_back(s);
+    k.add_shard(a.data(), f16, rows, cols);
   }
-  k.shard_start.push_back(k.n);
+  k.close_shards();
   for (std::size_t c = 0; c < quality.size(); ++c) {
     const std::string name = quality.size() == 1 ? std::string("quality") : "quality[" + std::to_string(c) + "]";
     const column_array& q = quality[c];
@@ -158,7 +113,7 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
   DATAMASK_EXPECTS(quality_weights.empty() || quality_weights.size() == quality.size(), "quality_weights",
                    quality_weights.size(), " weights for ", quality.size(), " score columns");
   for (double w : quality_weights) DATAMASK_EXPECTS(w >= 0.0, "quality_weights", "weights must be >= 0, found ", w);
-  k.weights = quality_weights.empty() ? std::vector<double>(quality.size(), 1.0) : quality_weights;
+  k.quality_weights = quality_weights.empty() ? std::vector<double>(quality.size(), 1.0) : quality_weights;
   if (ids) {
     datamask::check_row_count(ids_name, ids->shape(0), k.n, "the embeddings");
     k.ids = id_bits(*ids, ids_name, k.ids_unsigned);
@@ -176,13 +131,14 @@ std::string keyword(std::string_view name) {
   return k == "lambda" ? std::string("lam") : k;
 }
 
-/// Every entry a Python call may set, in the table's order.
-template <class F>
-void visit_options(F&& f) {
-  datamask::visit_settings([&](const auto& s) {
-    if (!datamask::set_per_block(s.name)) f(s);
-  });
-  datamask::visit_continuous_settings(f);
+/// How Python calls spell an option in messages: its keyword, and `keyword="value"`.
+const dmfront::spelling& python_spelling() {
+  static const dmfront::spelling sp{
+      [](std::string_view name) { return keyword(name); },
+      [](std::string_view name, std::string_view value, bool text) {
+        return keyword(name) + "=" + (text ? "\"" + std::string(value) + "\"" : std::string(value));
+      }};
+  return sp;
 }
 
 template <class Entry>
@@ -199,7 +155,7 @@ nb::object value_object(const Entry& s, const datamask::block_run_settings& r) {
 nb::list settings_table() {
   nb::list out;
   const datamask::block_run_settings defaults;
-  visit_options([&](const auto& s) {
+  dmfront::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     nb::dict e;
     e["keyword"] = keyword(s.name);
@@ -213,8 +169,8 @@ nb::list settings_table() {
       for (const auto& c : s.choices) choices.append(std::string(c.name));
     }
     e["choices"] = choices;
-    e["continuous_only"] = datamask::continuous_only_setting<entry>;
-    e["pg_only"] = datamask::policy_gradient_only(s.name);
+    e["continuous_only"] = dmfront::applies_to(s.name) == 1u << static_cast<unsigned>(datamask::block_optimizer::continuous);
+    e["pg_only"] = dmfront::applies_to(s.name) == 1u << static_cast<unsigned>(datamask::block_optimizer::pg);
     out.append(e);
   });
   return out;
@@ -247,7 +203,7 @@ std::string expected_value(const Entry& s) {
 /// Applies the keywords given (already checked against the table's names by the Python layer).
 /// Every message names the Python keyword.
 void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
-  visit_options([&](const auto& s) {
+  dmfront::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     const std::string k = keyword(s.name);
     if (!given.contains(k.c_str())) return;
@@ -283,7 +239,7 @@ void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
 /// A library message with the setting named as the Python keyword it came from.
 invalid_input as_keyword(const invalid_input& e) {
   std::string input = e.input();
-  visit_options([&](const auto& s) {
+  dmfront::visit_options([&](const auto& s) {
     if (s.field == e.input()) input = keyword(s.name);
   });
   if (input == e.input()) return e;
@@ -430,23 +386,6 @@ nb::list history_list(const std::vector<datamask::block_result>& blocks) {
   return out;
 }
 
-/// Refuses, as datamask-select does, a keyword that the chosen optimizer would ignore.
-void refuse_unused(datamask::block_optimizer opt, bool chosen_by_auto, const nb::dict& given) {
-  const bool cont = opt == datamask::block_optimizer::continuous;
-  const std::string name = std::string(datamask::enum_name(opt)) + (chosen_by_auto ? " (chosen by optimizer=\"auto\")" : "");
-  visit_options([&](const auto& s) {
-    const std::string k = keyword(s.name);
-    if (!given.contains(k.c_str())) return;
-    const bool cont_only = datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>>;
-    DATAMASK_EXPECTS(!cont_only || cont, k, "sets the continuous learner, but the optimizer is ", name,
-                     "; add optimizer=\"continuous\"");
-    DATAMASK_EXPECTS(!datamask::stochastic_greedy_only(s.name) || opt == datamask::block_optimizer::stochastic, k,
-                     "sets stochastic greedy, but the optimizer is ", name, "; add optimizer=\"stochastic\"");
-    DATAMASK_EXPECTS(!datamask::policy_gradient_only(s.name) || opt == datamask::block_optimizer::pg, k,
-                     "sets the policy-gradient learner, but the optimizer is ", name, "; add optimizer=\"pg\"");
-  });
-}
-
 /// A certificate as the program's report writes it: method, its numbers
 /// (`datamask::for_each_certificate_number`; None for one that is not finite: no certificate),
 /// reason.
@@ -504,40 +443,30 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
       "given as arrays, K = " + std::to_string(k)));
 }
 
-datamask::block_run_settings run_settings(const nb::dict& options, const std::vector<std::string>& objectives,
-                                          const std::vector<double>& objective_weights, const std::string& optimizer,
-                                          index_t neighbors, std::shared_ptr<const datamask::knn_graph> graph) {
-  datamask::block_run_settings r;
+/// The request of a call: the keywords given applied to the library's defaults, checked
+/// together (dmfront::resolve, as datamask-select does).
+dmfront::run_request run_request(const nb::dict& options, bool quality, const std::vector<std::string>& objectives,
+                                 const std::vector<double>& objective_weights, const std::string& optimizer,
+                                 index_t neighbors, std::shared_ptr<const datamask::knn_graph> graph) {
+  dmfront::run_request q;
+  datamask::block_run_settings& r = q.settings;
   apply_options(r, options);
   r.weights = datamask::weights_of(objectives, objective_weights);
-  DATAMASK_EXPECTS(neighbors >= 0, "neighbors", "must be >= 0 (0: dense facility location), found ", neighbors);
-  DATAMASK_EXPECTS(neighbors == 0 || !graph, "graph", "give neighbors (a graph built here) or graph, not both");
-  DATAMASK_EXPECTS((neighbors == 0 && !graph) || r.weights.facility > 0.0, graph ? "graph" : "neighbors",
-                   "sets facility location's kNN graph, but objective has no facility term");
   r.neighbors = neighbors;
   r.graph = std::move(graph);
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
-  const bool chosen_by_auto = r.optimizer == datamask::block_optimizer::automatic;
-  // auto stays auto: the library resolves it for each block (datamask::auto_block_optimizer)
-  const datamask::block_optimizer resolved = datamask::resolve_optimizer(r);
-  if (resolved == datamask::block_optimizer::pg) {
-    r.run.credit = datamask::resolve_credit(r.run.credit, r.weights, r.run.lambda, r.knn(), r.learn.logprob);
+  for (const auto& [key, value] : options) {
+    std::string name = nb::cast<std::string>(key);
+    std::replace(name.begin(), name.end(), '_', '-');
+    q.given.insert(name == "lam" ? std::string("lambda") : name);
   }
-  refuse_unused(resolved, chosen_by_auto, options);
-  if (!r.run.scales.empty() && !options.contains("scaling")) r.run.scaling = datamask::term_scaling::fixed;
-  try {
-    datamask::validate(r.run);
-    datamask::validate(r.learn);
-    datamask::validate(r.ascent);
-    datamask::validate(r.polish);
-  } catch (const invalid_input& e) {
-    throw as_keyword(e);
-  }
-  const std::string capped = datamask::use_threads(r.run);
-  if (!capped.empty() && PyErr_WarnEx(PyExc_UserWarning, ("threads: " + capped).c_str(), 1) != 0) {
+  q.quality = quality;
+  const dmfront::resolution res = dmfront::resolve(q, python_spelling());
+  if (!res.threads_capped.empty() &&
+      PyErr_WarnEx(PyExc_UserWarning, ("threads: " + res.threads_capped).c_str(), 1) != 0) {
     throw nb::python_error();  // warnings turned into errors
   }
-  return r;
+  return q;
 }
 
 /// datamask.select's engine: the corpus plan, then every block through the library, as
@@ -551,86 +480,46 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   const auto t_graph = std::chrono::steady_clock::now();
   auto given = given_graph(graph, shards);
   const double graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
-  datamask::block_run_settings r =
-      run_settings(options, objectives, objective_weights, optimizer, neighbors, std::move(given));
+  dmfront::run_request request =
+      run_request(options, !quality.empty(), objectives, objective_weights, optimizer, neighbors, std::move(given));
+  datamask::block_run_settings& r = request.settings;
   r.certify = certify;
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<datamask::block_result> results;
   datamask::corpus_plan plan;
-  const index_t dims = k.d;
-  // A continuous learner's keyword given: refused where auto gives a block naive greedy (below).
-  std::string learner_keyword;
-  if (optimizer == "auto") {
-    visit_options([&](const auto& s) {
-      const std::string kw = keyword(s.name);
-      if (datamask::continuous_only_setting<std::remove_cvref_t<decltype(s)>> && learner_keyword.empty() &&
-          options.contains(kw.c_str())) {
-        learner_keyword = kw;
-      }
-    });
-  }
-  const bool auto_continuous = datamask::resolve_optimizer(r) == datamask::block_optimizer::continuous;
   python_side side(std::move(on_event), std::move(cancel));  // before the GIL is released: it holds references
-  {
+  try {
     nb::gil_scoped_release nogil;
     (void)dmfront::use_block_device(std::nullopt);  // under CUDA: a device is present, else a clear error
-    plan = datamask::plan_corpus(k.n, r.run, block_size, [&](index_t row) { return k.id(row); },
-                                 std::span<const std::vector<double>>(k.quality), k.weights);
+    plan = k.plan(r.run, block_size);
     DATAMASK_EXPECTS(!r.graph || plan.blocks.size() == 1, "graph", "its rows are the corpus rows, so it needs the "
                      "corpus in one block; the ", k.n, " items form ", plan.blocks.size(),
                      " blocks (set block_size to at least ", k.n, ")");
-    // f calibrated once for a corpus of several blocks, as datamask-select does.
-    const auto sample = datamask::calibration_rows(plan, r, [&](index_t row) { return k.id(row); },
-                                                   std::span<const std::vector<double>>(k.quality), k.weights);
-    if (!sample.rows.empty()) {
-      r.calibration = dmfront::calibrate_sample(k.block(sample.rows, false, r.run.threads).view(), sample.subset, r);
-    }
+    dmfront::calibrate_corpus(k, plan, r);  // f calibrated once for a corpus of several blocks
+    const auto optimizers = dmfront::block_optimizers(r, plan, k.d);
+    dmfront::refuse_on_greedy_blocks(request, optimizers, python_spelling());
+    std::vector<index_t> all(plan.blocks.size());
+    std::iota(all.begin(), all.end(), index_t{0});
     // Progress counts what each block's optimizer repeats (auto can give a block naive greedy).
-    index_t planned = 0;
-    const char* unit = nullptr;  // a literal: the side keeps the pointer
-    for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
-      const index_t c = plan.counts[b];
-      if (c == 0) continue;
-      const auto which = datamask::resolve_optimizer(r, {static_cast<index_t>(plan.blocks[b].size()), dims, c});
-      DATAMASK_EXPECTS(learner_keyword.empty() || !auto_continuous || which != datamask::block_optimizer::greedy,
-                       learner_keyword, "sets the continuous learner, but the optimizer is greedy on block ", b,
-                       " (chosen by optimizer=\"auto\": naive greedy costs no more operations there); add "
-                       "optimizer=\"continuous\"");
-      const bool cont = which == datamask::block_optimizer::continuous;
-      const bool learns = cont || which == datamask::block_optimizer::pg;
-      planned += cont ? r.ascent.iterations : learns ? r.run.steps : c;
-      const char* u = cont ? "iteration" : learns ? "step" : "pick";
-      unit = unit == nullptr || std::string_view(unit) == u ? u : "unit";  // "unit": iterations and picks
-    }
-    side.plan(planned, unit == nullptr ? "pick" : unit);
+    const dmfront::progress_plan p = dmfront::plan_progress(r, plan, optimizers, all);
+    const int kinds = (p.iterations > 0) + (p.steps > 0) + (p.picks > 0);
+    side.plan(p.total(), kinds > 1 ? "unit" : p.iterations > 0 ? "iteration" : p.steps > 0 ? "step" : "pick");
+    dmfront::block_side blocks;
+    blocks.before = [&](index_t) {
+      if (side.stopping()) throw datamask::run_stopped();
+    };
     const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
-    for (index_t b = 0; b < nb_blocks && !side.stopping(); ++b) {
-      const auto& rows = plan.blocks[static_cast<std::size_t>(b)];
-      const index_t s_b = plan.counts[static_cast<std::size_t>(b)];
-      if (s_b == 0) {
-        datamask::block_result empty;
-        empty.block = b;
-        empty.items = static_cast<index_t>(rows.size());
-        results.push_back(std::move(empty));
-        continue;
-      }
-      const datamask::block_data data = k.block(rows, nb_blocks == 1, r.run.threads);
-      try {
-        results.push_back(dmfront::select_block(data.view(), b, s_b, plan.prune_threshold, r, side.hooks(b, nb_blocks)));
-      } catch (const datamask::run_stopped&) {
-        break;
-      } catch (const invalid_input& e) {
-        if (nb_blocks == 1) throw as_keyword(e);
-        throw as_keyword(datamask::in_block(e, b));
-      }
-    }
+    blocks.hooks = [&](index_t b) { return side.hooks(b, nb_blocks); };
+    if (r.graph) blocks.graph_seconds = graph_seconds;  // checked once, before the (one) block
+    results = dmfront::run_blocks(k, plan, r, all, blocks);
+  } catch (const datamask::run_stopped&) {
+    results.clear();  // side.rethrow() says why
+  } catch (const invalid_input& e) {
+    throw as_keyword(e);
   }
   side.rethrow();  // KeyboardInterrupt or the callable's exception
-  if (r.graph) {  // checked once, before the (one) block, as datamask-select's --graph is loaded
-    for (auto& b : results) b.graph.seconds = graph_seconds;
-  }
   std::vector<datamask::id_t> selected;
   for (const auto& b : results) selected.insert(selected.end(), b.ids.begin(), b.ids.end());
   if (static_cast<index_t>(selected.size()) != plan.total) {
@@ -677,8 +566,9 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
                   const ids_array& subset, const nb::dict& options, const std::vector<std::string>& objectives,
                   const std::vector<double>& objective_weights, const std::string& optimizer, index_t neighbors,
                   const std::optional<graph_arrays>& graph) {
-  const datamask::block_run_settings r =
-      run_settings(options, objectives, objective_weights, optimizer, neighbors, given_graph(graph, shards));
+  const dmfront::run_request request =
+      run_request(options, !quality.empty(), objectives, objective_weights, optimizer, neighbors, given_graph(graph, shards));
+  const datamask::block_run_settings& r = request.settings;
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
   bool subset_unsigned = false;
   const std::span<const datamask::id_t> wanted = id_bits(subset, "ids", subset_unsigned);
@@ -701,7 +591,7 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     }
     std::vector<index_t> all(static_cast<std::size_t>(k.n));
     for (index_t i = 0; i < k.n; ++i) all[static_cast<std::size_t>(i)] = i;
-    const auto threshold = datamask::corpus_prune_threshold(r.run.prune, k.quality, k.weights);
+    const auto threshold = datamask::corpus_prune_threshold(r.run.prune, k.quality, k.quality_weights);
     const datamask::block_data data = k.block(all, true, r.run.threads);
     try {
       res = dmfront::evaluate_rows(data.view(), 0, rows, threshold, r);

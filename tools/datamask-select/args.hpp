@@ -29,7 +29,8 @@
 #include <datamask/settings.hpp>
 #include <datamask/version.hpp>
 
-#include "block_backend.hpp"
+#include <datamask/frontend/block_backend.hpp>
+#include <datamask/frontend/request.hpp>
 
 namespace dmselect {
 
@@ -135,10 +136,7 @@ inline bool knn_build_setting(std::string_view name) { return name.starts_with("
 /// Every option entry: the library's table (less what the program sets), then the program's.
 template <class F>
 void visit_options(F&& f) {
-  datamask::visit_settings([&](const auto& s) {
-    if (!datamask::set_per_block(s.name)) f(s);
-  });
-  datamask::visit_continuous_settings(f);
+  dmfront::visit_options(f);
   visit_program_settings(f);
 }
 
@@ -364,9 +362,8 @@ inline nlohmann::ordered_json config::selection_json() const {
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
     if (detail::knn_build_setting(s.name) && neighbors == 0) return;
     if (s.name == "reference-size" && run.reference_size == 0) return;  // as neighbors: only when given
-    if (datamask::stochastic_greedy_only(s.name) && optimizer != "stochastic") return;  // ignored elsewhere
-    // The continuous learner's settings only where it runs: the other optimizers ignore them.
-    if (datamask::continuous_only_setting<entry> && optimizer != "continuous") return;
+    // An optimizer's own settings only where it runs: the others ignore them.
+    if (!dmfront::applies(s.name, datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer"))) return;
     const auto& v = detail::owner<entry>(*this).*s.member;
     if constexpr (entry::kind == datamask::setting_kind::choice) {
       j[std::string(s.name)] = std::string(datamask::enum_name(v));
@@ -470,12 +467,6 @@ inline void check_objectives(config& c) {
 inline void check_inputs(const config& c) {
   if (c.demo && !c.embeddings.empty()) throw usage_error("--demo: generates its own corpus; drop --embeddings");
   if (!c.demo && c.embeddings.empty()) throw usage_error("--embeddings: required (or --demo; see --help)");
-  const bool quality = c.demo || !c.quality.empty();
-  if (!quality && c.run.lambda > 0.0) {
-    throw usage_error("--quality: required unless --lambda 0 (lambda weighs the quality term)");
-  }
-  if (!quality && c.run.init == datamask::init_mode::quality) throw usage_error("--init: quality needs --quality");
-  if (!quality && c.run.prune > 0.0) throw usage_error("--prune: needs --quality");
   if (!c.quality_weights.empty() && c.quality_weights.size() != c.quality.size() && !c.quality.empty()) {
     // A whole CSV file holds several columns; the count is checked again once it is read.
     bool csv = false;
@@ -493,121 +484,6 @@ inline void check_inputs(const config& c) {
   }
 }
 
-/// --scales: implies --scaling fixed; one value per term of f.
-inline void check_scales(config& c) {
-  using datamask::term_scaling;
-  if (c.run.scales.empty()) {
-    if (c.run.scaling == term_scaling::fixed) throw usage_error("--scaling: fixed needs --scales");
-    return;
-  }
-  if (c.has("--scaling") && c.run.scaling != term_scaling::fixed) {
-    throw usage_error("--scales: given with --scaling " + std::string(datamask::enum_name(c.run.scaling)) +
-                      "; fixed scales need --scaling fixed");
-  }
-  c.run.scaling = term_scaling::fixed;
-  std::size_t terms = c.run.lambda > 0.0 ? 1 : 0;
-  if (c.run.lambda < 1.0) {
-    for (std::size_t i = 0; i < c.objectives.size(); ++i) {
-      terms += c.objective_weights.empty() || c.objective_weights[i] > 0.0 ? 1 : 0;
-    }
-  }
-  if (c.run.scales.size() != terms) {
-    throw usage_error("--scales: " + std::to_string(c.run.scales.size()) + " values for " + std::to_string(terms) +
-                      " terms of f (quality when lambda > 0, then each --objective with a positive weight when "
-                      "lambda < 1)");
-  }
-}
-
-/// Whether every diversity term of f (an --objective with a positive weight, when lambda < 1) has
-/// a relaxation the continuous learner can ascend. Dense facility location has none; on a kNN
-/// graph it has one.
-inline bool relaxable(const config& c) {
-  return datamask::relaxable(datamask::weights_of(c.objectives, c.objective_weights), c.run.lambda,
-                             c.neighbors > 0 || !c.graph.empty());
-}
-
-/// --knn-*: only where a graph is built (--neighbors), and the clustered builder's settings
-/// only where it may run.
-inline void check_knn_build_options(const config& c) {
-  for (const std::string& given : c.given) {
-    const std::string name = given.substr(2);
-    if (!knn_build_setting(name)) continue;
-    if (c.neighbors == 0) {
-      throw usage_error(given + ": sets how --neighbors builds each block's kNN graph, but no --neighbors is given" +
-                        (c.graph.empty() ? "" : " (--graph loads a graph, it builds none)"));
-    }
-    if (name != "knn-build" && c.learn.knn_builder == datamask::knn_build::exact) {
-      throw usage_error(given + ": sets the clustered kNN builder, but --knn-build is exact");
-    }
-  }
-}
-
-/// --neighbors and --graph: one of them, and only with facility location.
-inline void check_graph_options(const config& c) {
-  check_knn_build_options(c);
-  if (c.neighbors == 0 && c.graph.empty()) return;
-  const std::string opt = c.neighbors > 0 ? "--neighbors" : "--graph";
-  if (c.neighbors > 0 && !c.graph.empty()) throw usage_error("--graph: give --neighbors or --graph, not both");
-  if (datamask::weights_of(c.objectives, c.objective_weights).facility <= 0.0) {
-    throw usage_error(opt + ": sets facility location's graph, but no --objective facility with a positive weight "
-                      "is given");
-  }
-}
-
-/// Resolves --optimizer auto and refuses options that the chosen optimizer would ignore.
-inline void check_optimizer(config& c) {
-  c.requested = c.optimizer;
-  if (c.optimizer == "auto") {
-    c.optimizer = datamask::enum_name(datamask::auto_optimizer(datamask::weights_of(c.objectives, c.objective_weights),
-                                                               c.run.lambda, c.neighbors > 0 || !c.graph.empty()));
-  }
-  const bool cont = c.optimizer == "continuous";
-  if (cont && !relaxable(c)) {
-    throw usage_error("--optimizer continuous: dense --objective facility has no relaxation; add --neighbors K "
-                      "(or --graph PREFIX) for facility location on a kNN graph, or use --optimizer pg, greedy, "
-                      "lazy or stochastic");
-  }
-  const std::string why = c.requested == "auto" ? " (chosen by --optimizer auto)" : "";
-  for (const std::string& given : c.given) {
-    const std::string name = given.substr(2);
-    bool cont_only = false;
-    datamask::visit_continuous_settings([&](const auto& s) { cont_only = cont_only || s.name == name; });
-    if (name == "no-polish") cont_only = true;
-    if (cont_only && !cont) {
-      throw usage_error(given + ": sets the continuous learner, but the optimizer is " + c.optimizer + why +
-                        "; add --optimizer continuous");
-    }
-    if (datamask::stochastic_greedy_only(name) && c.optimizer != "stochastic") {
-      throw usage_error(given + ": sets stochastic greedy, but the optimizer is " + c.optimizer + why +
-                        "; add --optimizer stochastic");
-    }
-    if (datamask::policy_gradient_only(name) && c.optimizer != "pg") {
-      throw usage_error(given + ": sets the policy-gradient learner, but the optimizer is " + c.optimizer + why +
-                        "; add --optimizer pg" + (cont ? " (or use --iterations for the continuous learner)" : ""));
-    }
-  }
-  if (c.optimizer == "pg") {  // the credit that runs, as the report names it
-    c.run.credit = datamask::resolve_credit(c.run.credit, datamask::weights_of(c.objectives, c.objective_weights),
-                                            c.run.lambda, c.neighbors > 0 || !c.graph.empty(), c.learn.logprob);
-  }
-  if (cont && c.run.scaling == datamask::term_scaling::group) {
-    throw usage_error("--scaling: group makes f a different function at every step; --optimizer continuous needs "
-                      "calibrated, fixed or raw scales");
-  }
-  for (const char* flag : {"--log", "--plot"}) {
-    if (!cont && c.optimizer != "pg" && c.has(flag)) {
-      throw usage_error(std::string(flag) + ": the greedy baselines have no steps to log (their picks are in --out, in "
-                        "the order picked, and f in --report); the optimizer is " + c.optimizer + why +
-                        "; drop it, or use --optimizer continuous or pg");
-    }
-  }
-  if (!cont && c.optimizer != "pg" && c.has("--checkpoint-every")) {
-    throw usage_error("--checkpoint-every: the greedy baselines checkpoint whole blocks (each finished block is "
-                      "recorded; an interrupted block restarts on --resume); the optimizer is " + c.optimizer + why +
-                      "; drop it, or use --optimizer continuous or pg");
-  }
-}
-
 /// The output file name (its extension picks the format) and the checkpoint options.
 inline void check_outputs(const config& c) {
   if (c.resume && c.checkpoint.empty()) throw usage_error("--resume: needs --checkpoint DIR");
@@ -619,30 +495,54 @@ inline void check_outputs(const config& c) {
 
 }  // namespace detail
 
-/// Checks that need no input file: combinations of options, then the library's own validation
-/// (every range and its rules between settings), whose messages name the options.
+/// How the program spells an option in its messages ("--lambda", "--optimizer pg").
+inline const dmfront::spelling& program_spelling() {
+  static const dmfront::spelling sp{
+      [](std::string_view name) { return "--" + std::string(name); },
+      [](std::string_view name, std::string_view value, bool) { return "--" + std::string(name) + " " + std::string(value); }};
+  return sp;
+}
+
+/// The run request of the options given (`c.requested`: the optimizer asked for).
+inline dmfront::run_request request_of(const config& c) {
+  dmfront::run_request r;
+  r.settings.run = c.run;
+  r.settings.learn = c.learn;
+  r.settings.ascent = c.ascent;
+  r.settings.polish = c.polish;
+  r.settings.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.requested, "optimizer");
+  r.settings.weights = datamask::weights_of(c.objectives, c.objective_weights);
+  r.settings.neighbors = c.neighbors;
+  r.settings.certify = c.certify;
+  for (const std::string& g : c.given) r.given.insert(g.substr(2));
+  r.quality = c.demo || !c.quality.empty();
+  r.graph = !c.graph.empty();
+  return r;
+}
+
+/// Checks that need no input file: the program's own (inputs, outputs), then what the request
+/// means (dmfront::resolve: options together, the library's validation), whose messages name
+/// the options. Resolves --optimizer auto for the run (`c.requested` keeps what was asked).
 inline void check_args(config& c) {
-  if (c.has("--ratio") && c.has("--count")) throw usage_error("--count: give --ratio or --count, not both");
   detail::check_objectives(c);
   detail::check_inputs(c);
-  detail::check_scales(c);
-  detail::check_graph_options(c);
   detail::check_outputs(c);
-  detail::check_optimizer(c);
   if (c.demo) {  // small, fast settings for the built-in corpus unless given
     if (!c.has("--steps")) c.run.steps = 300;
     if (!c.has("--rollouts")) c.run.rollouts = 64;
   }
+  c.requested = c.optimizer;
+  dmfront::run_request r = request_of(c);
+  dmfront::resolution res;
   try {
-    datamask::validate(c.run);
-    datamask::validate(c.learn);
-    datamask::validate(c.ascent);
-    datamask::validate(c.polish);
+    res = dmfront::resolve(r, program_spelling());
   } catch (const datamask::invalid_input& e) {
     throw usage_error(option_message(e));
   }
-  const std::string capped = datamask::use_threads(c.run);  // the report records the threads used
-  if (!capped.empty()) std::fprintf(stderr, "datamask-select: warning: --threads %s\n", capped.c_str());
+  c.optimizer = datamask::enum_name(res.optimizer);
+  c.run = r.settings.run;  // with what the options imply (fixed scaling, the credit that runs)
+  // the report records the threads used
+  if (!res.threads_capped.empty()) std::fprintf(stderr, "datamask-select: warning: --threads %s\n", res.threads_capped.c_str());
 }
 
 }  // namespace dmselect

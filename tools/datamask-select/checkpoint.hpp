@@ -31,7 +31,7 @@
 #include <datamask/io/file.hpp>
 
 #include "args.hpp"
-#include "block_backend.hpp"
+#include <datamask/frontend/block_backend.hpp>
 #include "block_record.hpp"
 #include "outputs.hpp"
 

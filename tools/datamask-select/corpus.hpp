@@ -20,12 +20,12 @@
 
 #include <datamask/datamask.hpp>
 #include <datamask/input_checks.hpp>
-#include <datamask/io/shard_rows.hpp>
 #include <datamask/io/csv.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
+#include <datamask/frontend/corpus.hpp>
 
 #include "args.hpp"
 #include "paths.hpp"
@@ -38,46 +38,22 @@ using datamask::invalid_input;
 using datamask::hash_bytes;
 using datamask::mix64;
 
-struct corpus {
-  std::vector<datamask::io::npy_file> shards;
-  std::vector<index_t> shard_start;  // first row of each shard; plus n at the end
-  index_t n = 0;
-  index_t d = 0;
-  std::vector<std::vector<double>> quality;  // one per score column
-  std::vector<std::string> quality_names;    // "file" (.npy) or "file (column)" (CSV)
-  std::vector<double> quality_weights;
-  std::vector<id_t> ids;  // empty: row numbers
-  bool ids_unsigned = false;  // read from uint64 (<u8): written back as uint64, never as negative int64
+/// The program's corpus: the shared corpus (datamask/frontend/corpus.hpp) viewing the memory
+/// this object keeps (the memory-mapped shards, the ids, the --demo rows), and what the report
+/// says of the inputs. Moved, never copied (the views point into it).
+struct corpus : dmfront::corpus {
+  std::vector<datamask::io::npy_file> files;  // the embedding shards
+  std::vector<std::string> quality_names;     // "file" (.npy) or "file (column)" (CSV)
+  std::vector<id_t> id_values;                // what `ids` views (read from --ids)
   std::string ids_source;
   std::uint64_t hash = 0;
   std::vector<float> demo_rows;  // the --demo corpus lives here
 
-  [[nodiscard]] id_t id(index_t r) const { return ids.empty() ? static_cast<id_t>(r) : ids[r]; }
-  /// The ids of `rows` (a block's), in order.
-  [[nodiscard]] std::vector<id_t> ids_of(std::span<const index_t> rows) const {
-    std::vector<id_t> out;
-    out.reserve(rows.size());
-    for (const index_t r : rows) out.push_back(id(r));
-    return out;
-  }
-
-  /// A zero-copy view of the whole corpus when that is possible (one aligned float32 shard).
-  [[nodiscard]] datamask::matrix_view<const float> whole_view() const {
-    if (!demo_rows.empty()) return datamask::make_matrix_view(demo_rows.data(), n, d);
-    if (shards.size() == 1) return shards[0].float_view(0, n);
-    return {};
-  }
-
-  /// Copies the given rows (in order) as float32 into out (rows.size() x d).
-  void gather(std::span<const index_t> rows, float* out, int threads) const {
-    datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
-      if (!demo_rows.empty()) {  // one shard: the demo rows
-        std::memcpy(o, demo_rows.data() + local * d, sizeof(float) * static_cast<std::size_t>(d));
-      } else {
-        shards[s].read_row(local, o);
-      }
-    });
-  }
+  corpus() = default;
+  corpus(corpus&&) = default;
+  corpus& operator=(corpus&&) = default;
+  corpus(const corpus&) = delete;
+  corpus& operator=(const corpus&) = delete;
 };
 
 /// Which share of the embedding bytes this process reads (see detail::shard_hashes): reader
@@ -130,10 +106,8 @@ inline void open_shard(corpus& k, const std::string& path, const std::string& fi
     throw invalid_input(path, datamask::detail::concat("has ", f.cols(), " columns, but ", first, " has ", k.d,
                                                       "; every shard needs the same d"));
   }
-  k.d = f.cols();
-  k.shard_start.push_back(k.n);
-  k.n += f.rows();
-  k.shards.push_back(std::move(f));
+  k.add_shard(f.data_bytes().data(), dt == datamask::io::npy_dtype::float16, f.rows(), f.cols());
+  k.files.push_back(std::move(f));
 }
 
 /// Checks that every value of the rows of shard `f` that start in its hash chunks [first, last)
@@ -164,18 +138,18 @@ inline void check_rows_in_chunks(const datamask::io::npy_file& f, std::size_t fi
 /// in order, so every reader combines the same hashes one reader computes alone.
 inline std::vector<std::uint64_t> shard_hashes(const corpus& k, const read_share& share, int threads) {
   std::vector<std::size_t> start{0};  // the first chunk of each shard, over all shards; then the total
-  for (const auto& f : k.shards) start.push_back(start.back() + datamask::hash_chunk_count(f.file_bytes().size()));
+  for (const auto& f : k.files) start.push_back(start.back() + datamask::hash_chunk_count(f.file_bytes().size()));
   const std::size_t total = start.back();
   const auto count = static_cast<std::size_t>(share.count);
   const std::size_t lo = total * static_cast<std::size_t>(share.index) / count;
   const std::size_t hi = total * static_cast<std::size_t>(share.index + 1) / count;
   std::vector<std::uint64_t> mine;
-  for (std::size_t s = 0; s < k.shards.size(); ++s) {
+  for (std::size_t s = 0; s < k.files.size(); ++s) {
     const std::size_t first = std::clamp(lo, start[s], start[s + 1]) - start[s];
     const std::size_t last = std::clamp(hi, start[s], start[s + 1]) - start[s];
     if (first >= last) continue;
-    check_rows_in_chunks(k.shards[s], first, last, threads);
-    const auto h = datamask::hash_chunks(k.shards[s].file_bytes(), first, last, threads);
+    check_rows_in_chunks(k.files[s], first, last, threads);
+    const auto h = datamask::hash_chunks(k.files[s].file_bytes(), first, last, threads);
     mine.insert(mine.end(), h.begin(), h.end());
   }
   const std::vector<std::uint64_t> all = count > 1 ? share.exchange(mine) : std::move(mine);
@@ -183,9 +157,9 @@ inline std::vector<std::uint64_t> shard_hashes(const corpus& k, const read_share
     throw std::logic_error(datamask::detail::concat("received ", all.size(), " chunk hashes, expected ", total));
   }
   std::vector<std::uint64_t> hashes;
-  for (std::size_t s = 0; s < k.shards.size(); ++s) {
+  for (std::size_t s = 0; s < k.files.size(); ++s) {
     hashes.push_back(datamask::combine_chunk_hashes(
-        k.shards[s].file_bytes().size(),
+        k.files[s].file_bytes().size(),
         std::span<const std::uint64_t>(all).subspan(start[s], start[s + 1] - start[s])));
   }
   return hashes;
@@ -263,9 +237,10 @@ inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::stri
   if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
   const auto v = f.read_int64();  // uint64 ids: their bits
   datamask::check_row_count(path, v.size(), k.n, rows_of);
-  k.ids.assign(v.begin(), v.end());
+  k.id_values.assign(v.begin(), v.end());
+  k.ids = k.id_values;
   k.ids_unsigned = f.dtype() == datamask::io::npy_dtype::uint64;
-  datamask::check_unique_ids(path, std::span<const id_t>(k.ids), k.ids_unsigned);
+  datamask::check_unique_ids(path, k.ids, k.ids_unsigned);
   k.ids_source = path;
   return hash_bytes(f.file_bytes(), threads);
 }
@@ -282,7 +257,7 @@ inline corpus load_corpus(const config& c, const read_share& share = {}) {
   std::uint64_t h = mix64(0x64617461ull);
   const std::vector<std::string> files = detail::embedding_files(c.embeddings);
   for (const auto& path : files) detail::open_shard(k, path, files[0]);
-  k.shard_start.push_back(k.n);
+  k.close_shards();
   for (const std::uint64_t s : detail::shard_hashes(k, share, threads)) h = mix64(h ^ s);
   const std::string rows_of = files.size() == 1 ? files[0] : "the embedding shards";
 
@@ -309,13 +284,12 @@ inline corpus demo_corpus(std::uint64_t seed) {
   o.seed = seed;
   auto g = datamask::make_synthetic_corpus(o);
   corpus k;
-  k.n = g.n;
-  k.d = g.d;
   k.demo_rows = std::move(g.embeddings);
+  k.add_shard(k.demo_rows.data(), false, g.n, g.d);
+  k.close_shards();
   k.quality.push_back(std::move(g.quality));
   k.quality_names.push_back("demo quality");
   k.quality_weights = {1.0};
-  k.shard_start = {0, k.n};
   k.hash = mix64(seed ^ 0xDE30ull);
   return k;
 }

@@ -35,7 +35,7 @@
 #include <datamask/wait_policy.hpp>
 
 #include "args.hpp"
-#include "block_backend.hpp"
+#include <datamask/frontend/block_backend.hpp>
 #include "checkpoint.hpp"
 #include "corpus.hpp"
 #include "knn.hpp"
@@ -169,65 +169,24 @@ struct run_context {
   const config& cfg;
   const datamask::block_run_settings& settings;  // every block's, its corpus calibration included
   const corpus& data;
-  std::optional<double> prune_threshold;
   checkpoint_dir& ckpt;
   progress& prog;
   std::size_t blocks = 1;
   knn_run& knn;
 };
 
-/// Refuses (usage_error) the options that only the continuous learner reads (and, when no block
-/// runs it, --log, --plot and --checkpoint-every) where auto gives `greedy_blocks` of `blocks`
-/// blocks to naive greedy: an option is applied or refused, never ignored.
-void refuse_for_greedy_blocks(const config& c, std::size_t greedy_blocks, std::size_t blocks) {
-  if (greedy_blocks == 0) return;
-  const std::string why = "the optimizer is greedy on " + std::to_string(greedy_blocks) + " of " +
-                          std::to_string(blocks) + " block" + (blocks == 1 ? "" : "s") +
-                          " (chosen by --optimizer auto: naive greedy costs no more operations there, see --help)";
-  for (const std::string& given : c.given) {
-    const std::string name = given.substr(2);
-    bool cont_only = name == "no-polish";
-    datamask::visit_continuous_settings([&](const auto& s) { cont_only = cont_only || s.name == name; });
-    if (cont_only) throw usage_error(given + ": sets the continuous learner, but " + why + "; add --optimizer continuous");
-  }
-  if (greedy_blocks < blocks) return;
-  for (const char* flag : {"--log", "--plot", "--checkpoint-every"}) {
-    if (c.has(flag)) {
-      throw usage_error(std::string(flag) + ": the greedy baselines have no steps to log or snapshot; " + why +
-                        "; drop it, or add --optimizer continuous");
-    }
-  }
-}
-
 /// The library's settings of a block run: the flags as datamask-select parsed them.
 datamask::block_run_settings block_settings(const config& c, const knn_run& knn) {
-  datamask::block_run_settings s;
-  s.run = c.run;
-  s.learn = c.learn;
-  s.ascent = c.ascent;
-  s.polish = c.polish;
-  // auto stays auto: the library resolves it for each block (datamask::auto_block_optimizer)
-  s.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.requested == "auto" ? c.requested : c.optimizer,
-                                                                "optimizer");
-  s.weights = datamask::weights_of(c.objectives, c.objective_weights);
-  s.neighbors = c.neighbors;
+  datamask::block_run_settings s = request_of(c).settings;  // auto stays auto: resolved per block
   s.graph = knn.loaded;
-  s.certify = c.certify;
   return s;
 }
 
-/// The corpus's calibration (datamask::calibration_rows) into `s`, when the run calibrates f
-/// once for its blocks; says so unless quiet. Every process of a spread run computes the same.
+/// The corpus's calibration (dmfront::calibrate_corpus) into `s`; says so unless quiet.
 void calibrate_corpus(const config& c, const corpus& k, const datamask::corpus_plan& plan,
                       datamask::block_run_settings& s) {
-  const auto sample = datamask::calibration_rows(plan, s, [&](index_t r) { return k.id(r); },
-                                                 std::span<const std::vector<double>>(k.quality), k.quality_weights);
-  if (sample.rows.empty()) return;
-  const auto data = datamask::gather_block(
-      sample.rows, k.d, {}, [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.run.threads); },
-      std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
-  s.calibration = dmfront::calibrate_sample(data.view(), sample.subset, s);
-  if (c.quiet) return;
+  const auto sample = dmfront::calibrate_corpus(k, plan, s);
+  if (sample.rows.empty() || c.quiet) return;
   std::fprintf(stderr, "scales: calibrated once for the %zu blocks on %zu rows drawn from the corpus (subsets of %lld)\n",
                plan.blocks.size(), sample.rows.size(), static_cast<long long>(sample.subset));
 }
@@ -235,6 +194,7 @@ void calibrate_corpus(const config& c, const corpus& k, const datamask::corpus_p
 /// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
 /// learners' snapshots (pg: steps; continuous: iterations) and their resume.
 datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
+  ctx.prog.begin_block();
   datamask::block_hooks h;
   const auto blocks = static_cast<index_t>(ctx.blocks);
   h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
@@ -258,55 +218,31 @@ datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   return h;
 }
 
-/// One block: gather its data, then the library's selection and evaluation.
-block_result run_block(run_context& ctx, index_t b, const std::vector<index_t>& rows, index_t s_b) {
-  const config& c = ctx.cfg;
-  const corpus& k = ctx.data;
-  if (s_b == 0) {  // nothing to select: no data to gather
-    block_result r;
-    r.block = b;
-    r.items = static_cast<index_t>(rows.size());
-    return r;
-  }
-  const auto data = datamask::gather_block(
-      rows, k.d, ctx.blocks == 1 ? k.whole_view() : datamask::matrix_view<const float>{},
-      [&](std::span<const index_t> rs, float* out) { k.gather(rs, out, c.run.threads); },
-      std::span<const std::vector<double>>(k.quality), k.quality_weights, [&](index_t row) { return k.id(row); });
-  block_result r;
+/// Runs (or loads from the checkpoint) the blocks `mine`, in block order; `record` keeps a
+/// finished block in the checkpoint.
+std::vector<block_result> run_blocks(run_context& ctx, const datamask::corpus_plan& plan, std::span<const index_t> mine,
+                                     const std::function<void(const block_result&)>& record) {
+  dmfront::block_side side;
+  side.before = [&](index_t) {
+    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
+  };
+  side.recorded = [&](index_t block) -> std::optional<block_result> {
+    const auto b = static_cast<std::size_t>(block);
+    if (!ctx.ckpt.done(b)) return std::nullopt;
+    // The record's picks must be items of the block.
+    return ctx.ckpt.load_block(block, ctx.data.ids_of(plan.blocks[b]), plan.counts[b], ctx.data.ids_unsigned);
+  };
+  side.hooks = [&](index_t block) { return block_hooks(ctx, block); };
+  side.finished = [&](const block_result& r) {
+    if (r.certificate) ctx.prog.certified(r.block, static_cast<index_t>(ctx.blocks), *r.certificate);
+    if (ctx.ckpt.active()) record(r);
+  };
+  if (ctx.knn.loaded) side.graph_seconds = ctx.knn.seconds;
   try {
-    ctx.prog.begin_block();
-    r = dmfront::select_block(data.view(), b, s_b, ctx.prune_threshold, ctx.settings, block_hooks(ctx, b));
-    if (ctx.knn.loaded) r.graph.seconds = ctx.knn.seconds;  // loaded once, before the blocks
-    if (r.certificate) ctx.prog.certified(b, static_cast<index_t>(ctx.blocks), *r.certificate);
+    return dmfront::run_blocks(ctx.data, plan, ctx.settings, mine, side);
   } catch (const datamask::run_stopped&) {
     throw interrupted{g_signal, ctx.ckpt.active()};
   }
-  return r;
-}
-
-/// Runs (or loads from the checkpoint) the blocks `mine`, in block order; `record` keeps a
-/// finished block in the checkpoint.
-std::vector<block_result> run_blocks(run_context& ctx, const std::vector<std::vector<index_t>>& blocks,
-                                     const std::vector<index_t>& counts, std::span<const index_t> mine,
-                                     const std::function<void(const block_result&)>& record) {
-  std::vector<block_result> results;
-  for (const index_t block : mine) {
-    const auto b = static_cast<std::size_t>(block);
-    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
-    if (ctx.ckpt.done(b)) {
-      // The record's picks must be items of the block.
-      results.push_back(ctx.ckpt.load_block(block, ctx.data.ids_of(blocks[b]), counts[b], ctx.data.ids_unsigned));
-      continue;
-    }
-    try {
-      results.push_back(run_block(ctx, block, blocks[b], counts[b]));
-    } catch (const datamask::invalid_input& e) {
-      if (blocks.size() == 1) throw;
-      throw datamask::in_block(e, block);
-    }
-    if (ctx.ckpt.active()) record(results.back());
-  }
-  return results;
 }
 
 /// The checkpoint folder, if --checkpoint. The ranks of an MPI job share it: on a fresh run rank
@@ -404,29 +340,22 @@ int run(int argc, char** argv, const mpi_world& world) {
   // Every worker plans the whole corpus (and its prune threshold from every quality score): the
   // plan one process makes.
   const auto t_prune = clock_type::now();
-  const datamask::corpus_plan plan = datamask::plan_corpus(k.n, c.run, c.block_size, [&](index_t r) { return k.id(r); },
-                                                           std::span<const std::vector<double>>(k.quality), k.quality_weights);
+  const datamask::corpus_plan plan = k.plan(c.run, c.block_size);
   const index_t total = plan.total;
   rep.selected = total;
   const auto& blocks = plan.blocks;
-  const auto& counts = plan.counts;
   const auto nb = static_cast<index_t>(blocks.size());
   const std::optional<double> threshold = plan.prune_threshold;
   if (threshold) rep.prune_threshold = *threshold;
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
   datamask::block_run_settings settings = block_settings(c, knn);
-  {  // auto's blocks by cost (datamask::auto_block_optimizer), checked before anything is written
-    std::size_t greedy_blocks = 0, running = 0;
-    for (index_t b = 0; b < nb; ++b) {
-      const index_t s_b = counts[static_cast<std::size_t>(b)];
-      if (s_b == 0) continue;
-      ++running;
-      const auto which = datamask::resolve_optimizer(
-          settings, {static_cast<index_t>(blocks[static_cast<std::size_t>(b)].size()), k.d, s_b});
-      if (c.optimizer == "continuous" && which == datamask::block_optimizer::greedy) ++greedy_blocks;
-    }
-    refuse_for_greedy_blocks(c, greedy_blocks, running);
+  // auto's blocks by cost (datamask::auto_block_optimizer), checked before anything is written
+  const auto optimizers = dmfront::block_optimizers(settings, plan, k.d);
+  try {
+    dmfront::refuse_on_greedy_blocks(request_of(c), optimizers, program_spelling());
+  } catch (const datamask::invalid_input& e) {
+    throw usage_error(e.what());
   }
 
   run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
@@ -448,25 +377,16 @@ int run(int argc, char** argv, const mpi_world& world) {
   rep.resumed = c.resume;
   // Progress counts what each optimizer repeats: steps, iterations, or a greedy's picks (a block
   // that auto gives to naive greedy counts its picks).
-  index_t planned = 0;
+  std::vector<index_t> to_run;
+  for (const index_t b : mine) {
+    if (!ckpt.done(static_cast<std::size_t>(b))) to_run.push_back(b);
+  }
+  const dmfront::progress_plan planned = dmfront::plan_progress(settings, plan, optimizers, to_run);
   const bool cont = c.optimizer == "continuous";
   const bool learner = cont || c.optimizer == "pg";
-  bool picks = !learner;  // some block runs a greedy
-  std::size_t by_cost = 0, planned_blocks = 0;  // blocks that auto gives to naive greedy, of those to run
-  for (const index_t b : mine) {
-    const index_t s_b = counts[static_cast<std::size_t>(b)];
-    if (ckpt.done(static_cast<std::size_t>(b)) || s_b == 0) continue;
-    const auto which = datamask::resolve_optimizer(
-        settings, {static_cast<index_t>(blocks[static_cast<std::size_t>(b)].size()), k.d, s_b});
-    const bool learns = which == datamask::block_optimizer::continuous || which == datamask::block_optimizer::pg;
-    picks = picks || !learns;
-    ++planned_blocks;
-    if (cont && which == datamask::block_optimizer::greedy) ++by_cost;
-    planned += which == datamask::block_optimizer::continuous ? c.ascent.iterations
-               : which == datamask::block_optimizer::pg       ? c.run.steps
-                                                              : s_b;
-  }
-  progress prog(c.quiet, planned, cont ? (picks ? "iterations and picks" : "iterations") : learner ? "steps" : "picks");
+  const bool picks = !learner || planned.picks > 0;  // some block runs a greedy
+  const std::size_t by_cost = planned.greedy_by_cost, planned_blocks = planned.blocks;
+  progress prog(c.quiet, planned.total(), cont ? (picks ? "iterations and picks" : "iterations") : learner ? "steps" : "picks");
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
@@ -500,8 +420,8 @@ int run(int argc, char** argv, const mpi_world& world) {
   const auto t_calibrate = clock_type::now();
   calibrate_corpus(c, k, plan, settings);
   rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));
-  run_context ctx{c, settings, k, threshold, ckpt, prog, blocks.size(), knn};
-  std::vector<block_result> done = run_blocks(ctx, blocks, counts, mine, record);
+  run_context ctx{c, settings, k, ckpt, prog, blocks.size(), knn};
+  std::vector<block_result> done = run_blocks(ctx, plan, mine, record);
   // A signal after the last block, before anything is written: no output, as during the blocks.
   if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
   if (!c.shard.empty()) {

@@ -23,7 +23,7 @@
 #include <datamask/pipeline.hpp>
 
 #include "args.hpp"
-#include "block_backend.hpp"
+#include <datamask/frontend/block_backend.hpp>
 
 namespace dmselect {
 
@@ -63,12 +63,7 @@ inline nlohmann::ordered_json configuration_json(const config& c) {
   j["quality-columns"] = texts(c.quality_columns);  // each score column read, as "file" or "file (column)"
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(json_text(c.ids));
   j["ids-dtype"] = c.ids_unsigned ? "uint64" : "int64";  // as --out writes them
-  j.update(c.selection_json());
-  if (c.optimizer != "pg") {  // settings that never ran
-    detail::visit_options([&](const auto& s) {
-      if (datamask::policy_gradient_only(s.name)) j.erase(std::string(s.name));
-    });
-  }
+  j.update(c.selection_json());  // the settings of the optimizer that ran
   j["backend"] = dmfront::block_backend_name();
   j["optimizer-requested"] = c.requested;  // "auto", or the optimizer named
   j["threads"] = c.run.threads;

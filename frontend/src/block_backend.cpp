@@ -4,7 +4,7 @@
 // (CUDA): `thrust_backend` on the GPU; DATAMASK_BLOCK_BACKEND_THRUST with a host compiler and
 // datamask::thrust_omp: `thrust_backend` on OpenMP threads; otherwise `eigen_backend`.
 
-#include "block_backend.hpp"
+#include "datamask/frontend/block_backend.hpp"
 
 #include <datamask/backend/device_choice.hpp>
 

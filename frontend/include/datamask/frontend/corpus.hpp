@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The corpus as every front end holds it (row-major float32 or float16 shards viewed in
+/// memory the front end keeps: memory-mapped .npy files, numpy arrays; quality columns; ids),
+/// and the one block loop over it: the corpus's calibration, then each block gathered and
+/// selected on this build's backend, a front end's own side (progress, stop, checkpoints)
+/// behind `block_side`.
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <datamask/block_select.hpp>
+#include <datamask/pipeline.hpp>
+
+namespace dmfront {
+
+using datamask::index_t;
+
+/// @brief A corpus of n rows of d floats in shards, with its quality columns and ids.
+struct corpus {
+  /// One shard: `rows` x d little-endian float32 (or float16, `half`) values, row-major, at
+  /// `data` (any alignment).
+  struct shard {
+    const unsigned char* data = nullptr;
+    bool half = false;
+    index_t rows = 0;
+  };
+  std::vector<shard> shards;
+  std::vector<index_t> shard_start;  ///< the first row of each shard, then n (`add_shard`, `close_shards`)
+  index_t n = 0;
+  index_t d = 0;
+  std::vector<std::vector<double>> quality;  ///< one score per row in each column
+  std::vector<double> quality_weights;       ///< one per column
+  std::span<const datamask::id_t> ids;       ///< one per row (in memory the front end keeps); empty: the row numbers
+  bool ids_unsigned = false;                 ///< the ids are uint64 (written back as such)
+
+  /// Appends a shard of `rows` rows (d as the others: the caller checks it).
+  void add_shard(const void* data, bool half, index_t rows, index_t cols);
+  /// Ends the list of shards.
+  void close_shards() { shard_start.push_back(n); }
+
+  [[nodiscard]] datamask::id_t id(index_t r) const {
+    return ids.empty() ? static_cast<datamask::id_t>(r) : ids[static_cast<std::size_t>(r)];
+  }
+  /// The ids of `rows`, in order.
+  [[nodiscard]] std::vector<datamask::id_t> ids_of(std::span<const index_t> rows) const;
+  /// The whole corpus as one float32 matrix without a copy, when it is one aligned float32 shard.
+  [[nodiscard]] datamask::matrix_view<const float> whole_view() const;
+  /// Copies `rows` (in order) as float32 into `out` (rows.size() x d).
+  void gather(std::span<const index_t> rows, float* out, int threads) const;
+  /// The data of a block of `rows` (`whole`: the corpus is one block, viewed without a copy when it can be).
+  [[nodiscard]] datamask::block_data block(std::span<const index_t> rows, bool whole, int threads) const;
+  /// The plan of a run over this corpus (`datamask::plan_corpus`).
+  [[nodiscard]] datamask::corpus_plan plan(const datamask::settings& run, index_t block_size) const;
+};
+
+/// @brief Calibrates f once for the blocks of `plan` into `s.calibration` when the run does
+/// (`datamask::calibration_rows`; every worker of a spread run computes the same), on this
+/// build's backend. Returns the sample (its rows empty: no calibration over the corpus).
+datamask::calibration_sample calibrate_corpus(const corpus& k, const datamask::corpus_plan& plan,
+                                              datamask::block_run_settings& s);
+
+/// @brief A front end's side of the block loop; every member may be empty.
+struct block_side {
+  /// Before each block (throw to stop: a signal, a cancelled call).
+  std::function<void(index_t block)> before;
+  /// A block finished by an earlier run (a checkpoint's record), used instead of running it.
+  std::function<std::optional<datamask::block_result>(index_t block)> recorded;
+  /// The hooks of a block's selection (progress, stop, snapshots), asked for as it starts.
+  std::function<datamask::block_hooks(index_t block)> hooks;
+  /// A block the loop ran, once it is evaluated.
+  std::function<void(const datamask::block_result&)> finished;
+  /// The seconds a given kNN graph took to load, reported by each block that uses it.
+  std::optional<double> graph_seconds;
+};
+
+/// @brief Runs the blocks `run` of `plan`, in that order, each gathered from `k` and selected on
+/// this build's backend (`select_block` of block_backend.hpp); a block selecting nothing gives
+/// an empty result. A block's bad input is said with its block number when the corpus has several.
+/// @throws datamask::invalid_input; datamask::run_stopped when a block's hooks stopped it
+std::vector<datamask::block_result> run_blocks(const corpus& k, const datamask::corpus_plan& plan,
+                                               const datamask::block_run_settings& s, std::span<const index_t> run,
+                                               const block_side& side);
+
+}  // namespace dmfront

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "datamask/frontend/request.hpp"
+
+#include <string>
+
+#include <datamask/error.hpp>
+
+namespace dmfront {
+
+namespace {
+
+using datamask::block_optimizer;
+
+constexpr optimizer_set bit(block_optimizer o) { return 1u << static_cast<unsigned>(o); }
+constexpr optimizer_set every_optimizer = ~0u;
+constexpr optimizer_set learners = bit(block_optimizer::continuous) | bit(block_optimizer::pg);
+
+/// The front ends' outputs of a learner's steps (datamask-select's --log, --plot, --checkpoint-every).
+bool step_output(std::string_view name) { return name == "log" || name == "plot" || name == "checkpoint-every"; }
+
+/// What an option does, as a refusal says it: "sets the continuous learner".
+std::string what_it_sets(std::string_view name) {
+  const optimizer_set a = applies_to(name);
+  if (name == "checkpoint-every") {
+    return "snapshots a learner's steps (the greedy baselines checkpoint whole blocks: an interrupted block "
+           "restarts on resume)";
+  }
+  if (step_output(name)) return "logs a learner's steps (a greedy baseline's picks are in the output, in the order picked)";
+  if (a == bit(block_optimizer::continuous)) return "sets the continuous learner";
+  if (a == bit(block_optimizer::pg)) return "sets the policy-gradient learner";
+  return "sets stochastic greedy";
+}
+
+/// How to make an option apply, as a refusal says it: "add --optimizer continuous".
+std::string remedy(std::string_view name, block_optimizer running, const spelling& sp) {
+  const auto use = [&](const char* o) { return sp.assign("optimizer", o, true); };
+  if (step_output(name)) return "drop it, or use " + use("continuous") + " or pg";
+  const optimizer_set a = applies_to(name);
+  if (a == bit(block_optimizer::continuous)) return "add " + use("continuous");
+  if (a == bit(block_optimizer::pg)) {
+    return "add " + use("pg") +
+           (running == block_optimizer::continuous ? " (or use " + sp.option("iterations") + " for the continuous learner)"
+                                                   : std::string());
+  }
+  return "add " + use("stochastic");
+}
+
+/// The number of f's terms that count: quality when lambda > 0, then each diversity objective
+/// with a positive weight when lambda < 1 (`settings::scales` has one value for each).
+std::size_t counted_terms(const datamask::block_run_settings& s) {
+  std::size_t terms = s.run.lambda > 0.0 ? 1 : 0;
+  if (s.run.lambda < 1.0) {
+    for (const double w : {s.weights.pairwise, s.weights.facility, s.weights.disf}) terms += w > 0.0 ? 1 : 0;
+  }
+  return terms;
+}
+
+void check_quality(const run_request& r, const spelling& sp) {
+  if (r.quality) return;
+  const auto& run = r.settings.run;
+  const std::string quality = sp.option("quality");
+  DATAMASK_EXPECTS(run.lambda <= 0.0, quality, "required unless ", sp.assign("lambda", "0", false), " (",
+                   sp.option("lambda"), " weighs the quality term)");
+  DATAMASK_EXPECTS(run.init != datamask::init_mode::quality, sp.option("init"), "quality needs quality scores (",
+                   quality, ")");
+  DATAMASK_EXPECTS(run.prune <= 0.0, sp.option("prune"), "needs quality scores (", quality, ")");
+}
+
+/// Scales given set fixed scaling (one f for every block and seed); fixed scaling needs them.
+void check_scales(run_request& r, const spelling& sp) {
+  auto& run = r.settings.run;
+  using datamask::term_scaling;
+  if (run.scales.empty()) {
+    DATAMASK_EXPECTS(run.scaling != term_scaling::fixed, sp.option("scaling"), "fixed needs ", sp.option("scales"));
+    return;
+  }
+  DATAMASK_EXPECTS(!r.has("scaling") || run.scaling == term_scaling::fixed, sp.option("scales"), "given with ",
+                   sp.assign("scaling", datamask::enum_name(run.scaling), true), "; fixed scales need ",
+                   sp.assign("scaling", "fixed", true));
+  run.scaling = term_scaling::fixed;
+  const std::size_t terms = counted_terms(r.settings);
+  DATAMASK_EXPECTS(run.scales.size() == terms, sp.option("scales"), run.scales.size(), " values for ", terms,
+                   " terms of f (quality when ", sp.option("lambda"), " > 0, then each ", sp.option("objective"),
+                   " with a positive weight when ", sp.option("lambda"), " < 1)");
+}
+
+/// The kNN graph: built (neighbors) or given (graph), not both, only for facility location; the
+/// builder's options only where a graph is built.
+void check_graph(const run_request& r, const spelling& sp) {
+  const auto& s = r.settings;
+  DATAMASK_EXPECTS(s.neighbors >= 0, sp.option("neighbors"), "must be >= 0 (0: dense facility location), found ",
+                   s.neighbors);
+  const bool given_graph = r.graph || s.graph != nullptr;
+  for (const auto& name : r.given) {
+    if (!name.starts_with("knn-")) continue;
+    DATAMASK_EXPECTS(s.neighbors > 0, sp.option(name), "sets how ", sp.option("neighbors"),
+                     " builds each block's kNN graph, but no ", sp.option("neighbors"), " is given",
+                     given_graph ? " (" + sp.option("graph") + " gives a graph, none is built)" : std::string());
+    DATAMASK_EXPECTS(name == "knn-build" || s.learn.knn_builder != datamask::knn_build::exact, sp.option(name),
+                     "sets the clustered kNN builder, but ", sp.option("knn-build"), " is exact");
+  }
+  if (s.neighbors == 0 && !given_graph) return;
+  const std::string which = s.neighbors > 0 ? sp.option("neighbors") : sp.option("graph");
+  DATAMASK_EXPECTS(s.neighbors == 0 || !given_graph, sp.option("graph"), "give ", sp.option("neighbors"), " or ",
+                   sp.option("graph"), ", not both");
+  DATAMASK_EXPECTS(s.weights.facility > 0.0, which, "sets facility location's kNN graph, but no ",
+                   sp.assign("objective", "facility", true), " with a positive weight is given");
+}
+
+/// The library's validation of every setting (ranges, rules between settings), its messages
+/// naming the option as `sp` spells it.
+void validate(const datamask::block_run_settings& s, const spelling& sp) {
+  try {
+    datamask::validate(s.run);
+    datamask::validate(s.learn);
+    datamask::validate(s.ascent);
+    datamask::validate(s.polish);
+  } catch (const datamask::invalid_input& e) {
+    std::string name;
+    visit_options([&](const auto& entry) {
+      if (entry.field == e.input()) name = entry.name;
+    });
+    if (name.empty()) throw;
+    throw datamask::invalid_input(sp.option(name), std::string(e.what()).substr(e.input().size() + 2));
+  }
+}
+
+}  // namespace
+
+optimizer_set applies_to(std::string_view name) {
+  if (step_output(name)) return learners;
+  if (datamask::policy_gradient_only(name)) return bit(block_optimizer::pg);
+  if (datamask::stochastic_greedy_only(name)) return bit(block_optimizer::stochastic);
+  bool continuous = false;
+  datamask::visit_continuous_settings([&](const auto& s) { continuous = continuous || s.name == name; });
+  return continuous ? bit(block_optimizer::continuous) : every_optimizer;
+}
+
+resolution resolve(run_request& r, const spelling& sp) {
+  auto& s = r.settings;
+  DATAMASK_EXPECTS(!r.has("ratio") || !r.has("count"), sp.option("count"), "give ", sp.option("ratio"), " or ",
+                   sp.option("count"), ", not both");
+  check_quality(r, sp);
+  check_scales(r, sp);
+  check_graph(r, sp);
+
+  const bool knn = r.knn();
+  const bool asked_auto = s.optimizer == block_optimizer::automatic;
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || datamask::relaxable(s.weights, s.run.lambda, knn),
+                   sp.assign("optimizer", "continuous", true), "dense facility location has no relaxation; give it a kNN graph (",
+                   sp.option("neighbors"), " or ", sp.option("graph"), "), or use pg, greedy, lazy or stochastic");
+  const block_optimizer o = asked_auto ? datamask::auto_optimizer(s.weights, s.run.lambda, knn) : s.optimizer;
+  const std::string why = asked_auto ? " (chosen by " + sp.assign("optimizer", "auto", true) + ")" : "";
+  for (const auto& name : r.given) {
+    DATAMASK_EXPECTS(applies(name, o), sp.option(name), what_it_sets(name), ", but the optimizer is ",
+                     datamask::enum_name(o), why, "; ", remedy(name, o, sp));
+  }
+  if (o == block_optimizer::pg) {  // the credit that runs, as the reports name it
+    s.run.credit = datamask::resolve_credit(s.run.credit, s.weights, s.run.lambda, knn, s.learn.logprob);
+  }
+  DATAMASK_EXPECTS(o != block_optimizer::continuous || s.run.scaling != datamask::term_scaling::group,
+                   sp.option("scaling"), "group makes f a different function at every step; ",
+                   sp.assign("optimizer", "continuous", true), " needs calibrated, fixed or raw scales");
+  validate(s, sp);
+  return {o, datamask::use_threads(s.run)};
+}
+
+std::vector<std::optional<block_optimizer>> block_optimizers(const datamask::block_run_settings& s,
+                                                             const datamask::corpus_plan& plan, index_t dims) {
+  std::vector<std::optional<block_optimizer>> out(plan.blocks.size());
+  for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
+    if (plan.counts[b] == 0) continue;
+    out[b] = datamask::resolve_optimizer(s, {static_cast<index_t>(plan.blocks[b].size()), dims, plan.counts[b]});
+  }
+  return out;
+}
+
+void refuse_on_greedy_blocks(const run_request& r, std::span<const std::optional<block_optimizer>> optimizers,
+                             const spelling& sp) {
+  std::size_t running = 0, greedy = 0;
+  for (const auto& o : optimizers) {
+    running += o ? 1 : 0;
+    greedy += o == block_optimizer::greedy ? 1 : 0;
+  }
+  if (greedy == 0 || r.settings.optimizer != block_optimizer::automatic) return;
+  const std::string why = "the optimizer is greedy on " + std::to_string(greedy) + " of " + std::to_string(running) +
+                          " block" + (running == 1 ? "" : "s") + " (chosen by " +
+                          sp.assign("optimizer", "auto", true) + ": naive greedy costs no more operations there)";
+  for (const auto& name : r.given) {
+    if (applies(name, block_optimizer::greedy)) continue;
+    // A step output is refused where no block has steps; a learner's setting wherever a block ignores it.
+    if (step_output(name) && greedy < running) continue;
+    DATAMASK_EXPECTS(false, sp.option(name), what_it_sets(name), ", but ", why, "; add ",
+                     sp.assign("optimizer", "continuous", true));
+  }
+}
+
+progress_plan plan_progress(const datamask::block_run_settings& s, const datamask::corpus_plan& plan,
+                            std::span<const std::optional<block_optimizer>> optimizers, std::span<const index_t> run) {
+  progress_plan p;
+  for (const index_t block : run) {
+    const auto b = static_cast<std::size_t>(block);
+    if (!optimizers[b]) continue;
+    ++p.blocks;
+    switch (*optimizers[b]) {
+      case block_optimizer::continuous: p.iterations += s.ascent.iterations; break;
+      case block_optimizer::pg: p.steps += s.run.steps; break;
+      default:
+        p.picks += plan.counts[b];
+        p.greedy_by_cost += s.optimizer == block_optimizer::automatic && *optimizers[b] == block_optimizer::greedy;
+    }
+  }
+  return p;
+}
+
+}  // namespace dmfront
