@@ -156,10 +156,12 @@ class Selection:
     block, each block in selection order (the order of datamask-select's ``--out``);
     ``objective``: f in total and per term, as in the program's report; ``history``: one dict
     per step or iteration (block, step, lr, reward_mean, reward_max, term_means); ``seconds``:
-    optimize, evaluate and total wall time; ``blocks``: the per-block part of the report (with
-    ``graph``: neighbors, source, seconds, bytes, for a block whose facility term ran on a kNN
-    graph, and ``optimizer``: the one that ran on the block; with ``certify=True``:
-    ``certificate``, a dict of :class:`Certificate`'s fields); ``optimizer``: the optimizers the
+    optimize, evaluate and total wall time; ``blocks``: the report's blocks as datamask-select
+    writes them, one dict each (block, items, kept, selected, optimizer: the one that ran on the
+    block, steps_run, zero_variance_steps, nonfinite_steps, from_checkpoint, seconds, objective
+    {total, terms {name: {raw, scale, weight, constant}}}; graph {neighbors, source, seconds,
+    bytes} for a block whose facility term ran on a kNN graph; with ``certify=True``
+    certificate, :class:`Certificate`'s fields); ``optimizer``: the optimizers the
     blocks ran (``auto`` resolved for each block: naive greedy where it costs less than the
     continuous learner), each once, joined by commas; ``certificate``: with ``certify=True``, the
     :class:`Certificate` of the whole selection (the blocks' numbers weighted by their share of

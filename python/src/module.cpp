@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,8 +35,7 @@
 #include <datamask/block_select.hpp>
 #include <datamask/datamask.hpp>
 #include <datamask/input_checks.hpp>
-#include <datamask/io/shard_rows.hpp>
-#include <datamask/io/npy.hpp>
+#include <datamask/io/block_fields.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/synthetic.hpp>
 
@@ -386,41 +386,38 @@ nb::list history_list(const std::vector<datamask::block_result>& blocks) {
   return out;
 }
 
-/// A certificate as the program's report writes it: method, its numbers
-/// (`datamask::for_each_certificate_number`; None for one that is not finite: no certificate),
-/// reason.
-nb::dict certificate_dict(const datamask::block_certificate& c) {
-  const auto number = [](double v) { return std::isfinite(v) ? nb::cast(v) : nb::none(); };
+/// Writes `datamask::io::visit_*_fields` into a dict, as the program's report writes them:
+/// non-finite numbers as None.
+struct dict_writer {
   nb::dict d;
-  d["method"] = c.method;
-  datamask::for_each_certificate_number(c, [&](const char* name, double v) { d[name] = number(v); });
-  d["reason"] = c.reason;
-  return d;
+  void value(const std::string& name, double v) { d[name.c_str()] = std::isfinite(v) ? nb::cast(v) : nb::none(); }
+  void value(const std::string& name, bool v) { d[name.c_str()] = v; }
+  void value(const std::string& name, const std::string& v) { d[name.c_str()] = v; }
+  void value(const std::string& name, std::nullopt_t) { d[name.c_str()] = nb::none(); }
+  template <std::integral T>
+  void value(const std::string& name, T v) {
+    d[name.c_str()] = v;
+  }
+  template <class F>
+  void object(const std::string& name, F&& f) {
+    dict_writer w;
+    f(w);
+    d[name.c_str()] = w.d;
+  }
+};
+
+/// A certificate as the program's report writes it.
+nb::dict certificate_dict(const datamask::block_certificate& c) {
+  dict_writer w;
+  datamask::io::visit_certificate_fields(c, w);
+  return w.d;
 }
 
-/// The per-block part of the program's report.
+/// A block as the program's report writes it.
 nb::dict block_dict(const datamask::block_result& b) {
-  nb::dict d;
-  d["block"] = b.block;
-  d["items"] = b.items;
-  d["selected"] = b.selected;
-  d["optimizer"] = b.optimizer;
-  d["kept"] = b.kept;
-  d["steps_run"] = b.steps_run;
-  d["zero_variance_steps"] = b.zero_variance_steps;
-  d["nonfinite_steps"] = b.nonfinite_steps;
-  d["objective"] = b.objective;
-  d["terms"] = terms_list(b.terms);
-  if (b.graph.neighbors > 0) {  // as the program's report block: only for a kNN facility term
-    nb::dict g;
-    g["neighbors"] = b.graph.neighbors;
-    g["source"] = b.graph.source;
-    g["seconds"] = b.graph.seconds;
-    g["bytes"] = b.graph.bytes;
-    d["graph"] = g;
-  }
-  if (b.certificate) d["certificate"] = certificate_dict(*b.certificate);
-  return d;
+  dict_writer w;
+  datamask::io::visit_block_fields(b, w);
+  return w.d;
 }
 
 /// graph=(ids, sims): the caller's kNN graph of the corpus's n rows, checked and sorted as

@@ -20,9 +20,11 @@
 /// Non-finite numbers are written as null.
 
 #include <cinttypes>
+#include <concepts>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include <datamask/error.hpp>
+#include <datamask/io/block_fields.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/pipeline.hpp>
 #include <datamask/version.hpp>
@@ -114,15 +117,37 @@ inline double number_from(const nlohmann::ordered_json& j, double if_null) {
   return j.is_null() ? if_null : j.get<double>();
 }
 
-inline nlohmann::ordered_json objective_json(const std::vector<term_value>& terms, double total) {
-  nlohmann::ordered_json o;
-  o["total"] = number_or_null(total);
-  o["terms"] = nlohmann::ordered_json::object();
-  for (const auto& t : terms) {
-    o["terms"][t.name] = {{"raw", number_or_null(t.raw)}, {"scale", number_or_null(t.scale)},
-                          {"weight", number_or_null(t.weight)}, {"constant", t.constant}};
+/// Writes `visit_*_fields` into a JSON object: non-finite numbers as null, text as valid UTF-8.
+struct json_writer {
+  nlohmann::ordered_json& j;
+  void value(const std::string& name, double v) { j[name] = number_or_null(v); }
+  void value(const std::string& name, bool v) { j[name] = v; }
+  void value(const std::string& name, const std::string& v) { j[name] = json_text(v); }
+  void value(const std::string& name, std::nullopt_t) { j[name] = nullptr; }
+  template <std::integral T>
+  void value(const std::string& name, T v) {
+    j[name] = v;
   }
-  return o;
+  template <class F>
+  void object(const std::string& name, F&& f) {
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    json_writer w{o};
+    f(w);
+    j[name] = std::move(o);
+  }
+};
+
+/// Fields `visit` writes (a `visit_*_fields` of block_fields.hpp) as a JSON object.
+template <class Visit>
+nlohmann::ordered_json json_of(Visit&& visit) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  json_writer w{j};
+  visit(w);
+  return j;
+}
+
+inline nlohmann::ordered_json objective_json(const std::vector<term_value>& terms, double total) {
+  return json_of([&](json_writer& w) { visit_objective_fields(terms, total, w); });
 }
 
 inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objective, double& total) {
@@ -137,14 +162,8 @@ inline std::vector<term_value> terms_from(const nlohmann::ordered_json& objectiv
   return terms;
 }
 
-/// A certificate (`block_certificate`): method, its numbers (`for_each_certificate_number`), and
-/// with no certificate ("none") the reason, its bound, gap and share null.
 inline nlohmann::ordered_json certificate_json(const block_certificate& c) {
-  nlohmann::ordered_json j;
-  j["method"] = c.method;
-  for_each_certificate_number(c, [&](const char* name, double v) { j[name] = number_or_null(v); });
-  if (!c.certified()) j["reason"] = json_text(c.reason);
-  return j;
+  return json_of([&](json_writer& w) { visit_certificate_fields(c, w); });
 }
 
 inline block_certificate certificate_from(const nlohmann::ordered_json& j) {
@@ -157,28 +176,7 @@ inline block_certificate certificate_from(const nlohmann::ordered_json& j) {
 }
 
 inline nlohmann::ordered_json block_json(const block_result& b) {
-  nlohmann::ordered_json j;
-  j["block"] = b.block;
-  j["items"] = b.items;
-  j["kept"] = b.kept;
-  j["selected"] = b.selected;
-  if (b.optimizer.empty()) {  // a block that selects nothing runs none
-    j["optimizer"] = nullptr;
-  } else {
-    j["optimizer"] = b.optimizer;
-  }
-  j["steps_run"] = b.steps_run;
-  j["zero_variance_steps"] = b.zero_variance_steps;
-  j["nonfinite_steps"] = b.nonfinite_steps;
-  j["from_checkpoint"] = b.from_checkpoint;
-  j["seconds"] = {{"optimize", number_or_null(b.optimize_seconds)}, {"evaluate", number_or_null(b.evaluate_seconds)}};
-  j["objective"] = objective_json(b.terms, b.objective);
-  if (b.graph.neighbors > 0) {
-    j["graph"] = {{"neighbors", b.graph.neighbors}, {"source", json_text(b.graph.source)},
-                  {"seconds", number_or_null(b.graph.seconds)}, {"bytes", b.graph.bytes}};
-  }
-  if (b.certificate) j["certificate"] = certificate_json(*b.certificate);
-  return j;
+  return json_of([&](json_writer& w) { visit_block_fields(b, w); });
 }
 
 /// Reads block_json back (a report holds no ids or history). Throws nlohmann's exceptions on a
