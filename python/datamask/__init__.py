@@ -86,7 +86,6 @@ _TABLE = {
 }
 # Keywords that select() names in its signature (the rest come through **options).
 _EXPLICIT = ("ratio", "count", "lam", "seed")
-_OPTIMIZERS = ("auto", "continuous", "pg", "greedy", "lazy", "stochastic")
 
 
 def options() -> dict:

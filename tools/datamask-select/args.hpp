@@ -189,6 +189,20 @@ inline std::vector<double> parse_list(const std::string& opt, const std::string&
   return out;
 }
 
+/// The spellings of a list of names (the library's: an enum's choices, the objectives), for CLI11.
+template <class Names>
+std::vector<std::string> spellings(const Names& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if constexpr (requires { n.name; }) {
+      out.emplace_back(n.name);
+    } else {
+      out.emplace_back(n);
+    }
+  }
+  return out;
+}
+
 /// The entry's range as help and messages say it (an unsigned setting: ">= 0", not "any value").
 template <class Entry>
 std::string range_text(const Entry& s) {
@@ -240,10 +254,8 @@ void add_entry(CLI::App& app, config& c, const Entry& s) {
     // An option on by default can be turned off: --no-NAME.
     app.add_flag(s.default_value() ? opt + ",!--no-" + std::string(s.name) : opt, field, help);
   } else if constexpr (Entry::kind == datamask::setting_kind::choice) {
-    std::vector<std::string> names;
-    for (const auto& ch : s.choices) names.emplace_back(ch.name);
     app.add_option_function<std::string>(opt, [s, &c](const std::string& v) { s.parse(v, owner<Entry>(c)); }, help)
-        ->check(CLI::IsMember(names));
+        ->check(CLI::IsMember(spellings(s.choices)));
   } else if constexpr (std::is_same_v<field_t, std::vector<typename Entry::value_type>>) {
     app.add_option_function<std::string>(
         opt, [s, opt, &field](const std::string& v) {
@@ -277,7 +289,7 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--objective", c.objectives, "pairwise | facility | disf (default pairwise); may repeat, each a "
                                               "separately scaled term")
       ->multi_option_policy(all)
-      ->check(CLI::IsMember({"pairwise", "facility", "disf"}));
+      ->check(CLI::IsMember(spellings(datamask::objective_names)));
   app.add_option_function<std::string>(
       "--objective-weights", [&c](const std::string& v) { c.objective_weights = parse_list("--objective-weights", v); },
       "W,...: weight per --objective, in order, each >= 0 (default: all 1)");
@@ -302,7 +314,7 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "naive greedy in 13 of 160 pairwise cells, and 9 of 160 DiSF cells, all at S > 100, stay below 99.5% "
                  "of its gain), else (dense facility in a mix) "
                  "stochastic. The greedy baselines optimise the same f and write ids in the order picked")
-      ->check(CLI::IsMember({"auto", "continuous", "pg", "greedy", "lazy", "stochastic"}))
+      ->check(CLI::IsMember(spellings(datamask::enum_traits<datamask::block_optimizer>::choices)))
       ->capture_default_str();
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
                                  "(pg: by final logit, descending, block by block)");
