@@ -7,11 +7,14 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include <datamask/block_select.hpp>
 
+#include "external_replica.hpp"
 #include "thrust_support.hpp"
 
 namespace dm = datamask;
@@ -96,5 +99,23 @@ TEST_CASE("select_block on Thrust-on-OMP: the CPU default's ids and objective, o
     const dm::block_result e = dm::evaluate_rows<dm::thrust_backend>(p, 3, rows_of(one, inst.ids), std::nullopt,
                                                                       block_settings(c.opt, c.w, 2, c.neighbors));
     CHECK(e.objective == one.objective);
+  }
+}
+
+TEST_CASE("select_block on Thrust-on-OMP: an objective given as functions, its relaxation copied across the "
+          "executor, selects the CPU default's ids", "[block_select][thrust][external]") {
+  const dm_test::instance inst(700, 8, 23);
+  const auto p = inst.problem();
+  for (const auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg}) {
+    INFO(dm::enum_name(opt));
+    dm::block_run_settings s = block_settings(opt, {0.0, 0.0, 0.0, 1.0}, 2, 0);
+    s.run.credit = dm::credit_mode::rollout;
+    s.external = std::make_shared<const dm::external_objective>(
+        dmtest::pairwise_replica(std::make_shared<std::atomic<int>>(0)));
+    const dm::block_result cpu = dm::select_block<dm::eigen_backend>(p, 3, 60, std::nullopt, s);
+    const dm::block_result gpu_path = dm::select_block<dm::thrust_backend>(p, 3, 60, std::nullopt, s);
+    REQUIRE(cpu.ids.size() == 60);
+    CHECK(gpu_path.ids == cpu.ids);
+    CHECK(gpu_path.objective == Approx(cpu.objective).epsilon(1e-7));
   }
 }

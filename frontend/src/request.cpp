@@ -51,7 +51,9 @@ std::string remedy(std::string_view name, block_optimizer running, const spellin
 std::size_t counted_terms(const datamask::block_run_settings& s) {
   std::size_t terms = s.run.lambda > 0.0 ? 1 : 0;
   if (s.run.lambda < 1.0) {
-    for (const double w : {s.weights.pairwise, s.weights.facility, s.weights.disf}) terms += w > 0.0 ? 1 : 0;
+    for (const double w : {s.weights.pairwise, s.weights.facility, s.weights.disf, s.weights.external}) {
+      terms += w > 0.0 ? 1 : 0;
+    }
   }
   return terms;
 }
@@ -147,10 +149,15 @@ resolution resolve(run_request& r, const spelling& sp) {
 
   const bool knn = r.knn();
   const bool asked_auto = s.optimizer == block_optimizer::automatic;
+  const bool relaxes = s.external_relaxes();
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relaxes || s.weights.external <= 0.0 ||
+                       s.run.lambda >= 1.0,
+                   sp.assign("optimizer", "continuous", true), s.external->label,
+                   " has no relaxation; give it one, or use pg, greedy, lazy or stochastic");
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || datamask::relaxable(s.weights, s.run.lambda, knn),
                    sp.assign("optimizer", "continuous", true), "dense facility location has no relaxation; give it a kNN graph (",
                    sp.option("neighbors"), " or ", sp.option("graph"), "), or use pg, greedy, lazy or stochastic");
-  const block_optimizer o = asked_auto ? datamask::auto_optimizer(s.weights, s.run.lambda, knn) : s.optimizer;
+  const block_optimizer o = asked_auto ? datamask::auto_optimizer(s.weights, s.run.lambda, knn, relaxes) : s.optimizer;
   const std::string why = asked_auto ? " (chosen by " + sp.assign("optimizer", "auto", true) + ")" : "";
   for (const auto& name : r.given) {
     DATAMASK_EXPECTS(applies(name, o), sp.option(name), what_it_sets(name), ", but the optimizer is ",

@@ -33,6 +33,7 @@
 #include "datamask/knn/build.hpp"
 #include "datamask/learner.hpp"
 #include "datamask/objectives/disf.hpp"
+#include "datamask/objectives/external.hpp"
 #include "datamask/objectives/facility.hpp"
 #include "datamask/objectives/mix.hpp"
 #include "datamask/objectives/pairwise.hpp"
@@ -69,6 +70,7 @@ struct objective_weights {
   double pairwise = 1.0;
   double facility = 0.0;
   double disf = 0.0;
+  double external = 0.0;  ///< the objective given at run time (`block_run_settings::external`)
 };
 
 /// @brief The names a run gives its objectives, in the order of `objective_weights`.
@@ -99,9 +101,11 @@ inline constexpr std::array<std::string_view, 3> objective_names{"pairwise", "fa
 
 /// @brief Whether the continuous learner can ascend f: every diversity term that counts
 /// (lambda < 1, positive weight) has a relaxation. Dense facility location has none; on a kNN
-/// graph (`knn`) it has one.
-[[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false) {
-  return lambda >= 1.0 || w.facility <= 0.0 || knn;
+/// graph (`knn`) it has one; an objective given at run time has one when it says so
+/// (`external_relaxes`).
+[[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false,
+                                    bool external_relaxes = true) {
+  return lambda >= 1.0 || ((w.facility <= 0.0 || knn) && (w.external <= 0.0 || external_relaxes));
 }
 
 /// @brief Everything besides its data and hooks that determines a block's selection.
@@ -129,7 +133,11 @@ struct block_run_settings {
   /// above the 10% a default may add. It changes no selection.
   bool certify = false;
   certify_settings certification;
+  /// A diversity objective given at run time (a Python metric), weighed by `weights.external`;
+  /// null: none.
+  std::shared_ptr<const external_objective> external;
   [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
+  [[nodiscard]] bool external_relaxes() const { return !external || external->has_relaxation(); }
 };
 
 /// @brief The member of `s` that holds the settings of table entry `Entry` (settings.hpp):
@@ -163,10 +171,12 @@ template <class Entry, class Settings>
 ///   location both the policy-gradient learner and stochastic greedy cost O(n^2 d) per block,
 ///   and stochastic greedy reached more of lazy greedy's gain in an eighth of the time
 ///   (benchmarks/RESULTS.md, "Dense facility location: what auto runs").
-[[nodiscard]] inline block_optimizer auto_optimizer(const objective_weights& w, double lambda, bool knn) {
-  const bool facility_alone = lambda < 1.0 && w.facility > 0.0 && w.pairwise <= 0.0 && w.disf <= 0.0;
+[[nodiscard]] inline block_optimizer auto_optimizer(const objective_weights& w, double lambda, bool knn,
+                                                    bool external_relaxes = true) {
+  const bool facility_alone =
+      lambda < 1.0 && w.facility > 0.0 && w.pairwise <= 0.0 && w.disf <= 0.0 && w.external <= 0.0;
   if (facility_alone) return block_optimizer::lazy;
-  return relaxable(w, lambda, knn) ? block_optimizer::continuous : block_optimizer::stochastic;
+  return relaxable(w, lambda, knn, external_relaxes) ? block_optimizer::continuous : block_optimizer::stochastic;
 }
 
 /// @brief `auto` made concrete for a run (`auto_optimizer`); the others as given. A block of a
@@ -174,11 +184,15 @@ template <class Entry, class Settings>
 /// front ends use this to check the run's options, `select_block` resolves each block.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
-  const bool relax = relaxable(s.weights, s.run.lambda, s.knn());
-  if (s.optimizer == block_optimizer::automatic) return auto_optimizer(s.weights, s.run.lambda, s.knn());
-  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relax, "optimizer",
-                   "continuous: dense facility location has no relaxation; give it a kNN graph, or use pg, "
-                   "greedy, lazy or stochastic");
+  const bool relax = relaxable(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+  if (s.optimizer == block_optimizer::automatic) {
+    return auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+  }
+  const bool external_unrelaxed = s.weights.external > 0.0 && !s.external_relaxes();
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relax, "optimizer", "continuous: ",
+                   external_unrelaxed ? "the objective '" + s.external->label + "' has no relaxation; give it one"
+                                  : std::string("dense facility location has no relaxation; give it a kNN graph"),
+                   ", or use pg, greedy, lazy or stochastic");
   return s.optimizer;
 }
 
@@ -236,8 +250,9 @@ struct item_costs {
 /// faster at S = 114 and 171), as the model leaves out the scatter's zero rows, the learner's
 /// fixed per-iteration work and its polish.
 [[nodiscard]] inline block_optimizer auto_block_optimizer(const block_run_settings& s, const block_shape& b) {
-  const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn());
-  if (o != block_optimizer::continuous) return o;
+  const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+  // An objective given at run time has no cost model: the run's choice stands.
+  if (o != block_optimizer::continuous || (s.weights.external > 0.0 && s.run.lambda < 1.0)) return o;
   const index_t k = s.graph ? s.graph->k : std::min(s.neighbors, b.items);
   const item_costs c = auto_item_costs(s.weights, s.run.lambda, b.dims, k);
   const double greedy = static_cast<double>(b.selected) * c.greedy;
@@ -254,14 +269,22 @@ struct item_costs {
 
 /// @brief The diversity mix of every front end: every objective is present, those not chosen
 /// weigh 0 (so the terms of f, their order and the random streams are the same for every run).
-/// Facility location on a kNN graph comes last, so runs without it keep their terms.
-using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location>;
+/// Facility location on a kNN graph, then the objective given at run time, come last, so runs
+/// without them keep their terms.
+using standard_mix =
+    diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location, external_objective>;
 
 /// @brief The mix the weights and the kernel settings choose; with `knn`, facility location's
-/// weight on its kNN form (whose graph the caller sets).
-[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls, bool knn = false) {
+/// weight on its kNN form (whose graph the caller sets); `external`: the objective given at run
+/// time (weighed by `w.external`), or null.
+/// @throws invalid_input ("objective_weights") when `w.external` weighs an objective not given
+[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls, bool knn = false,
+                                           const external_objective* external = nullptr) {
+  DATAMASK_EXPECTS(w.external <= 0.0 || external != nullptr, "objective_weights",
+                   "weighs an objective given at run time (", w.external, "), but none is given");
   return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), knn ? 0.0 : w.facility},
-             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, knn ? w.facility : 0.0});
+             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, knn ? w.facility : 0.0},
+             weighted{external != nullptr ? *external : external_objective{}, external != nullptr ? w.external : 0.0});
 }
 
 /// @brief `credit_mode::automatic` made concrete for a run's f (`phases::resolve_credit` on the
@@ -270,7 +293,8 @@ using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf,
 /// gradient is relaxed, else the paper's estimator. Front ends resolve it to report it.
 [[nodiscard]] inline credit_mode resolve_credit(credit_mode c, const objective_weights& w, double lambda, bool knn,
                                                 gradient_mode g) {
-  const standard_mix m = make_mix(w, learner_settings{}, knn);  // its weights only
+  const external_objective any;  // a stand-in: its weight only
+  const standard_mix m = make_mix(w, learner_settings{}, knn, &any);  // its weights only
   return phases::resolve_credit<float, standard_mix>(c, g == gradient_mode::relaxed, [&](std::size_t i) {
     return lambda < 1.0 && m.weights[i] > 0.0;
   });
@@ -429,7 +453,7 @@ template <backend Backend = eigen_backend>
   o.active_fraction = 1.0;
   o.block = 0;
   o.evaluate_selection = false;
-  return learner<Backend>(o).calibrate(sample, make_mix(s.weights, s.learn));
+  return learner<Backend>(o).calibrate(sample, make_mix(s.weights, s.learn, false, s.external.get()));
 }
 
 /// @brief A block's error as a run over several blocks reports it: "block b: " before the
@@ -501,7 +525,7 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 /// The block's mix: `make_mix`, with facility location's weight moved to its kNN form and the
 /// graph set (given, or built here for this block) when the settings ask for a graph.
 inline standard_mix block_mix(const problem<float>& p, const block_run_settings& s, const block_hooks& h) {
-  standard_mix m = make_mix(s.weights, s.learn, s.knn());
+  standard_mix m = make_mix(s.weights, s.learn, s.knn(), s.external.get());
   if (!s.knn()) return m;
   auto& sparse = std::get<sparse_facility_location>(m.objectives);
   sparse.graph = s.graph;
@@ -639,7 +663,8 @@ std::vector<index_t> ascend(const problem<float>& p, const options& o, const blo
     if (h.on_snapshot) h.on_snapshot(r, it.iteration, it.pack(), best);
   };
   const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
-                     weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]});
+                     weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]},
+                     weighted{std::get<external_objective>(sm.objectives), sm.weights[4]});
   const basic_continuous_learner<Backend> L(std::move(co));
   auto res = L.select(p, m);
   if (stop()) throw run_stopped();

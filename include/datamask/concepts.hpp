@@ -91,6 +91,11 @@ concept diversity_objective =
       { d(s) } -> std::convertible_to<double>;
     };
 
+/// @brief The most row indices (G x k) the greedy baselines and the polish put in one
+/// `evaluate_batch` call when they score sets by evaluation: enough to amortise a call (a Python
+/// metric's), few enough that a metric's temporaries (G x k x d values) stay modest.
+inline constexpr index_t evaluation_batch_rows = index_t{1} << 16;
+
 /// @brief Refinement of `diversity_objective`: scores G subsets in one call,
 /// `d.evaluate_batch(const batch_view<T>&, std::span<double> out)` with `out.size() == G`.
 /// Must give the same values as scoring each subset alone, whatever the thread count.

@@ -34,6 +34,7 @@ __all__ = [
     "Cancelled",
     "Certificate",
     "InvalidInput",
+    "Metric",
     "Objective",
     "Option",
     "ParquetCorpus",
@@ -296,8 +297,92 @@ def _graph(graph: Any) -> Optional[tuple]:
     return np.require(ids, np.int64, "C"), np.require(sims, np.float64, "C")
 
 
-def _objectives(objective: Union[str, Sequence[str]]) -> list:
-    return [objective] if isinstance(objective, str) else list(objective)
+@dataclass(frozen=True)
+class Metric:
+    """A diversity metric of your own: a term of f beside (or instead of) the built-in ones,
+    given in ``objective`` (a plain callable is taken as ``Metric(score=callable)``).
+
+    ``score(x, subsets)``: ``x`` is the block's embeddings (n x d float32, read-only, valid only
+    during the call), ``subsets`` a G x k int64 array of rows of ``x``; returns G values (larger
+    is more diverse; a subset scores the same in any order). Called once per batch of subsets:
+    the policy gradient's rollouts, a greedy round's candidate sets, the calibration, the final
+    evaluation (G = 1). Vectorise it (numpy, torch): the run waits for it.
+
+    ``relax(x, p, size)``: optional, for the continuous learner: a smooth F of the n
+    probabilities ``p`` (summing to ``size``), equal to ``score`` at every 0/1 ``p`` of that
+    size; returns ``(F, grad)``, grad its n partial derivatives. Without it the continuous
+    learner cannot run this f ("auto" then takes stochastic greedy).
+
+    ``name``: the term's name in the results (default: ``score.__name__``).
+
+    A value that is not finite, or of the wrong shape, stops the run with InvalidInput naming
+    the metric; an exception the metric raises stops it and propagates.
+    """
+
+    score: Callable[[np.ndarray, np.ndarray], Any]
+    relax: Optional[Callable[[np.ndarray, np.ndarray, float], Any]] = None
+    name: Optional[str] = None
+
+
+def _checked_metric(m: Metric) -> tuple:
+    """The metric as the core calls it: (name, score, relax or None), each checking what it returns."""
+    label = m.name or getattr(m.score, "__name__", "metric")
+    if label in ("pairwise", "facility", "disf", "quality"):
+        raise InvalidInput(f"objective: a metric may not be named {label!r} (a built-in term's name)")
+
+    def finite(v: np.ndarray, what: str) -> np.ndarray:
+        bad = np.flatnonzero(~np.isfinite(v))
+        if bad.size:
+            raise InvalidInput(f"objective: {label} returned {v[bad[0]]} for {what} {bad[0]}; values must be finite")
+        return v
+
+    def score_checked(x: np.ndarray, subsets: np.ndarray) -> np.ndarray:
+        v = np.asarray(m.score(x, subsets), dtype=np.float64)
+        if v.shape != (len(subsets),):
+            raise InvalidInput(f"objective: {label} returned shape {v.shape} for {len(subsets)} subsets; expected "
+                               f"({len(subsets)},)")
+        return np.ascontiguousarray(finite(v, "subset"))
+
+    def relax_checked(x: np.ndarray, p: np.ndarray, size: float) -> tuple:
+        out = m.relax(x, p, size)
+        try:
+            value, grad = out
+        except (TypeError, ValueError):
+            raise InvalidInput(f"objective: {label}'s relax returned {type(out).__name__}; expected (value, grad)") from None
+        g = np.asarray(grad, dtype=np.float64)
+        if g.shape != (len(p),):
+            raise InvalidInput(f"objective: {label}'s relax returned a gradient of shape {g.shape}; expected ({len(p)},)")
+        value = float(finite(np.asarray([value], dtype=np.float64), "value")[0])
+        return value, np.ascontiguousarray(finite(g, "row"))
+
+    return label, score_checked, relax_checked if m.relax is not None else None
+
+
+def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
+    """(names of the built-in objectives, their weights, the metric or None) from ``objective``
+    and ``objective_weights`` (one weight per entry, the metric's included)."""
+    entries = [objective] if isinstance(objective, str) or callable(objective) or isinstance(objective, Metric) \
+        else list(objective)
+    if weights is not None and len(weights) != len(entries):
+        raise InvalidInput(f"objective_weights: {len(weights)} weights for {len(entries)} objectives")
+    names, named_weights, metric = [], [], None
+    for i, e in enumerate(entries):
+        w = 1.0 if weights is None else float(weights[i])
+        if isinstance(e, str):
+            names.append(e)
+            named_weights.append(w)
+            continue
+        if not isinstance(e, Metric):
+            if not callable(e):
+                raise InvalidInput(f"objective: expected a name (pairwise, facility, disf), a callable or a "
+                                   f"datamask.Metric, found {e!r}")
+            e = Metric(score=e)
+        if metric is not None:
+            raise InvalidInput("objective: one metric of your own per call (combine several in one score)")
+        if w < 0:
+            raise InvalidInput(f"objective_weights: weights must be >= 0, found {w}")
+        metric = (*_checked_metric(e), w)
+    return names, (named_weights if weights is not None else []), metric
 
 
 def _options(given: Mapping) -> dict:
@@ -398,7 +483,7 @@ def select(
     *,
     ratio: Optional[float] = None,
     count: Optional[int] = None,
-    objective: Union[str, Sequence[str]] = "pairwise",
+    objective: Any = "pairwise",
     lam: float = _TABLE["lam"].default,
     optimizer: Optional[str] = None,
     seed: int = _TABLE["seed"].default,
@@ -424,7 +509,8 @@ def select(
             unless ``lam`` is 0.
         ratio: fraction of items to select (default 0.1); ``count`` selects exactly that many.
         objective: "pairwise", "facility", "disf", or a sequence of them (each a separately
-            scaled term, weighted by ``objective_weights``).
+            scaled term, weighted by ``objective_weights``); one entry may be a diversity
+            metric of your own (:class:`Metric`, or a callable scoring a batch of subsets).
         lam: weight of quality against diversity (1: top by quality, 0: diversity only).
         optimizer: "auto" (default: "lazy" when facility location is the only objective, else
             "continuous" when every objective has a relaxation, except on a block where naive
@@ -487,8 +573,7 @@ def select(
             [float(w) for w in quality_weights] if quality_weights is not None else [],
             _ids(ids),
             opts,
-            _objectives(objective),
-            [float(w) for w in objective_weights] if objective_weights is not None else [],
+            *_objectives(objective, objective_weights),
             optimizer or "auto",
             int(block_size),
             int(neighbors),
@@ -526,7 +611,7 @@ def evaluate(
     ids: Any,
     *,
     corpus_ids: Any = None,
-    objective: Union[str, Sequence[str]] = "pairwise",
+    objective: Any = "pairwise",
     lam: float = _TABLE["lam"].default,
     optimizer: Optional[str] = None,
     seed: int = _TABLE["seed"].default,
@@ -558,8 +643,7 @@ def evaluate(
         _ids(corpus_ids, "corpus_ids"),
         subset,
         opts,
-        _objectives(objective),
-        [float(w) for w in objective_weights] if objective_weights is not None else [],
+        *_objectives(objective, objective_weights),
         optimizer or "auto",
         int(neighbors),
         _graph(graph),

@@ -246,6 +246,81 @@ invalid_input as_keyword(const invalid_input& e) {
   return invalid_input(input, std::string(e.what()).substr(e.input().size() + 2));
 }
 
+// --- a Python metric ---------------------------------------------------------------------------------
+
+/// A Python metric (datamask.Metric, its results checked by the Python layer) behind the
+/// library's `external_objective`. Each call takes the GIL once, for a batch of subsets (or one
+/// relaxation), from whichever thread the library calls it. The first error (the metric's own
+/// exception, or the InvalidInput of a wrong result) is kept, the values are NaN from then on,
+/// and the run stops at its next poll (`python_side`) and raises it. Lives in the call's frame:
+/// its objects are released with the GIL held.
+struct python_metric {
+  nb::object score;
+  nb::object relax;  // None: no relaxation
+  std::optional<nb::python_error> error;
+
+  /// `x` as a read-only numpy array (no copy; valid during the call only).
+  template <class T>
+  static nb::object view(datamask::matrix_view<const T> x) {
+    const std::size_t shape[2] = {static_cast<std::size_t>(x.rows), static_cast<std::size_t>(x.cols)};
+    const std::int64_t strides[2] = {x.stride, 1};
+    return nb::cast(nb::ndarray<nb::numpy, const T, nb::ndim<2>>(x.data, 2, shape, nb::handle(), strides));
+  }
+
+  /// Runs `call` with the GIL held unless an error came before; keeps its error. False: none ran.
+  template <class F>
+  bool guarded(F&& call) {
+    if (error) return false;
+    try {
+      call();
+      return true;
+    } catch (nb::python_error& e) {
+      error.emplace(std::move(e));
+    } catch (const nb::cast_error&) {  // the Python layer returns float64 arrays: a broken contract
+      PyErr_SetString(PyExc_TypeError, "datamask: a metric's checked result did not convert to float64");
+      error.emplace();
+    }
+    return false;
+  }
+};
+
+/// The library's objective of `spec` = (name, score, relax or None, weight) as datamask/__init__.py
+/// passes it; `state` keeps its Python objects.
+datamask::external_objective external_of(const nb::tuple& spec, const std::shared_ptr<python_metric>& state) {
+  state->score = spec[1];
+  state->relax = spec[2];
+  datamask::external_objective o;
+  o.label = nb::cast<std::string>(spec[0]);
+  const auto nan = std::numeric_limits<double>::quiet_NaN();
+  o.score = [state, nan](datamask::matrix_view<const float> x, datamask::matrix_view<const index_t> subsets,
+                         std::span<double> out) {
+    nb::gil_scoped_acquire gil;
+    const bool ran = state->guarded([&] {
+      const auto v = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(
+          state->score(python_metric::view(x), python_metric::view(subsets)));
+      std::copy(v.data(), v.data() + out.size(), out.begin());
+    });
+    if (!ran) std::fill(out.begin(), out.end(), nan);
+  };
+  if (state->relax.is_none()) return o;
+  o.relaxation = [state, nan](datamask::matrix_view<const float> x, std::span<const double> p, double total,
+                              std::span<double> grad) {
+    nb::gil_scoped_acquire gil;
+    double value = nan;
+    const std::size_t n = p.size();
+    const bool ran = state->guarded([&] {
+      nb::ndarray<nb::numpy, const double, nb::ndim<1>> pa(p.data(), {n}, nb::handle());
+      const auto r = nb::cast<nb::tuple>(state->relax(python_metric::view(x), pa, total));
+      value = nb::cast<double>(r[0]);
+      const auto g = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(r[1]);
+      std::copy(g.data(), g.data() + n, grad.begin());
+    });
+    if (!ran) std::fill(grad.begin(), grad.end(), nan);
+    return value;
+  };
+  return o;
+}
+
 // --- progress and interruption ---------------------------------------------------------------------
 
 /// datamask.Cancelled: the caller's cancel event was set.
@@ -261,7 +336,8 @@ struct cancelled : std::runtime_error {
 /// is raised again once the library returns; a set cancel event raises datamask.Cancelled.
 class python_side {
  public:
-  python_side(nb::object on_event, nb::object cancel) : on_event_(std::move(on_event)), cancel_(std::move(cancel)) {}
+  python_side(nb::object on_event, nb::object cancel, std::shared_ptr<python_metric> metric)
+      : on_event_(std::move(on_event)), cancel_(std::move(cancel)), metric_(std::move(metric)) {}
   /// The events' total over the run and what they count ("step", "iteration" or "pick").
   void plan(index_t total, const char* unit) {
     total_ = total;
@@ -284,10 +360,12 @@ class python_side {
   }
   /// Raises the Python error that stopped the run, if any (with the GIL held).
   void rethrow() {
-    if (error_) {
-      nb::python_error e = std::move(*error_);
-      error_.reset();
-      throw e;
+    for (auto* e : {&error_, metric_ ? &metric_->error : nullptr}) {
+      if (e != nullptr && *e) {
+        nb::python_error first = std::move(**e);
+        e->reset();
+        throw first;
+      }
     }
     if (cancelled_) throw cancelled();
   }
@@ -312,7 +390,7 @@ class python_side {
     }
   }
   bool poll() {
-    if (error_ || cancelled_) return true;
+    if (error_ || cancelled_ || (metric_ && metric_->error)) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(50)) return false;
     last_ = now;
@@ -337,6 +415,7 @@ class python_side {
   index_t done_ = 0;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   std::optional<nb::python_error> error_;
+  std::shared_ptr<python_metric> metric_;  // null: none
 };
 
 // --- results ---------------------------------------------------------------------------------------
@@ -442,13 +521,21 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
 
 /// The request of a call: the keywords given applied to the library's defaults, checked
 /// together (dmfront::resolve, as datamask-select does).
+/// `metric`: None, or a metric of the caller's (`external_of`), whose Python objects `state` keeps.
 dmfront::run_request run_request(const nb::dict& options, bool quality, const std::vector<std::string>& objectives,
-                                 const std::vector<double>& objective_weights, const std::string& optimizer,
+                                 const std::vector<double>& objective_weights, const nb::object& metric,
+                                 std::shared_ptr<python_metric>& state, const std::string& optimizer,
                                  index_t neighbors, std::shared_ptr<const datamask::knn_graph> graph) {
   dmfront::run_request q;
   datamask::block_run_settings& r = q.settings;
   apply_options(r, options);
   r.weights = datamask::weights_of(objectives, objective_weights);
+  if (!metric.is_none()) {
+    const auto spec = nb::cast<nb::tuple>(metric);
+    state = std::make_shared<python_metric>();
+    r.external = std::make_shared<const datamask::external_objective>(external_of(spec, state));
+    r.weights.external = nb::cast<double>(spec[3]);
+  }
   r.neighbors = neighbors;
   r.graph = std::move(graph);
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
@@ -471,14 +558,16 @@ dmfront::run_request run_request(const nb::dict& options, bool quality, const st
 nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
                 const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                 const nb::dict& options, const std::vector<std::string>& objectives,
-                const std::vector<double>& objective_weights, const std::string& optimizer, index_t block_size,
+                const std::vector<double>& objective_weights, const nb::object& metric, const std::string& optimizer,
+                index_t block_size,
                 index_t neighbors, const std::optional<graph_arrays>& graph, bool certify, nb::object on_event,
                 nb::object cancel) {
   const auto t_graph = std::chrono::steady_clock::now();
   auto given = given_graph(graph, shards);
   const double graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
-  dmfront::run_request request =
-      run_request(options, !quality.empty(), objectives, objective_weights, optimizer, neighbors, std::move(given));
+  std::shared_ptr<python_metric> state;
+  dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, state,
+                                             optimizer, neighbors, std::move(given));
   datamask::block_run_settings& r = request.settings;
   r.certify = certify;
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
@@ -486,7 +575,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<datamask::block_result> results;
   datamask::corpus_plan plan;
-  python_side side(std::move(on_event), std::move(cancel));  // before the GIL is released: it holds references
+  python_side side(std::move(on_event), std::move(cancel), state);  // before the GIL is released: it holds references
   try {
     nb::gil_scoped_release nogil;
     (void)dmfront::use_block_device(std::nullopt);  // under CUDA: a device is present, else a clear error
@@ -514,6 +603,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   } catch (const datamask::run_stopped&) {
     results.clear();  // side.rethrow() says why
   } catch (const invalid_input& e) {
+    side.rethrow();  // a metric's error comes first: the library may have met its NaN
     throw as_keyword(e);
   }
   side.rethrow();  // KeyboardInterrupt or the callable's exception
@@ -561,10 +651,12 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
 nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
                   const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                   const ids_array& subset, const nb::dict& options, const std::vector<std::string>& objectives,
-                  const std::vector<double>& objective_weights, const std::string& optimizer, index_t neighbors,
+                  const std::vector<double>& objective_weights, const nb::object& metric, const std::string& optimizer,
+                  index_t neighbors,
                   const std::optional<graph_arrays>& graph) {
-  const dmfront::run_request request =
-      run_request(options, !quality.empty(), objectives, objective_weights, optimizer, neighbors, given_graph(graph, shards));
+  std::shared_ptr<python_metric> state;
+  const dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, state,
+                                                   optimizer, neighbors, given_graph(graph, shards));
   const datamask::block_run_settings& r = request.settings;
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
   bool subset_unsigned = false;
@@ -593,8 +685,16 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     try {
       res = dmfront::evaluate_rows(data.view(), 0, rows, threshold, r);
     } catch (const invalid_input& e) {
-      throw as_keyword(e.input() == "rows" ? invalid_input("ids", std::string(e.what()).substr(6)) : e);
+      // (a metric's error comes first: the library may have met its NaN)
+      if (!state || !state->error) {
+        throw as_keyword(e.input() == "rows" ? invalid_input("ids", std::string(e.what()).substr(6)) : e);
+      }
     }
+  }
+  if (state && state->error) {
+    nb::python_error e = std::move(*state->error);
+    state->error.reset();
+    throw e;
   }
   nb::dict out;
   out["objective"] = res.objective;
@@ -627,10 +727,11 @@ NB_MODULE(_core, m) {
   m.attr("default_block_size") = datamask::default_block_size;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,
-        "objectives"_a, "objective_weights"_a, "optimizer"_a, "block_size"_a, "neighbors"_a, "graph"_a.none(), "certify"_a, "on_event"_a.none(),
+        "objectives"_a, "objective_weights"_a, "metric"_a.none(), "optimizer"_a, "block_size"_a, "neighbors"_a, "graph"_a.none(), "certify"_a, "on_event"_a.none(),
         "cancel"_a.none());
   m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "corpus_ids"_a.none(), "ids"_a,
-        "options"_a, "objectives"_a, "objective_weights"_a, "optimizer"_a, "neighbors"_a, "graph"_a.none());
+        "options"_a, "objectives"_a, "objective_weights"_a, "metric"_a.none(), "optimizer"_a, "neighbors"_a,
+        "graph"_a.none());
   m.def("demo_corpus", &demo_corpus, "seed"_a = 0, "The corpus of datamask-select --demo: (embeddings, quality).");
   m.def(
       "corpus_view_address",

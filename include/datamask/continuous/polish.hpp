@@ -57,13 +57,18 @@ inline std::vector<index_t> top_by(std::span<const double> key, std::span<const 
 
 
 /// Swap gains of a term without a `swap_state`, by evaluation on the swapped set: O(cost of the
-/// objective) per swap.
+/// objective) per swap. A batched objective scores the swaps `prepare` announces (removals x
+/// additions) in `evaluate_batch` calls, the same values as one at a time: an objective given at
+/// run time (a Python metric) is then called once per batch, not once per swap.
 template <class D, class T>
 struct evaluated_swaps {
   const D* objective;
   subset_view<T> base;
   std::vector<index_t> rows;
   double value = 0.0;
+  // The deltas of the swaps last prepared (batched objectives): removals x additions.
+  std::vector<index_t> prepared_r, prepared_a;
+  std::vector<double> prepared;
 
   evaluated_swaps(const D& o, const subset_view<T>& v, std::span<const index_t> sel)
       : objective(&o), base(v), rows(sel.begin(), sel.end()), value(eval(rows)) {}
@@ -72,8 +77,42 @@ struct evaluated_swaps {
     s.subset = index_view(std::span<const index_t>(r));
     return static_cast<double>((*objective)(s));
   }
-  void prepare(std::span<const index_t> /*removals*/, std::span<const index_t> /*additions*/) {}
+  void prepare(std::span<const index_t> removals, std::span<const index_t> additions) {
+    if constexpr (batched_diversity_objective<D, T>) {
+      prepared_r.assign(removals.begin(), removals.end());
+      prepared_a.assign(additions.begin(), additions.end());
+      prepared.assign(removals.size() * additions.size(), 0.0);
+      const auto k = static_cast<std::size_t>(rows.size());
+      const std::size_t per_batch =
+          std::max<std::size_t>(1, static_cast<std::size_t>(evaluation_batch_rows) / std::max<std::size_t>(k, 1));
+      std::vector<index_t> subsets;
+      for (std::size_t first = 0; first < prepared.size(); first += per_batch) {
+        const std::size_t g = std::min(prepared.size() - first, per_batch);
+        subsets.resize(g * k);
+        for (std::size_t c = 0; c < g; ++c) {
+          const std::size_t pair = first + c;
+          const auto out = subsets.begin() + static_cast<std::ptrdiff_t>(c * k);
+          const auto end = std::copy(rows.begin(), rows.end(), out);
+          // A removal no longer in the set (a state copied after a first swap) is never asked.
+          const auto at = std::find(out, end, prepared_r[pair / additions.size()]);
+          if (at != end) *at = prepared_a[pair % additions.size()];
+        }
+        const batch_view<T> b{base.embeddings, base.inv_norms, base.sq_norms,
+                              make_matrix_view(static_cast<const index_t*>(subsets.data()), static_cast<index_t>(g),
+                                               static_cast<index_t>(k)),
+                              base.reference, base.threads};
+        objective->evaluate_batch(b, std::span<double>(prepared).subspan(first, g));
+      }
+      for (double& v : prepared) v -= value;
+    }
+  }
   [[nodiscard]] double delta(index_t r, index_t a) const {
+    const auto ri = std::find(prepared_r.begin(), prepared_r.end(), r);
+    const auto ai = std::find(prepared_a.begin(), prepared_a.end(), a);
+    if (ri != prepared_r.end() && ai != prepared_a.end()) {
+      return prepared[static_cast<std::size_t>(ri - prepared_r.begin()) * prepared_a.size() +
+                      static_cast<std::size_t>(ai - prepared_a.begin())];
+    }
     std::vector<index_t> swapped = rows;
     *std::find(swapped.begin(), swapped.end(), r) = a;
     return eval(swapped) - value;
@@ -81,6 +120,9 @@ struct evaluated_swaps {
   void apply(index_t r, index_t a) {
     *std::find(rows.begin(), rows.end(), r) = a;
     value = eval(rows);
+    prepared_r.clear();  // the deltas were from the set before this swap
+    prepared_a.clear();
+    prepared.clear();
   }
 };
 

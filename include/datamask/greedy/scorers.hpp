@@ -88,6 +88,10 @@ struct evaluated_state {
     return static_cast<double>((*objective)(s));
   }
   void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    if constexpr (batched_diversity_objective<D, T>) {
+      accumulate_batched(cands, out, w);
+      return;
+    }
     // One region per round at most, and none for a small round (see evaluation_work).
     const double work = evaluation_work(static_cast<index_t>(rows.size()) + 1, block.embeddings.cols,
                                         block.embeddings.rows);
@@ -101,6 +105,31 @@ struct evaluated_state {
   void add(index_t j) {
     rows.push_back(j);
     current = eval(rows);
+  }
+
+ private:
+  /// The round's S + i as batches of subsets, one `evaluate_batch` call each (the same values as
+  /// one evaluation per candidate; an objective called at run time, a Python metric, is then
+  /// called once per batch), each batch at most `evaluation_batch_rows` row indices.
+  void accumulate_batched(std::span<const index_t> cands, std::span<double> out, double w) const {
+    const auto k = static_cast<index_t>(rows.size()) + 1;
+    const index_t per_batch = std::max<index_t>(1, evaluation_batch_rows / k);
+    std::vector<index_t> subsets;
+    std::vector<double> values;
+    for (std::size_t first = 0; first < cands.size(); first += static_cast<std::size_t>(per_batch)) {
+      const std::size_t g = std::min(cands.size() - first, static_cast<std::size_t>(per_batch));
+      subsets.resize(g * static_cast<std::size_t>(k));
+      for (std::size_t c = 0; c < g; ++c) {
+        std::copy(rows.begin(), rows.end(), subsets.begin() + static_cast<std::ptrdiff_t>(c * static_cast<std::size_t>(k)));
+        subsets[(c + 1) * static_cast<std::size_t>(k) - 1] = cands[first + c];
+      }
+      values.assign(g, 0.0);
+      const batch_view<T> b{block.embeddings, block.inv_norms.data(), block.sq_norms.data(),
+                            make_matrix_view(static_cast<const index_t*>(subsets.data()), static_cast<index_t>(g), k),
+                            index_view(std::span<const index_t>(all)), block.threads};
+      objective->evaluate_batch(b, std::span<double>(values));
+      for (std::size_t c = 0; c < g; ++c) out[first + c] += w * (values[c] - current);
+    }
   }
 };
 

@@ -40,14 +40,15 @@ struct diversity_mix {
 
   static constexpr std::size_t size = sizeof...(Ds);
 
-  /// @brief Term names, unique: a repeated name gets "#2", "#3", ... appended.
+  /// @brief Term names, unique: a repeated name gets "#2", "#3", ... appended. An objective
+  /// named at run time (`term_name()`, external_objective) has that name, else its type's.
   [[nodiscard]] std::array<std::string, sizeof...(Ds)> names() const {
-    std::array<std::string, sizeof...(Ds)> out{std::string(objective_name<Ds>())...};
+    std::array<std::string, sizeof...(Ds)> base{};
+    for_each([&](auto i, const auto& o, double) { base[i] = term_name_of(o); });
+    std::array<std::string, sizeof...(Ds)> out = base;
     for (std::size_t i = 0; i < out.size(); ++i) {
       int repeat = 1;
-      for (std::size_t j = 0; j < i; ++j) {
-        if (std::string(objective_name_at(j)) == std::string(objective_name_at(i))) ++repeat;
-      }
+      for (std::size_t j = 0; j < i; ++j) repeat += base[j] == base[i] ? 1 : 0;
       if (repeat > 1) out[i].append(1, '#').append(std::to_string(repeat));
     }
     return out;
@@ -60,9 +61,13 @@ struct diversity_mix {
   }
 
  private:
-  static constexpr std::string_view objective_name_at(std::size_t i) {
-    constexpr std::array<std::string_view, sizeof...(Ds)> n{objective_name<Ds>()...};
-    return n[i];
+  template <class D>
+  static std::string term_name_of(const D& o) {
+    if constexpr (requires { o.term_name(); }) {
+      return std::string(o.term_name());
+    } else {
+      return std::string(objective_name<D>());
+    }
   }
   template <class F, std::size_t... I>
   void for_each_impl(F&& f, std::index_sequence<I...>) const {

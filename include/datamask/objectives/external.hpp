@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief A diversity objective given at run time, as functions: a scorer of G subsets in one
+/// call and, optionally, a relaxation. The front ends run a user's metric through it (a Python
+/// callable, datamask.select's `objective`); it is a term of `standard_mix` like the built-in
+/// ones. A C++ user with a compiled objective writes a type instead (concepts.hpp): faster,
+/// and it may run on a GPU, where this one runs on the host (its relaxation copies p, the rows
+/// and the gradient across when the executor is a device's).
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "datamask/concepts.hpp"
+#include "datamask/error.hpp"
+#include "datamask/executor/host.hpp"
+
+namespace datamask {
+
+namespace detail::external_impl {
+/// to[i] = from[i] on the executor (a device's gradient back from the host); at namespace scope,
+/// as nvcc wants a kernel's functor.
+struct copy_values {
+  const double* from;
+  double* to;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const { to[i] = from[i]; }
+};
+}  // namespace detail::external_impl
+
+/// @brief A diversity objective held as functions (see the file comment). Elements: float.
+///
+/// Rules the functions must keep (as every objective's, concepts.hpp): values do not depend on
+/// the order of a subset's rows, larger is more diverse, the same subset always scores the same;
+/// `score` may be called from any thread, one call at a time or several at once; the relaxation
+/// equals the objective at every p in {0, 1}^n with sum p = S and gives its exact gradient.
+struct external_objective {
+  /// Scores G subsets: row g of `subsets` (G x k, k >= 1) holds k rows of `embeddings` (the block,
+  /// n x d); writes the G values into `out`.
+  using score_fn = std::function<void(matrix_view<const float> embeddings, matrix_view<const index_t> subsets,
+                                      std::span<double> out)>;
+  /// F(p) of a relaxation, with dF/dp_i written into grad[i] for the n rows; `total` is S.
+  using relax_fn = std::function<double(matrix_view<const float> embeddings, std::span<const double> p, double total,
+                                        std::span<double> grad)>;
+
+  std::string label = "external";  ///< the term's name in reports
+  score_fn score;
+  relax_fn relaxation;  ///< empty: no relaxation (the continuous learner cannot run this f)
+
+  /// @brief The term's name (`diversity_mix::names`).
+  [[nodiscard]] const std::string& term_name() const { return label; }
+  [[nodiscard]] bool has_relaxation() const { return static_cast<bool>(relaxation); }
+
+  /// The empty set scores 0, without a call (a greedy run's gains are differences from it).
+  template <class T>
+    requires std::is_same_v<T, float>
+  double operator()(const subset_view<T>& s) const {
+    double out = 0.0;
+    if (s.subset.size == 0) return out;
+    score(s.embeddings, matrix_view<const index_t>{s.subset.data, 1, s.subset.size}, std::span<double>(&out, 1));
+    return out;
+  }
+
+  template <class T>
+    requires std::is_same_v<T, float>
+  void evaluate_batch(const batch_view<T>& b, std::span<double> out) const {
+    if (b.subsets.cols == 0) {
+      std::fill(out.begin(), out.end(), 0.0);
+      return;
+    }
+    score(b.embeddings, b.subsets, out);
+  }
+
+  /// @brief The relaxation through an executor: called with the arrays as they are in host
+  /// memory; copied across for a device's executor.
+  template <class Exec, class T>
+    requires std::is_same_v<T, float>
+  double relax(Exec& exec, const relax_view<T>& v, double* grad) const {
+    DATAMASK_EXPECTS(has_relaxation(), label, "has no relaxation, so the continuous learner cannot run it");
+    const auto n = static_cast<std::size_t>(v.embeddings.rows);
+    if constexpr (std::is_same_v<std::remove_cvref_t<Exec>, host_executor>) {
+      return relaxation(v.embeddings, v.p, v.total, std::span<double>(grad, n));
+    } else {
+      std::vector<float> rows(n * static_cast<std::size_t>(v.embeddings.cols));
+      exec.download(v.embeddings.data, std::span<float>(rows));
+      std::vector<double> p(n), g(n);
+      exec.download(v.p.data(), std::span<double>(p));
+      const double value = relaxation(make_matrix_view(static_cast<const float*>(rows.data()), v.embeddings.rows,
+                                                       v.embeddings.cols),
+                                      p, v.total, g);
+      const double* up = exec.upload(std::span<const double>(g));
+      exec.for_each(v.embeddings.rows, detail::external_impl::copy_values{up, grad});
+      return value;
+    }
+  }
+};
+
+}  // namespace datamask
