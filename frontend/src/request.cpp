@@ -95,7 +95,7 @@ void check_graph(const run_request& r, const spelling& sp) {
                    s.neighbors);
   const bool given_graph = r.graph || s.graph != nullptr;
   for (const auto& name : r.given) {
-    if (!name.starts_with("knn-")) continue;
+    if (!graph_build_option(name)) continue;
     DATAMASK_EXPECTS(s.neighbors > 0, sp.option(name), "sets how ", sp.option("neighbors"),
                      " builds each block's kNN graph, but no ", sp.option("neighbors"), " is given",
                      given_graph ? " (" + sp.option("graph") + " gives a graph, none is built)" : std::string());

@@ -311,7 +311,7 @@ inline constexpr index_t default_block_size = 1000000;
 
 /// @brief Settings of the table that only the policy-gradient learner reads (the calibration
 /// settings, which both learners use, are not among them): a front end refuses them with
-/// another optimizer instead of ignoring them.
+/// another optimizer instead of ignoring them (read through `dmfront::applies_to`).
 [[nodiscard]] constexpr bool policy_gradient_only(std::string_view name) {
   for (std::string_view n : {"steps", "rollouts", "init", "advantage", "credit", "readout", "keep-best-rollout",
                              "reference-size", "lr-max", "lr-min", "schedule", "logprob"}) {
@@ -322,13 +322,6 @@ inline constexpr index_t default_block_size = 1000000;
 
 /// @brief Settings of the table that only stochastic greedy reads: refused with another optimizer.
 [[nodiscard]] constexpr bool stochastic_greedy_only(std::string_view name) { return name == "epsilon"; }
-
-/// @brief Whether table entry `Entry` sets the continuous learner (its ascent or polish): a
-/// front end refuses it with another optimizer.
-template <class Entry>
-inline constexpr bool continuous_only_setting =
-    std::is_same_v<typename Entry::owner_type, continuous_settings> ||
-    std::is_same_v<typename Entry::owner_type, polish_settings>;
 
 /// @brief How a corpus is split for a run: what `select_block` is called with, block by block.
 struct corpus_plan {

@@ -129,10 +129,6 @@ void visit_program_settings(F&& f) {
 /// Settings that do not change the selection (left out of the canonical configuration).
 inline bool not_selection(std::string_view name) { return name == "threads" || name == "facility-cache"; }
 
-/// The settings of how --neighbors builds each block's graph (--knn-build, --knn-clusters,
-/// --knn-probes): in the configuration only where a graph is built.
-inline bool knn_build_setting(std::string_view name) { return name.starts_with("knn-"); }
-
 /// Every option entry: the library's table (less what the program sets), then the program's.
 template <class F>
 void visit_options(F&& f) {
@@ -372,7 +368,7 @@ inline nlohmann::ordered_json config::selection_json() const {
   detail::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
-    if (detail::knn_build_setting(s.name) && neighbors == 0) return;
+    if (dmfront::graph_build_option(s.name) && neighbors == 0) return;  // only where a graph is built
     if (s.name == "reference-size" && run.reference_size == 0) return;  // as neighbors: only when given
     // An optimizer's own settings only where it runs: the others ignore them.
     if (!dmfront::applies(s.name, datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer"))) return;

@@ -42,6 +42,10 @@ void visit_options(F&& f) {
   datamask::visit_continuous_settings(f);
 }
 
+/// @brief Whether option `name` sets how a block's kNN graph is built (knn-build, knn-clusters,
+/// knn-probes): it applies only where a graph is built (`neighbors`).
+[[nodiscard]] inline bool graph_build_option(std::string_view name) { return name.starts_with("knn-"); }
+
 /// @brief A set of optimizers (bit `1 << block_optimizer`).
 using optimizer_set = unsigned;
 
