@@ -41,6 +41,7 @@
 
 #include <datamask/frontend/block_backend.hpp>
 #include <datamask/frontend/corpus.hpp>
+#include <datamask/frontend/registry.hpp>
 #include <datamask/frontend/request.hpp>
 
 namespace nb = nanobind;
@@ -529,7 +530,8 @@ dmfront::run_request run_request(const nb::dict& options, bool quality, const st
   dmfront::run_request q;
   datamask::block_run_settings& r = q.settings;
   apply_options(r, options);
-  r.weights = datamask::weights_of(objectives, objective_weights);
+  static const dmfront::objective_registry builtins;  // Python's own objectives come as a metric
+  builtins.apply(objectives, objective_weights, r);
   if (!metric.is_none()) {
     const auto spec = nb::cast<nb::tuple>(metric);
     state = std::make_shared<python_metric>();

@@ -30,6 +30,7 @@
 #include <datamask/version.hpp>
 
 #include <datamask/frontend/block_backend.hpp>
+#include <datamask/frontend/registry.hpp>
 #include <datamask/frontend/request.hpp>
 
 namespace dmselect {
@@ -56,6 +57,7 @@ struct config {
   std::vector<std::string> quality_columns;  // each score column read: "file" or "file (column)"
   std::vector<std::string> objectives;  // empty until check_args: pairwise
   std::vector<double> objective_weights;
+  dmfront::objective_registry registry;  // the objectives --objective may name
   // Facility location on a kNN graph (sparse_facility.hpp): K neighbours built per block, or a
   // graph loaded from PREFIX.ids.npy and PREFIX.sims.npy (0 and empty: dense facility location).
   index_t neighbors = 0;
@@ -282,10 +284,11 @@ inline void add_program_options(CLI::App& app, config& c) {
       "W,...: weight per score column, in order, each >= 0 (default: all 1)");
   app.add_option("--ids", c.ids, "PATH: .npy int64 or uint64 (int32 read as int64), one unique id per row; --out writes them in "
                                  "that type (default: the row numbers)");
-  app.add_option("--objective", c.objectives, "pairwise | facility | disf (default pairwise); may repeat, each a "
-                                              "separately scaled term")
+  std::string objectives;
+  for (const auto& e : c.registry.entries()) objectives += "\n  " + e.name + (e.summary.empty() ? "" : ": " + e.summary);
+  app.add_option("--objective", c.objectives, "NAME (default pairwise); may repeat, each a separately scaled term:" + objectives)
       ->multi_option_policy(all)
-      ->check(CLI::IsMember(spellings(datamask::objective_names)));
+      ->check(CLI::IsMember(c.registry.names()));
   app.add_option_function<std::string>(
       "--objective-weights", [&c](const std::string& v) { c.objective_weights = parse_list("--objective-weights", v); },
       "W,...: weight per --objective, in order, each >= 0 (default: all 1)");
@@ -460,12 +463,13 @@ inline bool parse_args(int argc, char** argv, config& c) {
 
 namespace detail {
 
-/// The objective list and its weights: the library's rules (`datamask::weights_of`), in the
-/// options' names.
+/// The objective list and its weights: the registry's rules (`dmfront::objective_registry::apply`),
+/// in the options' names.
 inline void check_objectives(config& c) {
   if (c.objectives.empty()) c.objectives.push_back("pairwise");
   try {
-    (void)datamask::weights_of(c.objectives, c.objective_weights);
+    datamask::block_run_settings scratch;
+    c.registry.apply(c.objectives, c.objective_weights, scratch);
   } catch (const datamask::invalid_input& e) {
     throw usage_error(option_message(e));
   }
@@ -519,7 +523,7 @@ inline dmfront::run_request request_of(const config& c) {
   r.settings.ascent = c.ascent;
   r.settings.polish = c.polish;
   r.settings.optimizer = datamask::parse_enum<datamask::block_optimizer>(c.requested, "optimizer");
-  r.settings.weights = datamask::weights_of(c.objectives, c.objective_weights);
+  c.registry.apply(c.objectives, c.objective_weights, r.settings);
   r.settings.neighbors = c.neighbors;
   r.settings.certify = c.certify;
   for (const std::string& g : c.given) r.given.insert(g.substr(2));

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The diversity objectives a front end knows by name: the built-in ones, registered by
+/// the registry itself, and a C++ user's own, registered by type. A run's `--objective` names
+/// (Python: `objective=`) are looked up here and nowhere else.
+///
+/// A user's objective runs as `datamask::external_objective`, the last term of the standard mix,
+/// so every option, output, checkpoint and MPI or shard behaviour of the program holds for it.
+/// What it can do is read from its concepts when it is registered: a `relax` member
+/// (`relaxable_objective`) becomes its relaxation, so `auto` runs the continuous learner on it and
+/// `--optimizer continuous` is accepted; without one, auto runs stochastic greedy and continuous
+/// is refused naming it. `evaluate_batch` (`batched_diversity_objective`) scores a batch in one
+/// call. Greedy states, marginals and device passes are not carried: the greedy baselines score
+/// it by evaluation, on the host (on a GPU build its relaxation's arrays are copied across).
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <datamask/block_select.hpp>
+
+namespace dmfront {
+
+using datamask::index_t;
+
+namespace detail {
+
+/// The norms `subset_view` and `relax_view` carry: 1/||e_i|| (0 for a zero row) and ||e_i||^2.
+struct row_norms {
+  std::vector<double> inv, sq;
+  explicit row_norms(datamask::matrix_view<const float> x)
+      : inv(static_cast<std::size_t>(x.rows)), sq(static_cast<std::size_t>(x.rows)) {
+    for (index_t i = 0; i < x.rows; ++i) {
+      double s = 0.0;
+      for (index_t j = 0; j < x.cols; ++j) s += static_cast<double>(x(i, j)) * x(i, j);
+      sq[static_cast<std::size_t>(i)] = s;
+      inv[static_cast<std::size_t>(i)] = s > 0.0 ? 1.0 / std::sqrt(s) : 0.0;
+    }
+  }
+};
+
+/// Objective `o` held as functions (see the file comment). Its views: the block's norms, and the
+/// whole block as the reference set (as when a selection is evaluated).
+template <class Objective>
+datamask::external_objective held_as_functions(Objective o, std::string name) {
+  const auto obj = std::make_shared<const Objective>(std::move(o));
+  datamask::external_objective e;
+  e.label = std::move(name);
+  e.score = [obj](datamask::matrix_view<const float> x, datamask::matrix_view<const index_t> subsets,
+                  std::span<double> out) {
+    const row_norms norms(x);
+    std::vector<index_t> rows_of_block(static_cast<std::size_t>(x.rows));
+    std::iota(rows_of_block.begin(), rows_of_block.end(), index_t{0});
+    const datamask::index_view block(rows_of_block);
+    if constexpr (datamask::batched_diversity_objective<Objective, float>) {
+      obj->evaluate_batch(datamask::batch_view<float>{x, norms.inv.data(), norms.sq.data(), subsets, block}, out);
+    } else {
+      for (index_t g = 0; g < subsets.rows; ++g) {
+        const datamask::index_view rows(subsets.row(g), subsets.cols);
+        out[static_cast<std::size_t>(g)] = (*obj)(datamask::subset_view<float>{x, norms.inv.data(), norms.sq.data(), rows, block});
+      }
+    }
+  };
+  if constexpr (datamask::relaxable_objective<Objective, float>) {
+    e.relaxation = [obj](datamask::matrix_view<const float> x, std::span<const double> p, double total,
+                         std::span<double> grad) {
+      const row_norms norms(x);
+      datamask::host_executor exec;
+      return static_cast<double>(
+          obj->relax(exec, datamask::relax_view<float>{x, norms.inv.data(), norms.sq.data(), p, total}, grad.data()));
+    };
+  }
+  return e;
+}
+
+}  // namespace detail
+
+/// @brief One objective a run can name: a built-in term of the standard mix (`builtin`, its
+/// weight) or a user's (`user`).
+struct objective_entry {
+  std::string name;
+  std::string summary;  ///< one line for a front end's help
+  double datamask::objective_weights::*builtin = nullptr;
+  std::shared_ptr<const datamask::external_objective> user;
+};
+
+/// @brief The objectives a run can name; it starts with the built-in ones (pairwise, facility,
+/// disf). A run names at most one user objective (the standard mix has one such term).
+class objective_registry {
+ public:
+  objective_registry();
+
+  /// @brief Registers `objective` under `name` (lower case letters, digits, '-' and '_'; not a
+  /// name already registered), its capabilities read from its concepts (file comment).
+  /// @throws datamask::invalid_input ("objective") for a bad or taken name.
+  template <class Objective>
+    requires datamask::diversity_objective<Objective, float>
+  objective_registry& add(std::string name, Objective objective, std::string summary = "") {
+    check_new(name);
+    auto held = detail::held_as_functions(std::move(objective), name);
+    return add(std::move(name), std::move(held), std::move(summary));
+  }
+
+  /// @brief Registers an objective already held as functions (`name` becomes its label).
+  objective_registry& add(std::string name, datamask::external_objective objective, std::string summary = "");
+
+  [[nodiscard]] const std::vector<objective_entry>& entries() const { return entries_; }
+  [[nodiscard]] std::vector<std::string> names() const;
+
+  /// @brief The objectives named in a run, each at most once, weighed by `weights` (empty: each
+  /// 1; else one weight >= 0 per name), into `s.weights` and `s.external`.
+  /// @throws datamask::invalid_input ("objective", "objective_weights") otherwise.
+  void apply(std::span<const std::string> names, std::span<const double> weights,
+             datamask::block_run_settings& s) const;
+
+ private:
+  void check_new(std::string_view name) const;
+  std::vector<objective_entry> entries_;
+};
+
+}  // namespace dmfront

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <datamask/frontend/registry.hpp>
+
+#include <algorithm>
+
+namespace dmfront {
+
+objective_registry::objective_registry() {
+  using w = datamask::objective_weights;
+  entries_ = {
+      {"pairwise", "minus the mean cosine similarity of the selection's pairs", &w::pairwise, nullptr},
+      {"facility", "facility location: how well the selection covers the block (dense, or on a kNN graph)",
+       &w::facility, nullptr},
+      {"disf", "DiSF: minus the squared off-diagonal correlation of the selection's dimensions", &w::disf, nullptr}};
+}
+
+void objective_registry::check_new(std::string_view name) const {
+  const bool spelled = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+  });
+  DATAMASK_EXPECTS(spelled, "objective", "a name is lower case letters, digits, '-' and '_', found '", name, "'");
+  const auto names = this->names();
+  DATAMASK_EXPECTS(std::find(names.begin(), names.end(), name) == names.end(), "objective", "'", name,
+                   "' is already registered");
+}
+
+objective_registry& objective_registry::add(std::string name, datamask::external_objective objective,
+                                            std::string summary) {
+  check_new(name);
+  DATAMASK_EXPECTS(static_cast<bool>(objective.score), "objective", "'", name, "' has no score function");
+  objective.label = name;
+  entries_.push_back({std::move(name), std::move(summary), nullptr,
+                      std::make_shared<const datamask::external_objective>(std::move(objective))});
+  return *this;
+}
+
+std::vector<std::string> objective_registry::names() const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+void objective_registry::apply(std::span<const std::string> names, std::span<const double> weights,
+                               datamask::block_run_settings& s) const {
+  DATAMASK_EXPECTS(weights.empty() || weights.size() == names.size(), "objective_weights", weights.size(),
+                   " weights for ", names.size(), " objectives");
+  std::string known;
+  for (const auto& e : entries_) known += (known.empty() ? "" : ", ") + e.name;
+  datamask::objective_weights w{0.0, 0.0, 0.0, 0.0};
+  std::shared_ptr<const datamask::external_objective> user;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto e = std::find_if(entries_.begin(), entries_.end(), [&](const auto& x) { return x.name == names[i]; });
+    DATAMASK_EXPECTS(e != entries_.end(), "objective", "must be one of ", known, ", found '", names[i], "'");
+    DATAMASK_EXPECTS(std::count(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) == 0,
+                     "objective", "'", names[i], "' given twice");
+    const double wi = weights.empty() ? 1.0 : weights[i];
+    DATAMASK_EXPECTS(wi >= 0.0, "objective_weights", "weights must be >= 0, found ", wi);
+    if (e->builtin != nullptr) {
+      w.*(e->builtin) = wi;
+      continue;
+    }
+    DATAMASK_EXPECTS(user == nullptr, "objective", "one objective of your own per run; found '", user ? user->label : "",
+                     "' and '", names[i], "'");
+    user = e->user;
+    w.external = wi;
+  }
+  s.weights = w;
+  s.external = std::move(user);
+}
+
+}  // namespace dmfront

@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// datamask-select's main (dmfront::select_main, datamask/frontend/program.hpp), a library so that
+// a program of a user's own objectives is datamask-select with a larger registry. Reads
+// memory-mapped .npy embeddings (one file or shards), quality scores and ids; splits the corpus
+// into blocks by a hash of the id; selects exactly round(ratio * n) items with the optimizer
+// --optimizer names: continuous (the continuous learner), pg (the policy-gradient learner), or a
+// greedy baseline (greedy, lazy, stochastic); auto, the default, takes lazy greedy for facility
+// location alone, the continuous learner when every objective has a relaxation, and stochastic
+// greedy otherwise. Writes the ids, a JSON report, a per-step CSV log and an SVG plot, each
+// atomically. --checkpoint/--resume continue an interrupted run to exactly the selection an
+// uninterrupted run gives.
+//
+// Exit codes: 0 success; 2 bad input or usage; 1 internal error; 130/143 interrupted (during the
+// final write: after the whole set is written).
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+
+#include <datamask/datamask.hpp>
+#include <datamask/io/file.hpp>
+#include <datamask/io/report.hpp>
+#include <datamask/block_select.hpp>
+#include <datamask/pipeline.hpp>
+#include <datamask/wait_policy.hpp>
+#include <datamask/frontend/program.hpp>
+
+#include "args.hpp"
+#include <datamask/frontend/block_backend.hpp>
+#include "checkpoint.hpp"
+#include "corpus.hpp"
+#include "knn.hpp"
+#include "mpi.hpp"
+#include "outputs.hpp"
+#include "paths.hpp"
+#include "shards.hpp"
+#include "spread.hpp"
+
+namespace dmselect {
+
+namespace {
+
+// Set by the signal handler, read at every step: the only mutable global, as a signal handler
+// needs one.
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+struct interrupted {
+  int sig;
+  bool saved = false;  // a checkpoint holds the state
+};
+
+/// The exit code once the outputs are written: 0, or 128 + the signal that arrived while they
+/// were (the set is written whole all the same: stopping between its renames would leave it half
+/// replaced), said on stderr.
+int written_exit_code(const std::string& what) {
+  if (g_signal == 0) return 0;
+  std::fprintf(stderr, "\ndatamask-select: interrupted by signal %d while writing %s; the write was completed\n",
+               static_cast<int>(g_signal), what.c_str());
+  return 128 + g_signal;
+}
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// Progress on stderr: a bar with rate and time left when stderr is a terminal, a plain line
+/// every 10% or 30 seconds otherwise; for the optimizer's steps over the run, and for each
+/// block's kNN graph (rows), whose build time stays out of the steps' rate.
+class progress {
+ public:
+  progress(bool quiet, index_t total, const char* unit) : quiet_(quiet), unit_(unit), total_(total) {
+#if __has_include(<unistd.h>)
+    tty_ = ::isatty(2) != 0;
+#endif
+  }
+  void step(index_t block, index_t blocks) {
+    ++done_;
+    if (quiet_ || total_ <= 0) return;
+    const double el = seconds_since(t0_) - excluded_;
+    if (tty_ && el - last_ < 0.1 && done_ != total_) return;
+    if (!tty_ && static_cast<double>(done_) / static_cast<double>(total_) < next_ && el - last_ < 30.0 &&
+        done_ != total_) {
+      return;
+    }
+    last_ = el;
+    line(unit_, "block", block, blocks, done_, total_, el, next_);
+  }
+  void skip(index_t steps) { total_ -= steps; }
+  /// A block's selection starts (its graph's rate and its 10% steps count from here).
+  void begin_block() {
+    block_t0_ = clock_type::now();
+    graph_next_ = 0.1;
+  }
+  /// Rows of block `block`'s kNN graph compared so far (datamask::block_hooks::on_graph_progress).
+  void graph_rows(index_t block, index_t blocks, index_t done, index_t total) {
+    if (quiet_ || total <= 0) return;
+    const double el = seconds_since(block_t0_);
+    if (!tty_ && static_cast<double>(done) / static_cast<double>(total) < graph_next_ && done != total) return;
+    line("rows", "kNN graph of block", block, blocks, done, total, el, graph_next_);
+  }
+  /// A block's graph took `seconds`: not the optimizer's time.
+  void exclude(double seconds) { excluded_ += seconds; }
+  /// Block `block`'s certificate (--certify), once its selection is evaluated; its seconds are
+  /// not the optimizer's.
+  void certified(index_t block, index_t blocks, const datamask::block_certificate& c) {
+    excluded_ += c.seconds;
+    if (quiet_) return;
+    std::fprintf(stderr, "%scertificate of block %lld/%lld: %s\n", tty_ ? "\r" : "", static_cast<long long>(block + 1),
+                 static_cast<long long>(blocks), certificate_text(c).c_str());
+  }
+
+ private:
+  /// One progress line (a bar on a terminal): done of total units in el seconds; `next` is the
+  /// next tenth a plain line is due at.
+  void line(const char* unit, const char* what, index_t block, index_t blocks, index_t done, index_t total, double el,
+            double& next) const {
+    const double rate = el > 0 ? static_cast<double>(done) / el : 0.0;
+    const double left = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
+    const double frac = static_cast<double>(done) / static_cast<double>(total);
+    if (tty_) {
+      const int width = 30;
+      const int fill = static_cast<int>(frac * width);
+      std::fprintf(stderr, "\r[%s%s] %3.0f%% %lld/%lld %s, %s %lld/%lld, %.1f %s/s, %s left   ",
+                   std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - fill), '.').c_str(), 100 * frac,
+                   static_cast<long long>(done), static_cast<long long>(total), unit, what,
+                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, unit, clock_text(left).c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    } else {
+      while (next <= frac) next += 0.1;
+      std::fprintf(stderr, "progress: %lld/%lld %s (%.0f%%), %s %lld/%lld, %.1f %s/s, %s left\n",
+                   static_cast<long long>(done), static_cast<long long>(total), unit, 100 * frac, what,
+                   static_cast<long long>(block + 1), static_cast<long long>(blocks), rate, unit, clock_text(left).c_str());
+    }
+  }
+
+  static std::string clock_text(double s) {
+    const auto t = static_cast<long long>(s + 0.5);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, (t / 60) % 60, t % 60);
+    return buf;
+  }
+  bool quiet_;
+  const char* unit_;  // "steps" (pg), "iterations" (continuous) or "picks" (greedy)
+  bool tty_ = false;
+  index_t total_;
+  index_t done_ = 0;
+  double last_ = 0.0;
+  double next_ = 0.1;
+  double excluded_ = 0.0;  // seconds of graph builds
+  clock_type::time_point t0_ = clock_type::now();
+  clock_type::time_point block_t0_ = t0_;
+  double graph_next_ = 0.1;
+};
+
+struct run_context {
+  const config& cfg;
+  const datamask::block_run_settings& settings;  // every block's, its corpus calibration included
+  const corpus& data;
+  checkpoint_dir& ckpt;
+  progress& prog;
+  std::size_t blocks = 1;
+  knn_run& knn;
+};
+
+/// The library's settings of a block run: the flags as datamask-select parsed them.
+datamask::block_run_settings block_settings(const config& c, const knn_run& knn) {
+  datamask::block_run_settings s = request_of(c).settings;  // auto stays auto: resolved per block
+  s.graph = knn.loaded;
+  return s;
+}
+
+/// The corpus's calibration (dmfront::calibrate_corpus) into `s`; says so unless quiet.
+void calibrate_corpus(const config& c, const corpus& k, const datamask::corpus_plan& plan,
+                      datamask::block_run_settings& s) {
+  const auto sample = dmfront::calibrate_corpus(k, plan, s);
+  if (sample.rows.empty() || c.quiet) return;
+  std::fprintf(stderr, "scales: calibrated once for the %zu blocks on %zu rows drawn from the corpus (subsets of %lld)\n",
+               plan.blocks.size(), sample.rows.size(), static_cast<long long>(sample.subset));
+}
+
+/// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
+/// learners' snapshots (pg: steps; continuous: iterations) and their resume.
+datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
+  ctx.prog.begin_block();
+  datamask::block_hooks h;
+  const auto blocks = static_cast<index_t>(ctx.blocks);
+  h.on_step = [&ctx, b, blocks](const datamask::step_record&) { ctx.prog.step(b, blocks); };
+  h.on_pick = [&ctx, b, blocks](index_t) { ctx.prog.step(b, blocks); };
+  h.stop = [] { return g_signal != 0; };
+  h.on_graph_progress = [&ctx, b, blocks](index_t done, index_t total) { ctx.prog.graph_rows(b, blocks, done, total); };
+  h.on_graph = [&ctx, b](const datamask::knn_graph& g, double seconds) {
+    ctx.prog.exclude(seconds);
+    note_graph(ctx.cfg, g, seconds, " of block " + std::to_string(b));
+  };
+  if (!ctx.ckpt.active()) return h;
+  h.snapshot_every = ctx.cfg.checkpoint_every;
+  h.on_snapshot = [&ctx](const block_result& r, index_t step, std::span<const double> state,
+                         const datamask::best_rollout& best) { ctx.ckpt.save_snapshot(r, step, state, best); };
+  h.resume = [&ctx](block_result& r, index_t& step, std::vector<double>& state, datamask::best_rollout& best) {
+    if (!ctx.ckpt.load_snapshot(r.block, r.items, step, state, r.history, best)) return false;
+    const bool cont = ctx.cfg.optimizer == "continuous";
+    ctx.prog.skip(std::min(step, cont ? ctx.cfg.ascent.iterations : ctx.cfg.run.steps));
+    return true;
+  };
+  return h;
+}
+
+/// Runs (or loads from the checkpoint) the blocks `mine`, in block order; `record` keeps a
+/// finished block in the checkpoint.
+std::vector<block_result> run_blocks(run_context& ctx, const datamask::corpus_plan& plan, std::span<const index_t> mine,
+                                     const std::function<void(const block_result&)>& record) {
+  dmfront::block_side side;
+  side.before = [&](index_t) {
+    if (g_signal != 0) throw interrupted{g_signal, ctx.ckpt.active()};
+  };
+  side.recorded = [&](index_t block) -> std::optional<block_result> {
+    const auto b = static_cast<std::size_t>(block);
+    if (!ctx.ckpt.done(b)) return std::nullopt;
+    // The record's picks must be items of the block.
+    return ctx.ckpt.load_block(block, ctx.data.ids_of(plan.blocks[b]), plan.counts[b], ctx.data.ids_unsigned);
+  };
+  side.hooks = [&](index_t block) { return block_hooks(ctx, block); };
+  side.finished = [&](const block_result& r) {
+    if (r.certificate) ctx.prog.certified(r.block, static_cast<index_t>(ctx.blocks), *r.certificate);
+    if (ctx.ckpt.active()) record(r);
+  };
+  if (ctx.knn.loaded) side.graph_seconds = ctx.knn.seconds;
+  try {
+    return dmfront::run_blocks(ctx.data, plan, ctx.settings, mine, side);
+  } catch (const datamask::run_stopped&) {
+    throw interrupted{g_signal, ctx.ckpt.active()};
+  }
+}
+
+/// The checkpoint folder, if --checkpoint. The ranks of an MPI job share it: on a fresh run rank
+/// 0 creates it, then the other ranks open it as a resume does.
+checkpoint_dir open_checkpoint(const config& c, std::uint64_t hash, std::size_t blocks, const mpi_world& world) {
+  if (c.checkpoint.empty()) return {};
+  if (!world.spread() || c.resume) return checkpoint_dir(c, hash, blocks);
+  checkpoint_dir ckpt;
+  if (world.rank() == 0) ckpt = checkpoint_dir(c, hash, blocks);
+  world.barrier();
+  if (world.rank() != 0) {
+    config again = c;
+    again.resume = true;
+    ckpt = checkpoint_dir(again, hash, blocks);
+  }
+  return ckpt;
+}
+
+/// Rank 0's side of an MPI run: every rank's blocks (its own included), in block order. The
+/// other ranks send theirs and get an empty list.
+std::vector<block_result> gather_blocks(const mpi_world& world, const run_header& header,
+                                        std::vector<block_result> mine, bool quiet) {
+  const auto texts = world.gather(worker_json(header, mine).dump());
+  if (world.rank() != 0) return {};
+  std::vector<block_result> all;
+  std::vector<std::string> from;
+  std::size_t bytes = 0;
+  for (std::size_t r = 0; r < texts.size(); ++r) {
+    const std::string name = "rank " + std::to_string(r);
+    std::vector<block_result> got;
+    check_same_run(header, "rank 0", read_worker_json(texts[r], name, got), name);
+    bytes += r == 0 ? 0 : texts[r].size();
+    for (auto& b : got) {
+      all.push_back(std::move(b));
+      from.push_back(name);
+    }
+  }
+  if (!quiet) {
+    std::fprintf(stderr, "gathered %zu bytes from %zu other rank%s (%zu blocks; %.0f bytes per block received)\n", bytes,
+                 texts.size() - 1, texts.size() == 2 ? "" : "s", all.size() - mine.size(),
+                 all.size() > mine.size() ? static_cast<double>(bytes) / static_cast<double>(all.size() - mine.size()) : 0.0);
+  }
+  return blocks_in_order(std::move(all), from, header.blocks);
+}
+
+/// The GPU of this process on a GPU build (that of its local rank: `datamask::device_for_local_rank`),
+/// said by every rank of a job unless --quiet; -1 on the CPU.
+/// @throws usage_error when built for CUDA and no device is found
+int use_device(const mpi_world& world, bool quiet) {
+  int device = -1;
+  try {
+    device = dmfront::use_block_device(world.local_rank());
+  } catch (const datamask::error& e) {
+    throw usage_error(e.what());
+  }
+  if (device >= 0 && world.spread() && !quiet) {
+    std::fprintf(stderr, "datamask-select (rank %d of %d): backend %s, local rank %d, device %d\n", world.rank(),
+                 world.size(), dmfront::block_backend_name().c_str(), world.local_rank().value_or(0), device);
+  }
+  return device;
+}
+
+int run(int argc, char** argv, const dmfront::objective_registry& objectives, const mpi_world& world) {
+  mpi_world::check_supported();  // first: a merge under mpirun without MPI would run once per copy
+  if (argc > 1 && std::string_view(argv[1]) == "merge") {
+    if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
+    return merge_main(argc - 1, argv + 1);
+  }
+  config c;
+  c.registry = objectives;
+  if (!parse_args(argc, argv, c)) return 0;
+  const worker_share shard = shard_share(c);
+  if (world.spread() && !c.shard.empty()) throw usage_error("--shard: not with mpirun (the ranks share the blocks)");
+  const worker_share share = world.spread() ? worker_share{world.rank(), world.size()} : shard;
+  const bool quiet = c.quiet;
+  if (world.rank() != 0) c.quiet = true;  // progress and messages from rank 0
+  const int device = use_device(world, quiet);
+  check_output_paths(c);  // before any work: writable, distinct, none an input
+  const auto part = part_paths(c, shard);
+  if (!c.shard.empty()) prepare_parts(part);
+
+  datamask::io::run_report rep;
+  const auto t_load = clock_type::now();
+  // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
+  const read_share reading{world.rank(), world.size(),
+                           [&world](const std::vector<std::uint64_t>& mine) { return world.allgather(mine); }};
+  const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
+  rep.seconds.emplace_back("load", seconds_since(t_load));
+  c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
+  c.quality_columns = k.quality_names;
+  rep.configuration = configuration_json(c);
+  rep.input_hash = k.hash;
+  rep.rows = k.n;
+  rep.dims = k.d;
+
+  // Every worker plans the whole corpus (and its prune threshold from every quality score): the
+  // plan one process makes.
+  const auto t_prune = clock_type::now();
+  const datamask::corpus_plan plan = k.plan(c.run, c.block_size);
+  const index_t total = plan.total;
+  rep.selected = total;
+  const auto& blocks = plan.blocks;
+  const auto nb = static_cast<index_t>(blocks.size());
+  const std::optional<double> threshold = plan.prune_threshold;
+  if (threshold) rep.prune_threshold = *threshold;
+  rep.seconds.emplace_back("prune", seconds_since(t_prune));
+  knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
+  datamask::block_run_settings settings = block_settings(c, knn);
+  // auto's blocks by cost (datamask::auto_block_optimizer), checked before anything is written
+  const auto optimizers = dmfront::block_optimizers(settings, plan, k.d);
+  try {
+    dmfront::refuse_on_greedy_blocks(request_of(c), optimizers, program_spelling());
+  } catch (const datamask::invalid_input& e) {
+    throw usage_error(e.what());
+  }
+
+  run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
+  const auto mine = datamask::worker_blocks(nb, share.index, share.count);
+  const auto block_ids = [&](index_t b) { return k.ids_of(blocks[static_cast<std::size_t>(b)]); };
+  if (!c.shard.empty() && shard_finished(part, header, mine, block_ids, k.ids_unsigned, c.quiet)) {
+    if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());
+    return 0;
+  }
+  checkpoint_dir ckpt = open_checkpoint(c, k.hash, blocks.size(), world);
+  // A rank re-reads the shared manifest before adding its block, so the blocks the other ranks
+  // recorded stay in it (one lost to two simultaneous rewrites is only run again on --resume).
+  const auto record = [&](const block_result& r) {
+    if (!world.spread()) return ckpt.finish_block(r);
+    config again = c;
+    again.resume = true;
+    checkpoint_dir(again, k.hash, blocks.size()).finish_block(r);
+  };
+  rep.resumed = c.resume;
+  // Progress counts what each optimizer repeats: steps, iterations, or a greedy's picks (a block
+  // that auto gives to naive greedy counts its picks).
+  std::vector<index_t> to_run;
+  for (const index_t b : mine) {
+    if (!ckpt.done(static_cast<std::size_t>(b))) to_run.push_back(b);
+  }
+  const dmfront::progress_plan planned = dmfront::plan_progress(settings, plan, optimizers, to_run);
+  const bool cont = c.optimizer == "continuous";
+  const bool learner = cont || c.optimizer == "pg";
+  const bool picks = !learner || planned.picks > 0;  // some block runs a greedy
+  const std::size_t by_cost = planned.greedy_by_cost, planned_blocks = planned.blocks;
+  progress prog(c.quiet, planned.total(), cont ? (picks ? "iterations and picks" : "iterations") : learner ? "steps" : "picks");
+  if (!c.quiet) {
+    std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
+                 datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
+                 blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
+    if (!k.quality_names.empty()) {  // which columns --quality read (a CSV's names)
+      std::fprintf(stderr, "quality columns: %s\n", joined(k.quality_names).c_str());
+    }
+    if (share.count > 1) {
+      std::fprintf(stderr, "%s %lld of %lld: %zu of the %lld blocks\n", world.spread() ? "rank" : "shard",
+                   static_cast<long long>(share.index), static_cast<long long>(share.count), mine.size(),
+                   static_cast<long long>(nb));
+    }
+    if (device >= 0 && !world.spread()) std::fprintf(stderr, "backend: %s, device %d\n", dmfront::block_backend_name().c_str(), device);
+    const std::string greedy_blocks =
+        by_cost == 0 ? "" : by_cost == planned_blocks ? "naive greedy on every block, where it costs no more operations than "
+                                                      "the learner (see --help); "
+                          : "naive greedy on " + std::to_string(by_cost) + " of " + std::to_string(planned_blocks) +
+                                " blocks, where it costs no more operations than the learner (see --help); ";
+    std::fprintf(stderr, "optimizer: %s%s\n", by_cost == planned_blocks && by_cost > 0 ? "greedy" : c.optimizer.c_str(),
+                 c.requested != "auto" ? ""
+                 : cont ? (" (auto: every diversity term has a relaxation; " + greedy_blocks +
+                           "--optimizer pg for the policy gradient)").c_str()
+                 : c.optimizer == "lazy"
+                     ? " (auto: facility location alone is submodular, and lazy greedy picks naive greedy's set; "
+                       "--optimizer stochastic for a faster, weaker one)"
+                 : settings.weights.external > 0.0 && !settings.external_relaxes()
+                     ? (" (auto: the objective '" + settings.external->label +
+                        "' has no relaxation, so stochastic greedy; --optimizer greedy, lazy or pg to choose)").c_str()
+                     : " (auto: dense facility location has no relaxation; stochastic greedy reaches more "
+                       "than the policy gradient in less time; --optimizer lazy or pg to choose)");
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const auto t_calibrate = clock_type::now();
+  calibrate_corpus(c, k, plan, settings);
+  rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));
+  run_context ctx{c, settings, k, ckpt, prog, blocks.size(), knn};
+  std::vector<block_result> done = run_blocks(ctx, plan, mine, record);
+  // A signal after the last block, before anything is written: no output, as during the blocks.
+  if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
+  if (!c.shard.empty()) {
+    write_part(part, header, done);
+    if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());
+    return written_exit_code("the part " + part.part);
+  }
+  if (world.spread()) {
+    const auto t_gather = clock_type::now();
+    done = gather_blocks(world, header, std::move(done), c.quiet);
+    if (world.rank() != 0) return 0;
+    rep.seconds.emplace_back("gather", seconds_since(t_gather));
+  }
+  rep.blocks = std::move(done);
+  if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
+  write_run_outputs(c, rep);
+  return written_exit_code("the outputs");
+}
+
+/// run() with its errors said and turned into exit codes. Under MPI every message names the rank.
+int run_and_report(int argc, char** argv, const dmfront::objective_registry& objectives, const mpi_world& world) {
+  const std::string who = world.spread() ? "datamask-select (rank " + std::to_string(world.rank()) + " of " +
+                                               std::to_string(world.size()) + ")"
+                                         : "datamask-select";
+  try {
+    return run(argc, argv, objectives, world);
+  } catch (const interrupted& i) {
+    std::fprintf(stderr, "\n%s: interrupted by signal %d; no output written%s\n", who.c_str(), i.sig,
+                 i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");
+    return 128 + i.sig;
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+    return 2;
+  } catch (const datamask::invalid_input& e) {
+    // The library names its settings (prune, count, ...); say them as the options they came from.
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), option_message(e).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", who.c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+}  // namespace dmselect
+
+int dmfront::select_main(int argc, char** argv, const objective_registry& objectives) {
+  datamask::passive_wait_unless_set(argv);  // first: no thread of the library exists yet
+  const dmselect::mpi_world world(argc, argv);
+  const int code = dmselect::run_and_report(argc, argv, objectives, world);
+  // A failing rank ends the whole job (the others may wait for it); rank 0 then writes nothing.
+  if (code != 0 && world.spread()) {
+    std::fflush(stderr);
+    world.abort(code);
+  }
+  return code;
+}
