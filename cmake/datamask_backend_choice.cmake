@@ -68,8 +68,9 @@ function(datamask_link_block_backend target backend)
     set(source "${PROJECT_SOURCE_DIR}/frontend/src/block_backend.cpp")
     add_library(${lib} STATIC "${source}")
     set_target_properties(${lib} PROPERTIES POSITION_INDEPENDENT_CODE ON)  # also linked into the Python module
-    target_link_libraries(${lib} PUBLIC datamask::datamask PRIVATE datamask_warnings)
-    target_include_directories(${lib} PUBLIC "${PROJECT_SOURCE_DIR}/frontend/include")
+    target_link_libraries(${lib} PUBLIC datamask::datamask PRIVATE $<BUILD_INTERFACE:datamask_warnings>)
+    target_include_directories(${lib} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/frontend/include>
+                                             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     if(backend STREQUAL "cuda")
       set_source_files_properties("${source}" TARGET_DIRECTORY ${lib} PROPERTIES LANGUAGE CUDA)
       target_link_libraries(${lib} PRIVATE datamask::cuda)

@@ -5,7 +5,9 @@
 #
 # The library is header-only and architecture-independent, so the package config goes under
 # the data directory (share/cmake/datamask) and its version file is ARCH_INDEPENDENT: one
-# installed tree serves 32- and 64-bit consumers alike.
+# installed tree serves 32- and 64-bit consumers alike. The program component's static libraries
+# (tools/datamask-select/CMakeLists.txt) are the exception: that component links only on the
+# architecture that built it.
 include(CMakePackageConfigHelpers)
 
 set(DATAMASK_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/datamask"

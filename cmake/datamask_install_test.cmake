@@ -15,10 +15,12 @@
 # Optional arguments:
 #   NAME <name>          test name (default: install_consumer)
 #   CONSUMER_DIR <dir>   consumer project (default: <source>/test_package)
+#   CONSUMER_ARGS <text> the consumer's arguments (default: none)
+#   EXPECTED_OUTPUT <re> what its output must match (default: "datamask <version>")
 set(_datamask_install_test_script "${CMAKE_CURRENT_LIST_DIR}/install_test.cmake")
 
 function(datamask_add_install_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;CONSUMER_DIR" "")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME;CONSUMER_DIR;CONSUMER_ARGS;EXPECTED_OUTPUT" "")
   if(NOT arg_NAME)
     set(arg_NAME install_consumer)
   endif()
@@ -43,6 +45,8 @@ function(datamask_add_install_test)
       "-DDATAMASK_GENERATOR=${CMAKE_GENERATOR}"
       "-DDATAMASK_MAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}"
       "-DDATAMASK_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
+      "-DDATAMASK_CONSUMER_ARGS=${arg_CONSUMER_ARGS}"
+      "-DDATAMASK_EXPECTED_OUTPUT=${arg_EXPECTED_OUTPUT}"
       -P "${_datamask_install_test_script}")
   set_tests_properties(${arg_NAME} PROPERTIES LABELS "install;packaging" TIMEOUT 900)
 endfunction()

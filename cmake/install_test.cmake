@@ -2,7 +2,9 @@
 #
 # cmake -P script behind the `install_consumer` ctest (see datamask_install_test.cmake).
 # Inputs (-D): DATAMASK_BUILD_DIR, DATAMASK_CONSUMER_DIR, DATAMASK_WORK_DIR, DATAMASK_CONFIG,
-# DATAMASK_EXPECTED_VERSION, DATAMASK_GENERATOR, DATAMASK_MAKE_PROGRAM, DATAMASK_CXX_COMPILER.
+# DATAMASK_EXPECTED_VERSION, DATAMASK_GENERATOR, DATAMASK_MAKE_PROGRAM, DATAMASK_CXX_COMPILER;
+# optionally DATAMASK_CONSUMER_ARGS (the consumer's arguments, one string split as a shell would)
+# and DATAMASK_EXPECTED_OUTPUT (a regex its output must match; default "datamask <version>").
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var IN ITEMS DATAMASK_BUILD_DIR DATAMASK_CONSUMER_DIR DATAMASK_WORK_DIR
@@ -114,14 +116,17 @@ if(NOT consumer_exe)
   message(FATAL_ERROR "install_consumer: built no datamask_consumer in ${consumer_build}")
 endif()
 message(STATUS "install_consumer: run ${consumer_exe}")
-execute_process(COMMAND "${consumer_exe}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                ERROR_VARIABLE err)
+separate_arguments(consumer_args UNIX_COMMAND "${DATAMASK_CONSUMER_ARGS}")
+if(NOT DATAMASK_EXPECTED_OUTPUT)
+  set(DATAMASK_EXPECTED_OUTPUT "datamask ${DATAMASK_EXPECTED_VERSION}")
+endif()
+execute_process(COMMAND "${consumer_exe}" ${consumer_args} WORKING_DIRECTORY "${DATAMASK_WORK_DIR}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "install_consumer: the consumer exited with ${rc}")
 endif()
-if(NOT out MATCHES "datamask ${DATAMASK_EXPECTED_VERSION}")
-  message(FATAL_ERROR "install_consumer: expected the consumer to print "
-                      "'datamask ${DATAMASK_EXPECTED_VERSION}'")
+if(NOT out MATCHES "${DATAMASK_EXPECTED_OUTPUT}")
+  message(FATAL_ERROR "install_consumer: expected the consumer to print '${DATAMASK_EXPECTED_OUTPUT}'")
 endif()
 message(STATUS "install_consumer: passed")
