@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A user objective that opts in to the continuous learner by providing a relaxation (used by
-// examples/relaxed_metric.cpp, and by the tests that run it on the CPU and Thrust backends).
+// examples/relaxed_metric.cpp, by examples/own_program.cpp, datamask-select with it registered,
+// and by the tests that run it on the CPU and Thrust backends).
 //
 // The metric: F(U) = -||mean_{i in U} e_i||^2, larger when the selection's mean embedding sits
 // near the origin (a balanced set). Its relaxation on inclusion probabilities p, with the

@@ -33,8 +33,10 @@ inline dm::external_objective pairwise_replica(const std::shared_ptr<std::atomic
                                                bool relax = true) {
   dm::external_objective o;
   o.label = "replica";
-  o.score = [calls](dm::matrix_view<const float> x, dm::matrix_view<const index_t> subsets, std::span<double> out) {
+  o.score = [calls](const dm::batch_view<float>& b, std::span<double> out) {
     ++*calls;
+    const auto x = b.embeddings;
+    const auto subsets = b.subsets;
     const index_t k = subsets.cols;
     for (index_t g = 0; g < subsets.rows; ++g) {
       std::vector<double> s(static_cast<std::size_t>(x.cols), 0.0);
@@ -52,7 +54,10 @@ inline dm::external_objective pairwise_replica(const std::shared_ptr<std::atomic
     }
   };
   if (!relax) return o;
-  o.relaxation = [](dm::matrix_view<const float> x, std::span<const double> p, double total, std::span<double> grad) {
+  o.relaxation = [](const dm::relax_view<float>& v, std::span<double> grad) {
+    const auto x = v.embeddings;
+    const auto p = v.p;
+    const double total = v.total;
     std::vector<std::vector<double>> u;
     std::vector<double> s(static_cast<std::size_t>(x.cols), 0.0);
     double self = 0.0;
@@ -67,7 +72,7 @@ inline dm::external_objective pairwise_replica(const std::shared_ptr<std::atomic
     }
     const double norm = total * (total - 1.0);
     double sq = 0.0;
-    for (double v : s) sq += v * v;
+    for (double si : s) sq += si * si;
     for (index_t i = 0; i < x.rows; ++i) {
       double dot = 0.0, c = 0.0;
       for (std::size_t j = 0; j < s.size(); ++j) {

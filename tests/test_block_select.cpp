@@ -49,20 +49,6 @@ std::vector<index_t> rows_of(const dm::block_result& r) {
 
 }  // namespace
 
-TEST_CASE("weights_of: names to weights, bad lists refused", "[block_select]") {
-  const std::vector<std::string> names{"disf", "pairwise"};
-  const auto w = dm::weights_of(names, std::vector<double>{0.5, 2.0});
-  CHECK(w.pairwise == 2.0);
-  CHECK(w.disf == 0.5);
-  CHECK(w.facility == 0.0);
-  CHECK(dm::weights_of(names, {}).disf == 1.0);
-  CHECK_THROWS_WITH(dm::weights_of(std::vector<std::string>{"cosine"}, {}),
-                    Catch::Contains("objective: must be one of pairwise, facility, disf"));
-  CHECK_THROWS_WITH(dm::weights_of(std::vector<std::string>{"disf", "disf"}, {}), Catch::Contains("given twice"));
-  CHECK_THROWS_WITH(dm::weights_of(names, std::vector<double>{1.0}), Catch::Contains("1 weights for 2"));
-  CHECK_THROWS_WITH(dm::weights_of(names, std::vector<double>{1.0, -1.0}), Catch::Contains(">= 0"));
-}
-
 TEST_CASE("resolve_optimizer: auto is lazy for facility location alone, else continuous where it can",
           "[block_select]") {
   dm::block_run_settings s;

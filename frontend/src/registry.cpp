@@ -15,13 +15,17 @@ objective_registry::objective_registry() {
 }
 
 void objective_registry::check_new(std::string_view name) const {
-  const bool spelled = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+  const auto letter = [](char ch) { return ch >= 'a' && ch <= 'z'; };
+  const bool spelled = !name.empty() && letter(name.front()) && std::all_of(name.begin(), name.end(), [&](char ch) {
+    return letter(ch) || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
   });
-  DATAMASK_EXPECTS(spelled, "objective", "a name is lower case letters, digits, '-' and '_', found '", name, "'");
+  DATAMASK_EXPECTS(spelled, "objective", "a name is a lower case letter, then letters, digits, '-' and '_', found '",
+                   name, "'");
+  // The report names f's terms: the quality term, and facility location on a kNN graph.
   const auto names = this->names();
-  DATAMASK_EXPECTS(std::find(names.begin(), names.end(), name) == names.end(), "objective", "'", name,
-                   "' is already registered");
+  DATAMASK_EXPECTS(name != "quality" && name != "facility_knn" &&
+                       std::find(names.begin(), names.end(), name) == names.end(),
+                   "objective", "'", name, "' is already a term's name");
 }
 
 objective_registry& objective_registry::add(std::string name, datamask::external_objective objective,

@@ -149,15 +149,15 @@ resolution resolve(run_request& r, const spelling& sp) {
 
   const bool knn = r.knn();
   const bool asked_auto = s.optimizer == block_optimizer::automatic;
-  const bool relaxes = s.external_relaxes();
-  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relaxes || s.weights.external <= 0.0 ||
-                       s.run.lambda >= 1.0,
-                   sp.assign("optimizer", "continuous", true), s.external->label,
-                   " has no relaxation; give it one, or use pg, greedy, lazy or stochastic");
-  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || datamask::relaxable(s.weights, s.run.lambda, knn),
-                   sp.assign("optimizer", "continuous", true), "dense facility location has no relaxation; give it a kNN graph (",
-                   sp.option("neighbors"), " or ", sp.option("graph"), "), or use pg, greedy, lazy or stochastic");
-  const block_optimizer o = asked_auto ? datamask::auto_optimizer(s.weights, s.run.lambda, knn, relaxes) : s.optimizer;
+  const datamask::unrelaxed term = datamask::unrelaxed_term(s, knn);
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || term.name.empty(),
+                   sp.assign("optimizer", "continuous", true), term.name, " has no relaxation; ",
+                   term.dense_facility
+                       ? "give it a kNN graph (" + sp.option("neighbors") + " or " + sp.option("graph") + ")"
+                       : std::string("give it one"),
+                   ", or use pg, greedy, lazy or stochastic");
+  const block_optimizer o =
+      asked_auto ? datamask::auto_optimizer(s.weights, s.run.lambda, knn, s.external_relaxes()) : s.optimizer;
   const std::string why = asked_auto ? " (chosen by " + sp.assign("optimizer", "auto", true) + ")" : "";
   for (const auto& name : r.given) {
     DATAMASK_EXPECTS(applies(name, o), sp.option(name), what_it_sets(name), ", but the optimizer is ",

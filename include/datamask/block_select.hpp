@@ -65,39 +65,14 @@ struct enum_traits<block_optimizer> {
        {"stochastic", block_optimizer::stochastic}}};
 };
 
-/// @brief The weight of each diversity objective a run can name (0: not in f).
+/// @brief The weight of each diversity objective of f (0: not in f); the front ends fill it from the
+/// names a run gives (dmfront::objective_registry).
 struct objective_weights {
   double pairwise = 1.0;
   double facility = 0.0;
   double disf = 0.0;
   double external = 0.0;  ///< the objective given at run time (`block_run_settings::external`)
 };
-
-/// @brief The names a run gives its objectives, in the order of `objective_weights`.
-inline constexpr std::array<std::string_view, 3> objective_names{"pairwise", "facility", "disf"};
-
-/// @brief The weights of named objectives: each name one of `objective_names`, at most once;
-/// `weights` empty (every named objective weighs 1) or one weight >= 0 per name.
-/// @throws invalid_input ("objective", "objective_weights") otherwise.
-[[nodiscard]] inline objective_weights weights_of(std::span<const std::string> names,
-                                                  std::span<const double> weights) {
-  DATAMASK_EXPECTS(weights.empty() || weights.size() == names.size(), "objective_weights", weights.size(),
-                   " weights for ", names.size(), " objectives");
-  double w[3] = {0.0, 0.0, 0.0};
-  bool seen[3] = {false, false, false};
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    std::size_t j = 0;
-    while (j < objective_names.size() && objective_names[j] != names[i]) ++j;
-    DATAMASK_EXPECTS(j < objective_names.size(), "objective", "must be one of pairwise, facility, disf, found '",
-                     names[i], "'");
-    DATAMASK_EXPECTS(!seen[j], "objective", "'", names[i], "' given twice");
-    const double wi = weights.empty() ? 1.0 : weights[i];
-    DATAMASK_EXPECTS(wi >= 0.0, "objective_weights", "weights must be >= 0, found ", wi);
-    seen[j] = true;
-    w[j] = wi;
-  }
-  return objective_weights{w[0], w[1], w[2]};
-}
 
 /// @brief Whether the continuous learner can ascend f: every diversity term that counts
 /// (lambda < 1, positive weight) has a relaxation. Dense facility location has none; on a kNN
@@ -133,8 +108,8 @@ struct block_run_settings {
   /// above the 10% a default may add. It changes no selection.
   bool certify = false;
   certify_settings certification;
-  /// A diversity objective given at run time (a Python metric), weighed by `weights.external`;
-  /// null: none.
+  /// A diversity objective given at run time (a Python metric, or a C++ type registered by name:
+  /// dmfront::objective_registry), weighed by `weights.external`; null: none.
   std::shared_ptr<const external_objective> external;
   [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
   [[nodiscard]] bool external_relaxes() const { return !external || external->has_relaxation(); }
@@ -179,19 +154,30 @@ template <class Entry, class Settings>
   return relaxable(w, lambda, knn, external_relaxes) ? block_optimizer::continuous : block_optimizer::stochastic;
 }
 
+/// @brief The term of f the continuous learner cannot ascend, if any: its name as messages say
+/// it ("dense facility location", or the run-time objective's name), empty when f is `relaxable`
+/// (`knn`: facility location is on a kNN graph). Every refusal of continuous names it.
+struct unrelaxed {
+  std::string name;
+  bool dense_facility = false;
+};
+[[nodiscard]] inline unrelaxed unrelaxed_term(const block_run_settings& s, bool knn) {
+  if (relaxable(s.weights, s.run.lambda, knn, s.external_relaxes())) return {};
+  if (s.weights.external > 0.0 && !s.external_relaxes()) return {s.external->label, false};
+  return {"dense facility location", true};
+}
+
 /// @brief `auto` made concrete for a run (`auto_optimizer`); the others as given. A block of a
 /// run whose `auto` resolves to continuous may still run naive greedy (`auto_block_optimizer`):
 /// front ends use this to check the run's options, `select_block` resolves each block.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
-  const bool relax = relaxable(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
   if (s.optimizer == block_optimizer::automatic) {
     return auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
   }
-  const bool external_unrelaxed = s.weights.external > 0.0 && !s.external_relaxes();
-  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || relax, "optimizer", "continuous: ",
-                   external_unrelaxed ? "the objective '" + s.external->label + "' has no relaxation; give it one"
-                                  : std::string("dense facility location has no relaxation; give it a kNN graph"),
+  const unrelaxed term = unrelaxed_term(s, s.knn());
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || term.name.empty(), "optimizer", "continuous: ",
+                   term.name, " has no relaxation; ", term.dense_facility ? "give it a kNN graph" : "give it one",
                    ", or use pg, greedy, lazy or stochastic");
   return s.optimizer;
 }

@@ -293,25 +293,23 @@ datamask::external_objective external_of(const nb::tuple& spec, const std::share
   datamask::external_objective o;
   o.label = nb::cast<std::string>(spec[0]);
   const auto nan = std::numeric_limits<double>::quiet_NaN();
-  o.score = [state, nan](datamask::matrix_view<const float> x, datamask::matrix_view<const index_t> subsets,
-                         std::span<double> out) {
+  o.score = [state, nan](const datamask::batch_view<float>& b, std::span<double> out) {
     nb::gil_scoped_acquire gil;
     const bool ran = state->guarded([&] {
       const auto v = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(
-          state->score(python_metric::view(x), python_metric::view(subsets)));
+          state->score(python_metric::view(b.embeddings), python_metric::view(b.subsets)));
       std::copy(v.data(), v.data() + out.size(), out.begin());
     });
     if (!ran) std::fill(out.begin(), out.end(), nan);
   };
   if (state->relax.is_none()) return o;
-  o.relaxation = [state, nan](datamask::matrix_view<const float> x, std::span<const double> p, double total,
-                              std::span<double> grad) {
+  o.relaxation = [state, nan](const datamask::relax_view<float>& v, std::span<double> grad) {
     nb::gil_scoped_acquire gil;
     double value = nan;
-    const std::size_t n = p.size();
+    const std::size_t n = v.p.size();
     const bool ran = state->guarded([&] {
-      nb::ndarray<nb::numpy, const double, nb::ndim<1>> pa(p.data(), {n}, nb::handle());
-      const auto r = nb::cast<nb::tuple>(state->relax(python_metric::view(x), pa, total));
+      nb::ndarray<nb::numpy, const double, nb::ndim<1>> pa(v.p.data(), {n}, nb::handle());
+      const auto r = nb::cast<nb::tuple>(state->relax(python_metric::view(v.embeddings), pa, v.total));
       value = nb::cast<double>(r[0]);
       const auto g = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(r[1]);
       std::copy(g.data(), g.data() + n, grad.begin());

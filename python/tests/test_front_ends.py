@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The program and the module over the whole option table: every option, set to a value other
-than its default, is accepted by both (with the same ids) or refused by both (each message naming
-the option as its front end spells it). Both resolve a request in one place (frontend/request.hpp)."""
+than its default, under auto, continuous and pg, is accepted by both (with the same ids and block
+records) or refused by both (each message naming the option as its front end spells it). Both
+resolve a request in one place (frontend/request.hpp)."""
 
+import json
 import os
 import subprocess
 
@@ -49,14 +51,16 @@ def inputs(tmp_path_factory):
     return tmp, x, q
 
 
-@pytest.mark.parametrize("optimizer", ["auto", "continuous"])  # auto: naive greedy on this block, by cost
+# auto: naive greedy on this block, by cost
+@pytest.mark.parametrize("optimizer", ["auto", "continuous", "pg"])
 @pytest.mark.parametrize("keyword", sorted(k for k in datamask.options() if k not in SKIPPED))
 def test_every_option_is_accepted_or_refused_alike(inputs, keyword, optimizer):
     tmp, x, q = inputs
     args, value = changed(datamask.options()[keyword])
     out = tmp / f"{keyword}-{optimizer}.npy"
+    report = tmp / f"{keyword}-{optimizer}.json"
     run = subprocess.run([PROGRAM, "--embeddings", str(tmp / "x.npy"), "--quality", str(tmp / "q.npy"),
-                          "--out", str(out), "--quiet", "--optimizer", optimizer, *args],
+                          "--out", str(out), "--report", str(report), "--quiet", "--optimizer", optimizer, *args],
                          stderr=subprocess.PIPE, text=True)
     try:
         sel = datamask.select(x, q, optimizer=optimizer, **{keyword: value})
@@ -67,3 +71,10 @@ def test_every_option_is_accepted_or_refused_alike(inputs, keyword, optimizer):
         return
     assert run.returncode == 0, f"the program refused {args} ({run.stderr.strip()}); Python accepted {keyword}={value!r}"
     np.testing.assert_array_equal(sel.ids, np.load(out))
+    # The same block records: counts, the optimizer that ran, f (its last bits where the backends differ).
+    rep = json.loads(report.read_text())
+    same = (lambda v: v) if rep["configuration"]["backend"] == datamask.backend else pytest.approx
+    for mine, theirs in zip(sel.blocks, rep["blocks"], strict=True):
+        for k in ("items", "kept", "selected", "optimizer", "steps_run", "zero_variance_steps", "nonfinite_steps"):
+            assert mine[k] == theirs[k], (k, mine[k], theirs[k])
+        assert mine["objective"]["total"] == same(theirs["objective"]["total"])

@@ -122,7 +122,7 @@ def test_capabilities():
     _, rep = selection(OWN, base + ["--objective", "replica-plain"], "plain")
     assert optimizers(rep) == ["stochastic"] * 2, optimizers(rep)
     p = run(OWN, base[:-1] + ["--objective", "replica-plain", "--out", path("plain2.npy")])
-    assert "'replica-plain' has no relaxation" in p.stderr, p.stderr
+    assert "(auto: replica-plain has no relaxation" in p.stderr, p.stderr
     # ... and the continuous learner is refused naming it, before anything is written.
     p = run(OWN, base + ["--objective", "replica-plain", "--optimizer", "continuous", "--out", path("x.npy")], expect=2)
     assert "replica-plain" in p.stderr and "no relaxation" in p.stderr, p.stderr

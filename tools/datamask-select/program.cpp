@@ -415,11 +415,11 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
                  : c.optimizer == "lazy"
                      ? " (auto: facility location alone is submodular, and lazy greedy picks naive greedy's set; "
                        "--optimizer stochastic for a faster, weaker one)"
-                 : settings.weights.external > 0.0 && !settings.external_relaxes()
-                     ? (" (auto: the objective '" + settings.external->label +
-                        "' has no relaxation, so stochastic greedy; --optimizer greedy, lazy or pg to choose)").c_str()
-                     : " (auto: dense facility location has no relaxation; stochastic greedy reaches more "
-                       "than the policy gradient in less time; --optimizer lazy or pg to choose)");
+                 : datamask::unrelaxed_term(settings, settings.knn()).dense_facility
+                     ? " (auto: dense facility location has no relaxation; stochastic greedy reaches more "
+                       "than the policy gradient in less time; --optimizer lazy or pg to choose)"
+                     : (" (auto: " + datamask::unrelaxed_term(settings, settings.knn()).name +
+                        " has no relaxation, so stochastic greedy; --optimizer greedy, lazy or pg to choose)").c_str());
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -477,7 +477,14 @@ int run_and_report(int argc, char** argv, const dmfront::objective_registry& obj
 int dmfront::select_main(int argc, char** argv, const objective_registry& objectives) {
   datamask::passive_wait_unless_set(argv);  // first: no thread of the library exists yet
   const dmselect::mpi_world world(argc, argv);
+  // The caller's signal handlers come back on return (the run installs its own).
+  const auto caller_int = std::signal(SIGINT, SIG_DFL);
+  const auto caller_term = std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, caller_int);
+  std::signal(SIGTERM, caller_term);
   const int code = dmselect::run_and_report(argc, argv, objectives, world);
+  std::signal(SIGINT, caller_int);
+  std::signal(SIGTERM, caller_term);
   // A failing rank ends the whole job (the others may wait for it); rank 0 then writes nothing.
   if (code != 0 && world.spread()) {
     std::fflush(stderr);

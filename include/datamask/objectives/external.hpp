@@ -3,11 +3,12 @@
 
 /// @file
 /// @brief A diversity objective given at run time, as functions: a scorer of G subsets in one
-/// call and, optionally, a relaxation. The front ends run a user's metric through it (a Python
-/// callable, datamask.select's `objective`); it is a term of `standard_mix` like the built-in
-/// ones. A C++ user with a compiled objective writes a type instead (concepts.hpp): faster,
-/// and it may run on a GPU, where this one runs on the host (its relaxation copies p, the rows
-/// and the gradient across when the executor is a device's).
+/// call and, optionally, a relaxation. The front ends run through it a Python metric
+/// (datamask.select's `objective`) and a C++ user's own type registered by name
+/// (dmfront::objective_registry, whose program is datamask-select with more names); it is a term
+/// of `standard_mix` like the built-in ones. The functions see the library's views (the block's
+/// norms, the reference set, the threads). They run on the host: with a device's executor the
+/// relaxation's arrays are copied across.
 
 #include <algorithm>
 #include <cstddef>
@@ -40,13 +41,13 @@ struct copy_values {
 /// `score` may be called from any thread, one call at a time or several at once; the relaxation
 /// equals the objective at every p in {0, 1}^n with sum p = S and gives its exact gradient.
 struct external_objective {
-  /// Scores G subsets: row g of `subsets` (G x k, k >= 1) holds k rows of `embeddings` (the block,
-  /// n x d); writes the G values into `out`.
-  using score_fn = std::function<void(matrix_view<const float> embeddings, matrix_view<const index_t> subsets,
-                                      std::span<double> out)>;
-  /// F(p) of a relaxation, with dF/dp_i written into grad[i] for the n rows; `total` is S.
-  using relax_fn = std::function<double(matrix_view<const float> embeddings, std::span<const double> p, double total,
-                                        std::span<double> grad)>;
+  /// Scores G subsets: row g of `b.subsets` (G x k, k >= 1) holds k rows of the block
+  /// `b.embeddings` (n x d); writes the G values into `out`. The views are the library's, as a
+  /// `batched_diversity_objective` gets them.
+  using score_fn = std::function<void(const batch_view<float>& b, std::span<double> out)>;
+  /// F(p) of a relaxation (`v.total` is S), with dF/dp_i written into grad[i] for the n rows; the
+  /// view's arrays in host memory.
+  using relax_fn = std::function<double(const relax_view<float>& v, std::span<double> grad)>;
 
   std::string label = "external";  ///< the term's name in reports
   score_fn score;
@@ -62,7 +63,9 @@ struct external_objective {
   double operator()(const subset_view<T>& s) const {
     double out = 0.0;
     if (s.subset.size == 0) return out;
-    score(s.embeddings, matrix_view<const index_t>{s.subset.data, 1, s.subset.size}, std::span<double>(&out, 1));
+    const batch_view<T> one{s.embeddings, s.inv_norms, s.sq_norms,
+                            matrix_view<const index_t>{s.subset.data, 1, s.subset.size}, s.reference, s.threads};
+    score(one, std::span<double>(&out, 1));
     return out;
   }
 
@@ -73,7 +76,7 @@ struct external_objective {
       std::fill(out.begin(), out.end(), 0.0);
       return;
     }
-    score(b.embeddings, b.subsets, out);
+    score(b, out);
   }
 
   /// @brief The relaxation through an executor: called with the arrays as they are in host
@@ -84,15 +87,19 @@ struct external_objective {
     DATAMASK_EXPECTS(has_relaxation(), label, "has no relaxation, so the continuous learner cannot run it");
     const auto n = static_cast<std::size_t>(v.embeddings.rows);
     if constexpr (std::is_same_v<std::remove_cvref_t<Exec>, host_executor>) {
-      return relaxation(v.embeddings, v.p, v.total, std::span<double>(grad, n));
+      return relaxation(v, std::span<double>(grad, n));
     } else {
       std::vector<float> rows(n * static_cast<std::size_t>(v.embeddings.cols));
       exec.download(v.embeddings.data, std::span<float>(rows));
-      std::vector<double> p(n), g(n);
+      std::vector<double> p(n), inv(n), sq(n), g(n);
       exec.download(v.p.data(), std::span<double>(p));
-      const double value = relaxation(make_matrix_view(static_cast<const float*>(rows.data()), v.embeddings.rows,
-                                                       v.embeddings.cols),
-                                      p, v.total, g);
+      if (v.inv_norms != nullptr) exec.download(v.inv_norms, std::span<double>(inv));
+      if (v.sq_norms != nullptr) exec.download(v.sq_norms, std::span<double>(sq));
+      const relax_view<float> host{
+          make_matrix_view(static_cast<const float*>(rows.data()), v.embeddings.rows, v.embeddings.cols),
+          v.inv_norms != nullptr ? inv.data() : nullptr, v.sq_norms != nullptr ? sq.data() : nullptr, p, v.total,
+          v.threads};
+      const double value = relaxation(host, g);
       const double* up = exec.upload(std::span<const double>(g));
       exec.for_each(v.embeddings.rows, detail::external_impl::copy_values{up, grad});
       return value;

@@ -21,8 +21,10 @@ namespace dmfront {
 
 /// @brief Runs datamask-select on `argv` with the objectives of `objectives`; returns its exit
 /// code (0 success, 2 bad input or usage, 1 internal error, 128 + a signal when interrupted).
-/// Call it first in `main`: it sets the threads' wait policy before any thread exists, and under
-/// `mpirun` it initialises MPI.
+/// Call it once, first in `main`: it sets OpenMP's wait policy before any thread exists (unless
+/// OMP_WAIT_POLICY is set, by executing the program again with it: code before the call runs
+/// twice), and under `mpirun` it initialises and finalises MPI. The caller's SIGINT and SIGTERM
+/// handlers are restored on return.
 int select_main(int argc, char** argv, const objective_registry& objectives = {});
 
 }  // namespace dmfront

@@ -7,18 +7,17 @@
 /// (Python: `objective=`) are looked up here and nowhere else.
 ///
 /// A user's objective runs as `datamask::external_objective`, the last term of the standard mix,
-/// so every option, output, checkpoint and MPI or shard behaviour of the program holds for it.
+/// with the views the library gives its own objectives (norms, reference set, threads), so every
+/// option, output, checkpoint and MPI or shard behaviour of the program holds for it.
 /// What it can do is read from its concepts when it is registered: a `relax` member
 /// (`relaxable_objective`) becomes its relaxation, so `auto` runs the continuous learner on it and
 /// `--optimizer continuous` is accepted; without one, auto runs stochastic greedy and continuous
 /// is refused naming it. `evaluate_batch` (`batched_diversity_objective`) scores a batch in one
-/// call. Greedy states, marginals and device passes are not carried: the greedy baselines score
-/// it by evaluation, on the host (on a GPU build its relaxation's arrays are copied across).
+/// call; without it the subsets of a batch are scored on the run's threads. Greedy states,
+/// marginals and device passes are not carried: the greedy baselines score it by evaluation, on
+/// the host (on a GPU build its relaxation's arrays are copied across).
 
-#include <algorithm>
-#include <cmath>
 #include <memory>
-#include <numeric>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include <datamask/block_select.hpp>
+#include <datamask/detail/parallel.hpp>
 
 namespace dmfront {
 
@@ -33,49 +33,27 @@ using datamask::index_t;
 
 namespace detail {
 
-/// The norms `subset_view` and `relax_view` carry: 1/||e_i|| (0 for a zero row) and ||e_i||^2.
-struct row_norms {
-  std::vector<double> inv, sq;
-  explicit row_norms(datamask::matrix_view<const float> x)
-      : inv(static_cast<std::size_t>(x.rows)), sq(static_cast<std::size_t>(x.rows)) {
-    for (index_t i = 0; i < x.rows; ++i) {
-      double s = 0.0;
-      for (index_t j = 0; j < x.cols; ++j) s += static_cast<double>(x(i, j)) * x(i, j);
-      sq[static_cast<std::size_t>(i)] = s;
-      inv[static_cast<std::size_t>(i)] = s > 0.0 ? 1.0 / std::sqrt(s) : 0.0;
-    }
-  }
-};
-
-/// Objective `o` held as functions (see the file comment). Its views: the block's norms, and the
-/// whole block as the reference set (as when a selection is evaluated).
+/// Objective `o` held as functions (see the file comment), given the library's views as they are.
 template <class Objective>
 datamask::external_objective held_as_functions(Objective o, std::string name) {
   const auto obj = std::make_shared<const Objective>(std::move(o));
   datamask::external_objective e;
   e.label = std::move(name);
-  e.score = [obj](datamask::matrix_view<const float> x, datamask::matrix_view<const index_t> subsets,
-                  std::span<double> out) {
-    const row_norms norms(x);
-    std::vector<index_t> rows_of_block(static_cast<std::size_t>(x.rows));
-    std::iota(rows_of_block.begin(), rows_of_block.end(), index_t{0});
-    const datamask::index_view block(rows_of_block);
+  e.score = [obj](const datamask::batch_view<float>& b, std::span<double> out) {
     if constexpr (datamask::batched_diversity_objective<Objective, float>) {
-      obj->evaluate_batch(datamask::batch_view<float>{x, norms.inv.data(), norms.sq.data(), subsets, block}, out);
-    } else {
-      for (index_t g = 0; g < subsets.rows; ++g) {
-        const datamask::index_view rows(subsets.row(g), subsets.cols);
-        out[static_cast<std::size_t>(g)] = (*obj)(datamask::subset_view<float>{x, norms.inv.data(), norms.sq.data(), rows, block});
-      }
+      obj->evaluate_batch(b, out);
+    } else {  // one subset per call, the subsets on the run's threads (the calls are thread-safe)
+      datamask::detail::parallel_for(b.subsets.rows, b.subsets.rows > 1 ? b.threads : 1, [&](index_t g) {
+        auto one = b[g];
+        if (b.subsets.rows > 1) one.threads = 1;
+        out[static_cast<std::size_t>(g)] = static_cast<double>((*obj)(one));
+      });
     }
   };
   if constexpr (datamask::relaxable_objective<Objective, float>) {
-    e.relaxation = [obj](datamask::matrix_view<const float> x, std::span<const double> p, double total,
-                         std::span<double> grad) {
-      const row_norms norms(x);
-      datamask::host_executor exec;
-      return static_cast<double>(
-          obj->relax(exec, datamask::relax_view<float>{x, norms.inv.data(), norms.sq.data(), p, total}, grad.data()));
+    e.relaxation = [obj](const datamask::relax_view<float>& v, std::span<double> grad) {
+      datamask::host_executor exec(v.threads);
+      return static_cast<double>(obj->relax(exec, v, grad.data()));
     };
   }
   return e;

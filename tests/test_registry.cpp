@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// The front ends' objective registry (frontend/include/datamask/frontend/registry.hpp): names to
+// weights and the user's term; a registered type held as functions scores as its definition
+// (brute force in double) with the library's views (norms, reference set), and its relaxation
+// equals the objective at integral points with the gradient of finite differences.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <datamask/frontend/registry.hpp>
+
+namespace dm = datamask;
+using dm::index_t;
+
+namespace {
+
+/// -mean cosine over ordered pairs, from the definition, in double.
+double pairwise_reference(const std::vector<float>& x, index_t d, const std::vector<index_t>& rows) {
+  const auto k = static_cast<double>(rows.size());
+  double sum = 0.0;
+  for (index_t a : rows) {
+    for (index_t b : rows) {
+      if (a == b) continue;
+      double ab = 0.0, aa = 0.0, bb = 0.0;
+      for (index_t j = 0; j < d; ++j) {
+        const double u = x[static_cast<std::size_t>(a * d + j)], v = x[static_cast<std::size_t>(b * d + j)];
+        ab += u * v;
+        aa += u * u;
+        bb += v * v;
+      }
+      sum += ab / std::sqrt(aa * bb);
+    }
+  }
+  return -sum / (k * (k - 1.0));
+}
+
+/// The sum of the subset's first coordinates: one subset per call, no relaxation.
+struct first_coordinate {
+  template <class T>
+  double operator()(const dm::subset_view<T>& s) const {
+    double v = 0.0;
+    for (index_t i : s.subset) v += s.embeddings(i, 0);
+    return v;
+  }
+};
+
+/// The size of the reference set the library passes.
+struct reference_size {
+  template <class T>
+  double operator()(const dm::subset_view<T>& s) const {
+    return static_cast<double>(s.reference.size);
+  }
+};
+
+std::vector<float> random_rows(index_t n, index_t d) {
+  std::mt19937_64 g(7);
+  std::normal_distribution<float> nd(0.0F, 1.0F);
+  std::vector<float> x(static_cast<std::size_t>(n * d));
+  for (float& v : x) v = nd(g);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("registry: names to weights and the user's term, bad lists refused", "[registry]") {
+  dmfront::objective_registry r;
+  r.add("first", first_coordinate{});
+  r.add("second", first_coordinate{});
+  dm::block_run_settings s;
+  const std::vector<std::string> names{"disf", "pairwise", "first"};
+  r.apply(names, std::vector<double>{0.5, 2.0, 3.0}, s);
+  CHECK(s.weights.pairwise == 2.0);
+  CHECK(s.weights.disf == 0.5);
+  CHECK(s.weights.facility == 0.0);
+  CHECK(s.weights.external == 3.0);
+  REQUIRE(s.external != nullptr);
+  CHECK(s.external->label == "first");
+  r.apply(std::vector<std::string>{"facility"}, {}, s);
+  CHECK(s.weights.facility == 1.0);
+  CHECK(s.weights.pairwise == 0.0);
+  CHECK(s.external == nullptr);
+  const auto refuses = [&](std::vector<std::string> n, std::vector<double> w) { r.apply(n, w, s); };
+  CHECK_THROWS_WITH(refuses({"cosine"}, {}),
+                    Catch::Contains("objective: must be one of pairwise, facility, disf, first, second, found 'cosine'"));
+  CHECK_THROWS_WITH(refuses({"disf", "disf"}, {}), Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(refuses({"disf", "pairwise"}, {1.0}), Catch::Contains("1 weights for 2"));
+  CHECK_THROWS_WITH(refuses({"disf", "pairwise"}, {1.0, -1.0}), Catch::Contains(">= 0"));
+  CHECK_THROWS_WITH(refuses({"first", "second"}, {}), Catch::Contains("one objective of your own per run"));
+  for (const char* taken : {"pairwise", "first", "quality", "facility_knn"}) {
+    CHECK_THROWS_WITH(r.add(taken, first_coordinate{}), Catch::Contains("is already a term's name"));
+  }
+  for (const char* bad : {"My Metric", "-x", "2d", ""}) {
+    CHECK_THROWS_WITH(r.add(bad, first_coordinate{}), Catch::Contains("a lower case letter, then"));
+  }
+}
+
+TEST_CASE("registry: a registered type scores as its definition; its relaxation is exact", "[registry]") {
+  const index_t n = 12, d = 5;
+  const auto x = random_rows(n, d);
+  const auto view = dm::make_matrix_view(x.data(), n, d);
+  std::vector<double> inv(static_cast<std::size_t>(n)), sq(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t j = 0; j < d; ++j) sq[static_cast<std::size_t>(i)] += double(view(i, j)) * view(i, j);
+    inv[static_cast<std::size_t>(i)] = 1.0 / std::sqrt(sq[static_cast<std::size_t>(i)]);
+  }
+  dmfront::objective_registry r;
+  r.add("mine", dm::pairwise_similarity{});  // batched, with a relaxation
+  r.add("plain", first_coordinate{});        // neither
+  r.add("reference", reference_size{});
+  const auto& mine = *r.entries()[3].user;
+  const auto& plain = *r.entries()[4].user;
+  const auto& reference = *r.entries()[5].user;
+  CHECK(mine.has_relaxation());
+  CHECK_FALSE(plain.has_relaxation());
+
+  // Scores of a batch: the definition, in double; the library's reference set reaches the type.
+  const std::vector<index_t> subsets{0, 3, 7, 2, 5, 11, 1, 4, 9};
+  const std::vector<index_t> active{0, 1, 2, 3, 4, 5, 7};
+  const dm::batch_view<float> batch{view, inv.data(), sq.data(), {subsets.data(), 3, 3}, dm::index_view(active), 2};
+  std::vector<double> got(3), first(3), seen(3);
+  mine.score(batch, got);
+  plain.score(batch, first);
+  reference.score(batch, seen);
+  for (index_t g = 0; g < 3; ++g) {
+    const std::vector<index_t> rows(subsets.begin() + g * 3, subsets.begin() + g * 3 + 3);
+    CHECK(got[static_cast<std::size_t>(g)] == Approx(pairwise_reference(x, d, rows)).epsilon(1e-6));
+    double v = 0.0;
+    for (index_t i : rows) v += x[static_cast<std::size_t>(i * d)];
+    CHECK(first[static_cast<std::size_t>(g)] == Approx(v).epsilon(1e-12));
+    CHECK(seen[static_cast<std::size_t>(g)] == 7.0);
+  }
+
+  // The relaxation: at an integral p it is the objective; its gradient, central differences.
+  const double total = 4.0;
+  std::vector<double> p(static_cast<std::size_t>(n), 0.0), grad(static_cast<std::size_t>(n));
+  const auto relaxed = [&](std::span<double> g) {
+    return mine.relaxation(dm::relax_view<float>{view, inv.data(), sq.data(), p, total, 1}, g);
+  };
+  for (index_t i : {1, 4, 6, 10}) p[static_cast<std::size_t>(i)] = 1.0;
+  CHECK(relaxed(grad) == Approx(pairwise_reference(x, d, {1, 4, 6, 10})).epsilon(1e-6));
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = 0.2 + 0.05 * static_cast<double>(i % 5);
+  relaxed(grad);
+  std::vector<double> scratch(grad.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const double h = 1e-5, keep = p[i];
+    p[i] = keep + h;
+    const double up = relaxed(scratch);
+    p[i] = keep - h;
+    const double down = relaxed(scratch);
+    p[i] = keep;
+    CHECK(grad[i] == Approx((up - down) / (2 * h)).margin(1e-6));
+  }
+}
