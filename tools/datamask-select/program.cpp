@@ -14,7 +14,9 @@
 // Exit codes: 0 success; 2 bad input or usage; 1 internal error; 130/143 interrupted (during the
 // final write: after the whole set is written).
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -307,12 +309,105 @@ int use_device(const mpi_world& world, bool quiet) {
   return device;
 }
 
-int run(int argc, char** argv, const dmfront::objective_registry& objectives, const mpi_world& world) {
-  mpi_world::check_supported();  // first: a merge under mpirun without MPI would run once per copy
-  if (argc > 1 && std::string_view(argv[1]) == "merge") {
-    if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
-    return merge_main(argc - 1, argv + 1);
+/// The corpus of the run (--demo or the files), with what the report says of it; `c` learns the
+/// ids' type and the quality columns read.
+corpus load(config& c, const mpi_world& world, datamask::io::run_report& rep) {
+  const auto t_load = clock_type::now();
+  // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
+  const read_share reading{world.rank(), world.size(),
+                           [&world](const std::vector<std::uint64_t>& mine) { return world.allgather(mine); }};
+  corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
+  rep.seconds.emplace_back("load", seconds_since(t_load));
+  c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
+  c.quality_columns = k.quality_names;
+  rep.configuration = configuration_json(c);
+  rep.input_hash = k.hash;
+  rep.rows = k.n;
+  rep.dims = k.d;
+  return k;
+}
+
+/// The plan of the whole corpus, made by every worker (its prune threshold from every quality
+/// score): the plan one process makes.
+datamask::corpus_plan plan_corpus(const config& c, const corpus& k, datamask::io::run_report& rep) {
+  const auto t_prune = clock_type::now();
+  datamask::corpus_plan plan = k.plan(c.run, c.block_size);
+  rep.selected = plan.total;
+  if (plan.prune_threshold) rep.prune_threshold = *plan.prune_threshold;
+  rep.seconds.emplace_back("prune", seconds_since(t_prune));
+  return plan;
+}
+
+/// auto's optimizer of each block (datamask::auto_block_optimizer: by cost), its refusals checked
+/// before anything is written.
+std::vector<std::optional<datamask::block_optimizer>> block_optimizers(const config& c,
+                                                                       const datamask::block_run_settings& settings,
+                                                                       const datamask::corpus_plan& plan, index_t dims) {
+  auto optimizers = dmfront::block_optimizers(settings, plan, dims);
+  try {
+    dmfront::refuse_on_greedy_blocks(request_of(c), optimizers, program_spelling());
+  } catch (const datamask::invalid_input& e) {
+    throw usage_error(e.what());
   }
+  return optimizers;
+}
+
+/// What the progress counts: each optimizer's repeated unit (a block that auto gives to naive
+/// greedy counts its picks).
+const char* progress_unit(const config& c, const dmfront::progress_plan& planned) {
+  const bool cont = c.optimizer == "continuous";
+  const bool learner = cont || c.optimizer == "pg";
+  const bool picks = !learner || planned.picks > 0;  // some block runs a greedy
+  return cont ? (picks ? "iterations and picks" : "iterations") : learner ? "steps" : "picks";
+}
+
+/// The optimizer of the run as the program says it, with why when auto chose it.
+std::string optimizer_line(const config& c, const datamask::block_run_settings& settings,
+                           const dmfront::progress_plan& planned) {
+  const std::size_t by_cost = planned.greedy_by_cost, blocks = planned.blocks;
+  const std::string name = by_cost == blocks && by_cost > 0 ? "greedy" : c.optimizer;
+  if (c.requested != "auto") return name;
+  if (c.optimizer == "continuous") {
+    const std::string greedy_blocks =
+        by_cost == 0 ? ""
+        : by_cost == blocks
+            ? "naive greedy on every block, where it costs no more operations than the learner (see --help); "
+            : "naive greedy on " + std::to_string(by_cost) + " of " + std::to_string(blocks) +
+                  " blocks, where it costs no more operations than the learner (see --help); ";
+    return name + " (auto: every diversity term has a relaxation; " + greedy_blocks +
+           "--optimizer pg for the policy gradient)";
+  }
+  if (c.optimizer == "lazy") {
+    return name + " (auto: facility location alone is submodular, and lazy greedy picks naive greedy's set; "
+                  "--optimizer stochastic for a faster, weaker one)";
+  }
+  const datamask::unrelaxed term = datamask::unrelaxed_term(settings, settings.knn());
+  if (term.dense_facility) {
+    return name + " (auto: dense facility location has no relaxation; stochastic greedy reaches more than the "
+                  "policy gradient in less time; --optimizer lazy or pg to choose)";
+  }
+  return name + " (auto: " + term.name + " has no relaxation, so stochastic greedy; --optimizer greedy, lazy or pg "
+                "to choose)";
+}
+
+/// The outputs of a run that is not a shard: under MPI, rank 0 gathers every rank's blocks and
+/// writes; the others return 0.
+int write_outputs(const config& c, const mpi_world& world, const run_header& header, std::vector<block_result> done,
+                  datamask::io::run_report& rep, bool checkpointed) {
+  if (world.spread()) {
+    const auto t_gather = clock_type::now();
+    done = gather_blocks(world, header, std::move(done), c.quiet);
+    if (world.rank() != 0) return 0;
+    rep.seconds.emplace_back("gather", seconds_since(t_gather));
+  }
+  rep.blocks = std::move(done);
+  if (g_signal != 0) throw interrupted{g_signal, checkpointed};
+  write_run_outputs(c, rep);
+  return written_exit_code("the outputs");
+}
+
+/// A selection run (not `merge`).
+int run(int argc, char** argv, const dmfront::objective_registry& objectives, const mpi_world& world) {
   config c;
   c.registry = objectives;
   if (!parse_args(argc, argv, c)) return 0;
@@ -327,39 +422,15 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
   if (!c.shard.empty()) prepare_parts(part);
 
   datamask::io::run_report rep;
-  const auto t_load = clock_type::now();
-  // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
-  const read_share reading{world.rank(), world.size(),
-                           [&world](const std::vector<std::uint64_t>& mine) { return world.allgather(mine); }};
-  const corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
-  rep.seconds.emplace_back("load", seconds_since(t_load));
-  c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
-  c.quality_columns = k.quality_names;
-  rep.configuration = configuration_json(c);
-  rep.input_hash = k.hash;
-  rep.rows = k.n;
-  rep.dims = k.d;
-
-  // Every worker plans the whole corpus (and its prune threshold from every quality score): the
-  // plan one process makes.
-  const auto t_prune = clock_type::now();
-  const datamask::corpus_plan plan = k.plan(c.run, c.block_size);
+  const corpus k = load(c, world, rep);
+  const datamask::corpus_plan plan = plan_corpus(c, k, rep);
   const index_t total = plan.total;
-  rep.selected = total;
   const auto& blocks = plan.blocks;
   const auto nb = static_cast<index_t>(blocks.size());
   const std::optional<double> threshold = plan.prune_threshold;
-  if (threshold) rep.prune_threshold = *threshold;
-  rep.seconds.emplace_back("prune", seconds_since(t_prune));
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
   datamask::block_run_settings settings = block_settings(c, knn);
-  // auto's blocks by cost (datamask::auto_block_optimizer), checked before anything is written
-  const auto optimizers = dmfront::block_optimizers(settings, plan, k.d);
-  try {
-    dmfront::refuse_on_greedy_blocks(request_of(c), optimizers, program_spelling());
-  } catch (const datamask::invalid_input& e) {
-    throw usage_error(e.what());
-  }
+  const auto optimizers = block_optimizers(c, settings, plan, k.d);
 
   run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
   const auto mine = datamask::worker_blocks(nb, share.index, share.count);
@@ -378,18 +449,12 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
     checkpoint_dir(again, k.hash, blocks.size()).finish_block(r);
   };
   rep.resumed = c.resume;
-  // Progress counts what each optimizer repeats: steps, iterations, or a greedy's picks (a block
-  // that auto gives to naive greedy counts its picks).
+  // Progress counts what the blocks still to run repeat.
   std::vector<index_t> to_run;
-  for (const index_t b : mine) {
-    if (!ckpt.done(static_cast<std::size_t>(b))) to_run.push_back(b);
-  }
+  std::copy_if(mine.begin(), mine.end(), std::back_inserter(to_run),
+               [&](index_t b) { return !ckpt.done(static_cast<std::size_t>(b)); });
   const dmfront::progress_plan planned = dmfront::plan_progress(settings, plan, optimizers, to_run);
-  const bool cont = c.optimizer == "continuous";
-  const bool learner = cont || c.optimizer == "pg";
-  const bool picks = !learner || planned.picks > 0;  // some block runs a greedy
-  const std::size_t by_cost = planned.greedy_by_cost, planned_blocks = planned.blocks;
-  progress prog(c.quiet, planned.total(), cont ? (picks ? "iterations and picks" : "iterations") : learner ? "steps" : "picks");
+  progress prog(c.quiet, planned.total(), progress_unit(c, planned));
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
@@ -403,23 +468,7 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
                    static_cast<long long>(nb));
     }
     if (device >= 0 && !world.spread()) std::fprintf(stderr, "backend: %s, device %d\n", dmfront::block_backend_name().c_str(), device);
-    const std::string greedy_blocks =
-        by_cost == 0 ? "" : by_cost == planned_blocks ? "naive greedy on every block, where it costs no more operations than "
-                                                      "the learner (see --help); "
-                          : "naive greedy on " + std::to_string(by_cost) + " of " + std::to_string(planned_blocks) +
-                                " blocks, where it costs no more operations than the learner (see --help); ";
-    std::fprintf(stderr, "optimizer: %s%s\n", by_cost == planned_blocks && by_cost > 0 ? "greedy" : c.optimizer.c_str(),
-                 c.requested != "auto" ? ""
-                 : cont ? (" (auto: every diversity term has a relaxation; " + greedy_blocks +
-                           "--optimizer pg for the policy gradient)").c_str()
-                 : c.optimizer == "lazy"
-                     ? " (auto: facility location alone is submodular, and lazy greedy picks naive greedy's set; "
-                       "--optimizer stochastic for a faster, weaker one)"
-                 : datamask::unrelaxed_term(settings, settings.knn()).dense_facility
-                     ? " (auto: dense facility location has no relaxation; stochastic greedy reaches more "
-                       "than the policy gradient in less time; --optimizer lazy or pg to choose)"
-                     : (" (auto: " + datamask::unrelaxed_term(settings, settings.knn()).name +
-                        " has no relaxation, so stochastic greedy; --optimizer greedy, lazy or pg to choose)").c_str());
+    std::fprintf(stderr, "optimizer: %s\n", optimizer_line(c, settings, planned).c_str());
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -435,16 +484,7 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
     if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());
     return written_exit_code("the part " + part.part);
   }
-  if (world.spread()) {
-    const auto t_gather = clock_type::now();
-    done = gather_blocks(world, header, std::move(done), c.quiet);
-    if (world.rank() != 0) return 0;
-    rep.seconds.emplace_back("gather", seconds_since(t_gather));
-  }
-  rep.blocks = std::move(done);
-  if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
-  write_run_outputs(c, rep);
-  return written_exit_code("the outputs");
+  return write_outputs(c, world, header, std::move(done), rep, ckpt.active());
 }
 
 /// run() with its errors said and turned into exit codes. Under MPI every message names the rank.
@@ -453,6 +493,11 @@ int run_and_report(int argc, char** argv, const dmfront::objective_registry& obj
                                                std::to_string(world.size()) + ")"
                                          : "datamask-select";
   try {
+    mpi_world::check_supported();  // first: a merge under mpirun without MPI would run once per copy
+    if (argc > 1 && std::string_view(argv[1]) == "merge") {
+      if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
+      return merge_main(argc - 1, argv + 1);
+    }
     return run(argc, argv, objectives, world);
   } catch (const interrupted& i) {
     std::fprintf(stderr, "\n%s: interrupted by signal %d; no output written%s\n", who.c_str(), i.sig,
