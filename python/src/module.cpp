@@ -553,6 +553,52 @@ dmfront::run_request run_request(const nb::dict& options, bool quality, const st
   return q;
 }
 
+/// datamask.select's result (datamask/__init__.py makes the Selection): the ids in block order,
+/// f over the blocks, each block as the report writes it, the optimizers that ran, the seconds
+/// since `t0`.
+nb::dict selection_dict(const std::vector<datamask::block_result>& results, const datamask::corpus_plan& plan,
+                        bool ids_unsigned, const datamask::block_run_settings& r,
+                        std::chrono::steady_clock::time_point t0) {
+  std::vector<datamask::id_t> selected;
+  for (const auto& b : results) selected.insert(selected.end(), b.ids.begin(), b.ids.end());
+  if (static_cast<index_t>(selected.size()) != plan.total) {
+    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(plan.total));
+  }
+  double total = 0.0;
+  const auto terms = datamask::total_terms(results, total);
+  double optimize = 0.0, evaluate = 0.0;
+  nb::list blocks;
+  for (const auto& b : results) {
+    optimize += b.optimize_seconds;
+    evaluate += b.evaluate_seconds;
+    blocks.append(block_dict(b));
+  }
+  nb::dict out;
+  out["ids"] = id_array(std::move(selected), ids_unsigned);
+  out["objective"] = total;
+  out["terms"] = terms_list(terms);
+  out["history"] = history_list(results);
+  out["blocks"] = blocks;
+  // The optimizers the blocks ran (auto resolved for each), each once, in block order.
+  std::string ran;
+  for (const auto& b : results) {
+    if (!b.optimizer.empty() && ("," + ran + ",").find("," + b.optimizer + ",") == std::string::npos) {
+      ran += (ran.empty() ? "" : ",") + b.optimizer;
+    }
+  }
+  out["optimizer"] = ran.empty() ? std::string(datamask::enum_name(datamask::resolve_optimizer(r))) : ran;
+  out["prune_threshold"] = plan.prune_threshold;
+  const auto certificate = datamask::total_certificate(results, total);
+  out["certificate"] = certificate ? nb::object(certificate_dict(*certificate)) : nb::none();
+  nb::dict seconds;
+  seconds["optimize"] = optimize;
+  seconds["evaluate"] = evaluate;
+  if (certificate) seconds["certify"] = certificate->seconds;
+  seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out["seconds"] = seconds;
+  return out;
+}
+
 /// datamask.select's engine: the corpus plan, then every block through the library, as
 /// datamask-select runs them.
 nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
@@ -607,44 +653,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     throw as_keyword(e);
   }
   side.rethrow();  // KeyboardInterrupt or the callable's exception
-  std::vector<datamask::id_t> selected;
-  for (const auto& b : results) selected.insert(selected.end(), b.ids.begin(), b.ids.end());
-  if (static_cast<index_t>(selected.size()) != plan.total) {
-    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(plan.total));
-  }
-  double total = 0.0;
-  const auto terms = datamask::total_terms(results, total);
-  double optimize = 0.0, evaluate = 0.0;
-  nb::list blocks;
-  for (const auto& b : results) {
-    optimize += b.optimize_seconds;
-    evaluate += b.evaluate_seconds;
-    blocks.append(block_dict(b));
-  }
-  nb::dict out;
-  out["ids"] = id_array(std::move(selected), k.ids_unsigned);
-  out["objective"] = total;
-  out["terms"] = terms_list(terms);
-  out["history"] = history_list(results);
-  out["blocks"] = blocks;
-  // The optimizers the blocks ran (auto resolved for each), each once, in block order.
-  std::string ran;
-  for (const auto& b : results) {
-    if (!b.optimizer.empty() && ("," + ran + ",").find("," + b.optimizer + ",") == std::string::npos) {
-      ran += (ran.empty() ? "" : ",") + b.optimizer;
-    }
-  }
-  out["optimizer"] = ran.empty() ? std::string(datamask::enum_name(datamask::resolve_optimizer(r))) : ran;
-  out["prune_threshold"] = plan.prune_threshold;
-  const auto certificate = datamask::total_certificate(results, total);
-  out["certificate"] = certificate ? nb::object(certificate_dict(*certificate)) : nb::none();
-  nb::dict seconds;
-  seconds["optimize"] = optimize;
-  seconds["evaluate"] = evaluate;
-  if (certificate) seconds["certify"] = certificate->seconds;
-  seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out["seconds"] = seconds;
-  return out;
+  return selection_dict(results, plan, k.ids_unsigned, r, t0);
 }
 
 /// datamask.evaluate's engine: f and its terms on a subset of the corpus, as one block.
