@@ -3,7 +3,9 @@
 // similarity written from its definition in double (method.md, section 6), for own_program_test.py,
 // which compares their selections with the built-in pairwise objective's:
 // - "replica": scores a batch in one call (evaluate_batch) and has a relaxation (relax);
-// - "replica-plain": scores one subset per call and has no relaxation.
+// - "replica-plain": scores one subset per call and has no relaxation;
+// and the library's own type registered as a user's would be, "pairwise-registered", whose cost
+// against the built-in term benchmarks/registered_objective.py measures.
 
 #include <cmath>
 #include <span>
@@ -85,5 +87,6 @@ int main(int argc, char** argv) {
   dmfront::objective_registry objectives;
   objectives.add("replica", replica{}, "pairwise similarity in double, batched, with its relaxation");
   objectives.add("replica-plain", replica_plain{}, "pairwise similarity in double, one subset per call");
+  objectives.add("pairwise-registered", dm::pairwise_similarity{}, "the built-in type, registered");
   return dmfront::select_main(argc, argv, objectives);
 }

@@ -73,7 +73,7 @@ def test_same_ids():
     base = corpus()
     for name, extra in OPTIMIZERS.items():
         want, rep = selection(BUILTIN, base + ["--objective", "pairwise"] + extra, "b_" + name)
-        mine = ["replica"] if name == "continuous" else ["replica", "replica-plain"]
+        mine = ["replica", "pairwise-registered"] + ([] if name == "continuous" else ["replica-plain"])
         for objective in mine:
             got, own = selection(OWN, base + ["--objective", objective] + extra, objective + "_" + name)
             differ = len(set(got) ^ set(want)) // 2
