@@ -187,17 +187,11 @@ inline std::vector<double> parse_list(const std::string& opt, const std::string&
   return out;
 }
 
-/// The spellings of a list of names (the library's: an enum's choices, the objectives), for CLI11.
-template <class Names>
-std::vector<std::string> spellings(const Names& names) {
+/// The spellings of an enum's choices (the library's lists), for CLI11.
+template <class Choices>
+std::vector<std::string> spellings(const Choices& choices) {
   std::vector<std::string> out;
-  for (const auto& n : names) {
-    if constexpr (requires { n.name; }) {
-      out.emplace_back(n.name);
-    } else {
-      out.emplace_back(n);
-    }
-  }
+  for (const auto& c : choices) out.emplace_back(c.name);
   return out;
 }
 

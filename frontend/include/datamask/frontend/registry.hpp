@@ -76,18 +76,19 @@ class objective_registry {
  public:
   objective_registry();
 
-  /// @brief Registers `objective` under `name` (lower case letters, digits, '-' and '_'; not a
-  /// name already registered), its capabilities read from its concepts (file comment).
+  /// @brief Registers `objective` under `name` (a lower-case letter, then letters, digits, '-'
+  /// and '_'; not a term's name already: a registered one's, "quality" or "facility_knn"), its
+  /// capabilities read from its concepts (file comment).
   /// @throws datamask::invalid_input ("objective") for a bad or taken name.
   template <class Objective>
     requires datamask::diversity_objective<Objective, float>
   objective_registry& add(std::string name, Objective objective, std::string summary = "") {
-    check_new(name);
     auto held = detail::held_as_functions(std::move(objective), name);
     return add(std::move(name), std::move(held), std::move(summary));
   }
 
-  /// @brief Registers an objective already held as functions (`name` becomes its label).
+  /// @brief Registers an objective already held as functions (`name` becomes its label); the
+  /// name's rules as above.
   objective_registry& add(std::string name, datamask::external_objective objective, std::string summary = "");
 
   [[nodiscard]] const std::vector<objective_entry>& entries() const { return entries_; }
