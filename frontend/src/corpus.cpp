@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <unordered_map>
 
+#include <datamask/input_checks.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/io/shard_rows.hpp>
 
@@ -17,6 +20,46 @@ void corpus::add_shard(const void* data, bool half, index_t rows, index_t cols) 
   shards.push_back({static_cast<const unsigned char*>(data), half, rows});
   n += rows;
   d = cols;
+}
+
+void corpus::add_quality(std::string name, std::vector<double> scores, const std::string& rows_of) {
+  datamask::check_row_count(name, scores.size(), n, rows_of);
+  datamask::check_finite_scores(name, scores);
+  quality.push_back(std::move(scores));
+  quality_names.push_back(std::move(name));
+}
+
+void corpus::weigh_quality(const std::vector<double>& given, const std::string& name) {
+  DATAMASK_EXPECTS(given.empty() || given.size() == quality.size(), name, given.size(), " weights for ",
+                   quality.size(), " score columns");
+  for (const double w : given) DATAMASK_EXPECTS(w >= 0.0, name, "weights must be >= 0, found ", w);
+  quality_weights = given.empty() ? std::vector<double>(quality.size(), 1.0) : given;
+}
+
+void corpus::view_ids(std::span<const datamask::id_t> values, bool is_unsigned, const std::string& name,
+                      const std::string& rows_of) {
+  datamask::check_row_count(name, values.size(), n, rows_of);
+  datamask::check_unique_ids(name, values, is_unsigned);
+  ids = values;
+  ids_unsigned = is_unsigned;
+}
+
+std::vector<index_t> corpus::rows_of_ids(std::span<const datamask::id_t> wanted, bool is_unsigned,
+                                         const std::string& name) const {
+  std::unordered_map<datamask::id_t, index_t> row_of;
+  row_of.reserve(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) row_of.emplace(id(i), i);
+  std::vector<index_t> rows;
+  std::unordered_map<index_t, std::size_t> position_of;  // of each row in `wanted`
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    const auto it = row_of.find(wanted[i]);
+    const auto text = [&] { return datamask::id_text(wanted[i], is_unsigned); };  // only for a message
+    DATAMASK_EXPECTS(it != row_of.end(), name, "id ", text(), " (position ", i, ") is not in the corpus");
+    const auto [first, fresh] = position_of.emplace(it->second, i);
+    DATAMASK_EXPECTS(fresh, name, "id ", text(), " is given twice (positions ", first->second, " and ", i, ")");
+    rows.push_back(it->second);
+  }
+  return rows;
 }
 
 std::vector<datamask::id_t> corpus::ids_of(std::span<const index_t> rows) const {
@@ -105,6 +148,35 @@ std::vector<datamask::block_result> run_blocks(const corpus& k, const datamask::
     if (side.finished) side.finished(results.back());
   }
   return results;
+}
+
+datamask::block_result evaluate_subset(const corpus& k, std::span<const index_t> rows,
+                                       const datamask::block_run_settings& s, const std::string& name) {
+  DATAMASK_EXPECTS(!rows.empty(), name, "the subset is empty; f needs at least one item");
+  std::vector<index_t> all(static_cast<std::size_t>(k.n));
+  for (index_t i = 0; i < k.n; ++i) all[static_cast<std::size_t>(i)] = i;
+  const auto threshold = datamask::corpus_prune_threshold(s.run.prune, k.quality, k.quality_weights);
+  const datamask::block_data data = k.block(all, true, s.run.threads);
+  return evaluate_rows(data.view(), 0, rows, threshold, s);
+}
+
+run_totals totals_of(std::span<const datamask::block_result> blocks, index_t selected, std::string_view run_optimizer) {
+  run_totals t;
+  for (const auto& b : blocks) {
+    t.ids.insert(t.ids.end(), b.ids.begin(), b.ids.end());
+    t.optimize_seconds += b.optimize_seconds;
+    t.evaluate_seconds += b.evaluate_seconds;
+    if (!b.optimizer.empty() && ("," + t.optimizers + ",").find("," + b.optimizer + ",") == std::string::npos) {
+      t.optimizers += (t.optimizers.empty() ? "" : ",") + b.optimizer;
+    }
+  }
+  if (static_cast<index_t>(t.ids.size()) != selected) {
+    throw std::logic_error("selected " + std::to_string(t.ids.size()) + " items, expected " + std::to_string(selected));
+  }
+  if (t.optimizers.empty()) t.optimizers = run_optimizer;
+  t.terms = datamask::total_terms(blocks, t.objective);
+  t.certificate = datamask::total_certificate(blocks, t.objective);
+  return t;
 }
 
 }  // namespace dmfront

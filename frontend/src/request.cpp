@@ -203,6 +203,26 @@ void refuse_on_greedy_blocks(const run_request& r, std::span<const std::optional
   }
 }
 
+datamask::invalid_input as_option(const datamask::invalid_input& e, const spelling& sp) {
+  std::string input = e.input();
+  std::string text = std::string(e.what()).substr(input.size() + 2);
+  visit_options([&](const auto& s) {
+    const std::string option = sp.option(s.name);
+    if (s.field == e.input()) input = option;
+    if (s.field.find('_') == std::string_view::npos) return;
+    for (auto at = text.find(s.field); at != std::string::npos; at = text.find(s.field, at + option.size())) {
+      text.replace(at, s.field.size(), option);
+    }
+  });
+  return {input, text};
+}
+
+void check_given_graph(index_t n, std::size_t blocks, const spelling& sp) {
+  DATAMASK_EXPECTS(blocks == 1, sp.option("graph"), "its rows are the corpus rows, so it needs the corpus in one "
+                   "block; the ", n, " items form ", blocks, " blocks (set ", sp.option("block-size"), " to at least ",
+                   n, ")");
+}
+
 progress_plan plan_progress(const datamask::block_run_settings& s, const datamask::corpus_plan& plan,
                             std::span<const std::optional<block_optimizer>> optimizers, std::span<const index_t> run) {
   progress_plan p;

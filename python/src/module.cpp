@@ -104,21 +104,17 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
     k.add_shard(a.data(), f16, rows, cols);
   }
   k.close_shards();
+  const std::string rows_of = "the embeddings";
   for (std::size_t c = 0; c < quality.size(); ++c) {
-    const std::string name = quality.size() == 1 ? std::string("quality") : "quality[" + std::to_string(c) + "]";
     const column_array& q = quality[c];
-    datamask::check_row_count(name, q.shape(0), k.n, "the embeddings");
-    k.quality.emplace_back(q.data(), q.data() + q.shape(0));
-    datamask::check_finite_scores(name, k.quality.back());
+    k.add_quality(quality.size() == 1 ? std::string("quality") : "quality[" + std::to_string(c) + "]",
+                  {q.data(), q.data() + q.shape(0)}, rows_of);
   }
-  DATAMASK_EXPECTS(quality_weights.empty() || quality_weights.size() == quality.size(), "quality_weights",
-                   quality_weights.size(), " weights for ", quality.size(), " score columns");
-  for (double w : quality_weights) DATAMASK_EXPECTS(w >= 0.0, "quality_weights", "weights must be >= 0, found ", w);
-  k.quality_weights = quality_weights.empty() ? std::vector<double>(quality.size(), 1.0) : quality_weights;
+  k.weigh_quality(quality_weights, "quality_weights");
   if (ids) {
-    datamask::check_row_count(ids_name, ids->shape(0), k.n, "the embeddings");
-    k.ids = id_bits(*ids, ids_name, k.ids_unsigned);
-    datamask::check_unique_ids(ids_name, k.ids, k.ids_unsigned);
+    bool is_unsigned = false;
+    const auto bits = id_bits(*ids, ids_name, is_unsigned);
+    k.view_ids(bits, is_unsigned, ids_name, rows_of);
   }
   return k;
 }
@@ -201,15 +197,16 @@ std::string expected_value(const Entry& s) {
   }
 }
 
-/// Applies the keywords given (already checked against the table's names by the Python layer).
-/// Every message names the Python keyword.
-void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
+/// Applies the keywords given (already checked against the table's names by the Python layer),
+/// noting each in `q.given`. Every message names the Python keyword.
+void apply_options(dmfront::run_request& q, const nb::dict& given) {
   dmfront::visit_options([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
     const std::string k = keyword(s.name);
     if (!given.contains(k.c_str())) return;
+    q.given.emplace(s.name);
     nb::handle v = given[k.c_str()];
-    auto& field = datamask::settings_of<entry>(r).*s.member;
+    auto& field = datamask::settings_of<entry>(q.settings).*s.member;
     using F = std::remove_cvref_t<decltype(field)>;
     const auto found = [&] { return nb::cast<std::string>(nb::repr(v)); };
     if constexpr (entry::kind == datamask::setting_kind::choice) {
@@ -237,29 +234,96 @@ void apply_options(datamask::block_run_settings& r, const nb::dict& given) {
   });
 }
 
-/// A library message with the setting named as the Python keyword it came from.
-invalid_input as_keyword(const invalid_input& e) {
-  std::string input = e.input();
-  dmfront::visit_options([&](const auto& s) {
-    if (s.field == e.input()) input = keyword(s.name);
-  });
-  if (input == e.input()) return e;
-  return invalid_input(input, std::string(e.what()).substr(e.input().size() + 2));
-}
+// --- a call's Python side: its errors, its metric, its progress and interruption -----------------
 
-// --- a Python metric ---------------------------------------------------------------------------------
+/// datamask.Cancelled: the caller's cancel event was set.
+struct cancelled : std::runtime_error {
+  cancelled() : std::runtime_error("the selection was cancelled (its cancel event was set)") {}
+};
 
-/// A Python metric (datamask.Metric, its results checked by the Python layer) behind the
-/// library's `external_objective`. Each call takes the GIL once, for a batch of subsets (or one
-/// relaxation), from whichever thread the library calls it. The first error (the metric's own
-/// exception, or the InvalidInput of a wrong result) is kept, the values are NaN from then on,
-/// and the run stops at its next poll (`python_side`) and raises it. Lives in the call's frame:
-/// its objects are released with the GIL held.
-struct python_metric {
-  nb::object score;
-  nb::object relax;  // None: no relaxation
-  std::optional<nb::python_error> error;
+/// What the library calls back into Python during one call, from whichever thread it runs on:
+/// the metric (datamask.Metric, its results checked by the Python layer), the progress callable
+/// and the cancel event. Each callback takes the GIL for its own time (a batch of subsets, one
+/// relaxation, one event, one poll at most every 50 ms). The first Python error (the metric's
+/// exception or the InvalidInput of a wrong result, the callable's exception, KeyboardInterrupt:
+/// seen only when the main thread runs the call) is kept: the metric's values are NaN from then
+/// on, the run stops at its next poll, and the call raises it once the library returns. Lives in
+/// the call's frame (shared with the metric's functions): its objects are released with the GIL held.
+class python_side {
+ public:
+  python_side(nb::object on_event, nb::object cancel) : on_event_(std::move(on_event)), cancel_(std::move(cancel)) {}
 
+  /// The library's objective of `spec` = (name, score, relax or None, weight), as
+  /// datamask/__init__.py passes it, calling back through `side`.
+  static datamask::external_objective metric(const nb::tuple& spec, const std::shared_ptr<python_side>& side) {
+    side->score_ = spec[1];
+    side->relax_ = spec[2];
+    datamask::external_objective o;
+    o.label = nb::cast<std::string>(spec[0]);
+    const auto nan = std::numeric_limits<double>::quiet_NaN();
+    o.score = [side, nan](const datamask::batch_view<float>& b, std::span<double> out) {
+      nb::gil_scoped_acquire gil;
+      const bool ran = side->guarded([&] {
+        const auto v = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(
+            side->score_(view(b.embeddings), view(b.subsets)));
+        std::copy(v.data(), v.data() + out.size(), out.begin());
+      });
+      if (!ran) std::fill(out.begin(), out.end(), nan);
+    };
+    if (side->relax_.is_none()) return o;
+    o.relaxation = [side, nan](const datamask::relax_view<float>& v, std::span<double> grad) {
+      nb::gil_scoped_acquire gil;
+      double value = nan;
+      const std::size_t n = v.p.size();
+      const bool ran = side->guarded([&] {
+        nb::ndarray<nb::numpy, const double, nb::ndim<1>> pa(v.p.data(), {n}, nb::handle());
+        const auto r = nb::cast<nb::tuple>(side->relax_(view(v.embeddings), pa, v.total));
+        value = nb::cast<double>(r[0]);
+        const auto g = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(r[1]);
+        std::copy(g.data(), g.data() + n, grad.begin());
+      });
+      if (!ran) std::fill(grad.begin(), grad.end(), nan);
+      return value;
+    };
+    return o;
+  }
+
+  /// The events' total over the run and what they count ("step", "iteration", "pick" or "unit").
+  void plan(index_t total, const char* unit) {
+    total_ = total;
+    unit_ = unit;
+  }
+  /// Progress events (the optimizer's steps or picks, and the rows of a block's kNN graph while
+  /// it is built) and the stop poll of block `block`.
+  datamask::block_hooks hooks(index_t block, index_t blocks) {
+    datamask::block_hooks h;
+    const double none = std::numeric_limits<double>::quiet_NaN();
+    h.on_step = [this, block, blocks](const datamask::step_record& rec) { step(block, blocks, rec.step, rec.reward_mean); };
+    h.on_pick = [this, block, blocks, none](index_t picked) { step(block, blocks, picked, none); };
+    h.on_graph_progress = [this, block, blocks, none](index_t rows, index_t of) {
+      emit(block, blocks, rows, rows, of, none, "row");
+    };
+    h.stop = [this] { return poll(); };
+    return h;
+  }
+  /// Whether the run is to stop now (checked before each block too: not every optimizer polls).
+  bool stopping() {
+    last_ = {};
+    return poll();
+  }
+  /// Whether an error is kept (a metric's NaN may have met the library's checks first).
+  [[nodiscard]] bool failed() const { return error_.has_value(); }
+  /// Raises the Python error that stopped the run, if any, or datamask.Cancelled (the GIL held).
+  void rethrow() {
+    if (error_) {
+      nb::python_error first = std::move(*error_);
+      error_.reset();
+      throw first;
+    }
+    if (cancelled_) throw cancelled();
+  }
+
+ private:
   /// `x` as a read-only numpy array (no copy; valid during the call only).
   template <class T>
   static nb::object view(datamask::matrix_view<const T> x) {
@@ -267,154 +331,50 @@ struct python_metric {
     const std::int64_t strides[2] = {x.stride, 1};
     return nb::cast(nb::ndarray<nb::numpy, const T, nb::ndim<2>>(x.data, 2, shape, nb::handle(), strides));
   }
-
-  /// Runs `call` with the GIL held unless an error came before; keeps its error. False: none ran.
+  /// Runs `call` (the GIL held) unless an error came before, keeping its error. False: it did not complete.
   template <class F>
   bool guarded(F&& call) {
-    if (error) return false;
+    if (error_) return false;
     try {
       call();
       return true;
     } catch (nb::python_error& e) {
-      error.emplace(std::move(e));
+      error_.emplace(std::move(e));
     } catch (const nb::cast_error&) {  // the Python layer returns float64 arrays: a broken contract
       PyErr_SetString(PyExc_TypeError, "datamask: a metric's checked result did not convert to float64");
-      error.emplace();
+      error_.emplace();
     }
     return false;
   }
-};
-
-/// The library's objective of `spec` = (name, score, relax or None, weight) as datamask/__init__.py
-/// passes it; `state` keeps its Python objects.
-datamask::external_objective external_of(const nb::tuple& spec, const std::shared_ptr<python_metric>& state) {
-  state->score = spec[1];
-  state->relax = spec[2];
-  datamask::external_objective o;
-  o.label = nb::cast<std::string>(spec[0]);
-  const auto nan = std::numeric_limits<double>::quiet_NaN();
-  o.score = [state, nan](const datamask::batch_view<float>& b, std::span<double> out) {
-    nb::gil_scoped_acquire gil;
-    const bool ran = state->guarded([&] {
-      const auto v = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(
-          state->score(python_metric::view(b.embeddings), python_metric::view(b.subsets)));
-      std::copy(v.data(), v.data() + out.size(), out.begin());
-    });
-    if (!ran) std::fill(out.begin(), out.end(), nan);
-  };
-  if (state->relax.is_none()) return o;
-  o.relaxation = [state, nan](const datamask::relax_view<float>& v, std::span<double> grad) {
-    nb::gil_scoped_acquire gil;
-    double value = nan;
-    const std::size_t n = v.p.size();
-    const bool ran = state->guarded([&] {
-      nb::ndarray<nb::numpy, const double, nb::ndim<1>> pa(v.p.data(), {n}, nb::handle());
-      const auto r = nb::cast<nb::tuple>(state->relax(python_metric::view(v.embeddings), pa, v.total));
-      value = nb::cast<double>(r[0]);
-      const auto g = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(r[1]);
-      std::copy(g.data(), g.data() + n, grad.begin());
-    });
-    if (!ran) std::fill(grad.begin(), grad.end(), nan);
-    return value;
-  };
-  return o;
-}
-
-// --- progress and interruption ---------------------------------------------------------------------
-
-/// datamask.Cancelled: the caller's cancel event was set.
-struct cancelled : std::runtime_error {
-  cancelled() : std::runtime_error("the selection was cancelled (its cancel event was set)") {}
-};
-
-/// The hooks of one call: progress events to a Python callable (the optimizer's steps, and the
-/// rows of a block's kNN graph while it is built), and a stop that checks for
-/// Python signals (Ctrl-C, seen only when the main thread runs the call) and the caller's cancel
-/// event (any thread) at most every 50 ms. Both take the GIL, which is otherwise released.
-/// The first Python exception (KeyboardInterrupt, or one the callable raised) stops the run and
-/// is raised again once the library returns; a set cancel event raises datamask.Cancelled.
-class python_side {
- public:
-  python_side(nb::object on_event, nb::object cancel, std::shared_ptr<python_metric> metric)
-      : on_event_(std::move(on_event)), cancel_(std::move(cancel)), metric_(std::move(metric)) {}
-  /// The events' total over the run and what they count ("step", "iteration" or "pick").
-  void plan(index_t total, const char* unit) {
-    total_ = total;
-    unit_ = unit;
-  }
-
-  datamask::block_hooks hooks(index_t block, index_t blocks) {
-    datamask::block_hooks h;
-    h.on_step = [this, block, blocks](const datamask::step_record& rec) {
-      step(block, blocks, rec.step, rec.reward_mean);
-    };
-    h.on_pick = [this, block, blocks](index_t picked) {  // a greedy's pick: no value to report
-      step(block, blocks, picked, std::numeric_limits<double>::quiet_NaN());
-    };
-    h.on_graph_progress = [this, block, blocks](index_t rows, index_t of) {  // the block's kNN graph
-      emit(block, blocks, rows, rows, of, std::numeric_limits<double>::quiet_NaN(), "row");
-    };
-    h.stop = [this] { return poll(); };
-    return h;
-  }
-  /// Raises the Python error that stopped the run, if any (with the GIL held).
-  void rethrow() {
-    for (auto* e : {&error_, metric_ ? &metric_->error : nullptr}) {
-      if (e != nullptr && *e) {
-        nb::python_error first = std::move(**e);
-        e->reset();
-        throw first;
-      }
-    }
-    if (cancelled_) throw cancelled();
-  }
-  /// Whether the run is to stop now (checked before each block too: not every optimizer polls).
-  bool stopping() {
-    last_ = {};
-    return poll();
-  }
-
- private:
   void step(index_t block, index_t blocks, index_t step, double value) {
     ++done_;
     emit(block, blocks, step, done_, total_, value, unit_);
   }
   void emit(index_t block, index_t blocks, index_t step, index_t done, index_t total, double value, const char* unit) {
-    if (!on_event_.is_valid() || on_event_.is_none() || error_) return;
+    if (on_event_.is_none() || error_) return;
     nb::gil_scoped_acquire gil;
-    try {
-      on_event_(block, blocks, step, done, total, value, unit);
-    } catch (nb::python_error& e) {
-      error_.emplace(std::move(e));
-    }
+    guarded([&] { on_event_(block, blocks, step, done, total, value, unit); });
   }
   bool poll() {
-    if (error_ || cancelled_ || (metric_ && metric_->error)) return true;
+    if (error_ || cancelled_) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(50)) return false;
     last_ = now;
     nb::gil_scoped_acquire gil;
-    try {
-      if (PyErr_CheckSignals() != 0) {
-        error_.emplace();  // captures the pending KeyboardInterrupt
-      } else if (cancel_.is_valid() && !cancel_.is_none()) {
-        cancelled_ = nb::cast<bool>(cancel_.attr("is_set")());
-      }
-    } catch (nb::python_error& e) {
-      error_.emplace(std::move(e));
-    }
+    guarded([&] {
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();  // the pending KeyboardInterrupt
+      if (!cancel_.is_none()) cancelled_ = nb::cast<bool>(cancel_.attr("is_set")());
+    });
     return error_.has_value() || cancelled_;
   }
 
-  nb::object on_event_;
-  nb::object cancel_;
+  nb::object on_event_, cancel_, score_, relax_;  // None: not given
+  std::optional<nb::python_error> error_;
   bool cancelled_ = false;
   index_t total_ = 0;
   const char* unit_ = "step";
   index_t done_ = 0;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-  std::optional<nb::python_error> error_;
-  std::shared_ptr<python_metric> metric_;  // null: none
 };
 
 // --- results ---------------------------------------------------------------------------------------
@@ -520,30 +480,24 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
 
 /// The request of a call: the keywords given applied to the library's defaults, checked
 /// together (dmfront::resolve, as datamask-select does).
-/// `metric`: None, or a metric of the caller's (`external_of`), whose Python objects `state` keeps.
+/// `metric`: None, or a metric of the caller's (`python_side::metric`), calling back through `side`.
 dmfront::run_request run_request(const nb::dict& options, bool quality, const std::vector<std::string>& objectives,
                                  const std::vector<double>& objective_weights, const nb::object& metric,
-                                 std::shared_ptr<python_metric>& state, const std::string& optimizer,
+                                 const std::shared_ptr<python_side>& side, const std::string& optimizer,
                                  index_t neighbors, std::shared_ptr<const datamask::knn_graph> graph) {
   dmfront::run_request q;
   datamask::block_run_settings& r = q.settings;
-  apply_options(r, options);
+  apply_options(q, options);
   static const dmfront::objective_registry builtins;  // Python's own objectives come as a metric
   builtins.apply(objectives, objective_weights, r);
   if (!metric.is_none()) {
     const auto spec = nb::cast<nb::tuple>(metric);
-    state = std::make_shared<python_metric>();
-    r.external = std::make_shared<const datamask::external_objective>(external_of(spec, state));
+    r.external = std::make_shared<const datamask::external_objective>(python_side::metric(spec, side));
     r.weights.external = nb::cast<double>(spec[3]);
   }
   r.neighbors = neighbors;
   r.graph = std::move(graph);
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
-  for (const auto& [key, value] : options) {
-    std::string name = nb::cast<std::string>(key);
-    std::replace(name.begin(), name.end(), '_', '-');
-    q.given.insert(name == "lam" ? std::string("lambda") : name);
-  }
   q.quality = quality;
   const dmfront::resolution res = dmfront::resolve(q, python_spelling());
   if (!res.threads_capped.empty() &&
@@ -559,41 +513,23 @@ dmfront::run_request run_request(const nb::dict& options, bool quality, const st
 nb::dict selection_dict(const std::vector<datamask::block_result>& results, const datamask::corpus_plan& plan,
                         bool ids_unsigned, const datamask::block_run_settings& r,
                         std::chrono::steady_clock::time_point t0) {
-  std::vector<datamask::id_t> selected;
-  for (const auto& b : results) selected.insert(selected.end(), b.ids.begin(), b.ids.end());
-  if (static_cast<index_t>(selected.size()) != plan.total) {
-    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(plan.total));
-  }
-  double total = 0.0;
-  const auto terms = datamask::total_terms(results, total);
-  double optimize = 0.0, evaluate = 0.0;
+  dmfront::run_totals t =
+      dmfront::totals_of(results, plan.total, datamask::enum_name(datamask::resolve_optimizer(r)));
   nb::list blocks;
-  for (const auto& b : results) {
-    optimize += b.optimize_seconds;
-    evaluate += b.evaluate_seconds;
-    blocks.append(block_dict(b));
-  }
+  for (const auto& b : results) blocks.append(block_dict(b));
   nb::dict out;
-  out["ids"] = id_array(std::move(selected), ids_unsigned);
-  out["objective"] = total;
-  out["terms"] = terms_list(terms);
+  out["ids"] = id_array(std::move(t.ids), ids_unsigned);
+  out["objective"] = t.objective;
+  out["terms"] = terms_list(t.terms);
   out["history"] = history_list(results);
   out["blocks"] = blocks;
-  // The optimizers the blocks ran (auto resolved for each), each once, in block order.
-  std::string ran;
-  for (const auto& b : results) {
-    if (!b.optimizer.empty() && ("," + ran + ",").find("," + b.optimizer + ",") == std::string::npos) {
-      ran += (ran.empty() ? "" : ",") + b.optimizer;
-    }
-  }
-  out["optimizer"] = ran.empty() ? std::string(datamask::enum_name(datamask::resolve_optimizer(r))) : ran;
+  out["optimizer"] = t.optimizers;
   out["prune_threshold"] = plan.prune_threshold;
-  const auto certificate = datamask::total_certificate(results, total);
-  out["certificate"] = certificate ? nb::object(certificate_dict(*certificate)) : nb::none();
+  out["certificate"] = t.certificate ? nb::object(certificate_dict(*t.certificate)) : nb::none();
   nb::dict seconds;
-  seconds["optimize"] = optimize;
-  seconds["evaluate"] = evaluate;
-  if (certificate) seconds["certify"] = certificate->seconds;
+  seconds["optimize"] = t.optimize_seconds;
+  seconds["evaluate"] = t.evaluate_seconds;
+  if (t.certificate) seconds["certify"] = t.certificate->seconds;
   seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out["seconds"] = seconds;
   return out;
@@ -611,8 +547,9 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   const auto t_graph = std::chrono::steady_clock::now();
   auto given = given_graph(graph, shards);
   const double graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
-  std::shared_ptr<python_metric> state;
-  dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, state,
+  // Before the GIL is released: it holds references.
+  const auto side = std::make_shared<python_side>(std::move(on_event), std::move(cancel));
+  dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, side,
                                              optimizer, neighbors, std::move(given));
   datamask::block_run_settings& r = request.settings;
   r.certify = certify;
@@ -621,14 +558,11 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<datamask::block_result> results;
   datamask::corpus_plan plan;
-  python_side side(std::move(on_event), std::move(cancel), state);  // before the GIL is released: it holds references
   try {
     nb::gil_scoped_release nogil;
     (void)dmfront::use_block_device(std::nullopt);  // under CUDA: a device is present, else a clear error
     plan = k.plan(r.run, block_size);
-    DATAMASK_EXPECTS(!r.graph || plan.blocks.size() == 1, "graph", "its rows are the corpus rows, so it needs the "
-                     "corpus in one block; the ", k.n, " items form ", plan.blocks.size(),
-                     " blocks (set block_size to at least ", k.n, ")");
+    if (r.graph) dmfront::check_given_graph(k.n, plan.blocks.size(), python_spelling());
     dmfront::calibrate_corpus(k, plan, r);  // f calibrated once for a corpus of several blocks
     const auto optimizers = dmfront::block_optimizers(r, plan, k.d);
     dmfront::refuse_on_greedy_blocks(request, optimizers, python_spelling());
@@ -636,23 +570,22 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     std::iota(all.begin(), all.end(), index_t{0});
     // Progress counts what each block's optimizer repeats (auto can give a block naive greedy).
     const dmfront::progress_plan p = dmfront::plan_progress(r, plan, optimizers, all);
-    const int kinds = (p.iterations > 0) + (p.steps > 0) + (p.picks > 0);
-    side.plan(p.total(), kinds > 1 ? "unit" : p.iterations > 0 ? "iteration" : p.steps > 0 ? "step" : "pick");
+    side->plan(p.total(), p.unit().empty() ? "unit" : p.unit().data());
     dmfront::block_side blocks;
     blocks.before = [&](index_t) {
-      if (side.stopping()) throw datamask::run_stopped();
+      if (side->stopping()) throw datamask::run_stopped();
     };
     const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
-    blocks.hooks = [&](index_t b) { return side.hooks(b, nb_blocks); };
+    blocks.hooks = [&](index_t b) { return side->hooks(b, nb_blocks); };
     if (r.graph) blocks.graph_seconds = graph_seconds;  // checked once, before the (one) block
     results = dmfront::run_blocks(k, plan, r, all, blocks);
   } catch (const datamask::run_stopped&) {
-    results.clear();  // side.rethrow() says why
+    results.clear();  // side->rethrow() says why
   } catch (const invalid_input& e) {
-    side.rethrow();  // a metric's error comes first: the library may have met its NaN
-    throw as_keyword(e);
+    side->rethrow();  // a metric's error comes first: the library may have met its NaN
+    throw dmfront::as_option(e, python_spelling());
   }
-  side.rethrow();  // KeyboardInterrupt or the callable's exception
+  side->rethrow();  // KeyboardInterrupt or the callable's exception
   return selection_dict(results, plan, k.ids_unsigned, r, t0);
 }
 
@@ -663,8 +596,8 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
                   const std::vector<double>& objective_weights, const nb::object& metric, const std::string& optimizer,
                   index_t neighbors,
                   const std::optional<graph_arrays>& graph) {
-  std::shared_ptr<python_metric> state;
-  const dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, state,
+  const auto side = std::make_shared<python_side>(nb::none(), nb::none());
+  const dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, side,
                                                    optimizer, neighbors, given_graph(graph, shards));
   const datamask::block_run_settings& r = request.settings;
   const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
@@ -674,37 +607,14 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
   {
     nb::gil_scoped_release nogil;
     (void)dmfront::use_block_device(std::nullopt);
-    std::unordered_map<datamask::id_t, index_t> row_of;
-    row_of.reserve(static_cast<std::size_t>(k.n));
-    for (index_t i = 0; i < k.n; ++i) row_of.emplace(k.id(i), i);
-    std::vector<index_t> rows;
-    std::unordered_map<index_t, std::size_t> position_of;  // of each row in `ids`
-    for (std::size_t i = 0; i < wanted.size(); ++i) {
-      const auto it = row_of.find(wanted[i]);
-      const auto id = [&] { return datamask::id_text(wanted[i], subset_unsigned); };  // only for a message
-      DATAMASK_EXPECTS(it != row_of.end(), "ids", "id ", id(), " (position ", i, ") is not in the corpus");
-      const auto [first, fresh] = position_of.emplace(it->second, i);
-      DATAMASK_EXPECTS(fresh, "ids", "id ", id(), " is given twice (positions ", first->second, " and ", i, ")");
-      rows.push_back(it->second);
-    }
-    std::vector<index_t> all(static_cast<std::size_t>(k.n));
-    for (index_t i = 0; i < k.n; ++i) all[static_cast<std::size_t>(i)] = i;
-    const auto threshold = datamask::corpus_prune_threshold(r.run.prune, k.quality, k.quality_weights);
-    const datamask::block_data data = k.block(all, true, r.run.threads);
+    const std::vector<index_t> rows = k.rows_of_ids(wanted, subset_unsigned, "ids");
     try {
-      res = dmfront::evaluate_rows(data.view(), 0, rows, threshold, r);
+      res = dmfront::evaluate_subset(k, rows, r, "ids");
     } catch (const invalid_input& e) {
-      // (a metric's error comes first: the library may have met its NaN)
-      if (!state || !state->error) {
-        throw as_keyword(e.input() == "rows" ? invalid_input("ids", std::string(e.what()).substr(6)) : e);
-      }
+      if (!side->failed()) throw dmfront::as_option(e, python_spelling());  // else the metric's error (the library met its NaN)
     }
   }
-  if (state && state->error) {
-    nb::python_error e = std::move(*state->error);
-    state->error.reset();
-    throw e;
-  }
+  side->rethrow();
   nb::dict out;
   out["objective"] = res.objective;
   out["terms"] = terms_list(res.terms);

@@ -6,6 +6,7 @@
 // name, help, default, range or choices); the program's own numeric options use the same entry
 // types in a small table of their own. Nothing here keeps a default, range or spelling twice.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -390,32 +391,26 @@ inline constexpr const char* help_footer =
 
 inline void check_args(config& c);
 
+/// How the program spells an option in its messages ("--lambda", "--optimizer pg").
+inline const dmfront::spelling& program_spelling() {
+  static const dmfront::spelling sp{
+      [](std::string_view name) { return "--" + std::string(name); },
+      [](std::string_view name, std::string_view value, bool) { return "--" + std::string(name) + " " + std::string(value); }};
+  return sp;
+}
+
 /// A library error as the program says it: settings named as the options they came from
 /// ("lr_min" -> "--lr-min"), in the input's place and where the message names a setting.
 inline std::string option_message(const datamask::invalid_input& e) {
-  const std::string input = e.input();
-  std::string msg = e.what();
-  std::vector<std::pair<std::string, std::string>> names;  // field -> option
-  detail::visit_options([&](const auto& s) { names.emplace_back(std::string(s.field), "--" + std::string(s.name)); });
+  const datamask::invalid_input named = dmfront::as_option(e, program_spelling());
+  // An input that is an option of the program's own ("block_size", "objective_weights") too.
+  std::string opt = "--" + e.input();
+  std::replace(opt.begin(), opt.end(), '_', '-');
   config c;
   CLI::App app;
   detail::add_options(app, c);
-  std::string opt = "--" + input;
-  for (char& ch : opt) ch = ch == '_' ? '-' : ch;
-  if (app.get_option_no_throw(opt) == nullptr) {
-    opt.clear();
-    for (const auto& [field, name] : names) {
-      if (field == input) opt = name;
-    }
-  }
-  if (!opt.empty()) msg = opt + msg.substr(input.size());
-  for (const auto& [field, name] : names) {  // only the unambiguous names (with '_') inside the text
-    if (field.find('_') == std::string::npos) continue;
-    for (auto at = msg.find(field, opt.size()); at != std::string::npos; at = msg.find(field, at + name.size())) {
-      msg.replace(at, field.size(), name);
-    }
-  }
-  return msg;
+  if (named.input() != e.input() || app.get_option_no_throw(opt) == nullptr) return named.what();
+  return opt + std::string(named.what()).substr(e.input().size());
 }
 
 /// What --version prints: the version, the backend the blocks run on, whether MPI is built in.
@@ -501,13 +496,6 @@ inline void check_outputs(const config& c) {
 
 }  // namespace detail
 
-/// How the program spells an option in its messages ("--lambda", "--optimizer pg").
-inline const dmfront::spelling& program_spelling() {
-  static const dmfront::spelling sp{
-      [](std::string_view name) { return "--" + std::string(name); },
-      [](std::string_view name, std::string_view value, bool) { return "--" + std::string(name) + " " + std::string(value); }};
-  return sp;
-}
 
 /// The run request of the options given (`c.requested`: the optimizer asked for).
 inline dmfront::run_request request_of(const config& c) {

@@ -43,7 +43,6 @@ using datamask::mix64;
 /// says of the inputs. Moved, never copied (the views point into it).
 struct corpus : dmfront::corpus {
   std::vector<datamask::io::npy_file> files;  // the embedding shards
-  std::vector<std::string> quality_names;     // "file" (.npy) or "file (column)" (CSV)
   std::vector<id_t> id_values;                // what `ids` views (read from --ids)
   std::string ids_source;
   std::uint64_t hash = 0;
@@ -195,15 +194,12 @@ inline std::vector<std::size_t> csv_columns(const datamask::io::csv_table& t, co
 /// Reads one --quality value into `k`: a CSV file's columns ("file (column)"; csv_columns says
 /// which), or a 1-D .npy array of floats. Returns the hash of its bytes (and of the column named,
 /// so that naming another column of the file is other inputs).
-inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int threads) {
+inline std::uint64_t add_quality_source(corpus& k, const std::string& q, const std::string& rows_of, int threads) {
   const quality_source s = quality_source_of(q);
   if (s.csv()) {
     const std::string all = datamask::io::read_file(s.file);  // read once: parsed and hashed
     const auto t = datamask::io::parse_csv(all, s.file);
-    for (const std::size_t col : csv_columns(t, s)) {
-      k.quality.push_back(t.columns[col]);
-      k.quality_names.push_back(s.file + " (" + t.names[col] + ")");
-    }
+    for (const std::size_t col : csv_columns(t, s)) k.add_quality(s.file + " (" + t.names[col] + ")", t.columns[col], rows_of);
     const auto bytes = [&](const std::string& b) {
       return hash_bytes(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(b.data()), b.size()), threads);
     };
@@ -217,17 +213,8 @@ inline std::uint64_t add_quality_source(corpus& k, const std::string& q, int thr
   if (f.header().shape.size() != 1 && !(f.header().shape.size() == 2 && f.cols() == 1)) {
     throw invalid_input(q, "quality scores must be a 1-D array (one score per row)");
   }
-  k.quality.push_back(f.read_doubles());
-  k.quality_names.push_back(q);
+  k.add_quality(q, f.read_doubles(), rows_of);
   return hash_bytes(f.file_bytes(), threads);
-}
-
-/// Checks that the score columns from `first_col` on have one finite score per row.
-inline void check_columns_from(const corpus& k, std::size_t first_col, const std::string& rows_of) {
-  for (std::size_t col = first_col; col < k.quality.size(); ++col) {
-    datamask::check_row_count(k.quality_names[col], k.quality[col].size(), k.n, rows_of);
-    datamask::check_finite_scores(k.quality_names[col], k.quality[col]);
-  }
 }
 
 /// Reads the ids file (1-D, one id per row, no id twice) into `k`: int64 (or int32) ids, or
@@ -236,11 +223,8 @@ inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::stri
   datamask::io::npy_file f(path);
   if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
   const auto v = f.read_int64();  // uint64 ids: their bits
-  datamask::check_row_count(path, v.size(), k.n, rows_of);
   k.id_values.assign(v.begin(), v.end());
-  k.ids = k.id_values;
-  k.ids_unsigned = f.dtype() == datamask::io::npy_dtype::uint64;
-  datamask::check_unique_ids(path, k.ids, k.ids_unsigned);
+  k.view_ids(k.id_values, f.dtype() == datamask::io::npy_dtype::uint64, path, rows_of);
   k.ids_source = path;
   return hash_bytes(f.file_bytes(), threads);
 }
@@ -261,16 +245,8 @@ inline corpus load_corpus(const config& c, const read_share& share = {}) {
   for (const std::uint64_t s : detail::shard_hashes(k, share, threads)) h = mix64(h ^ s);
   const std::string rows_of = files.size() == 1 ? files[0] : "the embedding shards";
 
-  for (const auto& q : c.quality) {
-    const std::size_t first_col = k.quality.size();
-    h = mix64(h ^ detail::add_quality_source(k, q, threads));
-    detail::check_columns_from(k, first_col, rows_of);
-  }
-  if (!c.quality_weights.empty() && c.quality_weights.size() != k.quality.size()) {
-    throw invalid_input("--quality-weights", datamask::detail::concat(c.quality_weights.size(), " weights for ",
-                                                                     k.quality.size(), " score columns"));
-  }
-  k.quality_weights = c.quality_weights.empty() ? std::vector<double>(k.quality.size(), 1.0) : c.quality_weights;
+  for (const auto& q : c.quality) h = mix64(h ^ detail::add_quality_source(k, q, rows_of, threads));
+  k.weigh_quality(c.quality_weights, "--quality-weights");
 
   if (!c.ids.empty()) h = mix64(h ^ detail::add_ids(k, c.ids, rows_of, threads));
   k.hash = h;
@@ -287,9 +263,8 @@ inline corpus demo_corpus(std::uint64_t seed) {
   k.demo_rows = std::move(g.embeddings);
   k.add_shard(k.demo_rows.data(), false, g.n, g.d);
   k.close_shards();
-  k.quality.push_back(std::move(g.quality));
-  k.quality_names.push_back("demo quality");
-  k.quality_weights = {1.0};
+  k.add_quality("demo quality", std::move(g.quality), "the demo corpus");
+  k.weigh_quality({}, "--quality-weights");
   k.hash = mix64(seed ^ 0xDE30ull);
   return k;
 }

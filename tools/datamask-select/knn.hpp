@@ -13,6 +13,7 @@
 
 #include <datamask/io/knn_graph.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
+#include <datamask/frontend/request.hpp>
 
 #include "args.hpp"
 
@@ -38,10 +39,10 @@ inline void note_graph(const config& c, const datamask::knn_graph& g, double sec
 inline knn_run load_graph_option(const config& c, index_t n, std::size_t blocks) {
   knn_run k;
   if (c.graph.empty()) return k;
-  if (blocks != 1) {
-    throw usage_error("--graph: the graph's rows are the corpus rows, so it needs the corpus in one block; the " +
-                      std::to_string(n) + " items form " + std::to_string(blocks) +
-                      " blocks (set --block-size to at least " + std::to_string(n) + ")");
+  try {
+    dmfront::check_given_graph(n, blocks, program_spelling());
+  } catch (const datamask::invalid_input& e) {
+    throw usage_error(e.what());
   }
   const auto t0 = std::chrono::steady_clock::now();
   k.loaded = std::make_shared<const datamask::knn_graph>(datamask::load_knn_graph(c.graph, n));

@@ -24,6 +24,7 @@
 
 #include "args.hpp"
 #include <datamask/frontend/block_backend.hpp>
+#include <datamask/frontend/corpus.hpp>
 
 namespace dmselect {
 
@@ -205,12 +206,11 @@ inline std::string certificate_text(const datamask::block_certificate& c) {
 }
 
 /// Writes the outputs, then prints the summary on stdout.
-inline void write_outputs(const config& c, datamask::io::run_report& rep, const std::vector<datamask::id_t>& selected,
-                          double optimize) {
+inline void write_outputs(const config& c, datamask::io::run_report& rep, const dmfront::run_totals& t) {
   // Built in memory, then written as a set: a failure on one leaves none replaced.
   const auto t_write = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, std::string>> files;
-  if (!c.out.empty()) files.emplace_back(c.out, ids_file_bytes(c.out, selected, c.ids_unsigned));
+  if (!c.out.empty()) files.emplace_back(c.out, ids_file_bytes(c.out, t.ids, c.ids_unsigned));
   const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
   if (!c.log.empty()) files.emplace_back(c.log, log_csv(rep.blocks, relaxed));
   if (!c.plot.empty()) files.emplace_back(c.plot, plot_svg(rep.blocks, relaxed));
@@ -218,28 +218,16 @@ inline void write_outputs(const config& c, datamask::io::run_report& rep, const 
   if (!c.report.empty()) files.emplace_back(c.report, datamask::io::report_json(rep).dump(2) + "\n");
   datamask::io::write_files_atomic(files);
 
-  double f_total = 0.0;
-  const auto terms = datamask::total_terms(rep.blocks, f_total);
-  // The optimizers the blocks ran (auto can give a block naive greedy), each once.
-  std::string ran;
-  for (const auto& b : rep.blocks) {
-    const std::string name = b.optimizer.empty() ? "" : b.optimizer + ",";
-    if (!name.empty() && ("," + ran).find("," + name) == std::string::npos) ran += name;
-  }
-  if (ran.empty()) ran = c.optimizer + ",";
-  ran.pop_back();
   std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising, optimizer %s)\n",
               static_cast<long long>(rep.selected), static_cast<long long>(rep.rows), rep.blocks.size(),
-              rep.blocks.size() == 1 ? "" : "s", optimize, ran.c_str());
-  std::printf("objective %.6g =", f_total);
-  for (std::size_t t = 0; t < terms.size(); ++t) {
-    std::printf("%s %.3g * %s %.6g / %.3g", t ? " +" : "", terms[t].weight, terms[t].name.c_str(), terms[t].raw,
-                terms[t].scale);
+              rep.blocks.size() == 1 ? "" : "s", t.optimize_seconds, t.optimizers.c_str());
+  std::printf("objective %.6g =", t.objective);
+  for (std::size_t i = 0; i < t.terms.size(); ++i) {
+    std::printf("%s %.3g * %s %.6g / %.3g", i ? " +" : "", t.terms[i].weight, t.terms[i].name.c_str(), t.terms[i].raw,
+                t.terms[i].scale);
   }
   std::printf("\n");
-  if (const auto cert = datamask::total_certificate(rep.blocks, f_total)) {
-    std::printf("%s\n", certificate_text(*cert).c_str());
-  }
+  if (t.certificate) std::printf("%s\n", certificate_text(*t.certificate).c_str());
   for (const std::string* out : {&c.out, &c.report, &c.log, &c.plot}) {
     if (!out->empty()) std::printf("wrote %s\n", out->c_str());
   }
@@ -291,26 +279,17 @@ inline void warn_constant_terms(const std::vector<block_result>& blocks) {
 /// process computed each block: the ids block by block, each in its selection order, and every
 /// total summed over the blocks in block order, as one process sums them.
 inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
-  double optimize = 0.0, evaluate = 0.0;
-  for (const auto& r : rep.blocks) {
-    optimize += r.optimize_seconds;
-    evaluate += r.evaluate_seconds;
-  }
+  const dmfront::run_totals t = dmfront::totals_of(rep.blocks, rep.selected, c.optimizer);
   double graph = 0.0;
   if (auto g = graph_json(rep.blocks, graph); !g.is_null()) {
     rep.configuration["graph-built"] = std::move(g);
     rep.seconds.emplace_back("graph", graph);
   }
-  rep.seconds.emplace_back("optimize", optimize);
-  rep.seconds.emplace_back("evaluate", evaluate);
-  if (const auto cert = datamask::total_certificate(rep.blocks, 0.0)) rep.seconds.emplace_back("certify", cert->seconds);
-  std::vector<datamask::id_t> selected;
-  for (const auto& r : rep.blocks) selected.insert(selected.end(), r.ids.begin(), r.ids.end());
-  if (static_cast<index_t>(selected.size()) != rep.selected) {
-    throw std::logic_error("selected " + std::to_string(selected.size()) + " items, expected " + std::to_string(rep.selected));
-  }
+  rep.seconds.emplace_back("optimize", t.optimize_seconds);
+  rep.seconds.emplace_back("evaluate", t.evaluate_seconds);
+  if (t.certificate) rep.seconds.emplace_back("certify", t.certificate->seconds);
   if (!c.quiet) warn_constant_terms(rep.blocks);
-  write_outputs(c, rep, selected, optimize);
+  write_outputs(c, rep, t);
 }
 
 }  // namespace dmselect

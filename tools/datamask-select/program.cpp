@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <utility>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -83,7 +84,7 @@ double seconds_since(clock_type::time_point t0) {
 /// block's kNN graph (rows), whose build time stays out of the steps' rate.
 class progress {
  public:
-  progress(bool quiet, index_t total, const char* unit) : quiet_(quiet), unit_(unit), total_(total) {
+  progress(bool quiet, index_t total, std::string unit) : quiet_(quiet), unit_(std::move(unit)), total_(total) {
 #if __has_include(<unistd.h>)
     tty_ = ::isatty(2) != 0;
 #endif
@@ -98,7 +99,7 @@ class progress {
       return;
     }
     last_ = el;
-    line(unit_, "block", block, blocks, done_, total_, el, next_);
+    line(unit_.c_str(), "block", block, blocks, done_, total_, el, next_);
   }
   void skip(index_t steps) { total_ -= steps; }
   /// A block's selection starts (its graph's rate and its 10% steps count from here).
@@ -157,7 +158,7 @@ class progress {
     return buf;
   }
   bool quiet_;
-  const char* unit_;  // "steps" (pg), "iterations" (continuous) or "picks" (greedy)
+  std::string unit_;  // "steps" (pg), "iterations" (continuous), "picks" (greedy), or "iterations and picks"
   bool tty_ = false;
   index_t total_;
   index_t done_ = 0;
@@ -352,13 +353,9 @@ std::vector<std::optional<datamask::block_optimizer>> block_optimizers(const con
   return optimizers;
 }
 
-/// What the progress counts: each optimizer's repeated unit (a block that auto gives to naive
-/// greedy counts its picks).
-const char* progress_unit(const config& c, const dmfront::progress_plan& planned) {
-  const bool cont = c.optimizer == "continuous";
-  const bool learner = cont || c.optimizer == "pg";
-  const bool picks = !learner || planned.picks > 0;  // some block runs a greedy
-  return cont ? (picks ? "iterations and picks" : "iterations") : learner ? "steps" : "picks";
+/// What the progress counts, as its lines say it.
+std::string progress_unit(const dmfront::progress_plan& planned) {
+  return planned.unit().empty() ? "iterations and picks" : std::string(planned.unit()) + "s";
 }
 
 /// The optimizer of the run as the program says it, with why when auto chose it.
@@ -454,7 +451,7 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
   std::copy_if(mine.begin(), mine.end(), std::back_inserter(to_run),
                [&](index_t b) { return !ckpt.done(static_cast<std::size_t>(b)); });
   const dmfront::progress_plan planned = dmfront::plan_progress(settings, plan, optimizers, to_run);
-  progress prog(c.quiet, planned.total(), progress_unit(c, planned));
+  progress prog(c.quiet, planned.total(), progress_unit(planned));
   if (!c.quiet) {
     std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),

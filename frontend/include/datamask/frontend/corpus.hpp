@@ -11,6 +11,8 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <datamask/block_select.hpp>
@@ -34,6 +36,7 @@ struct corpus {
   index_t n = 0;
   index_t d = 0;
   std::vector<std::vector<double>> quality;  ///< one score per row in each column
+  std::vector<std::string> quality_names;    ///< each column as messages name it
   std::vector<double> quality_weights;       ///< one per column
   std::span<const datamask::id_t> ids;       ///< one per row (in memory the front end keeps); empty: the row numbers
   bool ids_unsigned = false;                 ///< the ids are uint64 (written back as such)
@@ -42,6 +45,20 @@ struct corpus {
   void add_shard(const void* data, bool half, index_t rows, index_t cols);
   /// Ends the list of shards.
   void close_shards() { shard_start.push_back(n); }
+  /// Appends the score column `name`: one finite score per row (`rows_of`: where the rows come
+  /// from, as messages say it).
+  void add_quality(std::string name, std::vector<double> scores, const std::string& rows_of);
+  /// Weighs the score columns by `given` (one weight >= 0 per column; `name` in messages), or
+  /// 1 each when it is empty.
+  void weigh_quality(const std::vector<double>& given, const std::string& name);
+  /// Views `values` (kept by the front end) as the ids: one per row, none twice, uint64 when
+  /// `is_unsigned`; `name` in messages.
+  void view_ids(std::span<const datamask::id_t> values, bool is_unsigned, const std::string& name,
+                const std::string& rows_of);
+  /// The rows of the ids `wanted`, in their order (`is_unsigned`: how messages print them).
+  /// @throws datamask::invalid_input (`name`) for an id not in the corpus, or given twice
+  [[nodiscard]] std::vector<index_t> rows_of_ids(std::span<const datamask::id_t> wanted, bool is_unsigned,
+                                                 const std::string& name) const;
 
   [[nodiscard]] datamask::id_t id(index_t r) const {
     return ids.empty() ? static_cast<datamask::id_t>(r) : ids[static_cast<std::size_t>(r)];
@@ -85,5 +102,31 @@ struct block_side {
 std::vector<datamask::block_result> run_blocks(const corpus& k, const datamask::corpus_plan& plan,
                                                const datamask::block_run_settings& s, std::span<const index_t> run,
                                                const block_side& side);
+
+/// @brief f and its terms on the rows `rows` of the corpus (`rows_of_ids`) as one block, as a
+/// one-block selection of them would report them (its prune threshold from every quality score),
+/// on this build's backend.
+/// @throws datamask::invalid_input (`name`) for an empty subset
+datamask::block_result evaluate_subset(const corpus& k, std::span<const index_t> rows,
+                                       const datamask::block_run_settings& s, const std::string& name);
+
+/// @brief What a run's outputs say of all its blocks (in block order, whichever process ran
+/// each), for every front end's summary.
+struct run_totals {
+  std::vector<datamask::id_t> ids;  ///< block by block, each in its selection order
+  double objective = 0.0;           ///< f of the whole selection (`datamask::total_terms`)
+  std::vector<datamask::term_value> terms;
+  /// The optimizers the blocks ran (auto can give a block naive greedy), each once, in block
+  /// order, comma-separated; the run's own where no block selects.
+  std::string optimizers;
+  double optimize_seconds = 0.0;
+  double evaluate_seconds = 0.0;
+  std::optional<datamask::block_certificate> certificate;  ///< of a certified run
+};
+
+/// @brief The totals of `blocks` (`run_optimizer`: the run's optimizer, resolved).
+/// @throws std::logic_error when the blocks did not select `selected` items in all
+[[nodiscard]] run_totals totals_of(std::span<const datamask::block_result> blocks, index_t selected,
+                                   std::string_view run_optimizer);
 
 }  // namespace dmfront

@@ -42,6 +42,11 @@ void visit_options(F&& f) {
   datamask::visit_continuous_settings(f);
 }
 
+/// @brief A library message with the settings it names (settings-table fields: "lr_min") spelled
+/// as the front end's options (`sp.option`: "--lr-min"): the input, and where the text names a
+/// field with '_' (the names without one are ordinary words).
+[[nodiscard]] datamask::invalid_input as_option(const datamask::invalid_input& e, const spelling& sp);
+
 /// @brief Whether option `name` sets how a block's kNN graph is built (knn-build, knn-clusters,
 /// knn-probes): it applies only where a graph is built (`neighbors`).
 [[nodiscard]] inline bool graph_build_option(std::string_view name) { return name.starts_with("knn-"); }
@@ -97,6 +102,11 @@ resolution resolve(run_request& r, const spelling& sp);
 void refuse_on_greedy_blocks(const run_request& r, std::span<const std::optional<datamask::block_optimizer>> optimizers,
                              const spelling& sp);
 
+/// @brief Refuses a kNN graph given with a corpus of `n` items (its file, or arrays) when the
+/// corpus forms `blocks` > 1 blocks: the graph's rows are the corpus rows.
+/// @throws datamask::invalid_input naming the option as `sp` spells it.
+void check_given_graph(index_t n, std::size_t blocks, const spelling& sp);
+
 /// @brief What the progress of a run counts over the blocks it runs: the continuous learner's
 /// iterations, the policy gradient's steps, and the greedy baselines' picks.
 struct progress_plan {
@@ -106,6 +116,12 @@ struct progress_plan {
   std::size_t blocks = 0;          ///< blocks that select something
   std::size_t greedy_by_cost = 0;  ///< of them, those that auto gives to naive greedy
   [[nodiscard]] index_t total() const { return iterations + steps + picks; }
+  /// What one event counts, singular: "iteration", "step" or "pick"; empty where the blocks run
+  /// learners of both kinds or a learner and a greedy (a front end says so its own way).
+  [[nodiscard]] std::string_view unit() const {
+    if ((iterations > 0) + (steps > 0) + (picks > 0) > 1) return {};
+    return iterations > 0 ? "iteration" : steps > 0 ? "step" : "pick";
+  }
 };
 
 /// @brief The progress plan of the blocks `run` (indices into `optimizers`).
