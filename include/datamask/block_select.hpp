@@ -75,12 +75,19 @@ struct objective_weights {
 };
 
 /// @brief Whether the continuous learner can ascend f: every diversity term that counts
-/// (lambda < 1, positive weight) has a relaxation. Dense facility location has none; on a kNN
-/// graph (`knn`) it has one; an objective given at run time has one when it says so
+/// (lambda < 1, positive weight) has a relaxation, as its type says (`relaxable_objective`):
+/// pairwise similarity, DiSF and facility location on a kNN graph (`knn`) have one, dense
+/// facility location none; an objective given at run time has one when it says so
 /// (`external_relaxes`).
 [[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false,
                                     bool external_relaxes = true) {
-  return lambda >= 1.0 || ((w.facility <= 0.0 || knn) && (w.external <= 0.0 || external_relaxes));
+  const auto relaxed = [](double weight, bool has_relax) { return weight <= 0.0 || has_relax; };
+  constexpr bool dense_facility = relaxable_objective<facility_location, float>;
+  constexpr bool knn_facility = relaxable_objective<sparse_facility_location, float>;
+  return lambda >= 1.0 || (relaxed(w.pairwise, relaxable_objective<pairwise_similarity, float>) &&
+                           relaxed(w.disf, relaxable_objective<disf, float>) &&
+                           relaxed(w.facility, knn ? knn_facility : dense_facility) &&
+                           relaxed(w.external, external_relaxes));
 }
 
 /// @brief Everything besides its data and hooks that determines a block's selection.

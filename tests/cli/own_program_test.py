@@ -140,6 +140,13 @@ def test_names():
     assert "--objective" in p.stderr and "replica-plain" in p.stderr, p.stderr
     p = run(BUILTIN, ["--demo", "--objective", "replica"], expect=2)
     assert "--objective" in p.stderr, p.stderr
+    # Each program says its own name (that of its file) in messages, help and --version.
+    own = os.path.basename(OWN)
+    p = run(OWN, ["--demo", "--objective", "nope"], expect=2)
+    assert p.stderr.startswith(own + ": --objective"), p.stderr
+    assert run(OWN, ["--version"]).stdout.startswith(own + " "), run(OWN, ["--version"]).stdout
+    assert h.startswith(own + ": select"), h[:200]
+    assert run(BUILTIN, ["--version"]).stdout.startswith("datamask-select "), "datamask-select --version"
 
 
 def main():

@@ -44,6 +44,7 @@ struct usage_error : std::runtime_error {
 };
 
 struct config {
+  std::string program = "datamask-select";  // as messages name it: the file name of argv[0]
   datamask::settings run;             // the library's settings of a run (ratio, lambda, steps, ...)
   datamask::learner_settings learn;   // the policy, schedule and kernel settings
   datamask::continuous_settings ascent;  // the continuous learner's ascent (--optimizer continuous)
@@ -414,23 +415,22 @@ inline std::string option_message(const datamask::invalid_input& e) {
 }
 
 /// What --version prints: the version, the backend the blocks run on, whether MPI is built in.
-inline std::string version_text() {
+inline std::string version_text(const std::string& program) {
 #if DATAMASK_SELECT_MPI
   constexpr const char* mpi = "yes";
 #else
   constexpr const char* mpi = "no";
 #endif
-  return std::string("datamask-select ") + datamask::version_string + " (backend: " + dmfront::block_backend_name() +
+  return program + " " + datamask::version_string + " (backend: " + dmfront::block_backend_name() +
          "; MPI: " + mpi + ")";
 }
 
 /// Parses argv into c. Returns false when --help or --version was printed. Throws usage_error.
 inline bool parse_args(int argc, char** argv, config& c) {
-  CLI::App app("datamask-select: select LLM pre-training data by mask learning (DATAMASK)",
-               "datamask-select");
+  CLI::App app(c.program + ": select LLM pre-training data by mask learning (DATAMASK)", c.program);
   app.footer(help_footer);
   app.get_formatter()->column_width(26);
-  app.set_version_flag("--version", version_text(), "print the version, the backend and whether MPI is built in");
+  app.set_version_flag("--version", version_text(c.program), "print the version, the backend and whether MPI is built in");
   detail::add_options(app, c);
   try {
     app.parse(argc, argv);
@@ -536,7 +536,7 @@ inline void check_args(config& c) {
   c.optimizer = datamask::enum_name(res.optimizer);
   c.run = r.settings.run;  // with what the options imply (fixed scaling, the credit that runs)
   // the report records the threads used
-  if (!res.threads_capped.empty()) std::fprintf(stderr, "datamask-select: warning: --threads %s\n", res.threads_capped.c_str());
+  if (!res.threads_capped.empty()) std::fprintf(stderr, "%s: warning: --threads %s\n", c.program.c_str(), res.threads_capped.c_str());
 }
 
 }  // namespace dmselect

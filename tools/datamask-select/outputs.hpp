@@ -257,7 +257,7 @@ inline nlohmann::ordered_json graph_json(const std::vector<block_result>& blocks
 
 /// Warns (stderr) of each term that calibration found constant on some block
 /// (datamask::constant_term_tolerance): its scale is 1, and it does not tell subsets apart.
-inline void warn_constant_terms(const std::vector<block_result>& blocks) {
+inline void warn_constant_terms(const std::string& program, const std::vector<block_result>& blocks) {
   std::vector<std::pair<std::string, std::size_t>> constant;  // term, blocks
   for (const auto& r : blocks) {
     for (const auto& t : r.terms) {
@@ -269,9 +269,9 @@ inline void warn_constant_terms(const std::vector<block_result>& blocks) {
   }
   for (const auto& [name, count] : constant) {
     std::fprintf(stderr,
-                 "datamask-select: warning: the %s term is constant on the calibration subsets of %zu of %zu "
+                 "%s: warning: the %s term is constant on the calibration subsets of %zu of %zu "
                  "block%s (its std is 0 or rounding noise); its scale is 1, so it weighs nothing in the choice\n",
-                 name.c_str(), count, blocks.size(), blocks.size() == 1 ? "" : "s");
+                 program.c_str(), name.c_str(), count, blocks.size(), blocks.size() == 1 ? "" : "s");
   }
 }
 
@@ -288,7 +288,7 @@ inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
   rep.seconds.emplace_back("optimize", t.optimize_seconds);
   rep.seconds.emplace_back("evaluate", t.evaluate_seconds);
   if (t.certificate) rep.seconds.emplace_back("certify", t.certificate->seconds);
-  if (!c.quiet) warn_constant_terms(rep.blocks);
+  if (!c.quiet) warn_constant_terms(c.program, rep.blocks);
   write_outputs(c, rep, t);
 }
 

@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -67,9 +68,9 @@ struct interrupted {
 /// The exit code once the outputs are written: 0, or 128 + the signal that arrived while they
 /// were (the set is written whole all the same: stopping between its renames would leave it half
 /// replaced), said on stderr.
-int written_exit_code(const std::string& what) {
+int written_exit_code(const config& c, const std::string& what) {
   if (g_signal == 0) return 0;
-  std::fprintf(stderr, "\ndatamask-select: interrupted by signal %d while writing %s; the write was completed\n",
+  std::fprintf(stderr, "\n%s: interrupted by signal %d while writing %s; the write was completed\n", c.program.c_str(),
                static_cast<int>(g_signal), what.c_str());
   return 128 + g_signal;
 }
@@ -296,7 +297,7 @@ std::vector<block_result> gather_blocks(const mpi_world& world, const run_header
 /// The GPU of this process on a GPU build (that of its local rank: `datamask::device_for_local_rank`),
 /// said by every rank of a job unless --quiet; -1 on the CPU.
 /// @throws usage_error when built for CUDA and no device is found
-int use_device(const mpi_world& world, bool quiet) {
+int use_device(const config& c, const mpi_world& world, bool quiet) {
   int device = -1;
   try {
     device = dmfront::use_block_device(world.local_rank());
@@ -304,7 +305,7 @@ int use_device(const mpi_world& world, bool quiet) {
     throw usage_error(e.what());
   }
   if (device >= 0 && world.spread() && !quiet) {
-    std::fprintf(stderr, "datamask-select (rank %d of %d): backend %s, local rank %d, device %d\n", world.rank(),
+    std::fprintf(stderr, "%s (rank %d of %d): backend %s, local rank %d, device %d\n", c.program.c_str(), world.rank(),
                  world.size(), dmfront::block_backend_name().c_str(), world.local_rank().value_or(0), device);
   }
   return device;
@@ -400,12 +401,14 @@ int write_outputs(const config& c, const mpi_world& world, const run_header& hea
   rep.blocks = std::move(done);
   if (g_signal != 0) throw interrupted{g_signal, checkpointed};
   write_run_outputs(c, rep);
-  return written_exit_code("the outputs");
+  return written_exit_code(c, "the outputs");
 }
 
 /// A selection run (not `merge`).
-int run(int argc, char** argv, const dmfront::objective_registry& objectives, const mpi_world& world) {
+int run(int argc, char** argv, const std::string& program, const dmfront::objective_registry& objectives,
+        const mpi_world& world) {
   config c;
+  c.program = program;
   c.registry = objectives;
   if (!parse_args(argc, argv, c)) return 0;
   const worker_share shard = shard_share(c);
@@ -413,7 +416,7 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
   const worker_share share = world.spread() ? worker_share{world.rank(), world.size()} : shard;
   const bool quiet = c.quiet;
   if (world.rank() != 0) c.quiet = true;  // progress and messages from rank 0
-  const int device = use_device(world, quiet);
+  const int device = use_device(c, world, quiet);
   check_output_paths(c);  // before any work: writable, distinct, none an input
   const auto part = part_paths(c, shard);
   if (!c.shard.empty()) prepare_parts(part);
@@ -433,7 +436,7 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
   const auto mine = datamask::worker_blocks(nb, share.index, share.count);
   const auto block_ids = [&](index_t b) { return k.ids_of(blocks[static_cast<std::size_t>(b)]); };
   if (!c.shard.empty() && shard_finished(part, header, mine, block_ids, k.ids_unsigned, c.quiet)) {
-    if (!c.quiet) std::fprintf(stderr, "datamask-select: shard %s is finished (%s); skipped\n", c.shard.c_str(), part.marker.c_str());
+    if (!c.quiet) std::fprintf(stderr, "%s: shard %s is finished (%s); skipped\n", c.program.c_str(), c.shard.c_str(), part.marker.c_str());
     return 0;
   }
   checkpoint_dir ckpt = open_checkpoint(c, k.hash, blocks.size(), world);
@@ -453,7 +456,7 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
   const dmfront::progress_plan planned = dmfront::plan_progress(settings, plan, optimizers, to_run);
   progress prog(c.quiet, planned.total(), progress_unit(planned));
   if (!c.quiet) {
-    std::fprintf(stderr, "datamask-select %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n",
+    std::fprintf(stderr, "%s %s: %lld items x %lld dims in %zu block%s; selecting %lld%s\n", c.program.c_str(),
                  datamask::version_string, static_cast<long long>(k.n), static_cast<long long>(k.d), blocks.size(),
                  blocks.size() == 1 ? "" : "s", static_cast<long long>(total), c.resume ? " (resuming)" : "");
     if (!k.quality_names.empty()) {  // which columns --quality read (a CSV's names)
@@ -479,23 +482,26 @@ int run(int argc, char** argv, const dmfront::objective_registry& objectives, co
   if (!c.shard.empty()) {
     write_part(part, header, done);
     if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());
-    return written_exit_code("the part " + part.part);
+    return written_exit_code(c, "the part " + part.part);
   }
   return write_outputs(c, world, header, std::move(done), rep, ckpt.active());
 }
 
 /// run() with its errors said and turned into exit codes. Under MPI every message names the rank.
 int run_and_report(int argc, char** argv, const dmfront::objective_registry& objectives, const mpi_world& world) {
-  const std::string who = world.spread() ? "datamask-select (rank " + std::to_string(world.rank()) + " of " +
+  // A user's own program (dmfront::select_main) says its own name.
+  const std::string program =
+      argc > 0 && argv[0][0] != '\0' ? std::filesystem::path(argv[0]).filename().string() : "datamask-select";
+  const std::string who = world.spread() ? program + " (rank " + std::to_string(world.rank()) + " of " +
                                                std::to_string(world.size()) + ")"
-                                         : "datamask-select";
+                                         : program;
   try {
     mpi_world::check_supported();  // first: a merge under mpirun without MPI would run once per copy
     if (argc > 1 && std::string_view(argv[1]) == "merge") {
       if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
       return merge_main(argc - 1, argv + 1);
     }
-    return run(argc, argv, objectives, world);
+    return run(argc, argv, program, objectives, world);
   } catch (const interrupted& i) {
     std::fprintf(stderr, "\n%s: interrupted by signal %d; no output written%s\n", who.c_str(), i.sig,
                  i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");
