@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <span>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <datamask/frontend/registry.hpp>
+#include <datamask/greedy/scorers.hpp>
 
 namespace dm = datamask;
 using dm::index_t;
@@ -65,6 +67,21 @@ std::vector<float> random_rows(index_t n, index_t d) {
   return x;
 }
 
+/// n random rows of d floats, viewed, with their norms in double as the library prepares them.
+struct rows_with_norms {
+  std::vector<float> x;
+  dm::matrix_view<const float> view;
+  std::vector<double> inv, sq;
+  rows_with_norms(index_t n, index_t d)
+      : x(random_rows(n, d)), view(dm::make_matrix_view(static_cast<const float*>(x.data()), n, d)),
+        inv(static_cast<std::size_t>(n)), sq(static_cast<std::size_t>(n)) {
+    for (index_t i = 0; i < n; ++i) {
+      for (index_t j = 0; j < d; ++j) sq[static_cast<std::size_t>(i)] += double(view(i, j)) * view(i, j);
+      inv[static_cast<std::size_t>(i)] = 1.0 / std::sqrt(sq[static_cast<std::size_t>(i)]);
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("registry: names to weights and the user's term, bad lists refused", "[registry]") {
@@ -101,13 +118,8 @@ TEST_CASE("registry: names to weights and the user's term, bad lists refused", "
 
 TEST_CASE("registry: a registered type scores as its definition; its relaxation is exact", "[registry]") {
   const index_t n = 12, d = 5;
-  const auto x = random_rows(n, d);
-  const auto view = dm::make_matrix_view(x.data(), n, d);
-  std::vector<double> inv(static_cast<std::size_t>(n)), sq(static_cast<std::size_t>(n));
-  for (index_t i = 0; i < n; ++i) {
-    for (index_t j = 0; j < d; ++j) sq[static_cast<std::size_t>(i)] += double(view(i, j)) * view(i, j);
-    inv[static_cast<std::size_t>(i)] = 1.0 / std::sqrt(sq[static_cast<std::size_t>(i)]);
-  }
+  const rows_with_norms block(n, d);
+  const auto& [x, view, inv, sq] = block;
   dmfront::objective_registry r;
   r.add("mine", dm::pairwise_similarity{});  // batched, with a relaxation
   r.add("plain", first_coordinate{});        // neither
@@ -155,4 +167,43 @@ TEST_CASE("registry: a registered type scores as its definition; its relaxation 
     p[i] = keep;
     CHECK(grad[i] == Approx((up - down) / (2 * h)).margin(1e-6));
   }
+}
+
+TEST_CASE("registry: a registered type's greedy state gives the greedy baselines its gains", "[registry]") {
+  const index_t n = 10, d = 4;
+  const rows_with_norms block_rows(n, d);
+  const auto& [x, view, inv, sq] = block_rows;
+  dmfront::objective_registry r;
+  r.add("mine", dm::pairwise_similarity{});
+  r.add("plain", first_coordinate{});
+  const auto& mine = *r.entries()[3].user;
+  const auto& plain = *r.entries()[4].user;
+  REQUIRE(static_cast<bool>(mine.greedy));
+  CHECK_FALSE(static_cast<bool>(plain.greedy));  // no greedy_state: S + i by evaluation
+
+  const dm::greedy_block<float> block{view, inv, sq, 1};
+  dm::held_greedy_state st = mine.greedy(block);
+  using state = dm::greedy_state_t<dm::pairwise_similarity, float>;
+  CHECK(st.diminishing == dm::has_diminishing_gains<state>);
+  // Its gains: F(S + i) - F(S) from the definition in double (F of fewer than two items is 0).
+  const auto f = [&](const std::vector<index_t>& rows) { return rows.size() < 2 ? 0.0 : pairwise_reference(x, d, rows); };
+  std::vector<index_t> s;
+  for (const index_t next : {3, 8, 1, 6}) {
+    std::vector<index_t> cands;
+    for (index_t i = 0; i < n; ++i) {
+      if (std::find(s.begin(), s.end(), i) == s.end()) cands.push_back(i);
+    }
+    std::vector<double> gains(cands.size(), 0.0);
+    st.accumulate(cands, gains, 1.0);
+    for (std::size_t c = 0; c < cands.size(); ++c) {
+      std::vector<index_t> with = s;
+      with.push_back(cands[c]);
+      CHECK(gains[c] + st.common() == Approx(f(with) - f(s)).margin(1e-6));
+    }
+    st.add(next);
+    s.push_back(next);
+  }
+  // The greedy scorer reads the held state's flag at run time.
+  CHECK(dm::detail::greedy::external_state(mine, block).diminishing_gains() == dm::has_diminishing_gains<state>);
+  CHECK_FALSE(dm::detail::greedy::external_state(plain, block).diminishing_gains());
 }

@@ -27,6 +27,7 @@
 #include "datamask/concepts.hpp"
 #include "datamask/detail/parallel.hpp"
 #include "datamask/objective_function.hpp"
+#include "datamask/objectives/external.hpp"
 #include "datamask/types.hpp"
 
 namespace datamask::detail::greedy {
@@ -133,11 +134,36 @@ struct evaluated_state {
   }
 };
 
-/// The state greedy keeps for objective D: its own (`incremental_objective`) or by evaluation.
+/// An objective given at run time: its own greedy state when it brings one (bounded as that
+/// state declares), else by evaluation.
+struct external_state {
+  std::optional<held_greedy_state> own;
+  std::optional<evaluated_state<float, external_objective>> evaluated;
+
+  external_state(const external_objective& o, const greedy_block<float>& b) {
+    if (o.greedy) {
+      own.emplace(o.greedy(b));
+    } else {
+      evaluated.emplace(o, b);
+    }
+  }
+  void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    own ? own->accumulate(cands, out, w) : evaluated->accumulate(cands, out, w);
+  }
+  [[nodiscard]] double common() const { return own ? own->common() : evaluated->common(); }
+  void add(index_t j) { own ? own->add(j) : evaluated->add(j); }
+  [[nodiscard]] bool diminishing_gains() const { return own && own->diminishing; }
+  [[nodiscard]] index_t lazy_batch() const { return own ? own->batch : 1; }
+};
+
+/// The state greedy keeps for objective D: its own (`incremental_objective`), an objective
+/// given at run time's (`external_state`), or by evaluation.
 template <class T, class D>
 auto make_state(const D& objective, const greedy_block<T>& b) {
   if constexpr (incremental_objective<D, T>) {
     return objective.greedy_state(b);
+  } else if constexpr (std::is_same_v<D, external_objective> && std::is_same_v<T, float>) {
+    return external_state(objective, b);
   } else {
     return evaluated_state<T, D>(objective, b);
   }
@@ -186,7 +212,11 @@ struct structured_scorer<T, diversity_mix<Ds...>> {
   [[nodiscard]] bool term_bounded(std::size_t t) const {
     bool bounded = false;
     visit(t, [&](const auto& st) {
-      bounded = has_diminishing_gains<std::remove_cvref_t<decltype(st)>> && w[t] >= 0.0;
+      if constexpr (requires { st.diminishing_gains(); }) {  // known at run time (`external_state`)
+        bounded = st.diminishing_gains() && w[t] >= 0.0;
+      } else {
+        bounded = has_diminishing_gains<std::remove_cvref_t<decltype(st)>> && w[t] >= 0.0;
+      }
     });
     return bounded;
   }

@@ -3,7 +3,7 @@
 
 /// @file
 /// @brief A diversity objective given at run time, as functions: a scorer of G subsets in one
-/// call and, optionally, a relaxation. The front ends run through it a Python metric
+/// call and, optionally, a relaxation and a greedy state. The front ends run through it a Python metric
 /// (datamask.select's `objective`) and a C++ user's own type registered by name
 /// (dmfront::objective_registry, whose program is datamask-select with more names); it is a term
 /// of `standard_mix` like the built-in ones. The functions see the library's views (the block's
@@ -34,6 +34,22 @@ struct copy_values {
 };
 }  // namespace detail::external_impl
 
+/// @brief A greedy state (`greedy_state`) held as functions: that of an objective given at run
+/// time which brings its own (a C++ type registered by name: its `greedy_state`).
+struct held_greedy_state {
+  std::function<void(std::span<const index_t> cands, std::span<double> out, double w)> accumulate_fn;
+  std::function<double()> common_fn;
+  std::function<void(index_t j)> add_fn;
+  bool diminishing = false;  ///< the held state's `diminishing_gains`: lazy greedy may keep stale gains
+  index_t batch = 1;         ///< the held state's `lazy_batch()`, or 1
+
+  void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
+    accumulate_fn(cands, out, w);
+  }
+  [[nodiscard]] double common() const { return common_fn(); }
+  void add(index_t j) { add_fn(j); }
+};
+
 /// @brief A diversity objective held as functions (see the file comment). Elements: float.
 ///
 /// Rules the functions must keep (as every objective's, concepts.hpp): values do not depend on
@@ -48,10 +64,13 @@ struct external_objective {
   /// F(p) of a relaxation (`v.total` is S), with dF/dp_i written into grad[i] for the n rows; the
   /// view's arrays in host memory.
   using relax_fn = std::function<double(const relax_view<float>& v, std::span<double> grad)>;
+  /// The objective's own greedy state for a block (`incremental_objective`), built on the host.
+  using greedy_fn = std::function<held_greedy_state(const greedy_block<float>& b)>;
 
   std::string label = "external";  ///< the term's name in reports
   score_fn score;
   relax_fn relaxation;  ///< empty: no relaxation (the continuous learner cannot run this f)
+  greedy_fn greedy;     ///< empty: the greedy baselines score S + i by evaluation
 
   /// @brief The term's name (`diversity_mix::names`).
   [[nodiscard]] const std::string& term_name() const { return label; }

@@ -13,9 +13,12 @@
 /// (`relaxable_objective`) becomes its relaxation, so `auto` runs the continuous learner on it and
 /// `--optimizer continuous` is accepted; without one, auto runs stochastic greedy and continuous
 /// is refused naming it. `evaluate_batch` (`batched_diversity_objective`) scores a batch in one
-/// call; without it the subsets of a batch are scored on the run's threads. Greedy states,
-/// marginals and device passes are not carried: the greedy baselines score it by evaluation, on
-/// the host (on a GPU build its relaxation's arrays are copied across).
+/// call; without it the subsets of a batch are scored on the run's threads. `greedy_state`
+/// (`incremental_objective`) gives the greedy baselines its gains (lazy greedy keeps stale ones
+/// when the state declares `diminishing_gains`); without it they score S + i by evaluation.
+/// Not carried: marginals (pg's per-item credit; its auto credit gives such a term the rollout's
+/// reward), swap states (the continuous learner's polish evaluates swapped sets) and device
+/// passes (it runs on the host; on a GPU build its relaxation's arrays are copied across).
 
 #include <memory>
 #include <span>
@@ -54,6 +57,19 @@ datamask::external_objective held_as_functions(Objective o, std::string name) {
     e.relaxation = [obj](const datamask::relax_view<float>& v, std::span<double> grad) {
       datamask::host_executor exec(v.threads);
       return static_cast<double>(obj->relax(exec, v, grad.data()));
+    };
+  }
+  if constexpr (datamask::incremental_objective<Objective, float>) {
+    e.greedy = [obj](const datamask::greedy_block<float>& b) {
+      using state = datamask::greedy_state_t<Objective, float>;
+      // Shared by the functions; `obj` too, whose members the state may view.
+      const auto st = std::make_shared<state>(obj->greedy_state(b));
+      datamask::held_greedy_state h{
+          [st, obj](std::span<const index_t> c, std::span<double> out, double w) { st->accumulate(c, out, w); },
+          [st] { return static_cast<double>(st->common()); }, [st](index_t j) { st->add(j); },
+          datamask::has_diminishing_gains<state>, 1};
+      if constexpr (requires { st->lazy_batch(); }) h.batch = static_cast<index_t>(st->lazy_batch());
+      return h;
     };
   }
   return e;
