@@ -385,6 +385,17 @@ def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
     return names, (named_weights if weights is not None else []), metric
 
 
+def _call(embeddings, quality, quality_weights, ids, ids_name, given, objective, objective_weights, optimizer,
+          neighbors, graph) -> tuple:
+    """The core's arguments of a call, each checked and converted once: the corpus (shards,
+    quality columns, their weights, ids) and the request (options, objectives, their weights, the
+    metric, optimizer, neighbors, graph)."""
+    shards, cols, opts = _shards(embeddings), _columns(quality), _options(given)
+    weights = [float(w) for w in quality_weights] if quality_weights is not None else []
+    corpus = (shards, cols, weights, _ids(ids, ids_name))
+    return corpus, (opts, *_objectives(objective, objective_weights), optimizer or "auto", int(neighbors), _graph(graph))
+
+
 def _options(given: Mapping) -> dict:
     """The keywords given, checked against the table (the core checks them together)."""
     out = {}
@@ -561,27 +572,12 @@ def select(
     """
     if cancel is not None and not callable(getattr(cancel, "is_set", None)):
         raise TypeError(f"cancel: expected a threading.Event (an object with is_set()), found {cancel!r}")
-    shards = _shards(embeddings)
-    cols = _columns(quality)
     given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
-    opts = _options(given)
+    corpus, request = _call(embeddings, quality, quality_weights, ids, "ids", given, objective, objective_weights,
+                            optimizer, neighbors, graph)
     sink = _Progress(progress) if progress else None
     try:
-        out = _core.select(
-            shards,
-            cols,
-            [float(w) for w in quality_weights] if quality_weights is not None else [],
-            _ids(ids),
-            opts,
-            *_objectives(objective, objective_weights),
-            optimizer or "auto",
-            int(block_size),
-            int(neighbors),
-            _graph(graph),
-            bool(certify),
-            sink,
-            cancel,
-        )
+        out = _core.select(corpus, request, int(block_size), bool(certify), sink, cancel)
     finally:
         if sink is not None:
             sink.close()
@@ -632,23 +628,10 @@ def evaluate(
     ``neighbors`` builds the kNN graph of facility location again on every call; ``graph``
     (as in :func:`select`) scores on a graph the caller keeps.
     """
-    shards = _shards(embeddings)
-    cols = _columns(quality)
     subset = _ids(ids, "ids")
-    opts = _options(dict(options, lam=lam, seed=seed))
-    out = _core.evaluate(
-        shards,
-        cols,
-        [float(w) for w in quality_weights] if quality_weights is not None else [],
-        _ids(corpus_ids, "corpus_ids"),
-        subset,
-        opts,
-        *_objectives(objective, objective_weights),
-        optimizer or "auto",
-        int(neighbors),
-        _graph(graph),
-    )
-    return _objective(out)
+    corpus, request = _call(embeddings, quality, quality_weights, corpus_ids, "corpus_ids", dict(options, lam=lam, seed=seed),
+                            objective, objective_weights, optimizer, neighbors, graph)
+    return _objective(_core.evaluate(corpus, request, subset))
 
 
 def demo_corpus(seed: int = 0) -> tuple:

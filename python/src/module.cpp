@@ -14,6 +14,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -478,16 +480,33 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
       "given as arrays, K = " + std::to_string(k)));
 }
 
-/// The request of a call: the keywords given applied to the library's defaults, checked
-/// together (dmfront::resolve, as datamask-select does).
-/// `metric`: None, or a metric of the caller's (`python_side::metric`), calling back through `side`.
-dmfront::run_request run_request(const nb::dict& options, bool quality, const std::vector<std::string>& objectives,
-                                 const std::vector<double>& objective_weights, const nb::object& metric,
-                                 const std::shared_ptr<python_side>& side, const std::string& optimizer,
-                                 index_t neighbors, std::shared_ptr<const datamask::knn_graph> graph) {
-  dmfront::run_request q;
-  datamask::block_run_settings& r = q.settings;
-  apply_options(q, options);
+/// datamask/__init__.py's corpus arguments: (shards, quality columns, their weights, ids or None).
+using corpus_args = std::tuple<std::vector<shard_array>, std::vector<column_array>, std::vector<double>,
+                               std::optional<ids_array>>;
+/// Its request arguments: (options, objectives, their weights, metric or None, optimizer,
+/// neighbors, graph or None).
+using request_args = std::tuple<nb::dict, std::vector<std::string>, std::vector<double>, nb::object, std::string,
+                                index_t, std::optional<graph_arrays>>;
+
+/// A call's request (the keywords given applied to the library's defaults, checked together by
+/// dmfront::resolve as datamask-select's are) and its corpus (`ids_name`: the ids' argument).
+struct call {
+  dmfront::run_request request;
+  corpus k;
+  double graph_seconds = 0.0;  ///< checking and sorting the graph given
+};
+
+/// The call of these arguments; a metric (`python_side::metric`) calls back through `side`.
+call make_call(const corpus_args& corpus_in, const request_args& request_in, const std::string& ids_name,
+               const std::shared_ptr<python_side>& side) {
+  const auto& [shards, quality, quality_weights, ids] = corpus_in;
+  const auto& [options, objectives, objective_weights, metric, optimizer, neighbors, graph] = request_in;
+  call c;
+  const auto t_graph = std::chrono::steady_clock::now();
+  c.request.settings.graph = given_graph(graph, shards);
+  c.graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
+  datamask::block_run_settings& r = c.request.settings;
+  apply_options(c.request, options);
   static const dmfront::objective_registry builtins;  // Python's own objectives come as a metric
   builtins.apply(objectives, objective_weights, r);
   if (!metric.is_none()) {
@@ -496,15 +515,15 @@ dmfront::run_request run_request(const nb::dict& options, bool quality, const st
     r.weights.external = nb::cast<double>(spec[3]);
   }
   r.neighbors = neighbors;
-  r.graph = std::move(graph);
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
-  q.quality = quality;
-  const dmfront::resolution res = dmfront::resolve(q, python_spelling());
+  c.request.quality = !quality.empty();
+  const dmfront::resolution res = dmfront::resolve(c.request, python_spelling());
   if (!res.threads_capped.empty() &&
       PyErr_WarnEx(PyExc_UserWarning, ("threads: " + res.threads_capped).c_str(), 1) != 0) {
     throw nb::python_error();  // warnings turned into errors
   }
-  return q;
+  c.k = make_corpus(shards, quality, quality_weights, ids, ids_name, r.run.threads);
+  return c;
 }
 
 /// datamask.select's result (datamask/__init__.py makes the Selection): the ids in block order,
@@ -537,24 +556,15 @@ nb::dict selection_dict(const std::vector<datamask::block_result>& results, cons
 
 /// datamask.select's engine: the corpus plan, then every block through the library, as
 /// datamask-select runs them.
-nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
-                const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
-                const nb::dict& options, const std::vector<std::string>& objectives,
-                const std::vector<double>& objective_weights, const nb::object& metric, const std::string& optimizer,
-                index_t block_size,
-                index_t neighbors, const std::optional<graph_arrays>& graph, bool certify, nb::object on_event,
-                nb::object cancel) {
-  const auto t_graph = std::chrono::steady_clock::now();
-  auto given = given_graph(graph, shards);
-  const double graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
+nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request_in, index_t block_size, bool certify,
+                       nb::object on_event, nb::object cancel) {
+  DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   // Before the GIL is released: it holds references.
   const auto side = std::make_shared<python_side>(std::move(on_event), std::move(cancel));
-  dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, side,
-                                             optimizer, neighbors, std::move(given));
-  datamask::block_run_settings& r = request.settings;
+  call c = make_call(corpus_in, request_in, "ids", side);
+  datamask::block_run_settings& r = c.request.settings;
   r.certify = certify;
-  DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
-  const corpus k = make_corpus(shards, quality, quality_weights, ids, "ids", r.run.threads);
+  const corpus& k = c.k;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<datamask::block_result> results;
   datamask::corpus_plan plan;
@@ -565,7 +575,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     if (r.graph) dmfront::check_given_graph(k.n, plan.blocks.size(), python_spelling());
     dmfront::calibrate_corpus(k, plan, r);  // f calibrated once for a corpus of several blocks
     const auto optimizers = dmfront::block_optimizers(r, plan, k.d);
-    dmfront::refuse_on_greedy_blocks(request, optimizers, python_spelling());
+    dmfront::refuse_on_greedy_blocks(c.request, optimizers, python_spelling());
     std::vector<index_t> all(plan.blocks.size());
     std::iota(all.begin(), all.end(), index_t{0});
     // Progress counts what each block's optimizer repeats (auto can give a block naive greedy).
@@ -577,7 +587,7 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
     };
     const auto nb_blocks = static_cast<index_t>(plan.blocks.size());
     blocks.hooks = [&](index_t b) { return side->hooks(b, nb_blocks); };
-    if (r.graph) blocks.graph_seconds = graph_seconds;  // checked once, before the (one) block
+    if (r.graph) blocks.graph_seconds = c.graph_seconds;  // checked once, before the (one) block
     results = dmfront::run_blocks(k, plan, r, all, blocks);
   } catch (const datamask::run_stopped&) {
     results.clear();  // side->rethrow() says why
@@ -590,17 +600,10 @@ nb::dict select_corpus(const std::vector<shard_array>& shards, const std::vector
 }
 
 /// datamask.evaluate's engine: f and its terms on a subset of the corpus, as one block.
-nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
-                  const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
-                  const ids_array& subset, const nb::dict& options, const std::vector<std::string>& objectives,
-                  const std::vector<double>& objective_weights, const nb::object& metric, const std::string& optimizer,
-                  index_t neighbors,
-                  const std::optional<graph_arrays>& graph) {
+nb::dict evaluate_subset(const corpus_args& corpus_in, const request_args& request_in, const ids_array& subset) {
   const auto side = std::make_shared<python_side>(nb::none(), nb::none());
-  const dmfront::run_request request = run_request(options, !quality.empty(), objectives, objective_weights, metric, side,
-                                                   optimizer, neighbors, given_graph(graph, shards));
-  const datamask::block_run_settings& r = request.settings;
-  const corpus k = make_corpus(shards, quality, quality_weights, ids, "corpus_ids", r.run.threads);
+  const call c = make_call(corpus_in, request_in, "corpus_ids", side);
+  const corpus& k = c.k;
   bool subset_unsigned = false;
   const std::span<const datamask::id_t> wanted = id_bits(subset, "ids", subset_unsigned);
   datamask::block_result res;
@@ -609,7 +612,7 @@ nb::dict evaluate_subset(const std::vector<shard_array>& shards, const std::vect
     (void)dmfront::use_block_device(std::nullopt);
     const std::vector<index_t> rows = k.rows_of_ids(wanted, subset_unsigned, "ids");
     try {
-      res = dmfront::evaluate_subset(k, rows, r, "ids");
+      res = dmfront::evaluate_subset(k, rows, c.request.settings, "ids");
     } catch (const invalid_input& e) {
       if (!side->failed()) throw dmfront::as_option(e, python_spelling());  // else the metric's error (the library met its NaN)
     }
@@ -645,12 +648,9 @@ NB_MODULE(_core, m) {
   m.attr("backend") = dmfront::block_backend_name();
   m.attr("default_block_size") = datamask::default_block_size;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
-  m.def("select", &select_corpus, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "ids"_a.none(), "options"_a,
-        "objectives"_a, "objective_weights"_a, "metric"_a.none(), "optimizer"_a, "block_size"_a, "neighbors"_a, "graph"_a.none(), "certify"_a, "on_event"_a.none(),
+  m.def("select", &select_corpus, "corpus"_a.noconvert(), "request"_a, "block_size"_a, "certify"_a, "on_event"_a.none(),
         "cancel"_a.none());
-  m.def("evaluate", &evaluate_subset, "shards"_a.noconvert(), "quality"_a, "quality_weights"_a, "corpus_ids"_a.none(), "ids"_a,
-        "options"_a, "objectives"_a, "objective_weights"_a, "metric"_a.none(), "optimizer"_a, "neighbors"_a,
-        "graph"_a.none());
+  m.def("evaluate", &evaluate_subset, "corpus"_a.noconvert(), "request"_a, "ids"_a);
   m.def("demo_corpus", &demo_corpus, "seed"_a = 0, "The corpus of datamask-select --demo: (embeddings, quality).");
   m.def(
       "corpus_view_address",
