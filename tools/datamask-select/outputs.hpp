@@ -6,10 +6,12 @@
 // as one atomic set.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -107,86 +109,108 @@ inline std::string log_csv(const std::vector<block_result>& blocks, bool relaxed
   return os.str();
 }
 
+/// The curves of the plot: panel 0 the reward (series 0 its mean, series 1 its max) or the
+/// relaxed f, then one panel per term; each value the mean over the blocks that have its step.
+struct plot_curves {
+  std::vector<std::string> names = {"reward"};
+  index_t steps = 0;
+  std::vector<std::array<std::vector<double>, 2>> sum;  // [panel][series][step - 1], over blocks
+  std::vector<double> count;                            // blocks with each step
+
+  plot_curves(const std::vector<block_result>& blocks, bool relaxed) {
+    for (const auto& b : blocks) {
+      for (const auto& h : b.history) steps = std::max(steps, h.step);
+      if (!relaxed && names.size() == 1) {
+        for (const auto& t : b.terms) names.push_back(t.name);
+      }
+    }
+    const std::vector<double> zero(static_cast<std::size_t>(steps), 0.0);
+    sum.assign(names.size(), {zero, zero});
+    count = zero;
+    for (const auto& b : blocks) {
+      for (const auto& h : b.history) {
+        const auto s = static_cast<std::size_t>(h.step - 1);
+        count[s] += 1.0;
+        sum[0][0][s] += h.reward_mean;
+        sum[0][1][s] += h.reward_max;
+        for (std::size_t t = 0; t < h.term_means.size() && t + 1 < names.size(); ++t) sum[t + 1][0][s] += h.term_means[t];
+      }
+    }
+  }
+  /// The mean at step s + 1 (NaN where no block has it).
+  [[nodiscard]] double at(std::size_t panel, int series, std::size_t s) const {
+    return count[s] > 0 ? sum[panel][static_cast<std::size_t>(series)][s] / count[s]
+                        : std::numeric_limits<double>::quiet_NaN();
+  }
+};
+
+/// One panel's frame in the SVG (pixels).
+struct plot_frame {
+  static constexpr double width = 760, height = 170, left = 70, top = 40;
+  double y0 = 0.0, lo = 0.0, hi = 1.0;  // the panel's top and value range
+  /// A curve as a polyline: at most ~1500 points, consecutive steps averaged into one.
+  void polyline(std::ostream& os, const plot_curves& c, std::size_t panel, int series, const char* colour) const {
+    os << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"1.2\" points=\"";
+    const std::size_t steps = c.count.size(), stride = std::max<std::size_t>(1, steps / 1500);
+    for (std::size_t s0 = 0; s0 < steps; s0 += stride) {
+      double acc = 0, m = 0;
+      for (std::size_t s = s0; s < std::min(steps, s0 + stride); ++s) {
+        if (const double v = c.at(panel, series, s); std::isfinite(v)) {
+          acc += v;
+          m += 1;
+        }
+      }
+      if (m == 0) continue;
+      const double x = left + (steps > 1 ? width * static_cast<double>(s0) / static_cast<double>(steps - 1) : 0.0);
+      os << x << "," << y0 + height - height * (acc / m - lo) / (hi - lo) << " ";
+    }
+    os << "\"/>\n";
+  }
+};
+
 /// An SVG of the log: the reward (mean and max) in the first panel, then one panel per term,
 /// each averaged over the blocks at every step.
 /// `relaxed`: the continuous learner's log, one panel (the relaxed f per iteration).
 inline std::string plot_svg(const std::vector<block_result>& blocks, bool relaxed = false) {
-  index_t steps = 0;
-  std::vector<std::string> names = {"reward"};
-  for (const auto& b : blocks) {
-    for (const auto& h : b.history) steps = std::max(steps, h.step);
-    if (!relaxed && names.size() == 1 && !b.terms.empty()) {
-      for (const auto& t : b.terms) names.push_back(t.name);
-    }
-  }
-  const std::size_t panels = names.size();
-  // series[p][0/1][step-1]: mean over blocks (for p = 0, series 1 is the max reward).
-  std::vector<std::vector<std::vector<double>>> sum(panels, std::vector<std::vector<double>>(2, std::vector<double>(static_cast<std::size_t>(steps), 0.0)));
-  std::vector<double> cnt(static_cast<std::size_t>(steps), 0.0);
-  for (const auto& b : blocks) {
-    for (const auto& h : b.history) {
-      const auto s = static_cast<std::size_t>(h.step - 1);
-      cnt[s] += 1.0;
-      sum[0][0][s] += h.reward_mean;
-      sum[0][1][s] += h.reward_max;
-      for (std::size_t t = 0; t < h.term_means.size() && t + 1 < panels; ++t) sum[t + 1][0][s] += h.term_means[t];
-    }
-  }
-  const double w = 760, ph = 170, left = 70, top = 40;
+  const plot_curves c(blocks, relaxed);
+  const std::size_t panels = c.names.size();
+  plot_frame f;
   std::ostringstream os;
   os.precision(6);
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w + 100 << "\" height=\""
-     << top + panels * (ph + 50) << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << f.width + 100 << "\" height=\""
+     << f.top + panels * (f.height + 50) << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\">datamask-select: "
+     << "<text x=\"" << f.left << "\" y=\"22\" font-size=\"15\">datamask-select: "
      << (relaxed ? "relaxed f per iteration (continuous learner)" : "per-step rollout statistics")
      << (blocks.size() > 1 ? " (mean over blocks)" : "") << "</text>\n";
   for (std::size_t p = 0; p < panels; ++p) {
-    const double y0 = top + p * (ph + 50) + 20;
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    const int nser = p == 0 && !relaxed ? 2 : 1;
-    for (int sidx = 0; sidx < nser; ++sidx) {
-      for (std::size_t s = 0; s < cnt.size(); ++s) {
-        if (cnt[s] == 0) continue;
-        const double v = sum[p][sidx][s] / cnt[s];
-        if (std::isfinite(v)) {
-          lo = std::min(lo, v);
-          hi = std::max(hi, v);
+    f.y0 = f.top + p * (f.height + 50) + 20;
+    f.lo = std::numeric_limits<double>::infinity();
+    f.hi = -f.lo;
+    const int series = p == 0 && !relaxed ? 2 : 1;
+    for (int k = 0; k < series; ++k) {
+      for (std::size_t s = 0; s < c.count.size(); ++s) {
+        if (const double v = c.at(p, k, s); std::isfinite(v)) {
+          f.lo = std::min(f.lo, v);
+          f.hi = std::max(f.hi, v);
         }
       }
     }
-    if (!(hi >= lo)) lo = 0, hi = 1;
-    if (hi == lo) hi = lo + 1;
-    os << "<text x=\"" << left << "\" y=\"" << y0 - 6 << "\" font-weight=\"bold\">"
+    if (!(f.hi >= f.lo)) f.lo = 0, f.hi = 1;
+    if (f.hi == f.lo) f.hi = f.lo + 1;
+    os << "<text x=\"" << f.left << "\" y=\"" << f.y0 - 6 << "\" font-weight=\"bold\">"
        << (p == 0 ? (relaxed ? "relaxed f, before each iteration's step" : "reward (blue: mean, orange: max)")
-                  : names[p] + " (raw, mean over rollouts)")
+                  : c.names[p] + " (raw, mean over rollouts)")
        << "</text>\n"
-       << "<rect x=\"" << left << "\" y=\"" << y0 << "\" width=\"" << w << "\" height=\"" << ph
+       << "<rect x=\"" << f.left << "\" y=\"" << f.y0 << "\" width=\"" << f.width << "\" height=\"" << f.height
        << "\" fill=\"none\" stroke=\"#888\"/>\n"
-       << "<text x=\"" << left - 6 << "\" y=\"" << y0 + 10 << "\" text-anchor=\"end\">" << hi << "</text>\n"
-       << "<text x=\"" << left - 6 << "\" y=\"" << y0 + ph << "\" text-anchor=\"end\">" << lo << "</text>\n"
-       << "<text x=\"" << left << "\" y=\"" << y0 + ph + 15 << "\">1</text>\n"
-       << "<text x=\"" << left + w << "\" y=\"" << y0 + ph + 15 << "\" text-anchor=\"end\">" << (relaxed ? "iteration " : "step ") << steps << "</text>\n";
+       << "<text x=\"" << f.left - 6 << "\" y=\"" << f.y0 + 10 << "\" text-anchor=\"end\">" << f.hi << "</text>\n"
+       << "<text x=\"" << f.left - 6 << "\" y=\"" << f.y0 + f.height << "\" text-anchor=\"end\">" << f.lo << "</text>\n"
+       << "<text x=\"" << f.left << "\" y=\"" << f.y0 + f.height + 15 << "\">1</text>\n"
+       << "<text x=\"" << f.left + f.width << "\" y=\"" << f.y0 + f.height + 15 << "\" text-anchor=\"end\">"
+       << (relaxed ? "iteration " : "step ") << c.steps << "</text>\n";
     const char* colour[2] = {"#1f77b4", "#ff7f0e"};
-    for (int sidx = nser - 1; sidx >= 0; --sidx) {
-      os << "<polyline fill=\"none\" stroke=\"" << colour[sidx] << "\" stroke-width=\"1.2\" points=\"";
-      // At most ~1500 points: average consecutive steps into buckets.
-      const std::size_t stride = std::max<std::size_t>(1, cnt.size() / 1500);
-      for (std::size_t s0 = 0; s0 < cnt.size(); s0 += stride) {
-        double acc = 0, m = 0;
-        for (std::size_t s = s0; s < std::min(cnt.size(), s0 + stride); ++s) {
-          if (cnt[s] > 0 && std::isfinite(sum[p][sidx][s])) {
-            acc += sum[p][sidx][s] / cnt[s];
-            m += 1;
-          }
-        }
-        if (m == 0) continue;
-        const double x = left + (steps > 1 ? w * static_cast<double>(s0) / static_cast<double>(steps - 1) : 0.0);
-        const double y = y0 + ph - ph * (acc / m - lo) / (hi - lo);
-        os << x << "," << y << " ";
-      }
-      os << "\"/>\n";
-    }
+    for (int k = series - 1; k >= 0; --k) f.polyline(os, c, p, k, colour[k]);
   }
   os << "</svg>\n";
   return os.str();
