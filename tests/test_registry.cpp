@@ -11,9 +11,11 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <datamask/frontend/registry.hpp>
+#include <datamask/frontend/request.hpp>
 #include <datamask/greedy/scorers.hpp>
 
 namespace dm = datamask;
@@ -206,4 +208,26 @@ TEST_CASE("registry: a registered type's greedy state gives the greedy baselines
   // The greedy scorer reads the held state's flag at run time.
   CHECK(dm::detail::greedy::external_state(mine, block).diminishing_gains() == dm::has_diminishing_gains<state>);
   CHECK_FALSE(dm::detail::greedy::external_state(plain, block).diminishing_gains());
+}
+
+TEST_CASE("front end: a library message with its settings spelled as a front end's options", "[request]") {
+  const auto bracketed = [](std::string_view name) {  // appended: GCC 12 misreads "<" + s (-Wrestrict)
+    std::string out(1, '<');
+    out.append(name).push_back('>');
+    return out;
+  };
+  const dmfront::spelling sp{bracketed, [&](std::string_view name, std::string_view value, bool) {
+                               return bracketed(name).append(" ").append(value);
+                             }};
+  const auto spelled = [&](const std::string& input, const std::string& text) {
+    return std::string(dmfront::as_option(dm::invalid_input(input, text), sp).what());
+  };
+  // The input, and a field named in the text as a whole word.
+  CHECK(spelled("lr_min", "must not exceed lr_max (0.5), found 0.7") ==
+        "<lr-min>: must not exceed <lr-max> (0.5), found 0.7");
+  // Not inside another word (a longer name, a user's label).
+  CHECK(spelled("objective", "label my_lr_max and xlr_max, lr_max_2") ==
+        "objective: label my_lr_max and xlr_max, lr_max_2");
+  // A field two entries share: the first entry of the table (stochastic greedy's, not Adam's).
+  CHECK(spelled("epsilon", "must be in (0, 1)") == "<epsilon>: must be in (0, 1)");
 }

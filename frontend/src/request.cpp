@@ -2,6 +2,7 @@
 
 #include "datamask/frontend/request.hpp"
 
+#include <cctype>
 #include <string>
 
 #include <datamask/error.hpp>
@@ -206,12 +207,21 @@ void refuse_on_greedy_blocks(const run_request& r, std::span<const std::optional
 datamask::invalid_input as_option(const datamask::invalid_input& e, const spelling& sp) {
   std::string input = e.input();
   std::string text = std::string(e.what()).substr(input.size() + 2);
+  // A field as a whole word of the text (not inside "step_final_fraction" or a user's label).
+  const auto word_char = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '-'; };
+  bool named = false;
   visit_options([&](const auto& s) {
     const std::string option = sp.option(s.name);
-    if (s.field == e.input()) input = option;
+    if (s.field == e.input() && !named) {  // the first entry of a field two share ("epsilon")
+      input = option;
+      named = true;
+    }
     if (s.field.find('_') == std::string_view::npos) return;
-    for (auto at = text.find(s.field); at != std::string::npos; at = text.find(s.field, at + option.size())) {
+    for (auto at = text.find(s.field); at != std::string::npos; at = text.find(s.field, at + 1)) {
+      const std::size_t end = at + s.field.size();
+      if ((at > 0 && word_char(text[at - 1])) || (end < text.size() && word_char(text[end]))) continue;
       text.replace(at, s.field.size(), option);
+      at += option.size() - 1;
     }
   });
   return {input, text};

@@ -628,10 +628,9 @@ def evaluate(
     ``neighbors`` builds the kNN graph of facility location again on every call; ``graph``
     (as in :func:`select`) scores on a graph the caller keeps.
     """
-    subset = _ids(ids, "ids")
     corpus, request = _call(embeddings, quality, quality_weights, corpus_ids, "corpus_ids", dict(options, lam=lam, seed=seed),
                             objective, objective_weights, optimizer, neighbors, graph)
-    return _objective(_core.evaluate(corpus, request, subset))
+    return _objective(_core.evaluate(corpus, request, _ids(ids, "ids")))
 
 
 def demo_corpus(seed: int = 0) -> tuple:

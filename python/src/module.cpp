@@ -365,7 +365,10 @@ class python_side {
     nb::gil_scoped_acquire gil;
     guarded([&] {
       if (PyErr_CheckSignals() != 0) throw nb::python_error();  // the pending KeyboardInterrupt
-      if (!cancel_.is_none()) cancelled_ = nb::cast<bool>(cancel_.attr("is_set")());
+      if (cancel_.is_none()) return;
+      const int set = PyObject_IsTrue(cancel_.attr("is_set")().ptr());  // any truth value, as `if` reads it
+      if (set < 0) throw nb::python_error();
+      cancelled_ = set == 1;
     });
     return error_.has_value() || cancelled_;
   }
@@ -558,10 +561,10 @@ nb::dict selection_dict(const std::vector<datamask::block_result>& results, cons
 /// datamask-select runs them.
 nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request_in, index_t block_size, bool certify,
                        nb::object on_event, nb::object cancel) {
-  DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   // Before the GIL is released: it holds references.
   const auto side = std::make_shared<python_side>(std::move(on_event), std::move(cancel));
   call c = make_call(corpus_in, request_in, "ids", side);
+  DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   datamask::block_run_settings& r = c.request.settings;
   r.certify = certify;
   const corpus& k = c.k;

@@ -86,6 +86,24 @@ def test_a_cancel_event_set_before_the_run_stops_every_optimizer():
         datamask.select(x, q, cancel=True)
 
 
+def test_a_cancel_object_is_read_by_its_truth_value():
+    # Any object with is_set(): its result counts as `if` reads it (numpy's bool, 0, 1).
+    x, q = data(n=500)
+
+    class Flag:
+        def __init__(self, value):
+            self.value = value
+
+        def is_set(self):
+            return self.value
+
+    assert len(datamask.select(x, q, optimizer="pg", cancel=Flag(np.bool_(False))).ids) == 50
+    assert len(datamask.select(x, q, optimizer="pg", cancel=Flag(0)).ids) == 50
+    for value in (np.bool_(True), 1):
+        with pytest.raises(datamask.Cancelled):
+            datamask.select(x, q, optimizer="pg", cancel=Flag(value))
+
+
 def test_an_exception_in_the_progress_callable_stops_the_run():
     x, q = data()
 
