@@ -201,6 +201,23 @@ TEST_CASE(
   CHECK(std::isnan(a.certified_share));  // no random subsets, no share
 }
 
+/// certify's bound and certificate for f on one thread and on two: the same bits.
+template <class F>
+void check_thread_counts(const F& f, std::span<const index_t> selection, index_t iterations) {
+  dm::certify_settings one;
+  one.threads = 1;
+  one.random_subsets = 0;
+  one.iterations = iterations;
+  dm::certify_settings two = one;
+  two.threads = 2;
+  const auto a = dm::certify(f, selection, one);
+  const auto c = dm::certify(f, selection, two);
+  REQUIRE(a.certified);
+  CHECK(a.terms[0].claimed == c.terms[0].claimed);
+  CHECK(a.bound == c.bound);
+  CHECK(a.terms[0].certificate == c.terms[0].certificate);
+}
+
 TEST_CASE("certify: the same bound whatever the thread count", "[certify]") {
   const block b(400, 12, 13);
   const dm::problem<double> p = b.problem();
@@ -208,22 +225,38 @@ TEST_CASE("certify: the same bound whatever the thread count", "[certify]") {
     using D = std::decay_t<decltype(objective)>;
     dm::objective_function<double, D> f(p, objective, 0.4);
     set_test_scales(f);
-    const std::vector<index_t> selection = dmtest::rng(17).distinct(b.n, 40);
-    dm::certify_settings one;
-    one.threads = 1;
-    one.random_subsets = 0;
-    dm::certify_settings two = one;
-    two.threads = 2;
-    const auto a = dm::certify(f, selection, one);
-    const auto c = dm::certify(f, selection, two);
-    REQUIRE(a.certified);
-    CHECK(a.terms[0].claimed == c.terms[0].claimed);
-    CHECK(a.bound == c.bound);
-    CHECK(a.terms[0].certificate == c.terms[0].certificate);
+    check_thread_counts(f, dmtest::rng(17).distinct(b.n, 40), 0);
   };
   check(dm::pairwise_similarity{});
   check(dm::facility_location{});
   check(b.knn(10));
+  // The kNN dual's pass splits its columns over the threads only above a size (a work estimate):
+  // a block large enough that two threads do run it.
+  const block large(6000, 8, 14);
+  const dm::problem<double> lp = large.problem();
+  dm::objective_function<double, dm::sparse_facility_location> f(lp, large.knn(10), 0.4);
+  set_test_scales(f);
+  check_thread_counts(f, dmtest::rng(18).distinct(large.n, 600), 20);
+}
+
+TEST_CASE("certify: the dual's top set is the S largest b, ties to the smaller row", "[certify]") {
+  dmtest::rng r(5);
+  std::vector<double> scratch;
+  for (index_t n = 1; n <= 40; n += 3) {
+    std::vector<double> b(static_cast<std::size_t>(n));
+    for (double& x : b) x = static_cast<double>(r.below(4)) - 1.5;  // many ties
+    std::vector<index_t> order(static_cast<std::size_t>(n));
+    std::iota(order.begin(), order.end(), index_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](index_t i, index_t j) {
+      return b[static_cast<std::size_t>(i)] > b[static_cast<std::size_t>(j)];
+    });
+    for (index_t size = 1; size <= n; ++size) {
+      std::vector<index_t> expected(order.begin(), order.begin() + size);
+      std::sort(expected.begin(), expected.end());
+      INFO("n " << n << ", S " << size);
+      CHECK(dm::detail::facility_dual::top_rows(b, size, scratch) == expected);
+    }
+  }
 }
 
 TEST_CASE("certify: DiSF and an objective without the capability give no certificate, not a bound",

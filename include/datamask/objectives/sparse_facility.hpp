@@ -431,16 +431,15 @@ struct sparse_facility_location {
   /// method.md 7.2): the Lagrangian dual of the LP relaxation on the graph's pairs (similarities
   /// clamped at 0, as F counts them), so the bound is for this sparse objective, not for dense
   /// facility location. From the selection's assignment, `v.iterations` evaluations (0: 100) of
-  /// a variable-target Polyak method (objectives/detail/facility_dual.hpp), each O(n K) plus a
-  /// top-S selection. Host memory.
+  /// a variable-target Polyak method (objectives/detail/facility_dual.hpp), each a pass over the
+  /// graph's positive entries (8 bytes each), a top-S selection and a pass over the S columns of
+  /// its top set. Host memory.
   template <class T>
   [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
     const knn_graph& g = checked(v.embeddings.rows);
     DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
                      "must be finite and >= 0, found ", v.weight);
-    const auto by_item = cache->get(graph);  // the graph's entries grouped by item, shared
-    const detail::facility_dual::knn_pairs pairs(g, v.weight, by_item->start, by_item->entry,
-                                                 v.threads);
+    const detail::facility_dual::knn_pairs pairs(g, v.weight, v.threads);
     return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
   }
   /// @brief L(lambda) recomputed from the graph alone (its rows in order); throws `invalid_input`

@@ -19,11 +19,13 @@
 /// The pairs come in two forms: dense (every pair, similarities recomputed in blocks by matrix
 /// products, or held when the n x n values fit the view's memory budget) and the kNN graph (the
 /// pairs of the graph, clamped at 0 as sparse facility location counts them). Host code: every
-/// evaluation needs a top-S selection.
+/// evaluation needs a top-S selection. Each evaluation reads every pair once: the method's cost
+/// is bound by memory bandwidth, which is why the kNN pairs are packed in 8 bytes.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -126,11 +128,11 @@ class dense_pairs {
 
   /// count_v = #{s in rows : w_vs > lambda_v}.
   void covered(std::span<const double> lambda, std::span<const index_t> rows,
-               std::span<double> count) const {
+               std::span<index_t> count) const {
     for_rows(rows, [&](index_t v, const double* w) {
       const double l = lambda[static_cast<std::size_t>(v)];
-      double c = 0.0;
-      for (std::size_t t = 0; t < rows.size(); ++t) c += w[t] > l ? 1.0 : 0.0;
+      index_t c = 0;
+      for (std::size_t t = 0; t < rows.size(); ++t) c += w[t] > l ? 1 : 0;
       count[static_cast<std::size_t>(v)] = c;
     });
   }
@@ -191,128 +193,130 @@ class dense_pairs {
   std::vector<double> cache_;  ///< n x n: row s holds w_vs over v, when it fits the budget
 };
 
-/// kNN pairs: w_e = c max(0, sim_e) for the graph's entries e = v K + r (s = ids[e]). The column
-/// sums read each item's positive entries as two contiguous arrays (reference row, w), grouped by
-/// item in row order (`start`, `entry`: the graph's grouping), so a pass streams them and only
-/// lambda is read at random.
+/// kNN pairs: w_e = c max(0, sim_e) for the graph's entries e = v K + r (s = ids[e]). The
+/// positive entries are grouped by the item s they list (v ascending), each as (v, sim) in 8
+/// bytes, since L's pass over them is bound by memory bandwidth; w = c sim is formed in double as
+/// it is read. The columns run on the threads, each summing in its own fixed order (the bits do
+/// not depend on the thread count); the subgradient's count and the start read only the S columns
+/// of a set.
 class knn_pairs {
  public:
-  knn_pairs(const knn_graph& g, double weight, std::span<const index_t> start,
-            std::span<const index_t> entry, int threads)
-      : g_(g), w_(g.sims.size()), from_(static_cast<std::size_t>(g.n) + 1, 0), threads_(threads) {
-    const double c = weight / static_cast<double>(g.n);
-    for (std::size_t e = 0; e < w_.size(); ++e)
-      w_[e] = g.sims[e] > 0.0f ? c * static_cast<double>(g.sims[e]) : 0.0;
-    row_.reserve(entry.size());
-    col_w_.reserve(entry.size());
-    for (index_t s = 0; s < g.n; ++s) {
-      for (index_t at = start[static_cast<std::size_t>(s)];
-           at < start[static_cast<std::size_t>(s) + 1]; ++at) {
-        const index_t e = entry[static_cast<std::size_t>(at)];
-        if (!(w_[static_cast<std::size_t>(e)] > 0.0))
-          continue;  // max(0, 0 - lambda) = 0: never counts
-        row_.push_back(e / g.k);
-        col_w_.push_back(w_[static_cast<std::size_t>(e)]);
-      }
-      from_[static_cast<std::size_t>(s) + 1] = static_cast<index_t>(row_.size());
+  knn_pairs(const knn_graph& g, double weight, int threads)
+      : n_(g.n),
+        c_(weight / static_cast<double>(g.n)),
+        threads_(threads),
+        k_(g.k),
+        from_(static_cast<std::size_t>(g.n) + 1, 0) {
+    DATAMASK_EXPECTS(g.n <= std::numeric_limits<std::uint32_t>::max(), "graph", "has ", g.n,
+                     " rows; the bound handles at most 2^32 - 1 per block");
+    for (std::size_t e = 0; e < g.ids.size(); ++e)  // a counting sort of the positive entries by s
+      if (g.sims[e] > 0.0f) ++from_[static_cast<std::size_t>(g.ids[e]) + 1];
+    std::partial_sum(from_.begin(), from_.end(), from_.begin());
+    entries_.resize(static_cast<std::size_t>(from_.back()));
+    std::vector<index_t> fill(from_.begin(), from_.end() - 1);
+    for (std::size_t e = 0; e < g.ids.size(); ++e) {
+      if (!(g.sims[e] > 0.0f)) continue;  // max(0, 0 - lambda) = 0: never counts
+      entries_[static_cast<std::size_t>(fill[static_cast<std::size_t>(g.ids[e])]++)] = {
+          static_cast<std::uint32_t>(static_cast<index_t>(e) / g.k), g.sims[e]};
     }
   }
 
-  [[nodiscard]] index_t size() const { return g_.n; }
+  [[nodiscard]] index_t size() const { return n_; }
 
+  /// b_s += sum_v max(0, w_vs - lambda_v) for every s.
   void column_excess(std::span<const double> lambda, std::span<double> b) const {
+    constexpr index_t chunk = 256;
     detail::parallel_for(
-        (g_.n + 255) / 256, threads_,
+        (n_ + chunk - 1) / chunk, threads_,
         [&](index_t bi) {
-          for (index_t s = bi * 256; s < std::min(g_.n, (bi + 1) * 256); ++s) {
+          for (index_t s = bi * chunk; s < std::min(n_, (bi + 1) * chunk); ++s) {
             double acc = 0.0;
-            for (index_t at = from_[static_cast<std::size_t>(s)];
-                 at < from_[static_cast<std::size_t>(s) + 1]; ++at) {
-              acc += std::max(
-                  0.0, col_w_[static_cast<std::size_t>(at)] -
-                           lambda[static_cast<std::size_t>(row_[static_cast<std::size_t>(at)])]);
+            for (const entry& e : column(s)) {
+              const double x = w(e) - lambda[e.v];
+              acc += 0.5 * (x + std::abs(x));  // max(0, x) exactly, with no branch to mispredict
             }
             b[static_cast<std::size_t>(s)] += acc;
           }
         },
-        256.0 * 3.0 * static_cast<double>(g_.k));
+        static_cast<double>(chunk) * 3.0 * static_cast<double>(k_));
   }
 
-  /// count_v = #{s in rows : w_vs > lambda_v}: v's neighbours only, O(n K).
+  /// count_v = #{s in rows : w_vs > lambda_v}.
   void covered(std::span<const double> lambda, std::span<const index_t> rows,
-               std::span<double> count) const {
-    const std::vector<char> in = marks(rows);
-    detail::parallel_for(
-        g_.n, threads_,
-        [&](index_t v) {
-          const double l = lambda[static_cast<std::size_t>(v)];
-          double c = 0.0;
-          for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
-            c += in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])] &&
-                         w_[static_cast<std::size_t>(e)] > l
-                     ? 1.0
-                     : 0.0;
-          }
-          count[static_cast<std::size_t>(v)] = c;
-        },
-        2.0 * static_cast<double>(g_.k));
+               std::span<index_t> count) const {
+    std::fill(count.begin(), count.end(), index_t{0});
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (i + 8 < rows.size()) prefetch(rows[i + 8]);
+      for (const entry& e : column(rows[i])) count[e.v] += w(e) > lambda[e.v] ? 1 : 0;
+    }
   }
 
   /// best_v = max(0, max_{s in rows and N(v)} w_vs): what v gets from the set.
   void best(std::span<const index_t> rows, std::span<double> out) const {
-    const std::vector<char> in = marks(rows);
-    detail::parallel_for(
-        g_.n, threads_,
-        [&](index_t v) {
-          double m = 0.0;
-          for (index_t e = v * g_.k; e < (v + 1) * g_.k; ++e) {
-            if (in[static_cast<std::size_t>(g_.ids[static_cast<std::size_t>(e)])])
-              m = std::max(m, w_[static_cast<std::size_t>(e)]);
-          }
-          out[static_cast<std::size_t>(v)] = m;
-        },
-        2.0 * static_cast<double>(g_.k));
+    std::fill(out.begin(), out.end(), 0.0);
+    for (index_t s : rows) {
+      for (const entry& e : column(s)) out[e.v] = std::max(out[e.v], w(e));
+    }
   }
 
  private:
-  [[nodiscard]] std::vector<char> marks(std::span<const index_t> rows) const {
-    std::vector<char> in(static_cast<std::size_t>(g_.n), 0);
-    for (index_t s : rows) in[static_cast<std::size_t>(s)] = 1;
-    return in;
-  }
+  struct entry {
+    std::uint32_t v;  ///< the reference item
+    float sim;        ///< > 0
+  };
 
-  const knn_graph& g_;
-  std::vector<double> w_;      ///< per entry of the graph (row-major)
-  std::vector<index_t> from_;  ///< n + 1 offsets into row_ and col_w_
-  std::vector<index_t> row_;   ///< per positive entry, grouped by item: its reference row
-  std::vector<double> col_w_;  ///< and its w
+  [[nodiscard]] std::span<const entry> column(index_t s) const {
+    const auto from = static_cast<std::size_t>(from_[static_cast<std::size_t>(s)]);
+    return {entries_.data() + from,
+            static_cast<std::size_t>(from_[static_cast<std::size_t>(s) + 1]) - from};
+  }
+  /// A hint to load column s's first entries: the S columns of a set lie far apart, and each
+  /// would otherwise start with a wait on memory.
+  void prefetch(index_t s) const {
+#if defined(__GNUC__)
+    __builtin_prefetch(entries_.data() + from_[static_cast<std::size_t>(s)]);
+#else
+    (void)s;
+#endif
+  }
+  [[nodiscard]] double w(const entry& e) const { return c_ * static_cast<double>(e.sim); }
+
+  index_t n_;
+  double c_;  ///< weight / n
   int threads_;
+  index_t k_;
+  std::vector<index_t> from_;  ///< n + 1 offsets: column s is entries_[from_[s], from_[s + 1])
+  std::vector<entry> entries_;
 };
 
-/// The S largest of b (ties to the smaller index), ascending.
-inline std::vector<index_t> top_rows(std::span<const double> b, index_t size) {
-  std::vector<index_t> idx(b.size());
-  std::iota(idx.begin(), idx.end(), index_t{0});
+/// The S largest of b (ties to the smaller index), ascending: the S-th largest value found by
+/// a selection on a copy of the values (`scratch`), then the rows above it and the first rows
+/// equal to it in index order.
+inline std::vector<index_t> top_rows(std::span<const double> b, index_t size,
+                                     std::vector<double>& scratch) {
+  scratch.assign(b.begin(), b.end());
   const auto k = static_cast<std::ptrdiff_t>(size);
-  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), [&](index_t i, index_t j) {
-    const double bi = b[static_cast<std::size_t>(i)];
-    const double bj = b[static_cast<std::size_t>(j)];
-    return bi != bj ? bi > bj : i < j;
-  });
-  idx.resize(static_cast<std::size_t>(size));
-  std::sort(idx.begin(), idx.end());
+  std::nth_element(scratch.begin(), scratch.begin() + (k - 1), scratch.end(), std::greater<>());
+  const double cut = scratch[static_cast<std::size_t>(k - 1)];
+  index_t ties = size;  // the rows equal to the cut that the top set takes
+  for (double x : b) ties -= x > cut ? 1 : 0;
+  std::vector<index_t> idx;
+  idx.reserve(static_cast<std::size_t>(size));
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (b[i] > cut || (b[i] == cut && ties-- > 0)) idx.push_back(static_cast<index_t>(i));
+  }
   return idx;
 }
 
-/// L(lambda) and its top set.
+/// L(lambda) and its top set; b and scratch are the evaluation's memory (n values each).
 template <class Pairs>
 double dual_value(const Pairs& pairs, std::span<const double> linear,
-                  std::span<const double> lambda, index_t size, std::vector<index_t>& chosen) {
-  const index_t n = pairs.size();
-  std::vector<double> b(static_cast<std::size_t>(n), 0.0);
+                  std::span<const double> lambda, index_t size, std::vector<index_t>& chosen,
+                  std::vector<double>& b, std::vector<double>& scratch) {
+  b.assign(static_cast<std::size_t>(pairs.size()), 0.0);
   if (!linear.empty()) std::copy(linear.begin(), linear.end(), b.begin());
   pairs.column_excess(lambda, b);
-  chosen = top_rows(b, size);
+  chosen = top_rows(b, size, scratch);
   double value = 0.0;
   for (double l : lambda) value += l;
   for (index_t s : chosen) value += b[static_cast<std::size_t>(s)];
@@ -340,14 +344,16 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
   out.method = "lagrangian-dual";
   std::vector<double> best_lambda = lambda;
   std::vector<double> previous;
-  std::vector<double> count(nz);
+  std::vector<index_t> count(nz);
   std::vector<double> dir(nz);
   std::vector<index_t> chosen;
+  std::vector<double> b;
+  std::vector<double> scratch;
   double delta = 0.0;
   bool has_delta = false;
   int stall = 0;
   for (index_t t = 0; t < evaluations; ++t) {
-    const double value = dual_value(pairs, linear, lambda, size, chosen);
+    const double value = dual_value(pairs, linear, lambda, size, chosen, b, scratch);
     ++out.evaluations;
     if (value < out.bound) {
       out.bound = value;
@@ -372,7 +378,7 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
     pairs.covered(lambda, chosen, count);
     double norm2 = 0.0;
     for (std::size_t v = 0; v < nz; ++v) {
-      double g = 1.0 - count[v];
+      double g = 1.0 - static_cast<double>(count[v]);
       if (lambda[v] <= 0.0 && g > 0.0) g = 0.0;
       dir[v] = previous.empty() ? g : g + deflection * previous[v];
       norm2 += dir[v] * dir[v];
