@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -179,6 +180,19 @@ TEST_CASE("certify: on tiny blocks the bound is at least the exhaustive optimum,
   std::fill_n(b.x.begin() + 2 * b.d, b.d, 0.0);
   check_tiny(b, dm::pairwise_similarity{}, "pairwise, ties and a zero row");
   check_tiny(b, dm::facility_location{}, "facility (dense), ties and a zero row");
+  check_tiny(b, b.knn(4), "facility (kNN), ties and a zero row");
+  // A graph of its own, set up directly (make_knn_graph refuses a repeated neighbour): each item
+  // lists its successor twice and, for every third item, a negative similarity (clamped at 0, as
+  // sparse facility location counts it).
+  auto graph = std::make_shared<dm::knn_graph>();
+  graph->n = 12;
+  graph->k = 4;
+  for (index_t v = 0; v < 12; ++v) {
+    graph->ids.insert(graph->ids.end(), {v, (v + 1) % 12, (v + 1) % 12, (v + 5) % 12});
+    graph->sims.insert(graph->sims.end(), {1.0f, 0.6f, 0.6f, v % 3 == 0 ? -0.4f : 0.3f});
+  }
+  check_tiny(b, dm::sparse_facility_location{graph},
+             "facility (kNN), a repeated neighbour and a negative similarity");
 }
 
 TEST_CASE(

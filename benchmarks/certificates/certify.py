@@ -69,8 +69,9 @@ def top_sum(v: np.ndarray, s: int) -> float:
 
 
 def top_set(v: np.ndarray, s: int) -> np.ndarray:
-    """Indices of s largest entries (any order; ties arbitrary: only their sum matters)."""
-    return np.argpartition(v, v.size - s)[v.size - s:]
+    """Indices of the s largest entries, ties to the smaller index (the library's rule: the set
+    feeds the facility dual's subgradient, so a tie at the cut changes the path), ascending."""
+    return np.sort(np.argsort(-v, kind="stable")[:s])
 
 
 def pairwise_term(xu: np.ndarray, u) -> float:

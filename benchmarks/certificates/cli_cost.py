@@ -5,17 +5,21 @@ report gives the block's optimising seconds and its certificate's seconds side b
 process, the same block; the bound's, and the random mean's of the share), the certified share
 and the method. Standard library only.
 
-    cli_cost.py PROGRAM [--quick] [--million]
+    cli_cost.py PROGRAM [--quick] [--million] [--before OTHER_PROGRAM [--rounds 3]]
 
 Corpora: the program's --demo corpus (20,000 x 32), and clustered Gaussian corpora written here
 as .npy (64 clusters, quality = a noisy function of the cluster; seed 1). Prints a Markdown table.
 --million adds pairwise similarity on a 1,000,000 x 256 corpus of the same kind, written with
 numpy (another generator, so other numbers than corpus() would give; skipped without numpy).
+--before adds a second table: each certified row run by OTHER_PROGRAM (another build) and PROGRAM
+alternately, --rounds times each, so that the machine's load falls on both alike: the median
+bound seconds of each, after / before, and whether the two bounds are equal.
 """
 import json
 import math
 import os
 import random
+import statistics
 import struct
 import subprocess
 import sys
@@ -69,8 +73,36 @@ def run(program, folder, inputs, args):
     return rep["configuration"]["optimizer"], b["seconds"]["optimize"], c
 
 
+def option(name, default=None):
+    if name not in sys.argv:
+        return default
+    at = sys.argv.index(name) + 1
+    if at == len(sys.argv) or sys.argv[at].startswith("--"):
+        sys.exit("cli_cost.py: %s needs a value" % name)
+    return sys.argv[at]
+
+
+def before_after(before, program, folder, cases, rounds):
+    """Markdown rows: each case's bound seconds by both programs, in the order before, after,
+    after, before, ... (so that neither always runs first)."""
+    rows = []
+    for name, inputs, args, objective in cases:
+        times = ([], [])
+        bounds = [None, None]
+        for r in range(rounds):
+            for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+                _, _, c = run((before, program)[side], folder, inputs, args)
+                times[side].append(c["seconds"] - c["random_seconds"])
+                bounds[side] = c["bound"]
+        b, a = statistics.median(times[0]), statistics.median(times[1])
+        rows.append("| %s | %s | %.2f | %.2f | %.2f | %s |" % (
+            name, objective, b, a, a / b, "yes" if bounds[0] == bounds[1] else "no"))
+    return rows
+
+
 def main():
     program = os.path.abspath(sys.argv[1])
+    before = option("--before")
     quick = "--quick" in sys.argv
     rows = []
     with tempfile.TemporaryDirectory(prefix="dmcert-") as folder:
@@ -88,17 +120,27 @@ def main():
                 cases += [("1,000,000 x 256", corpus_numpy(folder, 1000000, 256), [], "pairwise")]
             except ImportError:
                 print("cli_cost.py: numpy not found; the 1,000,000 x 256 row is skipped", file=sys.stderr)
+        certified = []
         for name, inputs, args, objective in cases:
             optimizer, optimize, c = run(program, folder, inputs, args)
+            if c["certified_share"] is not None:
+                certified.append((name, inputs, args, objective))
             share = "no certificate" if c["certified_share"] is None else "%.4f%%" % (100 * c["certified_share"])
             bound = c["seconds"] - c["random_seconds"]
             rows.append("| %s | %s | %s | %.2f | %.2f | %.2f | %.0f%% | %.0f%% | %s | %s |" % (
                 name, objective, optimizer, optimize, bound, c["random_seconds"], 100 * bound / optimize,
                 100 * c["seconds"] / optimize, c["method"], share))
+        if before:
+            compared = before_after(os.path.abspath(before), program, folder, certified,
+                                    int(option("--rounds", 3)))
     print("| corpus | objective + quality | optimizer | optimize s | bound s | random mean s | bound / optimize "
           "| certify / optimize | method | certified share |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    if before:
+        print("\n| corpus | objective + quality | bound s before | bound s after | after / before | same bound |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(compared))
 
 
 if __name__ == "__main__":

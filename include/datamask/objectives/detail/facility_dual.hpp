@@ -128,10 +128,10 @@ class dense_pairs {
 
   /// count_v = #{s in rows : w_vs > lambda_v}.
   void covered(std::span<const double> lambda, std::span<const index_t> rows,
-               std::span<index_t> count) const {
+               std::span<std::int32_t> count) const {
     for_rows(rows, [&](index_t v, const double* w) {
       const double l = lambda[static_cast<std::size_t>(v)];
-      index_t c = 0;
+      std::int32_t c = 0;
       for (std::size_t t = 0; t < rows.size(); ++t) c += w[t] > l ? 1 : 0;
       count[static_cast<std::size_t>(v)] = c;
     });
@@ -202,13 +202,11 @@ class dense_pairs {
 class knn_pairs {
  public:
   knn_pairs(const knn_graph& g, double weight, int threads)
-      : n_(g.n),
+      : n_(rows_of(g)),
         c_(weight / static_cast<double>(g.n)),
         threads_(threads),
         k_(g.k),
         from_(static_cast<std::size_t>(g.n) + 1, 0) {
-    DATAMASK_EXPECTS(g.n <= std::numeric_limits<std::uint32_t>::max(), "graph", "has ", g.n,
-                     " rows; the bound handles at most 2^32 - 1 per block");
     for (std::size_t e = 0; e < g.ids.size(); ++e)  // a counting sort of the positive entries by s
       if (g.sims[e] > 0.0f) ++from_[static_cast<std::size_t>(g.ids[e]) + 1];
     std::partial_sum(from_.begin(), from_.end(), from_.begin());
@@ -232,6 +230,8 @@ class knn_pairs {
           for (index_t s = bi * chunk; s < std::min(n_, (bi + 1) * chunk); ++s) {
             double acc = 0.0;
             for (const entry& e : column(s)) {
+              // A compiler that contracts c sim - lambda into one fused multiply-add (FMA targets,
+              // e.g. -march=native) rounds once: other last bits of b, the same validity.
               const double x = w(e) - lambda[e.v];
               acc += 0.5 * (x + std::abs(x));  // max(0, x) exactly, with no branch to mispredict
             }
@@ -243,8 +243,8 @@ class knn_pairs {
 
   /// count_v = #{s in rows : w_vs > lambda_v}.
   void covered(std::span<const double> lambda, std::span<const index_t> rows,
-               std::span<index_t> count) const {
-    std::fill(count.begin(), count.end(), index_t{0});
+               std::span<std::int32_t> count) const {
+    std::fill(count.begin(), count.end(), 0);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (i + 8 < rows.size()) prefetch(rows[i + 8]);
       for (const entry& e : column(rows[i])) count[e.v] += w(e) > lambda[e.v] ? 1 : 0;
@@ -264,6 +264,13 @@ class knn_pairs {
     std::uint32_t v;  ///< the reference item
     float sim;        ///< > 0
   };
+
+  /// n, checked to fit an entry's 32-bit row before anything is allocated.
+  static index_t rows_of(const knn_graph& g) {
+    DATAMASK_EXPECTS(g.n <= std::numeric_limits<std::uint32_t>::max(), "graph", "has ", g.n,
+                     " rows; the bound handles at most 2^32 - 1 per block");
+    return g.n;
+  }
 
   [[nodiscard]] std::span<const entry> column(index_t s) const {
     const auto from = static_cast<std::size_t>(from_[static_cast<std::size_t>(s)]);
@@ -330,6 +337,14 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
                            std::span<const index_t> selection, index_t evaluations) {
   const index_t n = pairs.size();
   const auto nz = static_cast<std::size_t>(n);
+  DATAMASK_EXPECTS(size >= 1 && size <= n, "size", "must be in [1, ", n, "] (the block's items), found ",
+                   size);
+  DATAMASK_EXPECTS(static_cast<index_t>(selection.size()) == size, "selection", "has ",
+                   selection.size(), " rows, expected the bound's size ", size);
+  for (index_t s : selection) {
+    DATAMASK_EXPECTS(s >= 0 && s < n, "selection", "row ", s, " is outside the block's ", n,
+                     " items");
+  }
   if (evaluations <= 0) evaluations = default_evaluations;
   // Start: lambda_v = max(0, best w_vs over U); the target is f(U) = a(U) + sum_v best w_vs.
   std::vector<double> lambda(nz, 0.0);
@@ -344,7 +359,7 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
   out.method = "lagrangian-dual";
   std::vector<double> best_lambda = lambda;
   std::vector<double> previous;
-  std::vector<index_t> count(nz);
+  std::vector<std::int32_t> count(nz);
   std::vector<double> dir(nz);
   std::vector<index_t> chosen;
   std::vector<double> b;
