@@ -439,7 +439,9 @@ struct sparse_facility_location {
     const knn_graph& g = checked(v.embeddings.rows);
     DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
                      "must be finite and >= 0, found ", v.weight);
-    const detail::facility_dual::knn_pairs pairs(g, v.weight, v.threads);
+    const auto by_item = cache->get(graph);  // the graph's entries grouped by item, shared
+    const detail::facility_dual::knn_pairs pairs(g, v.weight, by_item->start, by_item->entry,
+                                                 v.threads);
     return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
   }
   /// @brief L(lambda) recomputed from the graph alone (its rows in order); throws `invalid_input`

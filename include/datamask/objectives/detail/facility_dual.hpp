@@ -201,21 +201,24 @@ class dense_pairs {
 /// of a set.
 class knn_pairs {
  public:
-  knn_pairs(const knn_graph& g, double weight, int threads)
+  /// `start`, `listed`: the graph's entries grouped by the item they list, v ascending
+  /// (sparse_facility_location's `entries_by_item`).
+  knn_pairs(const knn_graph& g, double weight, std::span<const index_t> start,
+            std::span<const index_t> listed, int threads)
       : n_(rows_of(g)),
         c_(weight / static_cast<double>(g.n)),
         threads_(threads),
         k_(g.k),
         from_(static_cast<std::size_t>(g.n) + 1, 0) {
-    for (std::size_t e = 0; e < g.ids.size(); ++e)  // a counting sort of the positive entries by s
-      if (g.sims[e] > 0.0f) ++from_[static_cast<std::size_t>(g.ids[e]) + 1];
-    std::partial_sum(from_.begin(), from_.end(), from_.begin());
-    entries_.resize(static_cast<std::size_t>(from_.back()));
-    std::vector<index_t> fill(from_.begin(), from_.end() - 1);
-    for (std::size_t e = 0; e < g.ids.size(); ++e) {
-      if (!(g.sims[e] > 0.0f)) continue;  // max(0, 0 - lambda) = 0: never counts
-      entries_[static_cast<std::size_t>(fill[static_cast<std::size_t>(g.ids[e])]++)] = {
-          static_cast<std::uint32_t>(static_cast<index_t>(e) / g.k), g.sims[e]};
+    entries_.reserve(listed.size());
+    for (index_t s = 0; s < g.n; ++s) {
+      for (index_t at = start[static_cast<std::size_t>(s)];
+           at < start[static_cast<std::size_t>(s) + 1]; ++at) {
+        const auto e = static_cast<std::size_t>(listed[static_cast<std::size_t>(at)]);
+        if (!(g.sims[e] > 0.0f)) continue;  // max(0, 0 - lambda) = 0: never counts
+        entries_.push_back({static_cast<std::uint32_t>(static_cast<index_t>(e) / g.k), g.sims[e]});
+      }
+      from_[static_cast<std::size_t>(s) + 1] = static_cast<index_t>(entries_.size());
     }
   }
 
