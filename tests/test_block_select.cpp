@@ -75,18 +75,20 @@ TEST_CASE("auto_block_optimizer: naive greedy on a block where it costs no more 
           "[block_select]") {
   dm::block_run_settings s;  // auto, pairwise, 100 iterations
   // Pairwise: greedy's d per candidate and pick against the ascent's 2 d per item and
-  // iteration (plus 1 each for quality): greedy while S (d + 1) <= 100 (2 d + 1).
+  // iteration (plus 1 each for quality), the learner counted as two ascents (its polish):
+  // greedy while S (d + 1) <= 2 x 100 (2 d + 1).
+  static_assert(dm::learner_ascents == 2.0);
   const index_t d = 16;
-  const index_t edge = 100 * (2 * d + 1) / (d + 1);  // 194
+  const index_t edge = 2 * 100 * (2 * d + 1) / (d + 1);  // 388
   CHECK(dm::resolve_optimizer(s, {10000, d, edge}) == dm::block_optimizer::greedy);
   CHECK(dm::resolve_optimizer(s, {10000, d, edge + 1}) == dm::block_optimizer::continuous);
   s.ascent.iterations = 300;  // a longer ascent moves the edge
   CHECK(dm::resolve_optimizer(s, {10000, d, edge + 1}) == dm::block_optimizer::greedy);
   s.ascent.iterations = 100;
-  // DiSF: 2 d^2 on both sides: greedy while S <= about the iterations.
+  // DiSF: 2 d^2 on both sides: greedy while S <= about twice the iterations.
   s.weights = dm::objective_weights{0.0, 0.0, 1.0};
-  CHECK(dm::resolve_optimizer(s, {5000, d, 100}) == dm::block_optimizer::greedy);
-  CHECK(dm::resolve_optimizer(s, {5000, d, 101}) == dm::block_optimizer::continuous);
+  CHECK(dm::resolve_optimizer(s, {5000, d, 200}) == dm::block_optimizer::greedy);
+  CHECK(dm::resolve_optimizer(s, {5000, d, 201}) == dm::block_optimizer::continuous);
   // Only auto is resolved by cost; facility location alone stays lazy greedy at any size.
   s.optimizer = dm::block_optimizer::continuous;
   CHECK(dm::resolve_optimizer(s, {5000, d, 10}) == dm::block_optimizer::continuous);
@@ -96,14 +98,14 @@ TEST_CASE("auto_block_optimizer: naive greedy on a block where it costs no more 
   // Facility location on a graph in a mix counts its K: K and 3 K.
   s.weights = dm::objective_weights{1.0, 1.0, 0.0};
   s.neighbors = 32;
-  const index_t knn_edge = 100 * (2 * d + 3 * 32 + 1) / (d + 32 + 1);
+  const index_t knn_edge = 2 * 100 * (2 * d + 3 * 32 + 1) / (d + 32 + 1);
   CHECK(dm::resolve_optimizer(s, {5000, d, knn_edge}) == dm::block_optimizer::greedy);
   CHECK(dm::resolve_optimizer(s, {5000, d, knn_edge + 1}) == dm::block_optimizer::continuous);
 }
 
 TEST_CASE("select_block: auto runs the optimizer of its block's cost and names it in the result", "[block_select]") {
   const block blk = random_block(400, 8, 3);
-  dm::block_run_settings s;  // auto on pairwise: greedy while S <= 100 (2 d + 1) / (d + 1) = 188
+  dm::block_run_settings s;  // auto on pairwise: greedy while S <= 2 x 100 (2 d + 1) / (d + 1) = 377
   s.run.threads = 1;
   dm::block_run_settings greedy = s;
   greedy.optimizer = dm::block_optimizer::greedy;
@@ -113,10 +115,10 @@ TEST_CASE("select_block: auto runs the optimizer of its block's cost and names i
   CHECK(small.history.empty());
   dm::block_run_settings cont = s;
   cont.optimizer = dm::block_optimizer::continuous;
-  const dm::block_result large = dm::select_block(blk.problem(), 0, 200, std::nullopt, s);
+  const dm::block_result large = dm::select_block(blk.problem(), 0, 390, std::nullopt, s);
   CHECK(large.optimizer == "continuous");
   CHECK(large.history.size() == 100);
-  CHECK(large.ids == dm::select_block(blk.problem(), 0, 200, std::nullopt, cont).ids);
+  CHECK(large.ids == dm::select_block(blk.problem(), 0, 390, std::nullopt, cont).ids);
 }
 
 TEST_CASE("resolve_credit: auto is per-item credit where only pairwise and dense facility location count",

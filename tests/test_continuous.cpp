@@ -514,5 +514,76 @@ TEST_CASE("continuous settings: the table's ranges, named by their fields", "[co
   // The program builds one flag per entry: every member of both structs has one.
   int entries = 0;
   datamask::visit_continuous_settings([&](const auto&) { ++entries; });
-  CHECK(entries == 16);
+  CHECK(entries == 17);
+}
+
+TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change of F, in double",
+          "[continuous][polish]") {
+  relax_block b(60, 5, 91, false);
+  dmtest::rng r(17);
+  const datamask::disf objective;
+  std::vector<index_t> all(static_cast<std::size_t>(b.n));
+  for (index_t i = 0; i < b.n; ++i) all[static_cast<std::size_t>(i)] = i;
+  const auto view = [&](const std::vector<index_t>& u) {
+    return datamask::subset_view<double>{datamask::make_matrix_view(b.x.data(), b.n, b.d), b.inv.data(), b.sq.data(),
+                                         datamask::index_view(std::span<const index_t>(u)),
+                                         datamask::index_view(std::span<const index_t>(all))};
+  };
+  const auto value = [&](const std::vector<index_t>& u) { return static_cast<double>(objective(view(u))); };
+  for (index_t k : {2, 3, 12}) {
+    std::vector<index_t> sel = r.distinct(b.n, k);
+    auto state = objective.swap_state(view({}), sel);
+    static_assert(datamask::ranked_swap_state<decltype(state)>);
+    for (int step = 0; step < 20; ++step) {
+      const index_t out = sel[static_cast<std::size_t>(r.below(k))];
+      index_t in = r.below(b.n);
+      while (std::find(sel.begin(), sel.end(), in) != sel.end()) in = r.below(b.n);
+      const double now = value(sel);
+      const double tol = 1e-10 * std::max(1.0, std::abs(now));
+      auto swapped = sel;
+      *std::find(swapped.begin(), swapped.end(), out) = in;
+      CHECK(std::abs(state.delta(out, in) - (value(swapped) - now)) <= tol);
+      auto without = sel;
+      without.erase(std::find(without.begin(), without.end(), out));
+      CHECK(std::abs(state.one_sided(out, true) - (value(without) - now)) <= tol);
+      auto with = sel;
+      with.push_back(in);
+      CHECK(std::abs(state.one_sided(in, false) - (value(with) - now)) <= tol);
+      if (step % 2 == 0) {  // every other swap applied
+        state.apply(out, in);
+        sel = swapped;
+      }
+    }
+  }
+}
+
+TEST_CASE("the continuous learner's selection is at least stochastic greedy's, which it also polishes",
+          "[continuous][polish]") {
+  block blk(500, 8, 23);
+  for (double lambda : {0.0, 0.5}) {
+    datamask::continuous_options o;
+    o.common.ratio = 0.2;
+    o.common.lambda = lambda;
+    o.common.seed = 5;
+    o.common.block = 3;
+    o.common.threads = 1;
+    // No ascent and one polish round: the read-out (the first S rows) stays far below greedy's set.
+    o.ascent.iterations = 0;
+    o.polish.rounds = 1;
+    const auto res = datamask::continuous_learner(o).select(blk.p, datamask::disf{});
+    std::vector<double> scales;
+    for (const auto& t : res.terms) scales.push_back(t.scale);
+    datamask::objective_function<double, datamask::disf> f(blk.p, datamask::disf{}, lambda);
+    f.set_scales(scales);
+    datamask::greedy_options g;
+    g.method = datamask::greedy_method::stochastic;
+    g.seed = datamask::greedy_seed(o.common);
+    g.threads = 1;
+    const auto start = datamask::greedy_select(f, 100, g);
+    CHECK(res.objective >= f(std::span<const index_t>(start.rows)) - 1e-12);
+    // Without the stochastic start: the read-out's polish alone, below it.
+    o.polish.stochastic_start = false;
+    const auto alone = datamask::continuous_learner(o).select(blk.p, datamask::disf{});
+    CHECK(res.objective >= alone.objective);
+  }
 }

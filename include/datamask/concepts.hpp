@@ -250,6 +250,18 @@ concept swap_state = std::copy_constructible<S> &&
                        st.prepare(rows, rows);
                      };
 
+/// @brief Refinement of `swap_state`: the exact change of the term when one row leaves the
+/// selection or joins it, `st.one_sided(i, inside)` (const; `inside`: i is selected and leaves).
+///
+/// Why: the polish ranks its candidates by how much each selected row holds up and each other row
+/// would add. Without this, the ranking is the relaxation's gradient at the selection, which for
+/// a relaxation that is not exact at 0/1 points (DiSF's p-weighted statistics) can rank the
+/// improving swaps out of reach.
+template <class S>
+concept ranked_swap_state = swap_state<S> && requires(const S& cst, index_t i, bool inside) {
+  { cst.one_sided(i, inside) } -> std::convertible_to<double>;
+};
+
 /// @brief Refinement of `diversity_objective`: exact swap gains cheaper than two evaluations,
 /// `d.swap_state(const subset_view<T>& block, std::span<const index_t> selection)` (const),
 /// returning a `swap_state` on the selection; `block.reference` is every row of the block and

@@ -189,9 +189,17 @@ struct settings {
   bool keep_best_rollout = true;
   index_t snapshot_every = 0;  ///< call `hooks::on_snapshot` after every this many steps (0: never)
   /// Stochastic greedy's epsilon (`greedy_options::epsilon`), for front ends that run it from
-  /// these settings (block_select.hpp); the learners ignore it.
+  /// these settings (block_select.hpp) and for the continuous learner's stochastic start
+  /// (`polish_settings::stochastic_start`); the policy-gradient learner ignores it.
   double epsilon = greedy_options{}.epsilon;
 };
+
+/// @brief The key of stochastic greedy's samples on block `s.block` of a run seeded `s.seed`:
+/// one stream per block, the same for the baseline, the continuous learner's start and the
+/// certificate's random subsets.
+[[nodiscard]] inline std::uint64_t greedy_seed(const settings& s) {
+  return s.seed ^ (s.block * 0x9E3779B97F4A7C15ull);
+}
 
 /// @brief A snapshot callback: `(const step_info&, std::span<const double> logits, const
 /// best_rollout&)`, or the older two-argument form `(const step_info&, std::span<const double>)`,

@@ -267,7 +267,7 @@ template <backend Backend = default_backend, class Mix>
   terms = learner<Backend>(o).calibrate(p, mix);
   objective_function<float, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
   f.set_scales(scales_of(terms));
-  g.seed = o.seed ^ (o.block * 0x9E3779B97F4A7C15ull);  // one stream per block
+  g.seed = greedy_seed(o);
   g.threads = o.threads;
   kept = p.embeddings.rows;
   if (o.prune_threshold) {

@@ -987,12 +987,13 @@ def test_continuous():
 
 
 def test_auto_by_cost():
-    """auto gives a block naive greedy where it costs no more operations than the ascent (pairwise,
-    d = 16: S (d + 1) <= 100 (2 d + 1), S <= 194), else the continuous learner; the report names
-    each block's optimizer, and the learner's options are refused where no block runs it."""
+    """auto gives a block naive greedy where it costs no more operations than the learner, counted
+    as two ascents (pairwise, d = 16: S (d + 1) <= 2 x 100 (2 d + 1), S <= 388), else the
+    continuous learner; the report names each block's optimizer, and the learner's options are
+    refused where no block runs it."""
     rows, q, ids, e, qf, idf = standard_files()
     base = ["--embeddings", e, "--quality", qf, "--ids", idf]
-    for count, ran in [("20", "greedy"), ("300", "continuous")]:
+    for count, ran in [("20", "greedy"), ("388", "greedy"), ("389", "continuous")]:
         p = run(base + ["--count", count, "--out", path("a.npy"), "--report", path("a.json")])
         assert "optimizer %s)" % ran in p.stdout, p.stdout
         rep = json.load(open(path("a.json")))

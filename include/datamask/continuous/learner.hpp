@@ -26,6 +26,7 @@
 #include "datamask/continuous/iterate.hpp"
 #include "datamask/continuous/polish.hpp"
 #include "datamask/continuous/relaxation.hpp"
+#include "datamask/greedy/greedy.hpp"
 #include "datamask/learner.hpp"
 #include "datamask/objective_function.hpp"
 #include "datamask/objectives/mix.hpp"
@@ -208,32 +209,47 @@ class basic_continuous_learner {
     }
     // Projected: p itself (ties among the exact ones go to the smaller id); logits: L - tau,
     // which orders as p does but does not round to 1.
-    std::vector<index_t> rows = read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s);
-    return polish_best(f, relaxed, blk.kept, std::move(rows), std::move(best.rows), best.reward);
+    std::vector<std::vector<index_t>> starts;
+    starts.push_back(read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s));
+    starts.push_back(std::move(best.rows));
+    if (opt_.polish.enabled && opt_.polish.stochastic_start) starts.push_back(stochastic_start(f, blk.kept, s));
+    return polish_best(f, relaxed, blk.kept, std::move(starts));
   }
 
-  /// Polishes the final read-out and the best tracked one (when it is another set); the better
-  /// by f, ties to the final read-out.
+  /// Stochastic greedy's selection of `s` kept rows on f (`polish_settings::stochastic_start`),
+  /// keyed as the greedy baseline of the same run and block is (`greedy_seed`).
+  template <class F>
+  std::vector<index_t> stochastic_start(const F& f, std::span<const index_t> kept, index_t s) const {
+    greedy_options g;
+    g.method = greedy_method::stochastic;
+    g.epsilon = opt_.common.epsilon;
+    g.seed = greedy_seed(opt_.common);
+    g.threads = opt_.common.threads;
+    if (static_cast<index_t>(kept.size()) < f.size()) g.candidates.assign(kept.begin(), kept.end());
+    return greedy_select(f, s, g).rows;
+  }
+
+  /// Polishes each start set (the final read-out first; empty and repeated sets dropped) and
+  /// returns the best by f, ties to the earlier start.
   template <class F, class Relaxed>
   std::vector<index_t> polish_best(const F& f, const Relaxed& relaxed, std::span<const index_t> kept,
-                                   std::vector<index_t> rows, std::vector<index_t> best_rows,
-                                   double best_f) const {
-    if (!best_rows.empty()) {
-      std::vector<index_t> a(rows);
-      std::vector<index_t> c(best_rows);
-      std::sort(a.begin(), a.end());
-      std::sort(c.begin(), c.end());
-      if (a == c) best_rows.clear();
-    }
-    if (opt_.polish.enabled) {
-      (void)polish_swaps(f, relaxed, rows, kept, opt_.polish, opt_.common.threads);
-      if (!best_rows.empty()) {
-        (void)polish_swaps(f, relaxed, best_rows, kept, opt_.polish, opt_.common.threads);
-        best_f = f(std::span<const index_t>(best_rows));
+                                   std::vector<std::vector<index_t>> starts) const {
+    std::vector<index_t> best;
+    double best_f = 0.0;
+    std::vector<std::vector<index_t>> seen;
+    for (std::vector<index_t>& rows : starts) {
+      std::vector<index_t> sorted(rows);
+      std::sort(sorted.begin(), sorted.end());
+      if (rows.empty() || std::find(seen.begin(), seen.end(), sorted) != seen.end()) continue;
+      seen.push_back(std::move(sorted));
+      if (opt_.polish.enabled) (void)polish_swaps(f, relaxed, rows, kept, opt_.polish, opt_.common.threads);
+      const double value = f(std::span<const index_t>(rows));
+      if (best.empty() || value > best_f) {
+        best = std::move(rows);
+        best_f = value;
       }
     }
-    if (!best_rows.empty() && best_f > f(std::span<const index_t>(rows))) return best_rows;
-    return rows;
+    return best;
   }
 
   continuous_options opt_;

@@ -67,12 +67,16 @@ struct continuous_settings {
 
 /// @brief Settings of the 1-swap polish after the read-out.
 ///
-/// A round ranks by the gradient of the relaxation at the (integral) selection (refreshed every
-/// `refresh_every` rounds), takes
-/// the `candidates` unselected items with the largest gradient and the `candidates` selected
-/// items with the smallest, and applies, one at a time, the best improving swap among those
-/// pairs by its exact gain (incremental for quality, pairwise similarity and DiSF; by evaluation
-/// for other objectives), until no pair improves f. Rounds stop when one makes no swap.
+/// A round ranks the items (refreshed every `refresh_every` rounds) by the exact change of f when
+/// each selected item leaves or each other joins where every term's swap state gives it (DiSF:
+/// `ranked_swap_state`), else by the gradient of the relaxation at the (integral) selection;
+/// takes the `candidates` unselected items ranked highest and the `candidates` selected items
+/// ranked lowest, scores every pair by its exact gain (incremental for quality, pairwise
+/// similarity and DiSF; by evaluation for other objectives), and applies the improving swaps best
+/// first, each on items no earlier swap of the scan moved and after its gain is checked again;
+/// it scans again until no pair improves f. Rounds stop when one makes no swap. Three starts are
+/// polished (the read-out, the best tracked read-out, and, with `stochastic_start`, stochastic
+/// greedy's set) and the best kept.
 ///
 /// Why 30 rounds of 32 candidates (10 of 16 before): on real data the read-out can be far from a
 /// good set (the relaxation's maximisers form a large face when S exceeds the data's intrinsic
@@ -101,6 +105,12 @@ struct polish_settings {
   /// Wall-clock budget in seconds (0: none). A budget makes the result depend on the machine's
   /// speed; the round limit alone keeps it deterministic.
   double seconds = 0.0;
+  /// Also polish stochastic greedy's selection on the same f (its `epsilon`, seeded by the run's
+  /// seed and block) and keep the better set. Why: where the relaxation's maximiser is far from
+  /// a good set (DiSF with a binary quality column), no swap path from its read-out reaches what a
+  /// greedy start does; stochastic greedy costs about (n / S) ln(1 / epsilon) gains a pick, a few
+  /// ascent iterations' work (benchmarks/RESULTS.md, "DiSF: two starts and an exact ranking").
+  bool stochastic_start = true;
 };
 
 template <>
@@ -170,6 +180,9 @@ void visit_continuous_settings(F&& f) {
                               "polish time budget in seconds (0: none; a budget makes the "
                               "selection depend on the machine's speed)",
                               &P::seconds, 0.0, inf, false, true});
+  f(flag_setting<P>{"polish-stochastic-start", "polish_stochastic_start",
+                    "also polish stochastic greedy's selection on the same f and keep the better",
+                    &P::stochastic_start});
 }
 
 /// @brief Checks the continuous ascent's settings against their ranges.

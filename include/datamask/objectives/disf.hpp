@@ -356,17 +356,18 @@ struct swaps {
     const double diag = (sigma.diagonal().array().square() * inv.square()).sum();
     return -scale * (all - diag);
   }
-  /// The term after the swap (r out, a in), in one pass over the lower triangle without
-  /// temporaries: the swap's exact gain costs about d^2 / 2 multiply-adds (a d x d temporary per
-  /// pair made polish on DiSF cost seconds per round at d = 256).
-  double swapped(const Eigen::VectorXd& yr, const Eigen::VectorXd& ya) const {
-    if (k < 2.0) return 0.0;
+  /// The term after the change (row yr out, row ya in: a zero vector for no row) that leaves
+  /// `kk` rows, in one pass over the lower triangle without temporaries: about d^2 / 2
+  /// multiply-adds (a d x d temporary per pair made polish on DiSF cost seconds per round at
+  /// d = 256).
+  double swapped(const Eigen::VectorXd& yr, const Eigen::VectorXd& ya, double kk) const {
+    if (kk < 2.0) return 0.0;
     thread_local Eigen::VectorXd ms;
     thread_local Eigen::VectorXd inv;
     ms = m - yr + ya;
     inv.resize(d);
-    const double ik = 1.0 / k;
-    const double ik1 = 1.0 / (k - 1.0);
+    const double ik = 1.0 / kk;
+    const double ik1 = 1.0 / (kk - 1.0);
     for (index_t a = 0; a < d; ++a) {
       const double s_aa = (mm(a, a) - yr(a) * yr(a) + ya(a) * ya(a) - ms(a) * ms(a) * ik) * ik1;
       inv(a) = 1.0 / (s_aa + epsilon);
@@ -417,7 +418,14 @@ struct swaps {
   double delta(index_t r, index_t a) const {
     const Eigen::VectorXd yr = row(r);
     const Eigen::VectorXd ya = row(a);
-    return swapped(yr, ya) - value;
+    return swapped(yr, ya, k) - value;
+  }
+  /// The exact change of the term when row i leaves the selection (`inside`) or joins it
+  /// (`ranked_swap_state`): the swap's formula with one side empty, O(d^2).
+  double one_sided(index_t i, bool inside) const {
+    const Eigen::VectorXd y = row(i);
+    const Eigen::VectorXd none = Eigen::VectorXd::Zero(d);
+    return (inside ? swapped(y, none, k - 1.0) : swapped(none, y, k + 1.0)) - value;
   }
   void apply(index_t r, index_t a) {
     const Eigen::VectorXd yr = row(r);
