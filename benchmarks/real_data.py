@@ -526,7 +526,7 @@ def cost_rule(cells, infos, iterations=100, ascents=2):
         r["t"].append(cont["time_ratio"])
     if not rows:
         return ""
-    lines = ["auto's cost rule (naive greedy where S g <= 2 x iterations h) against the times measured: "
+    lines = [f"auto's cost rule (naive greedy where S g <= {ascents} x iterations h) against the times measured: "
              "the continuous learner's time over naive greedy's, min / median / max over the cells.", "",
              "| set | objective | S | greedy while S <= | auto ran | cells | continuous / greedy time |",
              "|---|---|---|---|---|---|---|"]

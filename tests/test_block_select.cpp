@@ -71,7 +71,7 @@ TEST_CASE("resolve_optimizer: auto is lazy for facility location alone, else con
   CHECK_THROWS_WITH(dm::resolve_optimizer(s), Catch::Contains("facility location has no relaxation"));
 }
 
-TEST_CASE("auto_block_optimizer: naive greedy on a block where it costs no more than the ascent",
+TEST_CASE("auto_block_optimizer: naive greedy on a block where it costs no more than the learner",
           "[block_select]") {
   dm::block_run_settings s;  // auto, pairwise, 100 iterations
   // Pairwise: greedy's d per candidate and pick against the ascent's 2 d per item and

@@ -30,7 +30,7 @@ std::string what_it_sets(std::string_view name) {
   if (step_output(name)) return "logs a learner's steps (a greedy baseline's picks are in the output, in the order picked)";
   if (a == bit(block_optimizer::continuous)) return "sets the continuous learner";
   if (a == bit(block_optimizer::pg)) return "sets the policy-gradient learner";
-  return "sets stochastic greedy";
+  return "sets stochastic greedy (the baseline, or the continuous learner's stochastic start)";
 }
 
 /// How to make an option apply, as a refusal says it: "add --optimizer continuous".
@@ -134,7 +134,7 @@ void validate(const datamask::block_run_settings& s, const spelling& sp) {
 optimizer_set applies_to(std::string_view name) {
   if (step_output(name)) return learners;
   if (datamask::policy_gradient_only(name)) return bit(block_optimizer::pg);
-  if (datamask::stochastic_greedy_only(name)) return bit(block_optimizer::stochastic);
+  if (datamask::stochastic_greedy_setting(name)) return bit(block_optimizer::stochastic) | bit(block_optimizer::continuous);
   bool continuous = false;
   datamask::visit_continuous_settings([&](const auto& s) { continuous = continuous || s.name == name; });
   return continuous ? bit(block_optimizer::continuous) : every_optimizer;

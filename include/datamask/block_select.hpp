@@ -317,8 +317,10 @@ inline constexpr index_t default_block_size = 1000000;
   return false;
 }
 
-/// @brief Settings of the table that only stochastic greedy reads: refused with another optimizer.
-[[nodiscard]] constexpr bool stochastic_greedy_only(std::string_view name) { return name == "epsilon"; }
+/// @brief Settings of the table that only stochastic greedy reads, as the baseline or as the
+/// continuous learner's stochastic start (`polish_settings::stochastic_start`): refused with
+/// another optimizer.
+[[nodiscard]] constexpr bool stochastic_greedy_setting(std::string_view name) { return name == "epsilon"; }
 
 /// @brief How a corpus is split for a run: what `select_block` is called with, block by block.
 struct corpus_plan {

@@ -237,8 +237,9 @@ concept device_relaxable = relaxable_objective<D, T>;
 ///   the whole block as reference set;
 /// - `st.apply(r, a)`: U becomes U - r + a;
 /// - `st.prepare(std::span<const index_t> removals, std::span<const index_t> additions)`: called
-///   before a round's deltas with the rows that round may remove and add (a state may compute
-///   per-row quantities there).
+///   before a scan's deltas with the rows it may remove and add, and again with one removal and
+///   one addition before a pair's delta is checked after an `apply` (a state may compute per-row
+///   quantities there).
 /// Rules the compiler cannot check: `delta` is thread-safe (a round scores pairs concurrently)
 /// and deterministic; a copy is independent of the original (a double-swap search tries a swap on
 /// a copy).
@@ -251,7 +252,8 @@ concept swap_state = std::copy_constructible<S> &&
                      };
 
 /// @brief Refinement of `swap_state`: the exact change of the term when one row leaves the
-/// selection or joins it, `st.one_sided(i, inside)` (const; `inside`: i is selected and leaves).
+/// selection or joins it, `st.one_sided(i, inside)` (const, thread-safe and deterministic: the
+/// polish calls it for every row in parallel; `inside`: i is selected and leaves).
 ///
 /// Why: the polish ranks its candidates by how much each selected row holds up and each other row
 /// would add. Without this, the ranking is the relaxation's gradient at the selection, which for

@@ -525,7 +525,7 @@ def select(
         lam: weight of quality against diversity (1: top by quality, 0: diversity only).
         optimizer: "auto" (default: "lazy" when facility location is the only objective, else
             "continuous" when every objective has a relaxation, except on a block where naive
-            greedy costs no more operations than the continuous learner's ascent ("greedy"
+            greedy costs no more operations than the continuous learner, two ascents ("greedy"
             there: the same rule as datamask-select's, see its --help), else "stochastic":
             dense facility location in a mix), "continuous", "pg", or the greedy baselines
             "greedy", "lazy", "stochastic".

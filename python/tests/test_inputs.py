@@ -158,8 +158,9 @@ BAD = {
     "pg option with continuous": ((X, Q), dict(steps=10), "steps: sets the policy-gradient learner"),
     "pg option with a greedy": ((X, Q), dict(optimizer="lazy", rollouts=8),
                                 "rollouts: sets the policy-gradient learner, but the optimizer is lazy"),
-    "epsilon with another optimizer": ((X, Q), dict(epsilon=0.1),
-                                       "epsilon: sets stochastic greedy, but the optimizer is continuous (chosen by"),
+    "epsilon with another optimizer": ((X, Q), dict(optimizer="lazy", epsilon=0.1),
+                                       "epsilon: sets stochastic greedy (the baseline, or the continuous learner's "
+                                       "stochastic start), but the optimizer is lazy"),
     "choice": ((X, Q), dict(optimizer="pg", init="random"), "init"),
     "lr_min above lr_max": ((X, Q), dict(optimizer="pg", lr_max=0.1, lr_min=0.2), "lr_min: must not exceed lr_max"),
     "continuous step size": ((X, Q), dict(step_size=-1.0), "step_size: must be > 0, found -1"),

@@ -212,7 +212,10 @@ class basic_continuous_learner {
     std::vector<std::vector<index_t>> starts;
     starts.push_back(read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s));
     starts.push_back(std::move(best.rows));
-    if (opt_.polish.enabled && opt_.polish.stochastic_start) starts.push_back(stochastic_start(f, blk.kept, s));
+    // A stopped run skips the start: its greedy has no stop check and would delay the stop.
+    if (opt_.polish.enabled && opt_.polish.stochastic_start && !st.stopped_early) {
+      starts.push_back(stochastic_start(f, blk.kept, s));
+    }
     return polish_best(f, relaxed, blk.kept, std::move(starts));
   }
 

@@ -144,7 +144,7 @@ std::tuple<std::optional<decltype(swap_state_for(std::declval<const Ds&>(), std:
 swap_states_for(const diversity_mix<Ds...>&);
 
 /// The state of one `polish_swaps` run, in steps: the term states on the selection, the exact
-/// gain of a swap, the candidates ranked by the relaxation's gradient, the best single swap, the
+/// gain of a swap, the candidates' ranking (`refresh_if_due`), the scans of single swaps, the
 /// double-swap search, and the round loop. Not copyable or movable: the term states view `all`.
 template <class T, class Diversity>
 struct polisher {
@@ -407,8 +407,8 @@ struct polisher {
     return true;
   }
 
-  /// The rounds: rank by the (possibly stale) gradient, apply the best single swaps; with none,
-  /// refresh a stale gradient and retry, else try one double swap and stop without one.
+  /// The rounds: rank by the (possibly stale) ranking, apply single swaps; with none, refresh a
+  /// stale ranking and retry, else try one double swap and stop without one.
   template <class Relaxed>
   void run(const Relaxed& relaxed) {
     for (index_t round = 0; round < cfg.rounds && !out_of_time(); ++round) {
@@ -431,10 +431,12 @@ struct polisher {
 
 /// @brief Swap local search on a selection (see `polish_settings`): 1-swaps, then a 2-swap search
 /// at a 1-swap optimum; each applied swap raises f
-/// by its exact gain; candidates come from the gradient of `relaxed` at the selection.
+/// by its exact gain; candidates are ranked by exact one-sided changes where every term's swap
+/// state gives them (`ranked_swap_state`), else by the gradient of `relaxed` at the selection.
 ///
 /// @param f the objective (terms, weights, scales)
-/// @param relaxed its relaxation on host spans (`relaxed_objective(f, S, threads)`), to rank the candidates
+/// @param relaxed its relaxation on host spans (`relaxed_objective(f, S, threads)`), to rank the
+///        candidates where the ranking is not exact
 /// @param rows the selection, changed in place (the same number of rows)
 /// @param candidates the rows that may be selected (sorted, distinct)
 /// @param threads as `options::threads` (0: all); the result does not depend on it

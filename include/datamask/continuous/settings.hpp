@@ -89,24 +89,24 @@ struct continuous_settings {
 /// little for the larger limits.
 struct polish_settings {
   bool enabled = true;
-  index_t rounds = 30;      ///< at most this many rounds (each at most one gradient refresh)
+  index_t rounds = 30;      ///< at most this many rounds (each at most one refresh of the ranking)
   index_t candidates = 32;  ///< items considered on each side per round
   /// Items on each side for a double swap when no single swap improves (0 or 1: none); the
   /// search costs pair_candidates^4 / 2 exact gains.
   index_t pair_candidates = 6;
-  /// Rounds between two refreshes of the relaxation's gradient that ranks the candidates (1:
-  /// every round). Why: on DiSF a refresh costs one ascent iteration (O(n d^2)), and refreshing
-  /// every round made polish cost as much as dozens of iterations; between refreshes a round
-  /// ranks the current selection and the rest by the last gradient (the swapped items have moved
-  /// sides, so new candidates come in). A round without any swap on a stale gradient refreshes
-  /// it and retries before polish stops, so polish still stops only where the fresh ranking
-  /// offers no improving swap (or at `rounds`).
+  /// Rounds between two refreshes of the ranking of the candidates (exact one-sided changes or
+  /// the relaxation's gradient; 1: every round). Why: a refresh costs about one ascent iteration
+  /// (O(n d^2) on DiSF), and refreshing every round made polish cost as much as dozens of
+  /// iterations; between refreshes a round ranks the current selection and the rest by the last
+  /// ranking (the swapped items have moved sides, so new candidates come in). A round without any
+  /// swap on a stale ranking refreshes it and retries before polish stops, so polish still stops
+  /// only where the fresh ranking offers no improving swap (or at `rounds`).
   index_t refresh_every = 4;
   /// Wall-clock budget in seconds (0: none). A budget makes the result depend on the machine's
   /// speed; the round limit alone keeps it deterministic.
   double seconds = 0.0;
   /// Also polish stochastic greedy's selection on the same f (its `epsilon`, seeded by the run's
-  /// seed and block) and keep the better set. Why: where the relaxation's maximiser is far from
+  /// seed and block) and keep the better set; only where the polish is on, and not after a stop. Why: where the relaxation's maximiser is far from
   /// a good set (DiSF with a binary quality column), no swap path from its read-out reaches what a
   /// greedy start does; stochastic greedy costs about (n / S) ln(1 / epsilon) gains a pick, a few
   /// ascent iterations' work (benchmarks/RESULTS.md, "DiSF: two starts and an exact ranking").
@@ -174,7 +174,7 @@ void visit_continuous_settings(F&& f) {
                                "items on each side for a double swap (0 or 1: none)",
                                &P::pair_candidates, 0, index_max});
   f(number_setting<P, index_t>{"polish-refresh-every", "polish_refresh_every",
-                               "polish rounds between refreshes of the ranking gradient",
+                               "polish rounds between refreshes of the candidates' ranking",
                                &P::refresh_every, 1, index_max});
   f(number_setting<P, double>{"polish-seconds", "polish_seconds",
                               "polish time budget in seconds (0: none; a budget makes the "
