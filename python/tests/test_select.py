@@ -270,9 +270,9 @@ def test_a_given_graph_is_the_one_optimised_and_scored():
 def test_evaluate_scores_a_several_block_selection_as_one_block():
     # As the README says: not the selection's own f, which is combined over its blocks.
     x, q, ids = corpus(n=2000)
-    sel = datamask.select(x, q, ids=ids, ratio=0.1, seed=2, block_size=800, iterations=20)
+    sel = datamask.select(x, q, ids=ids, ratio=0.1, seed=2, block_size=800)
     assert len(sel.blocks) > 1
-    ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, seed=2, ratio=0.1, iterations=20)
+    ev = datamask.evaluate(x, q, sel.ids, corpus_ids=ids, seed=2, ratio=0.1)
     assert ev.total != pytest.approx(sel.objective.total, rel=1e-6)
 
 
