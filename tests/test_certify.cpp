@@ -273,6 +273,86 @@ TEST_CASE("certify: the dual's top set is the S largest b, ties to the smaller r
   }
 }
 
+TEST_CASE("certify: the dual's top set is the same whatever floor limits its selection",
+          "[certify]") {
+  dmtest::rng r(6);
+  std::vector<double> scratch;
+  for (index_t n : {1, 7, 40, 300}) {
+    std::vector<double> b(static_cast<std::size_t>(n));
+    double floor = -std::numeric_limits<double>::infinity();  // carried from call to call
+    for (int call = 0; call < 12; ++call) {
+      // values that move a little from call to call (the floor then holds) or jump (it fails)
+      for (double& x : b) x = call % 4 == 3 ? static_cast<double>(r.below(9)) - 20.0 : x + static_cast<double>(r.below(3));
+      std::vector<index_t> order(static_cast<std::size_t>(n));
+      std::iota(order.begin(), order.end(), index_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](index_t i, index_t j) {
+        return b[static_cast<std::size_t>(i)] > b[static_cast<std::size_t>(j)];
+      });
+      const index_t size = 1 + r.below(n);
+      std::vector<index_t> expected(order.begin(), order.begin() + size);
+      std::sort(expected.begin(), expected.end());
+      INFO("n " << n << ", call " << call << ", S " << size << ", floor " << floor);
+      CHECK(dm::detail::facility_dual::top_rows(b, size, scratch, floor) == expected);
+      // and with a floor above the S-th value: every value is selected from
+      double high = b[static_cast<std::size_t>(order[0])] + 1.0;
+      CHECK(dm::detail::facility_dual::top_rows(b, size, scratch, high) == expected);
+    }
+  }
+}
+
+/// #{s in top : w_vs > lambda_v} for every v, from the graph's rows (w = c max(0, sim)).
+std::vector<std::int32_t> brute_count(const dm::knn_graph& g, double c, std::span<const index_t> top,
+                                      std::span<const double> lambda) {
+  std::vector<char> in(static_cast<std::size_t>(g.n), 0);
+  for (index_t s : top) in[static_cast<std::size_t>(s)] = 1;
+  std::vector<std::int32_t> count(static_cast<std::size_t>(g.n), 0);
+  for (index_t v = 0; v < g.n; ++v) {
+    for (index_t k = 0; k < g.k; ++k) {
+      const double w = c * std::max(0.0, static_cast<double>(g.similarity(v, k)));
+      if (in[static_cast<std::size_t>(g.neighbor(v, k))] && w > lambda[static_cast<std::size_t>(v)])
+        ++count[static_cast<std::size_t>(v)];
+    }
+  }
+  return count;
+}
+
+TEST_CASE("certify: the dual's evaluation counts its top set, whatever the previous top set was",
+          "[certify]") {
+  // Large enough that two threads share the pass (its work estimate), and counted columns fall
+  // on both; lambda moves part of its values between evaluations, so the top set changes
+  // partly (the count is then corrected by the columns that joined or left) or wholly.
+  const block b(6000, 8, 21);
+  const dm::sparse_facility_location knn = b.knn(10);
+  const dm::knn_graph& g = *knn.graph;
+  const double weight = 3.0;
+  const double c = weight / static_cast<double>(g.n);
+  std::vector<double> linear(static_cast<std::size_t>(b.n));
+  dmtest::rng r(22);
+  for (double& a : linear) a = 0.01 * c * r.uniform();
+  for (int threads : {1, 2}) {
+    const dm::detail::facility_dual::knn_pairs pairs(g, weight, threads);
+    dm::detail::facility_dual::dual_evaluator<dm::detail::facility_dual::knn_pairs> evaluate(
+        pairs, linear, 500);
+    dm::detail::facility_dual::dual_point at;
+    std::vector<double> lambda(static_cast<std::size_t>(b.n));
+    for (int t = 0; t < 8; ++t) {
+      const double moved = t == 4 ? 1.0 : 0.3;  // the share of lambda drawn again
+      for (double& l : lambda) {
+        if (t == 0 || r.uniform() < moved) l = r.uniform() < 0.2 ? 0.0 : c * r.uniform();
+      }
+      evaluate(lambda, at);
+      INFO("threads " << threads << ", evaluation " << t);
+      REQUIRE(at.top.size() == 500);
+      CHECK(std::is_sorted(at.top.begin(), at.top.end()));
+      CHECK(at.count == brute_count(g, c, at.top, lambda));
+      // L re-computed row by row (`check_knn`'s order) and the top set's own sum
+      const dm::bound_view<double> v{dm::make_matrix_view(b.x.data(), b.n, b.d), nullptr, nullptr,
+                                     linear, weight, 500, {}, 0, 1};
+      CHECK(at.value == Approx(dm::detail::facility_dual::check_knn(v, g, lambda)).epsilon(1e-12));
+    }
+  }
+}
+
 TEST_CASE("certify: DiSF and an objective without the capability give no certificate, not a bound",
           "[certify]") {
   const block b(30, 5, 7);

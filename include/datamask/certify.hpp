@@ -49,8 +49,9 @@ namespace datamask {
 
 /// @brief The settings of `certify`.
 struct certify_settings {
-  /// Each bound's budget: Frank-Wolfe steps for pairwise similarity, dual evaluations for
-  /// facility location (0: each method's default, 30 and 100: benchmarks/certificates/STUDY.md).
+  /// Each bound's budget: Frank-Wolfe steps for pairwise similarity, dual steps for facility
+  /// location, each an evaluation of the dual but a restart (0: each method's default, 30 and
+  /// 100: benchmarks/certificates/STUDY.md).
   index_t iterations = 0;
   /// Uniformly random S-subsets of the block whose mean f is the "random" of the certified share
   /// (0: none, and no share unless `random_mean` is given). Drawn only for a certified selection

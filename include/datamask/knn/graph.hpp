@@ -45,6 +45,34 @@ struct knn_graph {
   [[nodiscard]] std::size_t bytes() const { return ids.size() * sizeof(index_t) + sims.size() * sizeof(float); }
 };
 
+/// @brief A graph's entries e = v K + r grouped by the item ids[e] they list (a counting sort):
+/// `at[j] .. at[j + 1]` are item j's, by v ascending (the rows' order), each as `make(e)`; only
+/// the entries `keep(e)` accepts.
+template <class Payload>
+struct grouped_entries {
+  std::vector<index_t> at;  ///< n + 1 offsets
+  std::vector<Payload> entries;
+};
+
+template <class Keep, class Make>
+[[nodiscard]] auto group_by_item(const knn_graph& g, Keep&& keep, Make&& make) {
+  grouped_entries<decltype(make(index_t{}))> out;
+  out.at.assign(static_cast<std::size_t>(g.n) + 1, 0);
+  const auto entries = static_cast<index_t>(g.ids.size());
+  for (index_t e = 0; e < entries; ++e) {
+    if (keep(e)) ++out.at[static_cast<std::size_t>(g.ids[static_cast<std::size_t>(e)]) + 1];
+  }
+  for (std::size_t j = 0; j < static_cast<std::size_t>(g.n); ++j) out.at[j + 1] += out.at[j];
+  out.entries.resize(static_cast<std::size_t>(out.at.back()));
+  std::vector<index_t> fill(out.at.begin(), out.at.end() - 1);
+  for (index_t e = 0; e < entries; ++e) {
+    if (!keep(e)) continue;
+    const auto j = static_cast<std::size_t>(g.ids[static_cast<std::size_t>(e)]);
+    out.entries[static_cast<std::size_t>(fill[j]++)] = make(e);
+  }
+  return out;
+}
+
 namespace detail::knn {
 
 /// (similarity, row) ordered best first: larger similarity, then the smaller row.

@@ -80,32 +80,23 @@ struct first_in_subset {
   }
 };
 
+/// One entry of the graph's transpose: a reference item v listing the item, with s(v, j) > 0.
+struct listing {
+  index_t from;
+  double sim;
+};
+
 /// The graph's transpose: for item j, the reference items v that list j, with s(v, j) > 0
 /// (zero contributions can never raise a reference item's best), by v ascending.
-struct reverse_graph {
-  std::vector<std::int64_t> start;  // n + 1 offsets
-  std::vector<index_t> from;
-  std::vector<double> sim;
+using reverse_graph = grouped_entries<listing>;
 
-  explicit reverse_graph(const knn_graph& g) : start(static_cast<std::size_t>(g.n + 1), 0) {
-    for (std::size_t e = 0; e < g.ids.size(); ++e) {
-      if (g.sims[e] > 0.0f) ++start[static_cast<std::size_t>(g.ids[e]) + 1];
-    }
-    for (index_t j = 0; j < g.n; ++j) start[j + 1] += start[j];
-    from.resize(static_cast<std::size_t>(start.back()));
-    sim.resize(from.size());
-    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
-    for (index_t v = 0; v < g.n; ++v) {
-      for (index_t r = 0; r < g.k; ++r) {
-        const float s = g.similarity(v, r);
-        if (!(s > 0.0f)) continue;
-        const auto at = static_cast<std::size_t>(fill[g.neighbor(v, r)]++);
-        from[at] = v;
-        sim[at] = static_cast<double>(s);
-      }
-    }
-  }
-};
+inline reverse_graph transpose(const knn_graph& g) {
+  return group_by_item(
+      g, [&](index_t e) { return g.sims[static_cast<std::size_t>(e)] > 0.0f; },
+      [&](index_t e) {
+        return listing{e / g.k, static_cast<double>(g.sims[static_cast<std::size_t>(e)])};
+      });
+}
 
 /// The greedy state over the whole block: best[v] = max(0, max_{j in S, j in N(v)} s(v, j)),
 /// and the gain of i is (1 / n) sum_{v listing i} max(0, s(v, i) - best[v]), summed over the
@@ -118,30 +109,30 @@ struct state {
   int threads = 0;
 
   state(const knn_graph& g, int thr)
-      : rev(std::make_shared<const reverse_graph>(g)), best(static_cast<std::size_t>(g.n), 0.0), threads(thr) {}
+      : rev(std::make_shared<const reverse_graph>(transpose(g))), best(static_cast<std::size_t>(g.n), 0.0), threads(thr) {}
 
   [[nodiscard]] double gain(index_t i) const {
     double acc = 0.0;
-    for (auto e = rev->start[i]; e < rev->start[i + 1]; ++e) {
-      const auto at = static_cast<std::size_t>(e);
-      acc += std::max(0.0, rev->sim[at] - best[static_cast<std::size_t>(rev->from[at])]);
+    for (auto e = rev->at[i]; e < rev->at[i + 1]; ++e) {
+      const listing& l = rev->entries[static_cast<std::size_t>(e)];
+      acc += std::max(0.0, l.sim - best[static_cast<std::size_t>(l.from)]);
     }
     return acc;
   }
   void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
     const auto nc = static_cast<index_t>(cands.size());
     const double inv_n = 1.0 / static_cast<double>(best.size());
-    const double avg = static_cast<double>(rev->from.size()) / static_cast<double>(best.size());
+    const double avg = static_cast<double>(rev->entries.size()) / static_cast<double>(best.size());
     detail::parallel_for((nc + 255) / 256, threads, [&](index_t b) {
       for (index_t c = b * 256; c < std::min(nc, (b + 1) * 256); ++c) out[c] += w * gain(cands[c]) * inv_n;
     }, 256.0 * std::max(1.0, avg));
   }
   [[nodiscard]] double common() const { return 0.0; }
   void add(index_t j) {
-    for (auto e = rev->start[j]; e < rev->start[j + 1]; ++e) {
-      const auto at = static_cast<std::size_t>(e);
-      double& b = best[static_cast<std::size_t>(rev->from[at])];
-      b = std::max(b, rev->sim[at]);
+    for (auto e = rev->at[j]; e < rev->at[j + 1]; ++e) {
+      const listing& l = rev->entries[static_cast<std::size_t>(e)];
+      double& b = best[static_cast<std::size_t>(l.from)];
+      b = std::max(b, l.sim);
     }
   }
 };
@@ -151,17 +142,12 @@ struct state {
 /// the rows in order adds them to j's gradient. Built once per graph (`relax_cache`).
 struct entries_by_item {
   std::shared_ptr<const knn_graph> graph;  ///< the graph grouped (kept alive: the cache's key)
-  std::vector<index_t> start;              ///< n + 1 offsets
-  std::vector<index_t> entry;
+  grouped_entries<index_t> grouped;        ///< `at`: n + 1 offsets; `entries`: the entries e
 
   explicit entries_by_item(std::shared_ptr<const knn_graph> shared)
-      : graph(std::move(shared)), start(static_cast<std::size_t>(graph->n + 1), 0), entry(graph->ids.size()) {
-    const knn_graph& g = *graph;
-    for (index_t j : g.ids) ++start[static_cast<std::size_t>(j) + 1];
-    for (index_t j = 0; j < g.n; ++j) start[j + 1] += start[j];
-    std::vector<index_t> fill(start.begin(), start.end() - 1);
-    for (std::size_t e = 0; e < g.ids.size(); ++e) entry[static_cast<std::size_t>(fill[g.ids[e]]++)] = static_cast<index_t>(e);
-  }
+      : graph(std::move(shared)),
+        grouped(group_by_item(
+            *graph, [](index_t) { return true; }, [](index_t e) { return e; })) {}
 };
 
 /// The relaxation's grouping of a graph, built on its first use and shared by copies of the
@@ -244,7 +230,7 @@ struct swaps {
   std::vector<double> best;       // each reference item's value on the selection
 
   swaps(std::shared_ptr<const knn_graph> graph, std::span<const index_t> sel)
-      : g(std::move(graph)), rev(std::make_shared<const reverse_graph>(*g)), in(static_cast<std::size_t>(g->n), 0),
+      : g(std::move(graph)), rev(std::make_shared<const reverse_graph>(transpose(*g))), in(static_cast<std::size_t>(g->n), 0),
         best(static_cast<std::size_t>(g->n)) {
     for (index_t i : sel) in[static_cast<std::size_t>(i)] = 1;
     for (index_t u = 0; u < g->n; ++u) best[static_cast<std::size_t>(u)] = value(u, -1, -1);
@@ -262,13 +248,13 @@ struct swaps {
   /// Calls f(u) once for each reference item listing r or a, by u ascending.
   template <class F>
   void affected(index_t r, index_t a, F&& f) const {
-    auto i = rev->start[r];
-    auto j = rev->start[a];
-    const auto ie = rev->start[r + 1];
-    const auto je = rev->start[a + 1];
+    auto i = rev->at[r];
+    auto j = rev->at[a];
+    const auto ie = rev->at[r + 1];
+    const auto je = rev->at[a + 1];
     while (i < ie || j < je) {
-      const index_t ur = i < ie ? rev->from[static_cast<std::size_t>(i)] : g->n;
-      const index_t ua = j < je ? rev->from[static_cast<std::size_t>(j)] : g->n;
+      const index_t ur = i < ie ? rev->entries[static_cast<std::size_t>(i)].from : g->n;
+      const index_t ua = j < je ? rev->entries[static_cast<std::size_t>(j)].from : g->n;
       const index_t u = std::min(ur, ua);
       f(u);
       if (ur == u) ++i;
@@ -376,8 +362,8 @@ struct sparse_facility_location {
     const std::shared_ptr<const si::entries_by_item> by_item = cache->get(graph);
     const index_t* ids = exec.resident(std::span<const index_t>(g.ids), graph);
     const float* sims = exec.resident(std::span<const float>(g.sims), graph);
-    const index_t* start = exec.resident(std::span<const index_t>(by_item->start), by_item);
-    const index_t* entry = exec.resident(std::span<const index_t>(by_item->entry), by_item);
+    const index_t* start = exec.resident(std::span<const index_t>(by_item->grouped.at), by_item);
+    const index_t* entry = exec.resident(std::span<const index_t>(by_item->grouped.entries), by_item);
     const double inv_n = 1.0 / static_cast<double>(g.n);
     auto scope = exec.scope();
     double* contrib = scope.template scratch<double>(g.n * g.k);
@@ -430,18 +416,16 @@ struct sparse_facility_location {
   /// whole block as reference set, with its certificate lambda >= 0 (`boundable_objective`,
   /// method.md 7.2): the Lagrangian dual of the LP relaxation on the graph's pairs (similarities
   /// clamped at 0, as F counts them), so the bound is for this sparse objective, not for dense
-  /// facility location. From the selection's assignment, `v.iterations` evaluations (0: 100) of
-  /// a variable-target Polyak method (objectives/detail/facility_dual.hpp), each a pass over the
-  /// graph's positive entries (8 bytes each), a top-S selection and a pass over the S columns of
-  /// its top set. Host memory.
+  /// facility location. From the selection's assignment, `v.iterations` steps (0: 100) of a
+  /// variable-target Polyak method (objectives/detail/facility_dual.hpp), each (but a restart) a
+  /// pass over the graph's positive entries (8 bytes each), a top-S selection and a pass over
+  /// the columns that joined or left the top set. Host memory.
   template <class T>
   [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
     const knn_graph& g = checked(v.embeddings.rows);
     DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
                      "must be finite and >= 0, found ", v.weight);
-    const auto by_item = cache->get(graph);  // the graph's entries grouped by item, shared
-    const detail::facility_dual::knn_pairs pairs(g, v.weight, by_item->start, by_item->entry,
-                                                 v.threads);
+    const detail::facility_dual::knn_pairs pairs(g, v.weight, v.threads);
     return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
   }
   /// @brief L(lambda) recomputed from the graph alone (its rows in order); throws `invalid_input`

@@ -19,14 +19,18 @@
 /// The pairs come in two forms: dense (every pair, similarities recomputed in blocks by matrix
 /// products, or held when the n x n values fit the view's memory budget) and the kNN graph (the
 /// pairs of the graph, clamped at 0 as sparse facility location counts them). Host code: every
-/// evaluation needs a top-S selection. Each evaluation reads every pair once: the method's cost
-/// is bound by memory bandwidth, which is why the kNN pairs are packed in 8 bytes.
+/// evaluation needs a top-S selection. Each evaluation reads every pair once, and during that pass
+/// counts the subgradient over the previous top set's columns (most of the new top set: about a
+/// tenth of the columns change from one evaluation to the next), then corrects the count by the
+/// few columns that changed. The method's cost is bound by memory bandwidth, which is why the
+/// kNN pairs are packed in 8 bytes.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <span>
@@ -44,9 +48,10 @@
 
 namespace datamask::detail::facility_dual {
 
-/// Dual evaluations when the view asks for the default: within 0.5% of the LP's bound (of the
-/// gain over random) on every block of the study, both forms, at 100.
-inline constexpr index_t default_evaluations = 100;
+/// Steps of the method when the view asks for the default: within 0.5% of the LP's bound (of the
+/// gain over random) on every block of the study, both forms, at 100. Each step evaluates L but
+/// a restart, which returns to the best lambda and reuses its evaluation.
+inline constexpr index_t default_steps = 100;
 /// The step rule's settings, chosen by the study on two blocks (synth-2000-32 and digits, kNN)
 /// and checked on eight others: evaluations without progress before delta halves, and beta.
 inline constexpr int patience = 3;
@@ -54,6 +59,35 @@ inline constexpr double deflection = 0.5;
 
 /// Columns (or rows) per matrix product of the dense form.
 inline constexpr index_t dense_block = 64;
+
+/// The subgradient's count over a set of columns, count_v = #{s in the set : w_vs > lambda_v},
+/// gathered during a pass over the columns: each thread adds into a slot of its own, and the
+/// slots are summed (integers: the same count on any thread count).
+class column_counts {
+ public:
+  /// Zeroed slots for a pass of `pairs`, counting the columns of `rows`.
+  template <class Pairs>
+  void begin(const Pairs& pairs, std::span<const index_t> rows) {
+    n_ = static_cast<std::size_t>(pairs.size());
+    member_.assign(n_, 0);
+    for (index_t s : rows) member_[static_cast<std::size_t>(s)] = 1;
+    slots_.assign(static_cast<std::size_t>(detail::parallel_slots(pairs.threads())) * n_, 0);
+  }
+  [[nodiscard]] bool counted(index_t s) const { return member_[static_cast<std::size_t>(s)] != 0; }
+  [[nodiscard]] std::int32_t* slot(int k) { return slots_.data() + static_cast<std::size_t>(k) * n_; }
+  /// The slots' sum.
+  void sum_into(std::vector<std::int32_t>& count) const {
+    count.assign(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(n_));
+    for (std::size_t at = n_; at < slots_.size(); at += n_) {
+      for (std::size_t v = 0; v < n_; ++v) count[v] += slots_[at + v];
+    }
+  }
+
+ private:
+  std::size_t n_ = 0;
+  std::vector<char> member_;
+  std::vector<std::int32_t> slots_;
+};
 
 /// Dense pairs: w_vs = c sim(e_v, e_s) for every pair, from the kernel's rows in double.
 template <class T>
@@ -79,21 +113,23 @@ class dense_pairs {
     if (bytes <= static_cast<double>(v.memory_bytes)) {
       cache_.resize(static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_));
       for_columns(
-          [&](index_t s, const double* w) { std::copy(w, w + n_, cache_.begin() + s * n_); });
+          [&](index_t s, const double* w, int /*slot*/) { std::copy(w, w + n_, cache_.begin() + s * n_); });
     }
   }
 
   [[nodiscard]] index_t size() const { return n_; }
+  [[nodiscard]] int threads() const { return threads_; }
   [[nodiscard]] bool cached() const { return !cache_.empty(); }
 
-  /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
-  /// product each, the blocks on the threads (so `visit` runs concurrently for distinct s).
+  /// visit(s, w, slot) for every candidate s, w[v] = w_vs (n values), columns in blocks of one
+  /// matrix product each, the blocks on the threads (so `visit` runs concurrently for distinct
+  /// s; `slot`: the thread's, as `parallel_for_slots` gives it).
   template <class Visit>
   void for_columns(Visit&& visit) const {
     const index_t blocks = (n_ + dense_block - 1) / dense_block;
-    detail::parallel_for(
+    detail::parallel_for_slots(
         blocks, threads_,
-        [&](index_t bi) {
+        [&](index_t bi, int slot) {
           const index_t s0 = bi * dense_block;
           const index_t ns = std::min(dense_block, n_ - s0);
           const rmat dots =
@@ -102,38 +138,44 @@ class dense_pairs {
           for (index_t a = 0; a < ns; ++a) {
             for (index_t v = 0; v < n_; ++v)
               w[static_cast<std::size_t>(v)] = weight(dots(a, v), v, s0 + a);
-            visit(s0 + a, static_cast<const double*>(w.data()));
+            visit(s0 + a, static_cast<const double*>(w.data()), slot);
           }
         },
         2.0 * static_cast<double>(dense_block) * static_cast<double>(n_) *
             static_cast<double>(x_.cols()));
   }
 
-  /// b_s += sum_v max(0, w_vs - lambda_v) for every s.
-  void column_excess(std::span<const double> lambda, std::span<double> b) const {
-    auto sum = [&](index_t s, const double* w) {
+  /// b_s += sum_v max(0, w_vs - lambda_v) for every s, and the count over the columns `counts`
+  /// marks into its slots.
+  void column_excess(std::span<const double> lambda, std::span<double> b,
+                     column_counts& counts) const {
+    auto sum = [&](index_t s, const double* w, int slot) {
       double acc = 0.0;
       for (index_t v = 0; v < n_; ++v)
         acc += std::max(0.0, w[v] - lambda[static_cast<std::size_t>(v)]);
       b[static_cast<std::size_t>(s)] += acc;
+      if (!counts.counted(s)) return;
+      std::int32_t* count = counts.slot(slot);
+      for (index_t v = 0; v < n_; ++v) count[v] += w[v] > lambda[static_cast<std::size_t>(v)] ? 1 : 0;
     };
     if (cached()) {
-      detail::parallel_for(
-          n_, threads_, [&](index_t s) { sum(s, cache_.data() + s * n_); },
+      detail::parallel_for_slots(
+          n_, threads_, [&](index_t s, int slot) { sum(s, cache_.data() + s * n_, slot); },
           2.0 * static_cast<double>(n_));
     } else {
       for_columns(sum);
     }
   }
 
-  /// count_v = #{s in rows : w_vs > lambda_v}.
-  void covered(std::span<const double> lambda, std::span<const index_t> rows,
+  /// count_v += sign #{s in rows : w_vs > lambda_v}.
+  void covered(std::span<const double> lambda, std::span<const index_t> rows, int sign,
                std::span<std::int32_t> count) const {
+    if (rows.empty()) return;
     for_rows(rows, [&](index_t v, const double* w) {
       const double l = lambda[static_cast<std::size_t>(v)];
       std::int32_t c = 0;
       for (std::size_t t = 0; t < rows.size(); ++t) c += w[t] > l ? 1 : 0;
-      count[static_cast<std::size_t>(v)] = c;
+      count[static_cast<std::size_t>(v)] += sign * c;
     });
   }
 
@@ -197,46 +239,48 @@ class dense_pairs {
 /// positive entries are grouped by the item s they list (v ascending), each as (v, sim) in 8
 /// bytes, since L's pass over them is bound by memory bandwidth; w = c sim is formed in double as
 /// it is read. The columns run on the threads, each summing in its own fixed order (the bits do
-/// not depend on the thread count); the subgradient's count and the start read only the S columns
+/// not depend on the thread count); the start and the count's correction read only the columns
 /// of a set.
 class knn_pairs {
  public:
-  /// `start`, `listed`: the graph's entries grouped by the item they list, v ascending
-  /// (sparse_facility_location's `entries_by_item`).
-  knn_pairs(const knn_graph& g, double weight, std::span<const index_t> start,
-            std::span<const index_t> listed, int threads)
+  knn_pairs(const knn_graph& g, double weight, int threads)
       : n_(rows_of(g)),
         c_(weight / static_cast<double>(g.n)),
         threads_(threads),
         k_(g.k),
-        from_(static_cast<std::size_t>(g.n) + 1, 0) {
-    entries_.reserve(listed.size());
-    for (index_t s = 0; s < g.n; ++s) {
-      for (index_t at = start[static_cast<std::size_t>(s)];
-           at < start[static_cast<std::size_t>(s) + 1]; ++at) {
-        const auto e = static_cast<std::size_t>(listed[static_cast<std::size_t>(at)]);
-        if (!(g.sims[e] > 0.0f)) continue;  // max(0, 0 - lambda) = 0: never counts
-        entries_.push_back({static_cast<std::uint32_t>(static_cast<index_t>(e) / g.k), g.sims[e]});
-      }
-      from_[static_cast<std::size_t>(s) + 1] = static_cast<index_t>(entries_.size());
-    }
-  }
+        columns_(group_by_item(
+            g,
+            // max(0, 0 - lambda) = 0: an entry without a positive similarity never counts
+            [&](index_t e) { return g.sims[static_cast<std::size_t>(e)] > 0.0f; },
+            [&](index_t e) {
+              return entry{static_cast<std::uint32_t>(e / g.k), g.sims[static_cast<std::size_t>(e)]};
+            })) {}
 
   [[nodiscard]] index_t size() const { return n_; }
+  [[nodiscard]] int threads() const { return threads_; }
 
-  /// b_s += sum_v max(0, w_vs - lambda_v) for every s.
-  void column_excess(std::span<const double> lambda, std::span<double> b) const {
+  /// b_s += sum_v max(0, w_vs - lambda_v) for every s, and the count over the columns `counts`
+  /// marks into its slots.
+  void column_excess(std::span<const double> lambda, std::span<double> b,
+                     column_counts& counts) const {
     constexpr index_t chunk = 256;
-    detail::parallel_for(
+    detail::parallel_for_slots(
         (n_ + chunk - 1) / chunk, threads_,
-        [&](index_t bi) {
+        [&](index_t bi, int slot) {
+          std::int32_t* count = counts.slot(slot);
           for (index_t s = bi * chunk; s < std::min(n_, (bi + 1) * chunk); ++s) {
             double acc = 0.0;
-            for (const entry& e : column(s)) {
-              // A compiler that contracts c sim - lambda into one fused multiply-add (FMA targets,
-              // e.g. -march=native) rounds once: other last bits of b, the same validity.
-              const double x = w(e) - lambda[e.v];
-              acc += 0.5 * (x + std::abs(x));  // max(0, x) exactly, with no branch to mispredict
+            if (counts.counted(s)) {
+              for (const entry& e : column(s)) {
+                const double x = excess(e, lambda);
+                acc += 0.5 * (x + std::abs(x));
+                count[e.v] += x > 0.0 ? 1 : 0;
+              }
+            } else {
+              for (const entry& e : column(s)) {
+                const double x = excess(e, lambda);
+                acc += 0.5 * (x + std::abs(x));  // max(0, x) exactly, with no branch to mispredict
+              }
             }
             b[static_cast<std::size_t>(s)] += acc;
           }
@@ -244,13 +288,12 @@ class knn_pairs {
         static_cast<double>(chunk) * 3.0 * static_cast<double>(k_));
   }
 
-  /// count_v = #{s in rows : w_vs > lambda_v}.
-  void covered(std::span<const double> lambda, std::span<const index_t> rows,
+  /// count_v += sign #{s in rows : w_vs > lambda_v}.
+  void covered(std::span<const double> lambda, std::span<const index_t> rows, int sign,
                std::span<std::int32_t> count) const {
-    std::fill(count.begin(), count.end(), 0);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (i + 8 < rows.size()) prefetch(rows[i + 8]);
-      for (const entry& e : column(rows[i])) count[e.v] += w(e) > lambda[e.v] ? 1 : 0;
+      for (const entry& e : column(rows[i])) count[e.v] += excess(e, lambda) > 0.0 ? sign : 0;
     }
   }
 
@@ -276,68 +319,123 @@ class knn_pairs {
   }
 
   [[nodiscard]] std::span<const entry> column(index_t s) const {
-    const auto from = static_cast<std::size_t>(from_[static_cast<std::size_t>(s)]);
-    return {entries_.data() + from,
-            static_cast<std::size_t>(from_[static_cast<std::size_t>(s) + 1]) - from};
+    const auto from = static_cast<std::size_t>(columns_.at[static_cast<std::size_t>(s)]);
+    return {columns_.entries.data() + from,
+            static_cast<std::size_t>(columns_.at[static_cast<std::size_t>(s) + 1]) - from};
   }
   /// A hint to load column s's first entries: the S columns of a set lie far apart, and each
   /// would otherwise start with a wait on memory.
   void prefetch(index_t s) const {
 #if defined(__GNUC__)
-    __builtin_prefetch(entries_.data() + from_[static_cast<std::size_t>(s)]);
+    __builtin_prefetch(columns_.entries.data() + columns_.at[static_cast<std::size_t>(s)]);
 #else
     (void)s;
 #endif
   }
   [[nodiscard]] double w(const entry& e) const { return c_ * static_cast<double>(e.sim); }
+  /// w_vs - lambda_v, the one expression of the pass and of the count's correction. A compiler
+  /// that contracts it into one fused multiply-add (FMA targets, e.g. -march=native) rounds once:
+  /// other last bits of b, the same validity.
+  [[nodiscard]] double excess(const entry& e, std::span<const double> lambda) const {
+    return w(e) - lambda[e.v];
+  }
 
   index_t n_;
   double c_;  ///< weight / n
   int threads_;
   index_t k_;
-  std::vector<index_t> from_;  ///< n + 1 offsets: column s is entries_[from_[s], from_[s + 1])
-  std::vector<entry> entries_;
+  grouped_entries<entry> columns_;  ///< column s: entries[at[s] .. at[s + 1])
 };
 
 /// The S largest of b (ties to the smaller index), ascending: the S-th largest value found by
 /// a selection on a copy of the values (`scratch`), then the rows above it and the first rows
-/// equal to it in index order.
+/// equal to it in index order. `floor`, a value believed to lie below the S-th largest (the
+/// previous evaluation's value of rank 5 S / 4, as this call leaves it), limits the copy to the
+/// values above it; when fewer than S are, the copy takes every value.
 inline std::vector<index_t> top_rows(std::span<const double> b, index_t size,
-                                     std::vector<double>& scratch) {
-  scratch.assign(b.begin(), b.end());
-  const auto k = static_cast<std::ptrdiff_t>(size);
-  std::nth_element(scratch.begin(), scratch.begin() + (k - 1), scratch.end(), std::greater<>());
-  const double cut = scratch[static_cast<std::size_t>(k - 1)];
+                                     std::vector<double>& scratch, double& floor) {
+  const auto k = static_cast<std::size_t>(size);
+  scratch.clear();
+  for (double x : b) {
+    if (x > floor) scratch.push_back(x);
+  }
+  if (scratch.size() < k) scratch.assign(b.begin(), b.end());
+  const std::size_t spare = std::min(scratch.size(), k + k / 4 + 1);
+  std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(spare - 1),
+                   scratch.end(), std::greater<>());
+  floor = spare > k ? scratch[spare - 1] : -std::numeric_limits<double>::infinity();
+  std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                   scratch.begin() + static_cast<std::ptrdiff_t>(spare), std::greater<>());
+  const double cut = scratch[k - 1];
   index_t ties = size;  // the rows equal to the cut that the top set takes
-  for (double x : b) ties -= x > cut ? 1 : 0;
+  for (std::size_t i = 0; i < k; ++i) ties -= scratch[i] > cut ? 1 : 0;
   std::vector<index_t> idx;
-  idx.reserve(static_cast<std::size_t>(size));
+  idx.reserve(k);
   for (std::size_t i = 0; i < b.size(); ++i) {
     if (b[i] > cut || (b[i] == cut && ties-- > 0)) idx.push_back(static_cast<index_t>(i));
   }
   return idx;
 }
 
-/// L(lambda) and its top set; b and scratch are the evaluation's memory (n values each).
-template <class Pairs>
-double dual_value(const Pairs& pairs, std::span<const double> linear,
-                  std::span<const double> lambda, index_t size, std::vector<index_t>& chosen,
-                  std::vector<double>& b, std::vector<double>& scratch) {
-  b.assign(static_cast<std::size_t>(pairs.size()), 0.0);
-  if (!linear.empty()) std::copy(linear.begin(), linear.end(), b.begin());
-  pairs.column_excess(lambda, b);
-  chosen = top_rows(b, size, scratch);
-  double value = 0.0;
-  for (double l : lambda) value += l;
-  for (index_t s : chosen) value += b[static_cast<std::size_t>(s)];
-  return value;
+inline std::vector<index_t> top_rows(std::span<const double> b, index_t size,
+                                     std::vector<double>& scratch) {
+  double floor = -std::numeric_limits<double>::infinity();
+  return top_rows(b, size, scratch, floor);
 }
+
+/// L at one lambda: its value, its top set (ascending) and the subgradient's count over that set.
+struct dual_point {
+  double value = std::numeric_limits<double>::infinity();
+  std::vector<index_t> top;
+  std::vector<std::int32_t> count;
+};
+
+/// Evaluates L (`operator()`): one pass over the pairs for b, which also counts the columns of
+/// the point's previous top set, the top-S selection, and the count corrected by the columns
+/// that joined or left the top set. Holds the evaluations' memory.
+template <class Pairs>
+class dual_evaluator {
+ public:
+  dual_evaluator(const Pairs& pairs, std::span<const double> linear, index_t size)
+      : pairs_(pairs), linear_(linear), size_(size) {}
+
+  void operator()(std::span<const double> lambda, dual_point& at) {
+    b_.assign(static_cast<std::size_t>(pairs_.size()), 0.0);
+    if (!linear_.empty()) std::copy(linear_.begin(), linear_.end(), b_.begin());
+    counts_.begin(pairs_, at.top);
+    pairs_.column_excess(lambda, b_, counts_);
+    counts_.sum_into(at.count);
+    std::vector<index_t> top = top_rows(b_, size_, scratch_, floor_);
+    changed_.clear();
+    std::set_difference(top.begin(), top.end(), at.top.begin(), at.top.end(),
+                        std::back_inserter(changed_));
+    pairs_.covered(lambda, changed_, 1, at.count);  // joined
+    changed_.clear();
+    std::set_difference(at.top.begin(), at.top.end(), top.begin(), top.end(),
+                        std::back_inserter(changed_));
+    pairs_.covered(lambda, changed_, -1, at.count);  // left
+    at.top = std::move(top);
+    at.value = 0.0;
+    for (double l : lambda) at.value += l;
+    for (index_t s : at.top) at.value += b_[static_cast<std::size_t>(s)];
+  }
+
+ private:
+  const Pairs& pairs_;
+  std::span<const double> linear_;
+  index_t size_;
+  std::vector<double> b_;
+  std::vector<double> scratch_;
+  double floor_ = -std::numeric_limits<double>::infinity();
+  column_counts counts_;
+  std::vector<index_t> changed_;
+};
 
 /// The variable-target Polyak method from the selection's assignment (see the file comment);
 /// returns the best L seen and its lambda.
 template <class Pairs>
 bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, index_t size,
-                           std::span<const index_t> selection, index_t evaluations) {
+                           std::span<const index_t> selection, index_t steps) {
   const index_t n = pairs.size();
   const auto nz = static_cast<std::size_t>(n);
   DATAMASK_EXPECTS(size >= 1 && size <= n, "size", "must be in [1, ", n, "] (the block's items), found ",
@@ -348,7 +446,7 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
     DATAMASK_EXPECTS(s >= 0 && s < n, "selection", "row ", s, " is outside the block's ", n,
                      " items");
   }
-  if (evaluations <= 0) evaluations = default_evaluations;
+  if (steps <= 0) steps = default_steps;
   // Start: lambda_v = max(0, best w_vs over U); the target is f(U) = a(U) + sum_v best w_vs.
   std::vector<double> lambda(nz, 0.0);
   double target = 0.0;
@@ -360,22 +458,28 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
   }
   bound_certificate out;
   out.method = "lagrangian-dual";
+  dual_evaluator<Pairs> evaluate(pairs, linear, size);
+  dual_point at;    // L at lambda
+  dual_point best;  // L at the best lambda
   std::vector<double> best_lambda = lambda;
   std::vector<double> previous;
-  std::vector<std::int32_t> count(nz);
   std::vector<double> dir(nz);
-  std::vector<index_t> chosen;
-  std::vector<double> b;
-  std::vector<double> scratch;
   double delta = 0.0;
   bool has_delta = false;
+  bool restarted = false;
   int stall = 0;
-  for (index_t t = 0; t < evaluations; ++t) {
-    const double value = dual_value(pairs, linear, lambda, size, chosen, b, scratch);
-    ++out.evaluations;
-    if (value < out.bound) {
-      out.bound = value;
+  for (index_t t = 0; t < steps; ++t) {
+    if (restarted) {
+      at = best;  // lambda is the best lambda: its evaluation is known
+      restarted = false;
+    } else {
+      evaluate(lambda, at);
+      ++out.evaluations;
+    }
+    if (at.value < out.bound) {
+      out.bound = at.value;
       best_lambda = lambda;
+      best = at;
       stall = 0;
     } else {
       ++stall;
@@ -389,21 +493,21 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
       stall = 0;
       previous.clear();
       lambda = best_lambda;
+      restarted = true;
       continue;
     }
     const double level = std::max(target, out.bound - delta);
     // Subgradient 1 - #{s in the top set : w_vs > lambda_v}, projected on lambda >= 0.
-    pairs.covered(lambda, chosen, count);
     double norm2 = 0.0;
     for (std::size_t v = 0; v < nz; ++v) {
-      double g = 1.0 - static_cast<double>(count[v]);
+      double g = 1.0 - static_cast<double>(at.count[v]);
       if (lambda[v] <= 0.0 && g > 0.0) g = 0.0;
       dir[v] = previous.empty() ? g : g + deflection * previous[v];
       norm2 += dir[v] * dir[v];
     }
     previous = dir;
-    if (norm2 == 0.0 || value <= level) break;  // optimal (0 is a subgradient), or the level is met
-    const double step = (value - level) / norm2;
+    if (norm2 == 0.0 || at.value <= level) break;  // optimal (0 is a subgradient), or the level is met
+    const double step = (at.value - level) / norm2;
     for (std::size_t v = 0; v < nz; ++v) lambda[v] = std::max(0.0, lambda[v] - step * dir[v]);
   }
   out.certificate = std::move(best_lambda);
