@@ -319,8 +319,10 @@ std::vector<std::int32_t> brute_count(const dm::knn_graph& g, double c, std::spa
 TEST_CASE("certify: the dual's evaluation counts its top set, whatever the previous top set was",
           "[certify]") {
   // Large enough that two threads share the pass (its work estimate), and counted columns fall
-  // on both; lambda moves part of its values between evaluations, so the top set changes
-  // partly (the count is then corrected by the columns that joined or left) or wholly.
+  // on both. lambda moves as the method moves it (small steps down: the pass skips the columns
+  // that cannot reach the top set), jumps up (the skipped columns are then computed after
+  // all), or is drawn again in part (the top set changes partly: the count is corrected by the
+  // columns that joined or left) or wholly. Each evaluation against the brute force.
   const block b(6000, 8, 21);
   const dm::sparse_facility_location knn = b.knn(10);
   const dm::knn_graph& g = *knn.graph;
@@ -329,27 +331,56 @@ TEST_CASE("certify: the dual's evaluation counts its top set, whatever the previ
   std::vector<double> linear(static_cast<std::size_t>(b.n));
   dmtest::rng r(22);
   for (double& a : linear) a = 0.01 * c * r.uniform();
+  const index_t size = 500;
+  const dm::bound_view<double> v{dm::make_matrix_view(b.x.data(), b.n, b.d), nullptr, nullptr,
+                                 linear, weight, size, {}, 0, 1};
   for (int threads : {1, 2}) {
     const dm::detail::facility_dual::knn_pairs pairs(g, weight, threads);
     dm::detail::facility_dual::dual_evaluator<dm::detail::facility_dual::knn_pairs> evaluate(
-        pairs, linear, 500);
+        pairs, linear, size);
     dm::detail::facility_dual::dual_point at;
     std::vector<double> lambda(static_cast<std::size_t>(b.n));
-    for (int t = 0; t < 8; ++t) {
-      const double moved = t == 4 ? 1.0 : 0.3;  // the share of lambda drawn again
+    std::ptrdiff_t skipped = 0;
+    int recomputed = 0;
+    for (int t = 0; t < 14; ++t) {
       for (double& l : lambda) {
-        if (t == 0 || r.uniform() < moved) l = r.uniform() < 0.2 ? 0.0 : c * r.uniform();
+        if (t == 0 || (t == 12 && r.uniform() < 0.3) || t == 13) {
+          l = r.uniform() < 0.2 ? 0.0 : c * r.uniform();  // drawn again
+        } else if (t == 8) {
+          l += 0.5 * c;  // up: every b falls, below the floor
+        } else {
+          l = std::max(0.0, l - 0.002 * c * r.uniform());  // a small step down
+        }
       }
       evaluate(lambda, at);
+      skipped += evaluate.skipped();
+      recomputed += evaluate.recomputed() ? 1 : 0;
       INFO("threads " << threads << ", evaluation " << t);
-      REQUIRE(at.top.size() == 500);
+      REQUIRE(at.top.size() == static_cast<std::size_t>(size));
       CHECK(std::is_sorted(at.top.begin(), at.top.end()));
       CHECK(at.count == brute_count(g, c, at.top, lambda));
-      // L re-computed row by row (`check_knn`'s order) and the top set's own sum
-      const dm::bound_view<double> v{dm::make_matrix_view(b.x.data(), b.n, b.d), nullptr, nullptr,
-                                     linear, weight, 500, {}, 0, 1};
+      // L re-computed row by row (`check_knn`'s order) from the top set's own sum
       CHECK(at.value == Approx(dm::detail::facility_dual::check_knn(v, g, lambda)).epsilon(1e-12));
+      // and the top set: the S largest b, recomputed row by row
+      std::vector<double> bs(linear);
+      for (index_t u = 0; u < g.n; ++u) {
+        for (index_t k = 0; k < g.k; ++k) {
+          const double w = c * std::max(0.0, static_cast<double>(g.similarity(u, k)));
+          bs[static_cast<std::size_t>(g.neighbor(u, k))] += std::max(0.0, w - lambda[static_cast<std::size_t>(u)]);
+        }
+      }
+      double smallest_in = std::numeric_limits<double>::infinity();
+      std::vector<char> in(static_cast<std::size_t>(g.n), 0);
+      for (index_t s : at.top) {
+        in[static_cast<std::size_t>(s)] = 1;
+        smallest_in = std::min(smallest_in, bs[static_cast<std::size_t>(s)]);
+      }
+      for (index_t s = 0; s < g.n; ++s) {
+        if (!in[static_cast<std::size_t>(s)]) CHECK(bs[static_cast<std::size_t>(s)] <= smallest_in + 1e-12 * std::abs(smallest_in));
+      }
     }
+    CHECK(skipped > 0);      // the screening ran
+    CHECK(recomputed >= 1);  // and its fallback
   }
 }
 

@@ -418,8 +418,9 @@ struct sparse_facility_location {
   /// clamped at 0, as F counts them), so the bound is for this sparse objective, not for dense
   /// facility location. From the selection's assignment, `v.iterations` steps (0: 100) of a
   /// variable-target Polyak method (objectives/detail/facility_dual.hpp), each (but a restart) a
-  /// pass over the graph's positive entries (8 bytes each), a top-S selection and a pass over
-  /// the columns that joined or left the top set. Host memory.
+  /// pass over the graph's positive entries (8 bytes each) of the items that can reach the top
+  /// set, a top-S selection and a pass over the items that joined or left the top set. Host
+  /// memory.
   template <class T>
   [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
     const knn_graph& g = checked(v.embeddings.rows);
