@@ -330,8 +330,8 @@ inline void add_program_options(CLI::App& app, config& c) {
                "after each block's selection, prove an upper bound on the best f of its size in the block "
                "(datamask/certify.hpp) and report per block and in total certificate.{bound, gap, certified_share, "
                "method, seconds}; certified_share = (f - mean f of random subsets) / (bound - that mean). DiSF has "
-               "no bound: method none. Off by default: measured at 12% to 393% of the optimising time, 12% to 16% for "
-               "pairwise, 32% to 49% for facility on a kNN graph (benchmarks/RESULTS.md, Certificates)");
+               "no bound: method none. Off by default: measured at 14% to 279% of the optimising time, 14% to 16% for "
+               "pairwise, 28% to 57% for facility on a kNN graph (benchmarks/RESULTS.md, Certificates)");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
                  "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
