@@ -54,46 +54,6 @@ inline int resolve_threads(int requested) {
 /// of small regions then runs many times slower than on one thread (issue 9, "threads under load").
 inline constexpr double parallel_min_work = 1e5;
 
-/// Runs body(i, slot) for i in [0, n), with `slot` in [0, parallel_slots(threads)) the calling
-/// thread's: partial results a body gathers per slot (integer counts, which add up to the same
-/// value in any order) need no lock. Otherwise as `parallel_for`.
-template <class Body>
-void parallel_for_slots(index_t n, int threads, Body&& body, double work_per_item = parallel_min_work) {
-  if (n <= 0) return;
-  // One thread asked for: no region either. A team of one is not "in parallel" for Eigen
-  // (omp_get_num_threads() == 1), so an Eigen product inside it would open a nested team of
-  // its own; see the README's "Threads" on EIGEN_DONT_PARALLELIZE.
-  if (n == 1 || resolve_threads(threads) == 1 || static_cast<double>(n) * work_per_item < parallel_min_work) {
-    // No region: a single item may parallelise inside (facility location's tiles); small work
-    // stays on this thread. Exceptions propagate as they are.
-    for (index_t i = 0; i < n; ++i) body(i, 0);
-    return;
-  }
-  std::exception_ptr failure;
-  std::mutex guard;
-#if DATAMASK_HAS_OPENMP
-  // Inside another region this one is inactive: a team of one, whose thread number is 0.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (omp_get_level() == 0)
-#endif
-  for (index_t i = 0; i < n; ++i) {
-    try {
-#if DATAMASK_HAS_OPENMP
-      body(i, omp_get_thread_num());
-#else
-      body(i, 0);
-#endif
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(guard);
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  (void)threads;
-  if (failure) std::rethrow_exception(failure);
-}
-
-/// The slots of `parallel_for_slots` for a setting of threads.
-inline int parallel_slots(int threads) { return resolve_threads(threads); }
-
 /// Runs body(i) for i in [0, n). Each i is handled by exactly one thread; callers write results
 /// into slot i so the outcome never depends on the thread count. Inside another parallel region,
 /// even a one-thread one (threads = 1), the loop runs on the calling thread: no nested teams.
@@ -102,8 +62,31 @@ inline int parallel_slots(int threads) { return resolve_threads(threads); }
 /// (for n > 1): callers that cannot estimate their work keep the old behaviour.
 template <class Body>
 void parallel_for(index_t n, int threads, Body&& body, double work_per_item = parallel_min_work) {
-  parallel_for_slots(
-      n, threads, [&](index_t i, int /*slot*/) { body(i); }, work_per_item);
+  if (n <= 0) return;
+  // One thread asked for: no region either. A team of one is not "in parallel" for Eigen
+  // (omp_get_num_threads() == 1), so an Eigen product inside it would open a nested team of
+  // its own; see the README's "Threads" on EIGEN_DONT_PARALLELIZE.
+  if (n == 1 || resolve_threads(threads) == 1 || static_cast<double>(n) * work_per_item < parallel_min_work) {
+    // No region: a single item may parallelise inside (facility location's tiles); small work
+    // stays on this thread. Exceptions propagate as they are.
+    for (index_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  std::exception_ptr failure;
+  std::mutex guard;
+#if DATAMASK_HAS_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(threads)) if (omp_get_level() == 0)
+#endif
+  for (index_t i = 0; i < n; ++i) {
+    try {
+      body(i);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(guard);
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  (void)threads;
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace datamask::detail

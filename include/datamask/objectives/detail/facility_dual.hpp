@@ -27,6 +27,7 @@
 /// method's cost is bound by memory bandwidth, which is why the kNN pairs are packed in 8 bytes.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -62,32 +63,25 @@ inline constexpr double deflection = 0.5;
 inline constexpr index_t dense_block = 64;
 
 /// The subgradient's count over a set of columns, count_v = #{s in the set : w_vs > lambda_v},
-/// gathered during a pass over the columns: each thread adds into a slot of its own, and the
-/// slots are summed (integers: the same count on any thread count).
+/// gathered during a pass over the columns by relaxed atomic additions (integers: the same count
+/// in any order, on any thread count, in O(n) memory whatever the threads).
 class column_counts {
  public:
-  /// Zeroed slots for a pass of `pairs`, counting the columns of `rows`.
-  template <class Pairs>
-  void begin(const Pairs& pairs, std::span<const index_t> rows) {
-    n_ = static_cast<std::size_t>(pairs.size());
-    member_.assign(n_, 0);
+  /// A zero count for a pass over n items, counting the columns of `rows`.
+  void begin(index_t n, std::span<const index_t> rows) {
+    member_.assign(static_cast<std::size_t>(n), 0);
     for (index_t s : rows) member_[static_cast<std::size_t>(s)] = 1;
-    slots_.assign(static_cast<std::size_t>(detail::parallel_slots(pairs.threads())) * n_, 0);
+    count_.assign(static_cast<std::size_t>(n), 0);
   }
   [[nodiscard]] bool counted(index_t s) const { return member_[static_cast<std::size_t>(s)] != 0; }
-  [[nodiscard]] std::int32_t* slot(int k) { return slots_.data() + static_cast<std::size_t>(k) * n_; }
-  /// The slots' sum.
-  void sum_into(std::vector<std::int32_t>& count) const {
-    count.assign(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(n_));
-    for (std::size_t at = n_; at < slots_.size(); at += n_) {
-      for (std::size_t v = 0; v < n_; ++v) count[v] += slots_[at + v];
-    }
-  }
+  /// count_v += 1, from any thread.
+  void add(std::size_t v) { std::atomic_ref<std::int32_t>(count_[v]).fetch_add(1, std::memory_order_relaxed); }
+  /// The count, handed over (the pass has ended).
+  std::vector<std::int32_t> take() { return std::move(count_); }
 
  private:
-  std::size_t n_ = 0;
   std::vector<char> member_;
-  std::vector<std::int32_t> slots_;
+  std::vector<std::int32_t> count_;
 };
 
 /// Dense pairs: w_vs = c sim(e_v, e_s) for every pair, from the kernel's rows in double.
@@ -114,7 +108,7 @@ class dense_pairs {
     if (bytes <= static_cast<double>(v.memory_bytes)) {
       cache_.resize(static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_));
       for_columns(
-          [&](index_t s, const double* w, int /*slot*/) { std::copy(w, w + n_, cache_.begin() + s * n_); });
+          [&](index_t s, const double* w) { std::copy(w, w + n_, cache_.begin() + s * n_); });
     }
   }
 
@@ -122,15 +116,14 @@ class dense_pairs {
   [[nodiscard]] int threads() const { return threads_; }
   [[nodiscard]] bool cached() const { return !cache_.empty(); }
 
-  /// visit(s, w, slot) for every candidate s, w[v] = w_vs (n values), columns in blocks of one
-  /// matrix product each, the blocks on the threads (so `visit` runs concurrently for distinct
-  /// s; `slot`: the thread's, as `parallel_for_slots` gives it).
+  /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
+  /// product each, the blocks on the threads (so `visit` runs concurrently for distinct s).
   template <class Visit>
   void for_columns(Visit&& visit) const {
     const index_t blocks = (n_ + dense_block - 1) / dense_block;
-    detail::parallel_for_slots(
+    detail::parallel_for(
         blocks, threads_,
-        [&](index_t bi, int slot) {
+        [&](index_t bi) {
           const index_t s0 = bi * dense_block;
           const index_t ns = std::min(dense_block, n_ - s0);
           const rmat dots =
@@ -139,7 +132,7 @@ class dense_pairs {
           for (index_t a = 0; a < ns; ++a) {
             for (index_t v = 0; v < n_; ++v)
               w[static_cast<std::size_t>(v)] = weight(dots(a, v), v, s0 + a);
-            visit(s0 + a, static_cast<const double*>(w.data()), slot);
+            visit(s0 + a, static_cast<const double*>(w.data()));
           }
         },
         2.0 * static_cast<double>(dense_block) * static_cast<double>(n_) *
@@ -148,26 +141,31 @@ class dense_pairs {
 
   /// The pairs of column s: every reference item.
   [[nodiscard]] index_t column_length(index_t /*s*/) const { return n_; }
+  /// Whether a pass reads each column apart (the held similarities), so that it may skip one
+  /// and count one; recomputed, the columns come from products of blocks of columns, whose last
+  /// bits need not match `covered`'s products of blocks of rows.
+  [[nodiscard]] bool reads_columns() const { return cached(); }
 
   /// b_s += sum_v max(0, w_vs - lambda_v) for every s for which `begin(s)` (called first, once
   /// per column, concurrently for distinct s) returns true, and the count over the columns
-  /// `counts` marks into its slots.
+  /// `counts` marks.
   template <class Begin>
   void column_excess(std::span<const double> lambda, std::span<double> b, column_counts& counts,
                      Begin&& begin) const {
-    auto sum = [&](index_t s, const double* w, int slot) {
+    auto sum = [&](index_t s, const double* w) {
       if (!begin(s)) return;
       double acc = 0.0;
       for (index_t v = 0; v < n_; ++v)
         acc += std::max(0.0, w[v] - lambda[static_cast<std::size_t>(v)]);
       b[static_cast<std::size_t>(s)] += acc;
       if (!counts.counted(s)) return;
-      std::int32_t* count = counts.slot(slot);
-      for (index_t v = 0; v < n_; ++v) count[v] += w[v] > lambda[static_cast<std::size_t>(v)] ? 1 : 0;
+      for (index_t v = 0; v < n_; ++v) {
+        if (w[v] > lambda[static_cast<std::size_t>(v)]) counts.add(static_cast<std::size_t>(v));
+      }
     };
     if (cached()) {
-      detail::parallel_for_slots(
-          n_, threads_, [&](index_t s, int slot) { sum(s, cache_.data() + s * n_, slot); },
+      detail::parallel_for(
+          n_, threads_, [&](index_t s) { sum(s, cache_.data() + s * n_); },
           2.0 * static_cast<double>(n_));
     } else {
       for_columns(sum);
@@ -270,18 +268,19 @@ class knn_pairs {
   [[nodiscard]] index_t column_length(index_t s) const {
     return columns_.at[static_cast<std::size_t>(s) + 1] - columns_.at[static_cast<std::size_t>(s)];
   }
+  /// A pass reads each column apart: it may skip one and count one.
+  [[nodiscard]] static constexpr bool reads_columns() { return true; }
 
   /// b_s += sum_v max(0, w_vs - lambda_v) for every s for which `begin(s)` (called first, once
   /// per column, concurrently for distinct s) returns true, and the count over the columns
-  /// `counts` marks into its slots.
+  /// `counts` marks.
   template <class Begin>
   void column_excess(std::span<const double> lambda, std::span<double> b, column_counts& counts,
                      Begin&& begin) const {
     constexpr index_t chunk = 256;
-    detail::parallel_for_slots(
+    detail::parallel_for(
         (n_ + chunk - 1) / chunk, threads_,
-        [&](index_t bi, int slot) {
-          std::int32_t* count = counts.slot(slot);
+        [&](index_t bi) {
           for (index_t s = bi * chunk; s < std::min(n_, (bi + 1) * chunk); ++s) {
             if (!begin(s)) continue;
             double acc = 0.0;
@@ -289,7 +288,7 @@ class knn_pairs {
               for (const entry& e : column(s)) {
                 const double x = excess(e, lambda);
                 acc += 0.5 * (x + std::abs(x));
-                count[e.v] += x > 0.0 ? 1 : 0;
+                if (x > 0.0) counts.add(e.v);
               }
             } else {
               for (const entry& e : column(s)) {
@@ -350,7 +349,8 @@ class knn_pairs {
   [[nodiscard]] double w(const entry& e) const { return c_ * static_cast<double>(e.sim); }
   /// w_vs - lambda_v, the one expression of the pass and of the count's correction. A compiler
   /// that contracts it into one fused multiply-add (FMA targets, e.g. -march=native) rounds once:
-  /// other last bits of b, the same validity.
+  /// other last bits of b, the same validity; and where lambda_v = w_vs (as at the start) its sign
+  /// may differ from w_vs > lambda_v, so the count may too (either is a subgradient).
   [[nodiscard]] double excess(const entry& e, std::span<const double> lambda) const {
     return w(e) - lambda[e.v];
   }
@@ -409,16 +409,17 @@ struct dual_point {
 /// the point's previous top set, the top-S selection, and the count corrected by the columns
 /// that joined or left the top set. Holds the evaluations' memory.
 ///
-/// The pass skips the columns that cannot reach the top set (safe screening). As
+/// The pass skips the columns that cannot reach the top set (safe screening), where the pairs
+/// read each column apart (`reads_columns`: the kNN graph, held dense similarities). As
 /// max(0, w - lambda') <= max(0, w - lambda) + max(0, lambda - lambda'), b_s has grown since its
 /// last computation by at most the decreases of lambda over its column since then: at most its
 /// length times the largest decrease of each evaluation (summed over the evaluations), and at
 /// most the sum of all decreases. A column not counted whose last b plus that growth lies below
-/// the floor (the previous evaluation's value of rank 5 S / 4; with a relative margin of 1e-9
-/// for rounding) keeps its last b, which lies below the floor too, so the selection, which
-/// looks above the floor, never takes it. When the S-th largest b lies below the floor after
-/// all, the skipped columns are computed and the selection runs again. Either way the top set,
-/// its count and L are those of a full pass, bit for bit.
+/// the floor (the previous evaluation's value of rank 5 S / 4; with a margin for rounding)
+/// keeps its last b, which lies below the floor too, so the selection, which looks above the
+/// floor, never takes it. When the S-th largest b lies below the floor after all, the skipped
+/// columns are computed and the selection runs again. Either way the top set, its count and L
+/// are those of a full pass, bit for bit.
 template <class Pairs>
 class dual_evaluator {
  public:
@@ -427,34 +428,43 @@ class dual_evaluator {
         linear_(linear),
         size_(size),
         b_(static_cast<std::size_t>(pairs.size())),
-        computed_at_(static_cast<std::size_t>(pairs.size()), -1) {}
+        computed_at_(static_cast<std::size_t>(pairs.size()), -1),
+        largest_at_(static_cast<std::size_t>(pairs.size()), 0.0),
+        total_at_(static_cast<std::size_t>(pairs.size()), 0.0) {}
 
   void operator()(std::span<const double> lambda, dual_point& at) {
-    const auto t = static_cast<std::int32_t>(record_decrease(lambda));
-    const double floor = floor_;
-    counts_.begin(pairs_, at.top);
+    ++evaluation_;
+    record_decrease(lambda);
+    const bool by_column = pairs_.reads_columns();
+    const double floor = by_column ? floor_ : -std::numeric_limits<double>::infinity();
+    const double selection_floor = floor_;
+    // the columns counted in the pass: the previous top set, which the new one mostly repeats
+    const std::span<const index_t> counted =
+        by_column ? std::span<const index_t>(at.top) : std::span<const index_t>{};
+    counts_.begin(pairs_.size(), counted);
     pairs_.column_excess(lambda, b_, counts_, [&](index_t s) {
-      return (counts_.counted(s) || !below(s, t, floor)) && restart(s, t);
+      return (counts_.counted(s) || !below(s, floor)) && restart(s);
     });
-    skipped_ = std::count_if(computed_at_.begin(), computed_at_.end(), [&](std::int32_t e) { return e != t; });
+    skipped_ = std::count_if(computed_at_.begin(), computed_at_.end(),
+                             [&](std::int64_t e) { return e != evaluation_; });
     std::vector<index_t> top = top_rows(b_, size_, scratch_, floor_);
     double cut = std::numeric_limits<double>::infinity();
     for (index_t s : top) cut = std::min(cut, b_[static_cast<std::size_t>(s)]);
     recomputed_ = skipped_ > 0 && cut < floor;
     if (recomputed_) {  // the floor was too high: the skipped columns after all, then select again
       pairs_.column_excess(lambda, b_, counts_, [&](index_t s) {
-        return computed_at_[static_cast<std::size_t>(s)] != t && restart(s, t);
+        return computed_at_[static_cast<std::size_t>(s)] != evaluation_ && restart(s);
       });
-      floor_ = floor;
+      floor_ = selection_floor;
       top = top_rows(b_, size_, scratch_, floor_);
     }
-    counts_.sum_into(at.count);
+    at.count = counts_.take();
     changed_.clear();
-    std::set_difference(top.begin(), top.end(), at.top.begin(), at.top.end(),
+    std::set_difference(top.begin(), top.end(), counted.begin(), counted.end(),
                         std::back_inserter(changed_));
     pairs_.covered(lambda, changed_, 1, at.count);  // joined
     changed_.clear();
-    std::set_difference(at.top.begin(), at.top.end(), top.begin(), top.end(),
+    std::set_difference(counted.begin(), counted.end(), top.begin(), top.end(),
                         std::back_inserter(changed_));
     pairs_.covered(lambda, changed_, -1, at.count);  // left
     at.top = std::move(top);
@@ -468,56 +478,62 @@ class dual_evaluator {
   [[nodiscard]] bool recomputed() const { return recomputed_; }
 
  private:
-  /// The decreases of lambda since the last evaluation, added to the running sums of the
-  /// largest ones and of all; returns this evaluation's index into them.
-  std::size_t record_decrease(std::span<const double> lambda) {
-    double largest = 0.0;
-    double total = 0.0;
+  /// Adds the decreases of lambda since the last evaluation to the running sums of the largest
+  /// decrease and of all of them.
+  void record_decrease(std::span<const double> lambda) {
     if (last_lambda_.empty()) {
       last_lambda_.assign(lambda.begin(), lambda.end());
-    } else {
-      for (std::size_t v = 0; v < lambda.size(); ++v) {
-        const double d = std::max(0.0, last_lambda_[v] - lambda[v]);
-        largest = std::max(largest, d);
-        total += d;
-        last_lambda_[v] = lambda[v];
-      }
+      return;
     }
-    largest_.push_back(largest_.empty() ? 0.0 : largest_.back() + largest);
-    total_.push_back(total_.empty() ? 0.0 : total_.back() + total);
-    return largest_.size() - 1;
+    double largest = 0.0;
+    double total = 0.0;
+    for (std::size_t v = 0; v < lambda.size(); ++v) {
+      const double d = std::max(0.0, last_lambda_[v] - lambda[v]);
+      largest = std::max(largest, d);
+      total += d;
+      last_lambda_[v] = lambda[v];
+    }
+    largest_ += largest;
+    total_ += total;
   }
-  /// Column s's b lies below `floor` at evaluation t, by its bound from its last computation.
-  [[nodiscard]] bool below(index_t s, std::int32_t t, double floor) const {
+  /// Column s's b lies below `floor` now, by its bound from its last computation. The margin
+  /// covers the rounding of b (1e-9 relative) and of the running sums' differences (each sum
+  /// has at most one term per evaluation).
+  [[nodiscard]] bool below(index_t s, double floor) const {
     const auto at = static_cast<std::size_t>(s);
-    const std::int32_t then = computed_at_[at];
-    if (then < 0) return false;  // never computed
-    const double growth = std::min(
-        static_cast<double>(pairs_.column_length(s)) * (largest_[static_cast<std::size_t>(t)] - largest_[static_cast<std::size_t>(then)]),
-        total_[static_cast<std::size_t>(t)] - total_[static_cast<std::size_t>(then)]);
-    const double bound = b_[at] + growth;
-    return bound + 1e-9 * (std::abs(b_[at]) + growth + std::abs(floor)) < floor;
+    if (computed_at_[at] < 0) return false;  // never computed
+    const double length = static_cast<double>(pairs_.column_length(s));
+    const double growth = std::min(length * (largest_ - largest_at_[at]), total_ - total_at_[at]);
+    const double sums = std::max(length * largest_, total_) * static_cast<double>(evaluation_ + 1) *
+                        4.0 * std::numeric_limits<double>::epsilon();
+    const double margin = 1e-9 * (std::abs(b_[at]) + growth + std::abs(floor)) + sums;
+    return b_[at] + growth + margin < floor;
   }
-  /// Column s is computed at evaluation t: b_s starts from its linear part. Returns true.
-  bool restart(index_t s, std::int32_t t) {
+  /// Column s is computed in this evaluation: b_s starts from its linear part. Returns true.
+  bool restart(index_t s) {
     const auto at = static_cast<std::size_t>(s);
     b_[at] = linear_.empty() ? 0.0 : linear_[at];
-    computed_at_[at] = t;
+    computed_at_[at] = evaluation_;
+    largest_at_[at] = largest_;
+    total_at_[at] = total_;
     return true;
   }
 
   const Pairs& pairs_;
   std::span<const double> linear_;
   index_t size_;
-  std::vector<double> b_;  ///< each column's b at its last computation
-  std::vector<std::int32_t> computed_at_;  ///< the evaluation of that computation (-1: none)
+  std::vector<double> b_;                  ///< each column's b at its last computation
+  std::vector<std::int64_t> computed_at_;  ///< the evaluation of that computation (-1: none)
+  std::vector<double> largest_at_;         ///< `largest_` then
+  std::vector<double> total_at_;           ///< `total_` then
   std::vector<double> scratch_;
   double floor_ = -std::numeric_limits<double>::infinity();
   column_counts counts_;
   std::vector<index_t> changed_;
   std::vector<double> last_lambda_;  ///< the lambda of the last evaluation
-  std::vector<double> largest_;      ///< running sums of each evaluation's largest decrease
-  std::vector<double> total_;        ///< running sums of each evaluation's decreases
+  std::int64_t evaluation_ = 0;
+  double largest_ = 0.0;  ///< the running sum of each evaluation's largest decrease of lambda
+  double total_ = 0.0;    ///< the running sum of all decreases of lambda
   std::ptrdiff_t skipped_ = 0;
   bool recomputed_ = false;
 };
@@ -536,6 +552,9 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
   for (index_t s : selection) {
     DATAMASK_EXPECTS(s >= 0 && s < n, "selection", "row ", s, " is outside the block's ", n,
                      " items");
+  }
+  for (double a : linear) {
+    DATAMASK_EXPECTS(std::isfinite(a), "linear", "the modular part must be finite, found ", a);
   }
   if (steps <= 0) steps = default_steps;
   // Start: lambda_v = max(0, best w_vs over U); the target is f(U) = a(U) + sum_v best w_vs.
@@ -584,7 +603,7 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
       stall = 0;
       previous.clear();
       lambda = best_lambda;
-      restarted = true;
+      restarted = !best.top.empty();  // no best evaluation yet (L was never finite): evaluate
       continue;
     }
     const double level = std::max(target, out.bound - delta);

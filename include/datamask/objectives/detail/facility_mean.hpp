@@ -42,7 +42,7 @@ template <class T>
   const index_t n = pairs.size();
   const std::vector<double> q = first_pick(n, size, n);
   std::vector<double> per_item(static_cast<std::size_t>(n), 0.0);
-  pairs.for_columns([&](index_t v, const double* w, int /*slot*/) {
+  pairs.for_columns([&](index_t v, const double* w) {
     std::vector<double> sorted(w, w + n);
     std::sort(sorted.begin(), sorted.end(), std::greater<>());
     double acc = 0.0;
