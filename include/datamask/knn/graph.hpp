@@ -45,15 +45,16 @@ struct knn_graph {
   [[nodiscard]] std::size_t bytes() const { return ids.size() * sizeof(index_t) + sims.size() * sizeof(float); }
 };
 
-/// @brief A graph's entries e = v K + r grouped by the item ids[e] they list (a counting sort):
-/// `at[j] .. at[j + 1]` are item j's, by v ascending (the rows' order), each as `make(e)`; only
-/// the entries `keep(e)` accepts.
+/// @brief A graph's entries grouped by the item they list (`group_by_item`).
 template <class Payload>
 struct grouped_entries {
-  std::vector<index_t> at;  ///< n + 1 offsets
+  std::vector<index_t> at;  ///< n + 1 offsets: item j's entries are entries[at[j] .. at[j + 1])
   std::vector<Payload> entries;
 };
 
+/// @brief The entries e = v K + r that `keep(e)` accepts, grouped by the item ids[e] they list
+/// by a counting sort: each group by v ascending (the rows' order), each entry as `make(e)`.
+/// One home for the greedy's transpose, the relaxation's grouping and the dual's pairs.
 template <class Keep, class Make>
 [[nodiscard]] auto group_by_item(const knn_graph& g, Keep&& keep, Make&& make) {
   grouped_entries<decltype(make(index_t{}))> out;

@@ -113,7 +113,6 @@ class dense_pairs {
   }
 
   [[nodiscard]] index_t size() const { return n_; }
-  [[nodiscard]] int threads() const { return threads_; }
   [[nodiscard]] bool cached() const { return !cache_.empty(); }
 
   /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
@@ -262,7 +261,6 @@ class knn_pairs {
             })) {}
 
   [[nodiscard]] index_t size() const { return n_; }
-  [[nodiscard]] int threads() const { return threads_; }
 
   /// The positive pairs of column s.
   [[nodiscard]] index_t column_length(index_t s) const {
