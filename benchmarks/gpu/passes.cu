@@ -88,6 +88,92 @@ double median_ms(int repeats, const std::function<void()>& run) {
   return ms[ms.size() / 2];
 }
 
+/// One printed line: a pass's time, its rate over `bytes`, and that rate's share of the first
+/// line's (the copy bandwidth).
+struct report_line {
+  double copy_rate = 0.0;
+  void operator()(const char* name, double ms, double bytes) {
+    const double rate = bytes / (ms * 1e6);  // GB/s
+    if (copy_rate == 0.0) copy_rate = rate;
+    std::printf("%-44s %9.3f ms %8.1f GB/s %6.1f%%\n", name, ms, rate, 100.0 * rate / copy_rate);
+  }
+};
+
+/// The copy bandwidth, then the executor's dense products and a reduce over the block `x`.
+void time_products(exec_t& exec, const datamask::matrix_view<const float>& x, const double* inv, int repeats,
+                   report_line& line) {
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  const double block_bytes = static_cast<double>(n * d) * 4.0;
+  {  // the copy bandwidth: the block read and written once
+    thrust::device_vector<float> copy(static_cast<std::size_t>(n * d));
+    line("copy (device to device, read + write)",
+         median_ms(repeats, [&] { cudaMemcpy(thrust::raw_pointer_cast(copy.data()), x.data, static_cast<std::size_t>(block_bytes), cudaMemcpyDeviceToDevice); }),
+         2.0 * block_bytes);
+  }
+  double* w = exec.scratch<double>(n);
+  double* s = exec.scratch<double>(d);
+  double* out = exec.scratch<double>(n);
+  exec.for_each(n, datamask::ops::fill{w, 1.0 / static_cast<double>(n)});
+  exec.for_each(d, datamask::ops::fill{s, 1.0});
+  line("column_sums X^T w, every w_i != 0", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes);
+  exec.for_each(n, every_kth{w, 10, 0.1});
+  line("column_sums X^T w, 1 row in 10", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes / 10.0);
+  line("row_dots X s (executor's: tiled)", median_ms(repeats, [&] { exec.row_dots(x, s, out); }), block_bytes);
+  line("row_dots X s (generic for_each pass)", median_ms(repeats, [&] { datamask::dense::row_dots(exec, x, s, out); }),
+       block_bytes);
+  line("reduce of n doubles (to the host)",
+       median_ms(repeats, [&] { (void)exec.reduce(n, datamask::ops::product{w, inv}, datamask::ops::plus{}, 0.0); }),
+       16.0 * static_cast<double>(n));
+}
+
+/// The parts of one continuous iteration on the pairwise relaxation (S = n / 10): the projection,
+/// the relaxation, the iterate's download, and whole iterations of the default ascent; returns a
+/// checksum of the values computed.
+double time_ascent(exec_t& exec, const datamask::matrix_view<const float>& x, const double* inv, const double* sq,
+                   int repeats, report_line& line) {
+  const index_t n = x.rows;
+  const double block_bytes = static_cast<double>(n * x.cols) * 4.0;
+  std::vector<index_t> all(static_cast<std::size_t>(n));
+  std::iota(all.begin(), all.end(), index_t{0});
+  const index_t sel = n / 10;
+  const datamask::candidate_rows c{exec.upload(std::span<const index_t>(all)), n, exec.scratch<index_t>(n)};
+  double* y = exec.scratch<double>(n);
+  double* p = exec.scratch<double>(n);
+  double* out = exec.scratch<double>(n);
+  line("capped-simplex projection (S = n / 10)", median_ms(repeats, [&] {
+         exec.for_each(n, every_kth{y, 3, 0.7});
+         (void)datamask::project_capped_simplex(exec, c, y, static_cast<double>(sel), p, false);
+       }), 8.0 * static_cast<double>(n));
+
+  double sum = 0.0;
+  const datamask::pairwise_similarity pw;
+  datamask::relax_view<float> view{x, inv, sq, std::span<const double>(p, static_cast<std::size_t>(n)),
+                                   static_cast<double>(sel), 0};
+  line("pairwise relax (value and gradient)", median_ms(repeats, [&] { sum = pw.relax(exec, view, out); }),
+       block_bytes);
+  std::vector<double> host(static_cast<std::size_t>(n));
+  line("download p (n doubles, pageable host memory)",
+       median_ms(repeats, [&] { exec.download(static_cast<const double*>(p), std::span<double>(host)); }),
+       8.0 * static_cast<double>(n));
+
+  // Whole iterations: the default ascent (normalised steps, projection) on the pairwise relaxation.
+  const index_t iterations = 10;
+  auto relaxed = [&](auto& scope, const double* pp, double* grad) {
+    datamask::relax_view<float> v = view;
+    v.p = std::span<const double>(pp, static_cast<std::size_t>(n));
+    return pw.relax(scope, v, grad);
+  };
+  const datamask::ascent<> a(iterations);
+  const double ms = median_ms(std::max(1, repeats / 5), [&] {
+    auto st = a.run(exec, relaxed, n, std::span<const index_t>(all), sel,
+                    datamask::first_iterate(n, std::span<const index_t>(all), sel, a.shape()));
+    sum += st.relaxed.back();
+  });
+  line("ascent iteration (10 from the start, mean)", ms / static_cast<double>(iterations), block_bytes);
+  return sum;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,72 +203,8 @@ int main(int argc, char** argv) {
   double* inv = exec.scratch<double>(n);
   double* sq = exec.scratch<double>(n);
   exec.for_each(n, row_norms{x, inv, sq});
-  const double block_bytes = static_cast<double>(n * d) * 4.0;
-
-  double copy_rate = 0.0;  // the first line's
-  auto line = [&](const char* name, double ms, double bytes) {
-    const double rate = bytes / (ms * 1e6);  // GB/s
-    if (copy_rate == 0.0) copy_rate = rate;
-    std::printf("%-44s %9.3f ms %8.1f GB/s %6.1f%%\n", name, ms, rate, 100.0 * rate / copy_rate);
-  };
-
-  {  // the copy bandwidth: the block read and written once
-    thrust::device_vector<float> copy(xs.size());
-    line("copy (device to device, read + write)",
-         median_ms(repeats, [&] { cudaMemcpy(thrust::raw_pointer_cast(copy.data()), x.data, static_cast<std::size_t>(block_bytes), cudaMemcpyDeviceToDevice); }),
-         2.0 * block_bytes);
-  }
-  double* w = exec.scratch<double>(n);
-  double* s = exec.scratch<double>(d);
-  double* out = exec.scratch<double>(n);
-  exec.for_each(n, datamask::ops::fill{w, 1.0 / static_cast<double>(n)});
-  exec.for_each(d, datamask::ops::fill{s, 1.0});
-  line("column_sums X^T w, every w_i != 0", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes);
-  exec.for_each(n, every_kth{w, 10, 0.1});
-  line("column_sums X^T w, 1 row in 10", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes / 10.0);
-  line("row_dots X s (executor's: tiled)", median_ms(repeats, [&] { exec.row_dots(x, s, out); }), block_bytes);
-  line("row_dots X s (generic for_each pass)", median_ms(repeats, [&] { datamask::dense::row_dots(exec, x, s, out); }),
-       block_bytes);
-  double sum = 0.0;
-  line("reduce of n doubles (to the host)",
-       median_ms(repeats, [&] { sum = exec.reduce(n, datamask::ops::product{w, inv}, datamask::ops::plus{}, 0.0); }),
-       16.0 * static_cast<double>(n));
-
-  std::vector<index_t> all(static_cast<std::size_t>(n));
-  std::iota(all.begin(), all.end(), index_t{0});
-  const index_t sel = n / 10;
-  const datamask::candidate_rows c{exec.upload(std::span<const index_t>(all)), n, exec.scratch<index_t>(n)};
-  double* y = exec.scratch<double>(n);
-  double* p = exec.scratch<double>(n);
-  line("capped-simplex projection (S = n / 10)", median_ms(repeats, [&] {
-         exec.for_each(n, every_kth{y, 3, 0.7});
-         (void)datamask::project_capped_simplex(exec, c, y, static_cast<double>(sel), p, false);
-       }), 8.0 * static_cast<double>(n));
-
-  const datamask::pairwise_similarity pw;
-  datamask::relax_view<float> view{x, inv, sq, std::span<const double>(p, static_cast<std::size_t>(n)),
-                                   static_cast<double>(sel), 0};
-  line("pairwise relax (value and gradient)", median_ms(repeats, [&] { sum = pw.relax(exec, view, out); }),
-       block_bytes);
-  std::vector<double> host(static_cast<std::size_t>(n));
-  line("download p (n doubles, pageable host memory)",
-       median_ms(repeats, [&] { exec.download(static_cast<const double*>(p), std::span<double>(host)); }),
-       8.0 * static_cast<double>(n));
-
-  // Whole iterations: the default ascent (normalised steps, projection) on the pairwise relaxation.
-  const index_t iterations = 10;
-  auto relaxed = [&](auto& scope, const double* pp, double* grad) {
-    datamask::relax_view<float> v = view;
-    v.p = std::span<const double>(pp, static_cast<std::size_t>(n));
-    return pw.relax(scope, v, grad);
-  };
-  const datamask::ascent<> a(iterations);
-  const double ms = median_ms(std::max(1, repeats / 5), [&] {
-    auto st = a.run(exec, relaxed, n, std::span<const index_t>(all), sel,
-                    datamask::first_iterate(n, std::span<const index_t>(all), sel, a.shape()));
-    sum += st.relaxed.back();
-  });
-  line("ascent iteration (10 from the start, mean)", ms / static_cast<double>(iterations), block_bytes);
-  std::printf("(checksum %.6g)\n", sum);
+  report_line line;
+  time_products(exec, x, inv, repeats, line);
+  std::printf("(checksum %.6g)\n", time_ascent(exec, x, inv, sq, repeats, line));
   return 0;
 }

@@ -160,64 +160,48 @@ template <class T, class D>
   return sum / static_cast<double>(count);
 }
 
-/// @brief Certifies the selection `rows` (S distinct rows of the block) for f: an upper bound on
-/// max f over every set of S rows, re-checked from its certificate, and the report's fields
-/// (see `certificate_report`). The bound is over the whole block (rows a run pruned included).
-/// @throws invalid_input for rows outside the block, repeated, or none.
+namespace detail::certify_impl {
+
+/// The quality term's modular part of f on sets of `size` rows: f_q(U) = sum_{i in U} linear_i
+/// (empty when f has no quality term).
 template <class T, class D>
-[[nodiscard]] certificate_report certify(const objective_function<T, D>& f,
-                                         std::span<const index_t> rows,
-                                         const certify_settings& s = {}) {
-  using clock = std::chrono::steady_clock;
-  namespace ci = detail::certify_impl;
-  const index_t n = f.size();
-  const std::vector<index_t> sorted =
-      detail::sorted_distinct_rows(std::vector<index_t>(rows.begin(), rows.end()), n, "rows");
-  const auto size = static_cast<index_t>(sorted.size());
-  DATAMASK_EXPECTS(size >= 1, "rows", "a certificate needs a selection of at least one item");
-  certificate_report out;
-  out.size = size;
-  out.value = f(sorted);
+std::vector<double> modular_part(const objective_function<T, D>& f, index_t size) {
+  if (!f.has_quality_term()) return {};
+  const term_value& q = f.terms()[0];
+  const double per = f.aggregate() == quality_aggregate::mean ? 1.0 / static_cast<double>(size) : 1.0;
+  const double c = q.weight / q.scale * per;
+  DATAMASK_EXPECTS(std::isfinite(c), "scales", "the quality term's weight over its scale is not finite");
+  std::vector<double> linear(static_cast<std::size_t>(f.size()));
+  for (std::size_t i = 0; i < linear.size(); ++i) linear[i] = c * f.quality()[i];
+  return linear;
+}
 
+/// Each term's certificate into `out.terms`, in f's order: the modular part `linear` joins the
+/// first term with a bound (a joint bound is tighter than a sum), or is bounded alone by its S
+/// best values when f is quality only. `out.certified` says whether every term has one, and
+/// `out.reason` why the first without one has none.
+template <class T, class D>
+void bound_terms(const objective_function<T, D>& f, std::span<const index_t> sorted,
+                 std::span<const double> linear, const certify_settings& s, certificate_report& out) {
   const auto& terms = f.terms();
-  std::vector<double> linear;  // the quality term's modular part: f_q(U) = sum_{i in U} linear_i
-  if (f.has_quality_term()) {
-    const double per =
-        f.aggregate() == quality_aggregate::mean ? 1.0 / static_cast<double>(size) : 1.0;
-    const double c = terms[0].weight / terms[0].scale * per;
-    DATAMASK_EXPECTS(std::isfinite(c), "scales",
-                     "the quality term's weight over its scale is not finite");
-    linear.resize(static_cast<std::size_t>(n));
-    for (index_t i = 0; i < n; ++i)
-      linear[static_cast<std::size_t>(i)] = c * f.quality()[static_cast<std::size_t>(i)];
-  }
-
-  const auto t0 = clock::now();
+  const auto size = static_cast<index_t>(sorted.size());
   bool quality_placed = !f.has_quality_term();
   bool missing = false;
   f.mix().for_each([&](auto i, const auto& objective, double /*weight*/) {
     const int slot = f.term_slots()[i];
     if (slot < 0) return;  // switched off
     using objective_t = std::decay_t<decltype(objective)>;
+    const term_value& term = terms[static_cast<std::size_t>(slot)];
     term_certificate tc;
-    tc.name = terms[static_cast<std::size_t>(slot)].name;
+    tc.name = term.name;
     tc.method = "none";
-    const double w =
-        terms[static_cast<std::size_t>(slot)].weight / terms[static_cast<std::size_t>(slot)].scale;
+    const double w = term.weight / term.scale;
     if constexpr (boundable_objective<objective_t, T>) {
       if (std::isfinite(w) && w >= 0.0) {
-        const auto t1 = clock::now();
-        const bound_view<T> v{
-            f.embeddings(),
-            f.inv_norms().data(),
-            f.sq_norms().data(),
-            quality_placed ? std::span<const double>{} : std::span<const double>(linear),
-            w,
-            size,
-            std::span<const index_t>(sorted),
-            s.iterations,
-            s.threads,
-            s.memory_bytes};
+        const auto t1 = std::chrono::steady_clock::now();
+        const bound_view<T> v{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(),
+                              quality_placed ? std::span<const double>{} : linear, w, size, sorted,
+                              s.iterations, s.threads, s.memory_bytes};
         tc.with_quality = !quality_placed;
         quality_placed = true;
         const bound_certificate b = objective.bound(v);
@@ -226,7 +210,7 @@ template <class T, class D>
         tc.evaluations = b.evaluations;
         tc.bound = objective.check_bound(v, b.certificate);
         tc.certificate = b.certificate;
-        tc.seconds = ci::seconds_since(t1);
+        tc.seconds = seconds_since(t1);
       } else if (!missing) {
         out.reason = detail::concat("'", tc.name, "' has weight over scale ", w,
                                     ": its bound needs a finite value >= 0");
@@ -242,11 +226,37 @@ template <class T, class D>
     tc.name = "quality";
     tc.method = "top-S";
     tc.with_quality = true;
-    tc.bound = tc.claimed = detail::pairwise_bound::host_top_sum(linear, size);
+    tc.bound = tc.claimed =
+        detail::pairwise_bound::host_top_sum(std::vector<double>(linear.begin(), linear.end()), size);
     tc.evaluations = 1;
     out.terms.push_back(std::move(tc));
   }
   out.certified = !missing;
+}
+
+}  // namespace detail::certify_impl
+
+/// @brief Certifies the selection `rows` (S distinct rows of the block) for f: an upper bound on
+/// max f over every set of S rows, re-checked from its certificate, and the report's fields
+/// (see `certificate_report`). The bound is over the whole block (rows a run pruned included).
+/// @throws invalid_input for rows outside the block, repeated, or none.
+template <class T, class D>
+[[nodiscard]] certificate_report certify(const objective_function<T, D>& f,
+                                         std::span<const index_t> rows,
+                                         const certify_settings& s = {}) {
+  using clock = std::chrono::steady_clock;
+  namespace ci = detail::certify_impl;
+  const std::vector<index_t> sorted =
+      detail::sorted_distinct_rows(std::vector<index_t>(rows.begin(), rows.end()), f.size(), "rows");
+  const auto size = static_cast<index_t>(sorted.size());
+  DATAMASK_EXPECTS(size >= 1, "rows", "a certificate needs a selection of at least one item");
+  certificate_report out;
+  out.size = size;
+  out.value = f(sorted);
+  const std::vector<double> linear = ci::modular_part(f, size);
+
+  const auto t0 = clock::now();
+  ci::bound_terms(f, std::span<const index_t>(sorted), std::span<const double>(linear), s, out);
   if (out.certified) {
     double total = 0.0;
     for (const auto& tc : out.terms) total += tc.bound;

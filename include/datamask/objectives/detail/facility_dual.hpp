@@ -536,13 +536,10 @@ class dual_evaluator {
   bool recomputed_ = false;
 };
 
-/// The variable-target Polyak method from the selection's assignment (see the file comment);
-/// returns the best L seen and its lambda.
-template <class Pairs>
-bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, index_t size,
-                           std::span<const index_t> selection, index_t steps) {
-  const index_t n = pairs.size();
-  const auto nz = static_cast<std::size_t>(n);
+/// Refuses what `minimise` cannot bound: S outside [1, n], a selection of another size or with
+/// rows outside the block, a modular part that is not finite.
+inline void check_minimise_inputs(index_t n, std::span<const double> linear, index_t size,
+                                  std::span<const index_t> selection) {
   DATAMASK_EXPECTS(size >= 1 && size <= n, "size", "must be in [1, ", n, "] (the block's items), found ",
                    size);
   DATAMASK_EXPECTS(static_cast<index_t>(selection.size()) == size, "selection", "has ",
@@ -554,9 +551,13 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
   for (double a : linear) {
     DATAMASK_EXPECTS(std::isfinite(a), "linear", "the modular part must be finite, found ", a);
   }
-  if (steps <= 0) steps = default_steps;
-  // Start: lambda_v = max(0, best w_vs over U); the target is f(U) = a(U) + sum_v best w_vs.
-  std::vector<double> lambda(nz, 0.0);
+}
+
+/// The start at the selection U's assignment: lambda_v = max(0, best w_vs over U); returns the
+/// Polyak target f(U) = a(U) + sum_v best w_vs.
+template <class Pairs>
+double start_at_selection(const Pairs& pairs, std::span<const double> linear,
+                          std::span<const index_t> selection, std::vector<double>& lambda) {
   double target = 0.0;
   for (index_t s : selection) target += linear.empty() ? 0.0 : linear[static_cast<std::size_t>(s)];
   pairs.best(selection, lambda);
@@ -564,6 +565,34 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
     target += l;
     l = std::max(0.0, l);
   }
+  return target;
+}
+
+/// The step's direction into `dir`: the subgradient 1 - #{s in the top set : w_vs > lambda_v},
+/// projected on lambda >= 0, deflected by the previous direction (none when `previous` is
+/// empty); returns its squared norm.
+inline double deflected_direction(std::span<const std::int32_t> count, std::span<const double> lambda,
+                                  std::span<const double> previous, std::vector<double>& dir) {
+  double norm2 = 0.0;
+  for (std::size_t v = 0; v < dir.size(); ++v) {
+    double g = 1.0 - static_cast<double>(count[v]);
+    if (lambda[v] <= 0.0 && g > 0.0) g = 0.0;
+    dir[v] = previous.empty() ? g : g + deflection * previous[v];
+    norm2 += dir[v] * dir[v];
+  }
+  return norm2;
+}
+
+/// The variable-target Polyak method from the selection's assignment (see the file comment);
+/// returns the best L seen and its lambda.
+template <class Pairs>
+bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, index_t size,
+                           std::span<const index_t> selection, index_t steps) {
+  const index_t n = pairs.size();
+  check_minimise_inputs(n, linear, size, selection);
+  if (steps <= 0) steps = default_steps;
+  std::vector<double> lambda(static_cast<std::size_t>(n), 0.0);
+  const double target = start_at_selection(pairs, linear, selection, lambda);
   bound_certificate out;
   out.method = "lagrangian-dual";
   dual_evaluator<Pairs> evaluate(pairs, linear, size);
@@ -571,7 +600,7 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
   dual_point best;  // L at the best lambda
   std::vector<double> best_lambda = lambda;
   std::vector<double> previous;
-  std::vector<double> dir(nz);
+  std::vector<double> dir(lambda.size());
   double delta = 0.0;
   bool has_delta = false;
   bool restarted = false;
@@ -605,18 +634,11 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
       continue;
     }
     const double level = std::max(target, out.bound - delta);
-    // Subgradient 1 - #{s in the top set : w_vs > lambda_v}, projected on lambda >= 0.
-    double norm2 = 0.0;
-    for (std::size_t v = 0; v < nz; ++v) {
-      double g = 1.0 - static_cast<double>(at.count[v]);
-      if (lambda[v] <= 0.0 && g > 0.0) g = 0.0;
-      dir[v] = previous.empty() ? g : g + deflection * previous[v];
-      norm2 += dir[v] * dir[v];
-    }
+    const double norm2 = deflected_direction(at.count, lambda, previous, dir);
     previous = dir;
     if (norm2 == 0.0 || at.value <= level) break;  // optimal (0 is a subgradient), or the level is met
     const double step = (at.value - level) / norm2;
-    for (std::size_t v = 0; v < nz; ++v) lambda[v] = std::max(0.0, lambda[v] - step * dir[v]);
+    for (std::size_t v = 0; v < dir.size(); ++v) lambda[v] = std::max(0.0, lambda[v] - step * dir[v]);
   }
   out.certificate = std::move(best_lambda);
   return out;
