@@ -17,7 +17,6 @@ so this is a measurement of where a swap search ends, not of its speed.
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -67,13 +66,10 @@ def main():
     p.add_argument("--program")
     p.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    if not a.in_venv:
-        py = rd.setup()
-        sys.exit(subprocess.run([py, os.path.abspath(__file__)] + sys.argv[1:] + ["--in-venv"],
-                                env=dict(os.environ, BUILD_DIR=rd.build_dir())).returncode)
+    rd.run_in_venv(__file__, a)
     sets = rd.parse_list(a.sets, rd.ALL)
     rd.ensure_sets(sets)
-    prog = a.program or os.path.join(rd.build_dir(), "tools", "datamask-select", "datamask-select")
+    prog = rd.program(a.program)
     cols = ["stochastic", "stochastic + swaps", "auto", "auto + swaps", "best of the two swapped", "greedy + swaps"]
     print("| set | ratio | lambda | quality | " + " | ".join(cols) + " |")
     print("|" + "---|" * (4 + len(cols)))

@@ -19,7 +19,6 @@ and, for the relaxation, the certified upper bound's share (max_P g <= g(p) + FW
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -95,15 +94,12 @@ def main():
     p.add_argument("--program")
     p.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    if not a.in_venv:
-        py = rd.setup()
-        sys.exit(subprocess.run([py, os.path.abspath(__file__)] + sys.argv[1:] + ["--in-venv"],
-                                env=dict(os.environ, BUILD_DIR=rd.build_dir())).returncode)
+    rd.run_in_venv(__file__, a)
     import numpy as np
 
     sets = rd.parse_list(a.sets, rd.ALL)
     rd.ensure_sets(sets)
-    prog = a.program or os.path.join(rd.build_dir(), "tools", "datamask-select", "datamask-select")
+    prog = rd.program(a.program)
     cands = rd.parse_list(a.candidates, kind=int)
     cols = ["auto", "FW read-out"] + [f"FW + polish C={c}" for c in cands] + ["bound"]
     print("| set | ratio | lambda | quality | " + " | ".join(cols) + " |")

@@ -85,6 +85,21 @@ def fail(msg):
     sys.exit(2)
 
 
+def program(path=None):
+    """The datamask-select to run: `path` (a script's --program), else the build folder's."""
+    return path or os.path.join(build_dir(), "tools", "datamask-select", "datamask-select")
+
+
+def run_in_venv(script, args):
+    """Unless `args.in_venv`: runs `script` again with the same arguments and --in-venv in the
+    virtual environment `setup` makes (OpenMP's passive wait unless set), and exits with its status."""
+    if args.in_venv:
+        return
+    py = setup()
+    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), BUILD_DIR=build_dir())
+    sys.exit(subprocess.run([py, os.path.abspath(script)] + sys.argv[1:] + ["--in-venv"], env=env).returncode)
+
+
 def setup():
     """Makes BUILD_DIR/real-venv (numpy, scikit-learn) when it is missing; returns its python."""
     venv = os.path.join(build_dir(), "real-venv")
@@ -343,7 +358,7 @@ def run_grid(a):
 
     sets = {"small": SMALL, "text": ["text"], "all": ALL}.get(a.sets) or parse_list(a.sets, ALL)
     infos = ensure_sets(sets)
-    prog = a.program or os.path.join(build_dir(), "tools", "datamask-select", "datamask-select")
+    prog = program(a.program)
     if not os.path.exists(prog):
         fail(f"{prog} is not built (cmake --build {build_dir()} --target datamask-select)")
     objectives = parse_list(a.objectives, OBJECTIVES)
@@ -562,10 +577,7 @@ def main():
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    if not a.in_venv:
-        py = setup()
-        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), BUILD_DIR=build_dir())
-        sys.exit(subprocess.run([py, os.path.abspath(__file__)] + sys.argv[1:] + ["--in-venv"], env=env).returncode)
+    run_in_venv(__file__, a)
     if a.command == "data":
         sets = {"small": SMALL, "text": ["text"], "all": ALL}.get(a.sets) or parse_list(a.sets, ALL)
         print(json.dumps(ensure_sets(sets), indent=1))

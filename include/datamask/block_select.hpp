@@ -633,6 +633,7 @@ std::vector<index_t> ascend(const problem<float>& p, const options& o, const blo
                             std::vector<term_value>& terms) {
   continuous_options co;
   static_cast<settings&>(co.common) = static_cast<const settings&>(o);
+  co.common.prepared = o.prepared;
   co.common.snapshot_every = h.snapshot_every;
   co.ascent = s.ascent;
   co.polish = s.polish;
@@ -713,6 +714,8 @@ template <backend Backend = eigen_backend>
   const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
   if (s.knn()) r.graph = detail::blocks::graph_record(m, s.graph ? 0.0 : detail::blocks::seconds_since(t_graph));
   const auto t0 = std::chrono::steady_clock::now();
+  // One pass over the block for the optimizer, the evaluation and the certificate.
+  o.prepared = std::make_shared<const detail::prepared>(detail::prepare(p, o.normalized, o.threads));
   std::vector<index_t> rows;
   std::vector<term_value> terms;  // f's terms as the optimizer scaled them
   detail::blocks::stop_latch stop(h);
@@ -754,7 +757,8 @@ template <backend Backend = eigen_backend>
   r.items = p.embeddings.rows;
   r.selected = static_cast<index_t>(rows.size());
   DATAMASK_EXPECTS(!rows.empty(), "rows", "the subset is empty; f needs at least one item");
-  const options o = block_options(s, b, r.selected, threshold);
+  options o = block_options(s, b, r.selected, threshold);
+  o.prepared = std::make_shared<const detail::prepared>(detail::prepare(p, o.normalized, o.threads));
   const standard_mix m = detail::blocks::block_mix(p, s, {});  // select_block's f: the kNN term when s.knn()
   std::vector<term_value> terms = learner<Backend>(o).calibrate(p, m);
   detail::blocks::corpus_marks(s, terms);

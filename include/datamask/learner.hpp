@@ -138,7 +138,7 @@ class basic_learner {
   run_state<T, Mix> start(const problem<T>& p, const Mix& mix) const {
     DATAMASK_EXPECTS(opt_.first_step >= 1, "first_step", "must be at least 1, found ",
                      opt_.first_step);
-    auto ctx = phases::make_context(backend_, p, mix, opt_);
+    auto ctx = phases::make_context(backend_, p, mix, opt_, opt_.prepared.get());
     const phases::batch_size size = phases::batch_sizes(ctx.blk, opt_);
     const std::vector<double> init = phases::initial_logits(ctx.blk, opt_, opt_);
     dvec logits = ctx.backend.to_device(std::span<const double>(init));

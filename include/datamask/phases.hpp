@@ -85,10 +85,11 @@ inline std::vector<index_t> kept_rows(const detail::prepared& data, double thres
 /// quantities, S, the terms of f (with fixed scales applied), the prune threshold, kept rows.
 /// @throws invalid_input naming the input or setting.
 template <class T, class Mix>
-block_plan prepare_block(const problem<T>& p, const Mix& mix, const settings& s) {
+block_plan prepare_block(const problem<T>& p, const Mix& mix, const settings& s,
+                         const detail::prepared* given = nullptr) {
   validate(s);
   block_plan blk;
-  blk.data = detail::prepare(p, s.normalized, s.threads);
+  blk.data = detail::prepared_of(p, given, s.normalized, s.threads);
   blk.selected = detail::selection_size(s, blk.data.n);
   const bool has_quality = !blk.data.quality.empty();
   blk.plan = detail::plan_terms(mix, s.lambda, has_quality);
@@ -213,13 +214,15 @@ struct block_context {
 };
 
 /// @brief Validates and prepares a block for a run on `b` (with the run's threads), and copies
-/// it to the backend: `prepare_block`, then `upload`. `p`, `mix` and `s` must outlive the context.
+/// it to the backend: `prepare_block` (on `given` when the caller prepared the block), then
+/// `upload`. `p`, `mix` and `s` must outlive the context.
 /// @throws invalid_input naming the input or setting
 template <backend B, class T, class Mix>
-block_context<B, T, Mix> make_context(const B& b, const problem<T>& p, const Mix& mix, const settings& s) {
+block_context<B, T, Mix> make_context(const B& b, const problem<T>& p, const Mix& mix, const settings& s,
+                                      const detail::prepared* given = nullptr) {
   B backend = b;
   if constexpr (requires { backend.threads = s.threads; }) backend.threads = s.threads;
-  block_plan blk = prepare_block(p, mix, s);
+  block_plan blk = prepare_block(p, mix, s, given);
   device_block<B, T> dev = upload(backend, p, blk);
   return block_context<B, T, Mix>{std::move(backend), p, mix, s, std::move(blk), std::move(dev)};
 }

@@ -251,6 +251,15 @@ struct block_result {
   return scales;
 }
 
+/// @brief f of block `p` under `o`, on `o.prepared` when the caller prepared the block.
+template <class Mix>
+[[nodiscard]] objective_function<float, Mix> block_objective(const problem<float>& p, const Mix& mix,
+                                                             const options& o) {
+  return objective_function<float, Mix>(p.embeddings,
+                                        detail::prepared_of(p, o.prepared.get(), o.normalized, o.threads),
+                                        mix, o.lambda, o.quality, o.threads);
+}
+
 /// @brief Runs a greedy baseline on one block, on the f a policy-gradient run would optimise
 /// (its calibrated or fixed scales; the whole block as facility location's reference set).
 /// With a prune threshold the candidates are the rows the prune keeps (`kept_rows`).
@@ -265,7 +274,7 @@ template <backend Backend = default_backend, class Mix>
 [[nodiscard]] std::vector<index_t> greedy_select_block(const problem<float>& p, const Mix& mix, const options& o,
                                                 greedy_options g, std::vector<term_value>& terms, index_t& kept) {
   terms = learner<Backend>(o).calibrate(p, mix);
-  objective_function<float, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
+  objective_function<float, Mix> f = block_objective(p, mix, o);
   f.set_scales(scales_of(terms));
   g.seed = greedy_seed(o);
   g.threads = o.threads;
@@ -287,7 +296,7 @@ template <class Mix>
 objective_function<float, Mix> evaluate_block(const problem<float>& p, const Mix& mix, const options& o,
                                               std::span<const term_value> calibrated,
                                               std::span<const index_t> rows, block_result& r) {
-  objective_function<float, Mix> f(p, mix, o.lambda, o.quality, o.normalized, o.threads);
+  objective_function<float, Mix> f = block_objective(p, mix, o);
   f.set_scales(scales_of(calibrated));
   const std::vector<double> raw = f.raw(rows);
   r.terms = f.terms();

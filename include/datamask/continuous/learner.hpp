@@ -127,7 +127,7 @@ class basic_continuous_learner {
                      "learner needs calibrated, fixed or raw scales");
     validate(opt_.ascent);
     validate(opt_.polish);
-    auto ctx = phases::make_context(backend_, p, mix, o);
+    auto ctx = phases::make_context(backend_, p, mix, o, o.prepared.get());
     const phases::block_plan& blk = ctx.blk;
     const Backend& b = ctx.backend;
     selection_result res;

@@ -113,6 +113,17 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
   return out;
 }
 
+/// The preparation of `p`: `given` (a caller's, `options::prepared`) when there is one, after a
+/// check that it is of `p`'s shape, else `prepare`'s.
+template <class T>
+prepared prepared_of(const problem<T>& p, const prepared* given, bool normalized, int threads) {
+  if (given == nullptr) return prepare(p, normalized, threads);
+  DATAMASK_EXPECTS(given->n == p.embeddings.rows && given->d == p.embeddings.cols, "prepared",
+                   "is the preparation of a ", given->n, " x ", given->d, " block, not of this ",
+                   p.embeddings.rows, " x ", p.embeddings.cols, " one");
+  return *given;
+}
+
 /// The selection size S for n items. @throws invalid_input for an impossible ratio or count.
 inline index_t selection_size(const settings& o, index_t n) {
   if (o.count > 0) {
