@@ -58,21 +58,15 @@ def swap_search(ev, terms, quality, sel, candidates, max_swaps=10000):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sets", default="wine,cancer")
-    p.add_argument("--ratios", default="0.05,0.1,0.2,0.3")
-    p.add_argument("--lambdas", default="0,0.2,0.5,0.9")
-    p.add_argument("--qualities", default="proba,random,label")
+    rd.add_grid_options(p, sets="wine,cancer", qualities="proba,random,label")
     p.add_argument("--candidates", type=int, default=16)
-    p.add_argument("--program")
-    p.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     rd.run_in_venv(__file__, a)
     sets = rd.parse_list(a.sets, rd.ALL)
     rd.ensure_sets(sets)
     prog = rd.program(a.program)
     cols = ["stochastic", "stochastic + swaps", "auto", "auto + swaps", "best of the two swapped", "greedy + swaps"]
-    print("| set | ratio | lambda | quality | " + " | ".join(cols) + " |")
-    print("|" + "---|" * (4 + len(cols)))
+    rd.print_cells_head(cols)
     worst = {}
     below = {}
     with tempfile.TemporaryDirectory() as tmp:

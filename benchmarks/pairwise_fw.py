@@ -85,14 +85,9 @@ def polish(u, c, a, b, sel, candidates, max_rounds=100000):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sets", default="digits-std,cancer")
-    p.add_argument("--ratios", default="0.05,0.1,0.2,0.3")
-    p.add_argument("--lambdas", default="0,0.2,0.5,0.9")
-    p.add_argument("--qualities", default="proba,label")
+    rd.add_grid_options(p, sets="digits-std,cancer", qualities="proba,label")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--candidates", default="16,64")
-    p.add_argument("--program")
-    p.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     rd.run_in_venv(__file__, a)
     import numpy as np
@@ -102,8 +97,7 @@ def main():
     prog = rd.program(a.program)
     cands = rd.parse_list(a.candidates, kind=int)
     cols = ["auto", "FW read-out"] + [f"FW + polish C={c}" for c in cands] + ["bound"]
-    print("| set | ratio | lambda | quality | " + " | ".join(cols) + " |")
-    print("|" + "---|" * (4 + len(cols)))
+    rd.print_cells_head(cols)
     worst = {c: 1e9 for c in cols}
     per_set = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -90,6 +90,23 @@ def program(path=None):
     return path or os.path.join(build_dir(), "tools", "datamask-select", "datamask-select")
 
 
+def add_grid_options(p, sets, qualities):
+    """The options of a study over the real sets' cells: --sets, --ratios, --lambdas, --qualities
+    (defaults `sets` and `qualities`), --program, and --in-venv (`run_in_venv`'s re-run)."""
+    p.add_argument("--sets", default=sets)
+    p.add_argument("--ratios", default="0.05,0.1,0.2,0.3")
+    p.add_argument("--lambdas", default="0,0.2,0.5,0.9")
+    p.add_argument("--qualities", default=qualities)
+    p.add_argument("--program")
+    p.add_argument("--in-venv", action="store_true", help=argparse.SUPPRESS)
+
+
+def print_cells_head(columns):
+    """The head of a study's markdown table: a cell's set, ratio, lambda and quality, then `columns`."""
+    print("| set | ratio | lambda | quality | " + " | ".join(columns) + " |")
+    print("|" + "---|" * (4 + len(columns)))
+
+
 def run_in_venv(script, args):
     """Unless `args.in_venv`: runs `script` again with the same arguments and --in-venv in the
     virtual environment `setup` makes (OpenMP's passive wait unless set), and exits with its status."""
