@@ -390,12 +390,6 @@ inline std::vector<index_t> top_rows(std::span<const double> b, index_t size,
   return idx;
 }
 
-inline std::vector<index_t> top_rows(std::span<const double> b, index_t size,
-                                     std::vector<double>& scratch) {
-  double floor = -std::numeric_limits<double>::infinity();
-  return top_rows(b, size, scratch, floor);
-}
-
 /// L at one lambda: its value, its top set (ascending) and the subgradient's count over that set.
 struct dual_point {
   double value = std::numeric_limits<double>::infinity();
