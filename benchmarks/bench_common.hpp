@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the continuous learner's benchmark programs (continuous_tune.cpp, fronts.cpp) share:
-// argument parsing helpers, the calibrated f every method is scored by, and the random-subset
-// baseline of the shares. One copy, so both programs score the same f the same way.
+// What the benchmark programs share: how they refuse their arguments, and for the continuous
+// learner's (continuous_tune.cpp, fronts.cpp) argument parsing helpers, the calibrated f every
+// method is scored by, and the random-subset baseline of the shares. One copy, so both programs
+// score the same f the same way.
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,13 @@ using dm::index_t;
 using clk = std::chrono::steady_clock;
 
 inline double since(clk::time_point t0) { return std::chrono::duration<double>(clk::now() - t0).count(); }
+
+/// Refuses a benchmark program's arguments: "datamask_bench_NAME: why (see benchmarks/NAME.cpp)"
+/// on stderr, exit status 2.
+[[noreturn]] inline void refuse(const char* name, const std::string& why) {
+  std::fprintf(stderr, "datamask_bench_%s: %s (see benchmarks/%s.cpp)\n", name, why.c_str(), name);
+  std::exit(2);
+}
 
 /// A finite number, or `bad(message)` (which must not return).
 template <class Bad>

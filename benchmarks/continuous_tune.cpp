@@ -35,14 +35,8 @@ using dm::index_t;
 namespace {
 
 using dm_bench::clk;
-using dm_bench::since;
-using dm_bench::split;
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "datamask_bench_continuous_tune: %s (see benchmarks/continuous_tune.cpp)\n",
-               why.c_str());
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& why) { dm_bench::refuse("continuous_tune", why); }
 
 double number(const std::string& v) { return dm_bench::number(v, usage); }
 
@@ -92,12 +86,12 @@ settings parse(int argc, char** argv) {
   settings s;
   dm_bench::parse_args(argc, argv, s, usage, [&](const std::string& a, const std::string& v) {
     if (a == "--final") s.final_fraction = number(v);
-    else if (a == "--greedy") s.greedy = split(v);
+    else if (a == "--greedy") s.greedy = dm_bench::split(v);
     else if (a == "--iterations") {
       s.iterations.clear();
-      for (const auto& t : split(v)) s.iterations.push_back(static_cast<index_t>(number(t)));
+      for (const auto& t : dm_bench::split(v)) s.iterations.push_back(static_cast<index_t>(number(t)));
     } else if (a == "--configs") {
-      for (const auto& t : split(v)) s.configs.push_back(parse_config(t));
+      for (const auto& t : dm_bench::split(v)) s.configs.push_back(parse_config(t));
     } else {
       return false;
     }
@@ -131,7 +125,7 @@ int run(const settings& s, const D& div) {
     } else usage("--greedy: naive, lazy or sEPS");
     const auto t0 = clk::now();
     const double fv = f(dm::greedy_select(f, count, go).rows);
-    const double sec = since(t0);
+    const double sec = dm_bench::since(t0);
     if (k == 0) f_ref = fv;
     std::printf("greedy %-8s f %.6g share %.4f  %.2f s\n", name.c_str(), fv,
                 (fv - f_random) / (f_ref - f_random), sec);
@@ -148,7 +142,7 @@ int run(const settings& s, const D& div) {
         o.polish.enabled = pol == 1;
         const auto t0 = clk::now();
         const auto res = dm::continuous_learner(o).select(p, div);
-        const double sec = since(t0);
+        const double sec = dm_bench::since(t0);
         const double fv = f(res.rows);
         std::printf("continuous %-34s it %4lld polish %d: f %.6g share %.4f  %.2f s\n", c.text.c_str(),
                     static_cast<long long>(it), pol, fv, (fv - f_random) / (f_ref - f_random), sec);

@@ -43,10 +43,7 @@ using dm_bench::clk;
 
 namespace {
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "datamask_bench_credit: %s (see benchmarks/credit.cpp)\n", why.c_str());
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& why) { dm_bench::refuse("credit", why); }
 
 double number(const std::string& v) { return dm_bench::number(v, usage); }
 

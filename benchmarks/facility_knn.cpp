@@ -60,13 +60,8 @@ using dm::index_t;
 namespace {
 
 using dm_bench::clk;
-using dm_bench::since;
-using dm_bench::split;
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "datamask_bench_facility_knn: %s (see benchmarks/facility_knn.cpp)\n", why.c_str());
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& why) { dm_bench::refuse("facility_knn", why); }
 
 struct settings {
   index_t n = 20000;
@@ -92,7 +87,7 @@ settings parse(int argc, char** argv) {
   auto list = [&](const std::string& v) {
     std::vector<index_t> out;
     if (v.empty()) return out;
-    for (const auto& t : split(v)) out.push_back(static_cast<index_t>(num(t)));
+    for (const auto& t : dm_bench::split(v)) out.push_back(static_cast<index_t>(num(t)));
     return out;
   };
   for (int i = 1; i < argc; ++i) {
@@ -104,12 +99,12 @@ settings parse(int argc, char** argv) {
     else if (a == "--neighbors") s.neighbors = list(v);
     else if (a == "--iterations") s.iterations = list(v);
     else if (a == "--polish") s.polish = num(v) != 0.0;
-    else if (a == "--dense") s.dense = v.empty() ? std::vector<std::string>{} : split(v);
-    else if (a == "--sparse") s.sparse = v.empty() ? std::vector<std::string>{} : split(v);
+    else if (a == "--dense") s.dense = v.empty() ? std::vector<std::string>{} : dm_bench::split(v);
+    else if (a == "--sparse") s.sparse = v.empty() ? std::vector<std::string>{} : dm_bench::split(v);
     else if (a == "--threads") s.threads = static_cast<int>(num(v));
     else if (a == "--random") s.random = static_cast<int>(num(v));
     else if (a == "--cache") s.cache_mib = num(v);
-    else if (a == "--build") s.build = v.empty() ? std::vector<std::string>{} : split(v);
+    else if (a == "--build") s.build = v.empty() ? std::vector<std::string>{} : dm_bench::split(v);
     else if (a == "--clusters") s.clusters = static_cast<index_t>(num(v));
     else if (a == "--probes") s.probes = list(v);
     else if (a == "--recall") s.recall = static_cast<index_t>(num(v));
@@ -252,7 +247,7 @@ struct bench_run {
       if (!s.dense_f) usage("--dense needs the dense f (--dense-f 1)");
       const auto t0 = clk::now();
       const auto r = dm::greedy_select(*f, count, greedy_of(name, s.threads));
-      line("greedy " + name, 0, "", 0.0, since(t0), r.rows, std::nan(""));
+      line("greedy " + name, 0, "", 0.0, dm_bench::since(t0), r.rows, std::nan(""));
     }
   }
 
@@ -262,7 +257,7 @@ struct bench_run {
     const auto t0 = clk::now();
     const double cpu0 = cpu_seconds();
     const dm::sparse_facility_location sparse{std::make_shared<const dm::knn_graph>(dm::build_knn_graph(p, ks))};
-    const double graph_s = since(t0);
+    const double graph_s = dm_bench::since(t0);
     const double graph_cpu = cpu_seconds() - cpu0;
     const auto t1 = clk::now();
     const double recall = s.recall > 0 ? dm::knn_recall(p, *sparse.graph, ks, std::min(s.recall, s.n)) : std::nan("");
@@ -270,7 +265,7 @@ struct bench_run {
                 "load average %s\n",
                 label.c_str(), static_cast<long long>(k), graph_s, graph_cpu,
                 static_cast<double>(sparse.graph->bytes()) / (1024.0 * 1024.0), recall,
-                static_cast<long long>(std::min(s.recall, s.n)), since(t1), peak_mib(), loadavg().c_str());
+                static_cast<long long>(std::min(s.recall, s.n)), dm_bench::since(t1), peak_mib(), loadavg().c_str());
     auto fs = std::make_unique<dm::objective_function<float, dm::sparse_facility_location>>(
         p, sparse, opt.lambda, opt.quality, false, s.threads);
     if (!s.dense_f && !score) {
@@ -285,7 +280,7 @@ struct bench_run {
     for (const auto& name : s.sparse) {
       const auto t2 = clk::now();
       const auto r = dm::greedy_select(*fs, count, greedy_of(name, s.threads));
-      const double sec = since(t2);
+      const double sec = dm_bench::since(t2);
       line("greedy " + name, k, label, graph_s, sec, r.rows, (*fs)(r.rows));
     }
     for (index_t it : s.iterations) {
@@ -295,7 +290,7 @@ struct bench_run {
       co.polish.enabled = s.polish;
       const auto t2 = clk::now();
       const auto res = dm::continuous_learner(co).select(p, sparse);
-      const double sec = since(t2);
+      const double sec = dm_bench::since(t2);
       line("continuous " + std::to_string(it) + (s.polish ? " +polish" : ""), k, label, graph_s, sec, res.rows,
            (*fs)(res.rows));
     }
@@ -316,7 +311,7 @@ int main(int argc, char** argv) {
     for (const auto& [label, ks] : graphs_of(s)) run.graph(label, ks);
     const double bytes = static_cast<double>(b.x.size() * sizeof(float));
     std::printf("end to end: %.1f s wall; peak %.0f MiB = %.2f x the embeddings' %.0f MiB; load average %s\n",
-                since(start), peak_mib(), peak_mib() * 1024.0 * 1024.0 / bytes, bytes / (1024.0 * 1024.0),
+                dm_bench::since(start), peak_mib(), peak_mib() * 1024.0 * 1024.0 / bytes, bytes / (1024.0 * 1024.0),
                 loadavg().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "datamask_bench_facility_knn: %s\n", e.what());

@@ -45,10 +45,7 @@ namespace {
 using dm_bench::clk;
 using dm_bench::since;
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "datamask_bench_fronts: %s (see benchmarks/fronts.cpp)\n", why.c_str());
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& why) { dm_bench::refuse("fronts", why); }
 
 double number(const std::string& v) { return dm_bench::number(v, usage); }
 

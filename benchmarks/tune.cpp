@@ -28,6 +28,7 @@
 #include <datamask/pipeline.hpp>
 #include <datamask/settings.hpp>
 
+#include "bench_common.hpp"
 #include "synthetic.hpp"
 
 namespace dm = datamask;
@@ -48,11 +49,7 @@ struct tune_args {
   dm::learner_settings learn;  // lr, schedule, logprob, kernel, gamma
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "datamask_bench_tune: %s (see the comment at the top of benchmarks/tune.cpp)\n",
-               why.c_str());
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& why) { dm_bench::refuse("tune", why); }
 
 double number(const std::string& opt, const std::string& v) {
   char* end = nullptr;
