@@ -237,16 +237,12 @@ class snapshot_callback {
 
 namespace detail {
 inline bool uses_ratio(const settings& s) { return s.count == 0; }
-}  // namespace detail
 
-/// @brief Visits the table entries of `settings`, in the order of the struct.
-/// Ranges of the fields the learner reads through the settings of a run; `scales` is checked
-/// term by term where the terms are known (`detail::apply_fixed_scales`).
+/// The table's entries of what a run selects and how the policy-gradient learner steps
+/// (`settings` from `ratio` to `credit`).
 template <class F>
-void visit_run_settings(F&& f) {
+void visit_selection_settings(F& f) {
   using S = settings;
-  using detail::inf;
-  using detail::index_max;
   f(number_setting<S, double>{"ratio", "ratio", "fraction of items to select (rho)", &S::ratio,
                               0.0, 1.0, true, false, {}, &detail::uses_ratio});
   f(number_setting<S, index_t>{"count", "count",
@@ -288,6 +284,13 @@ void visit_run_settings(F&& f) {
                                    "every diversity term is pairwise or dense facility location (their "
                                    "marginals cost one evaluation) and logprob is relaxed, else rollout",
                                    &S::credit});
+}
+
+/// The table's entries of f's scales, the read-out and the run (`settings` from `scaling` to
+/// `epsilon`).
+template <class F>
+void visit_scale_and_run_settings(F& f) {
+  using S = settings;
   f(choice_setting<S, term_scaling>{"scaling", "scaling",
                                     "how the terms of f are put on one scale", &S::scaling});
   f(number_setting<S, double, std::vector<double>>{
@@ -326,6 +329,16 @@ void visit_run_settings(F&& f) {
   f(number_setting<S, double>{"epsilon", "epsilon",
                               "stochastic greedy: ceil((n / S) ln(1 / epsilon)) candidates per round",
                               &S::epsilon, 0.0, 1.0, true, true});
+}
+}  // namespace detail
+
+/// @brief Visits the table entries of `settings`, in the order of the struct.
+/// Ranges of the fields the learner reads through the settings of a run; `scales` is checked
+/// term by term where the terms are known (`detail::apply_fixed_scales`).
+template <class F>
+void visit_run_settings(F&& f) {
+  detail::visit_selection_settings(f);
+  detail::visit_scale_and_run_settings(f);
 }
 
 /// @brief Checks every setting of a run against its range, then the rules between settings.

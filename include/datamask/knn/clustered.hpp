@@ -296,6 +296,18 @@ inline std::vector<std::vector<index_t>> partners(const std::vector<std::vector<
   return out;
 }
 
+/// The positions (in `groups.member`) whose rows cluster a's rows meet: its own rows, then its
+/// partners' members, in one list.
+inline std::vector<index_t> positions_met(const clusters_of& groups, std::span<const index_t> partners, index_t a) {
+  std::vector<index_t> out;
+  const auto add = [&](index_t c) {
+    for (index_t q = 0; q < groups.size(c); ++q) out.push_back(groups.start[static_cast<std::size_t>(c)] + q);
+  };
+  add(a);
+  for (index_t b : partners) add(b);
+  return out;
+}
+
 }  // namespace detail::knn
 
 /// @brief The clustered (approximate) kNN graph of the rows of `x` under `s.kernel` (see the file
@@ -343,14 +355,9 @@ template <class T>
     if (rows == 0) return;
     const auto row = [&](index_t q) { return id(first + q); };
     const auto lhs = dk::gather(x, inv_norms, unit, rows, row);
-    // This cluster's own rows, then its partners' members in one list (positions), taken
-    // `tile` at a time: each gathered tile meets every tile of this cluster's rows, so products
-    // stay large when clusters are small.
-    std::vector<index_t> theirs;
-    for (index_t q = 0; q < rows; ++q) theirs.push_back(first + q);
-    for (index_t b : partners[static_cast<std::size_t>(a)]) {
-      for (index_t q = 0; q < groups.size(b); ++q) theirs.push_back(groups.start[static_cast<std::size_t>(b)] + q);
-    }
+    // The positions this cluster's rows meet, taken `tile` at a time: each gathered tile meets
+    // every tile of this cluster's rows, so products stay large when clusters are small.
+    const std::vector<index_t> theirs = dk::positions_met(groups, partners[static_cast<std::size_t>(a)], a);
     dk::product_matrix<T> dots;
     dk::product_matrix<T> back;
     for (index_t c0 = 0; c0 < static_cast<index_t>(theirs.size()); c0 += s.tile) {
