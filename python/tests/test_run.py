@@ -24,6 +24,7 @@ LONG = dict(optimizer="pg", steps=10**6, rollouts=64, ratio=0.1)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.main_thread
 def test_ctrl_c_stops_a_long_run_within_a_second():
     x, q = data()
     events = []
