@@ -888,3 +888,41 @@ TEST_CASE("certify: the mean f of random sets is exact where every term has a cl
   CHECK(rg.random_mean == Approx(dm::random_subsets_mean(g, 4, 16, 0)).epsilon(1e-15));
   CHECK(rg.bound == Approx(r.bound).epsilon(1e-12));  // the same f and bound as pairwise's
 }
+
+TEST_CASE("certify: facility location's mean reads only the values that weigh", "[certify]") {
+  // At n = 1,200 and S = 120 the mean needs each item's 381 largest similarities (the rest
+  // weigh less than 2^-64 together); against every value sorted and weighted by
+  // C(n - t - 1, S - 1) / C(n, S), from plain dot products, on 1 and 2 threads.
+  const block b(1200, 5, 41);
+  const index_t size = 120;
+  const index_t m = dm::detail::facility_mean::leading_terms(b.n, size);
+  CHECK(m > 300);
+  CHECK(m < 400);
+  CHECK(dm::detail::facility_mean::leading_terms(b.n, b.n) == 1);  // the best is always in
+  CHECK(dm::detail::facility_mean::leading_terms(10, 3) == 8);     // 8 rows always hold one of 3
+
+  dm::objective_function<double, dm::facility_location> f(b.problem(), dm::facility_location{}, 0.0);
+  const double log_sets = std::lgamma(b.n + 1.0) - std::lgamma(size + 1.0) - std::lgamma(b.n - size + 1.0);
+  double reference = 0.0;
+  std::vector<double> w(static_cast<std::size_t>(b.n));
+  for (index_t v = 0; v < b.n; ++v) {
+    for (index_t s = 0; s < b.n; ++s) {
+      double dot = 0.0;
+      for (index_t j = 0; j < b.d; ++j) dot += b.x[static_cast<std::size_t>(v * b.d + j)] * b.x[static_cast<std::size_t>(s * b.d + j)];
+      w[static_cast<std::size_t>(s)] = dot * f.inv_norms()[static_cast<std::size_t>(v)] * f.inv_norms()[static_cast<std::size_t>(s)] / static_cast<double>(b.n);
+    }
+    std::sort(w.begin(), w.end(), std::greater<>());
+    for (index_t t = 0; t + size <= b.n; ++t) {  // C(n - t - 1, S - 1) / C(n, S)
+      const double rest = static_cast<double>(b.n - t - 1);
+      const double log_first = std::lgamma(rest + 1.0) - std::lgamma(size * 1.0) - std::lgamma(rest - size + 2.0);
+      reference += std::exp(log_first - log_sets) * w[static_cast<std::size_t>(t)];
+    }
+  }
+  for (int threads : {1, 2}) {
+    const dm::bound_view<double> v{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), {}, 1.0, size, {}, 0,
+                                   threads, 0};
+    const double mean = dm::detail::facility_mean::dense(
+        dm::detail::facility_dual::dense_pairs<double>(v, dm::similarity_kernel::cosine, 1.0), size);
+    CHECK(mean == Approx(reference).epsilon(1e-12));
+  }
+}

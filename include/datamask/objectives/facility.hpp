@@ -471,7 +471,8 @@ struct facility_location {
   /// @brief The mean of F_fl over every set of `size` rows of the block, the whole block as
   /// reference set (`subset_mean_objective`; objectives/detail/facility_mean.hpp): per item, its n
   /// similarities (in double, as the bound computes them) sorted, each weighted by the chance
-  /// that it is the best in the set. 2 n^2 d flops and n sorts of n values.
+  /// that it is the best in the set. 2 n^2 d flops and n selections of the few hundred values
+  /// that weigh (`facility_mean::leading_terms`).
   /// @throws invalid_input when `s.subset` or `s.reference` is not the whole block
   template <class T>
   [[nodiscard]] double subset_mean(const subset_view<T>& s, index_t size) const {
