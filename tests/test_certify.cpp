@@ -890,14 +890,13 @@ TEST_CASE("certify: the mean f of random sets is exact where every term has a cl
 }
 
 TEST_CASE("certify: facility location's mean reads only the values that weigh", "[certify]") {
-  // At n = 1,200 and S = 120 the mean needs each item's 381 largest similarities (the rest
+  // At n = 1,200 and S = 120 the mean needs each item's 353 largest similarities (the rest
   // weigh less than 2^-64 together); against every value sorted and weighted by
   // C(n - t - 1, S - 1) / C(n, S), from plain dot products, on 1 and 2 threads.
   const block b(1200, 5, 41);
   const index_t size = 120;
-  const index_t m = dm::detail::facility_mean::leading_terms(b.n, size);
-  CHECK(m > 300);
-  CHECK(m < 400);
+  // prod_{i < m} (1080 - i) / (1200 - i) <= 2^-64 first at m = 353
+  CHECK(dm::detail::facility_mean::leading_terms(b.n, size) == 353);
   CHECK(dm::detail::facility_mean::leading_terms(b.n, b.n) == 1);  // the best is always in
   CHECK(dm::detail::facility_mean::leading_terms(10, 3) == 8);     // 8 rows always hold one of 3
 
