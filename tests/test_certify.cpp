@@ -395,9 +395,10 @@ TEST_CASE("certify: the dual's evaluation counts its top set, whatever the previ
 }
 
 TEST_CASE("certify: the dense dual's evaluation is a full pass's, held or recomputed", "[certify]") {
-  // Held similarities: the pass counts the previous top set and skips columns; recomputed: it
-  // does neither (its products are by blocks of columns, the count's by blocks of rows). Each
-  // evaluation against a fresh evaluator's (a full pass): the same bits.
+  // The pairs above the floors held: the pass counts the previous top set and skips columns;
+  // recomputed: it does neither (its products are by blocks of columns, the count's by blocks of
+  // rows). With lambda above the floors, each evaluation equals a fresh evaluator's (a full
+  // pass) of either form: the same bits, as the pairs left out add exactly 0.
   const block b(300, 6, 31);
   dm::objective_function<double, dm::facility_location> f(b.problem(), dm::facility_location{}, 0.5);
   std::vector<double> linear(static_cast<std::size_t>(b.n));
@@ -406,33 +407,50 @@ TEST_CASE("certify: the dense dual's evaluation is a full pass's, held or recomp
   const index_t size = 30;
   const double weight = 2.0;
   const double c = weight / static_cast<double>(b.n);
-  for (std::size_t memory : {std::size_t{256} << 20, std::size_t{0}}) {
+  const std::vector<index_t> selection = r.distinct(b.n, size);
+  using pairs_t = dm::detail::facility_dual::dense_pairs<double>;
+  using evaluator = dm::detail::facility_dual::dual_evaluator<pairs_t>;
+  auto make = [&](std::size_t memory) {
     const dm::bound_view<double> v{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(),
                                    linear, weight, size, {}, 0, 2, memory};
-    const dm::detail::facility_dual::dense_pairs<double> pairs(v, dm::similarity_kernel::cosine, 1.0);
-    REQUIRE(pairs.cached() == (memory > 0));
-    dm::detail::facility_dual::dual_evaluator<dm::detail::facility_dual::dense_pairs<double>> evaluate(
-        pairs, linear, size);
-    dm::detail::facility_dual::dual_point at;
-    std::vector<double> lambda(static_cast<std::size_t>(b.n));
-    std::ptrdiff_t skipped = 0;
-    for (int t = 0; t < 10; ++t) {
-      for (double& l : lambda) {
-        l = t == 0 || t == 6 ? c * r.uniform() : std::max(0.0, l - 1e-4 * c * r.uniform());
-      }
-      evaluate(lambda, at);
-      skipped += evaluate.skipped();
-      dm::detail::facility_dual::dual_evaluator<dm::detail::facility_dual::dense_pairs<double>> fresh(
-          pairs, linear, size);
+    pairs_t pairs(v, dm::similarity_kernel::cosine, 1.0);
+    std::vector<double> start(static_cast<std::size_t>(b.n));
+    pairs.best(selection, start);
+    for (double& l : start) l = std::max(0.0, l);
+    pairs.hold(start);
+    return pairs;
+  };
+  const pairs_t held = make(std::size_t{256} << 20);
+  const pairs_t recomputed = make(0);
+  REQUIRE(held.held());
+  REQUIRE_FALSE(recomputed.held());
+  const std::span<const double> floor = held.floors();
+  index_t kept = 0;
+  for (index_t s = 0; s < b.n; ++s) kept += held.column_length(s);
+  CHECK(kept > 0);
+  CHECK(kept < b.n * b.n);  // some pairs lie below the floors
+  evaluator evaluate(held, linear, size);
+  dm::detail::facility_dual::dual_point at;
+  std::vector<double> lambda(floor.begin(), floor.end());
+  std::ptrdiff_t skipped = 0;
+  for (int t = 0; t < 10; ++t) {
+    for (std::size_t v = 0; v < lambda.size(); ++v) {
+      lambda[v] = t == 0 || t == 6 ? floor[v] + c * r.uniform()
+                                   : std::max(floor[v], lambda[v] - 1e-4 * c * r.uniform());
+    }
+    evaluate(lambda, at);
+    skipped += evaluate.skipped();
+    for (const pairs_t* pairs : {&held, &recomputed}) {
+      evaluator fresh(*pairs, linear, size);
       dm::detail::facility_dual::dual_point full;
       fresh(lambda, full);
-      INFO("held " << pairs.cached() << ", evaluation " << t);
+      INFO("held " << pairs->held() << ", evaluation " << t);
       CHECK(at.top == full.top);
       CHECK(at.count == full.count);
       CHECK(at.value == full.value);
     }
-    if (!pairs.cached()) CHECK(skipped == 0);
   }
+  CHECK(skipped > 0);
 }
 
 TEST_CASE("certify: the dual refuses a modular part that is not finite", "[certify]") {

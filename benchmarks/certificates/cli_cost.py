@@ -8,9 +8,12 @@ and the method. Standard library only.
     cli_cost.py PROGRAM [--quick] [--million] [--before OTHER_PROGRAM [--rounds 3]]
 
 Corpora: the program's --demo corpus (20,000 x 32), and clustered Gaussian corpora written here
-as .npy (64 clusters, quality = a noisy function of the cluster; seed 1). Prints a Markdown table.
---million adds pairwise similarity on a 1,000,000 x 256 corpus of the same kind, written with
-numpy (another generator, so other numbers than corpus() would give; skipped without numpy).
+as .npy (64 clusters, quality = a noisy function of the cluster; seed 1). Prints a Markdown table;
+a kNN row also gives the seconds of the block's graph (built before the optimiser runs, used by
+it and by the bound) and the bound's share of graph and optimiser together. Pairwise similarity on
+a 100,000 x 256 corpus of the same kind (the fronts' width) is written with numpy (another
+generator, so other numbers than corpus() would give; skipped without numpy); --million adds
+1,000,000 x 256.
 --before adds a second table: each certified row run by OTHER_PROGRAM (another build) and PROGRAM
 alternately, --rounds times each, so that the machine's load falls on both alike: the median
 bound seconds of each, after / before, and whether the two bounds are equal.
@@ -56,7 +59,8 @@ def corpus_numpy(folder, n, d, seed=1, clusters=64):
     label = rng.integers(0, clusters, n)
     x = rng.standard_normal((clusters, d)).astype(np.float32)[label]
     x += 0.5 * rng.standard_normal((n, d), dtype=np.float32)
-    e, qf = os.path.join(folder, "emb-%d-%d.npy" % (n, d)), os.path.join(folder, "q-%d.npy" % n)
+    # names of their own: corpus() may have written another corpus of n rows
+    e, qf = os.path.join(folder, "np-emb-%d-%d.npy" % (n, d)), os.path.join(folder, "np-q-%d-%d.npy" % (n, d))
     np.save(e, x)
     np.save(qf, np.cos(label) + 0.3 * rng.standard_normal(n))
     return ["--embeddings", e, "--quality", qf]
@@ -70,6 +74,7 @@ def run(program, folder, inputs, args):
         rep = json.load(f)
     b = rep["blocks"][0]
     c = b["certificate"]
+    c["graph_seconds"] = b["graph"]["seconds"] if "graph" in b else None
     return rep["configuration"]["optimizer"], b["seconds"]["optimize"], c
 
 
@@ -115,11 +120,14 @@ def main():
         if big:
             cases += [("100,000 x 64", big, [], "pairwise"),
                       ("100,000 x 64", big, ["--objective", "facility", "--neighbors", "32"], "facility, kNN K = 32")]
+        wide = [] if quick else [(100000, "100,000 x 256")]
         if "--million" in sys.argv:
+            wide.append((1000000, "1,000,000 x 256"))
+        for n, name in wide:
             try:
-                cases += [("1,000,000 x 256", corpus_numpy(folder, 1000000, 256), [], "pairwise")]
+                cases += [(name, corpus_numpy(folder, n, 256), [], "pairwise")]
             except ImportError:
-                print("cli_cost.py: numpy not found; the 1,000,000 x 256 row is skipped", file=sys.stderr)
+                print("cli_cost.py: numpy not found; the %s row is skipped" % name, file=sys.stderr)
         certified = []
         for name, inputs, args, objective in cases:
             optimizer, optimize, c = run(program, folder, inputs, args)
@@ -127,15 +135,18 @@ def main():
                 certified.append((name, inputs, args, objective))
             share = "no certificate" if c["certified_share"] is None else "%.4f%%" % (100 * c["certified_share"])
             bound = c["seconds"] - c["random_seconds"]
-            rows.append("| %s | %s | %s | %.2f | %.2f | %.2f | %.0f%% | %.0f%% | %s | %s |" % (
-                name, objective, optimizer, optimize, bound, c["random_seconds"], 100 * bound / optimize,
-                100 * c["seconds"] / optimize, c["method"], share))
+            graph = c["graph_seconds"]
+            with_graph = "-" if graph is None else "%.0f%%" % (100 * bound / (graph + optimize))
+            rows.append("| %s | %s | %s | %.2f | %s | %.2f | %.2f | %.0f%% | %.0f%% | %s | %s | %s |" % (
+                name, objective, optimizer, optimize, "-" if graph is None else "%.2f" % graph, bound,
+                c["random_seconds"], 100 * bound / optimize, 100 * c["seconds"] / optimize, with_graph,
+                c["method"], share))
         if before:
             compared = before_after(os.path.abspath(before), program, folder, certified,
                                     int(option("--rounds", 3)))
-    print("| corpus | objective + quality | optimizer | optimize s | bound s | random mean s | bound / optimize "
-          "| certify / optimize | method | certified share |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| corpus | objective + quality | optimizer | optimize s | graph s | bound s | random mean s "
+          "| bound / optimize | certify / optimize | bound / (graph + optimize) | method | certified share |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     if before:
         print("\n| corpus | objective + quality | bound s before | bound s after | after / before | same bound |")

@@ -63,8 +63,9 @@ struct certify_settings {
   /// The mean f of random subsets when the caller has it: no subsets are drawn.
   std::optional<double> random_mean;
   int threads = 0;  ///< 0: all
-  /// What a bound may hold beyond O(n): dense facility location keeps its n x n similarities in
-  /// double when they fit (else recomputes them in every evaluation).
+  /// What a bound may hold beyond O(n): dense facility location keeps the pairs its dual can
+  /// read (those above a quarter of what the selection gives each item, 12 bytes each) when they
+  /// fit, else recomputes the similarities in every evaluation.
   std::size_t memory_bytes = std::size_t{256} << 20;
 };
 

@@ -287,8 +287,8 @@ concept swappable_objective =
 /// quality term is folded into one of its diversity terms' bounds: method.md 7.4). `weight` is
 /// the term's weight over its scale, >= 0. `selection` is the set being certified: the methods
 /// start there. `iterations` is the method's budget (0: its default); `threads` as in
-/// `subset_view`; `memory_bytes` caps what a method may hold beyond O(n) (a dense kernel's n x n
-/// similarities are kept only when they fit).
+/// `subset_view`; `memory_bytes` caps what a method may hold beyond O(n) (a dense kernel's pairs
+/// are held only when they fit, else recomputed).
 template <class T>
 struct bound_view {
   matrix_view<const T> embeddings;

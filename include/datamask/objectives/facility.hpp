@@ -488,18 +488,19 @@ struct facility_location {
   /// whole block as reference set, with its certificate lambda >= 0 (`boundable_objective`,
   /// method.md 7.2): the Lagrangian dual of the LP relaxation from the selection's assignment,
   /// `v.iterations` steps (0: 100) of a variable-target Polyak method
-  /// (objectives/detail/facility_dual.hpp). Similarities in double from the kernel's rows (an
-  /// n x d copy in double), recomputed by blocks of matrix products in every evaluation
-  /// (2 n^2 d flops), or held once when the n x n doubles fit `v.memory_bytes`. Host memory.
+  /// (objectives/detail/facility_dual.hpp), each lambda_v kept above a quarter of what the
+  /// selection gives v. Similarities in double from the kernel's rows (an n x d copy in double):
+  /// the pairs above those floors held once (12 bytes each) when they fit `v.memory_bytes`, else
+  /// recomputed by blocks of matrix products in every evaluation (2 n^2 d flops). Host memory.
   template <class T>
   [[nodiscard]] bound_certificate bound(const bound_view<T>& v) const {
     DATAMASK_EXPECTS(v.weight >= 0.0 && std::isfinite(v.weight), "weight",
                      "must be finite and >= 0, found ", v.weight);
-    const detail::facility_dual::dense_pairs<T> pairs(v, kernel, gamma);
+    detail::facility_dual::dense_pairs<T> pairs(v, kernel, gamma);
     return detail::facility_dual::minimise(pairs, v.linear, v.size, v.selection, v.iterations);
   }
-  /// @brief L(lambda) recomputed from the data alone (plain dot products in double); throws
-  /// `invalid_input` for a multiplier that is negative or not finite.
+  /// @brief L(lambda) recomputed from the data alone (every pair, from products of the rows in
+  /// double); throws `invalid_input` for a multiplier that is negative or not finite.
   template <class T>
   [[nodiscard]] double check_bound(const bound_view<T>& v, std::span<const double> lambda) const {
     return detail::facility_dual::check_dense(v, kernel, gamma, lambda);

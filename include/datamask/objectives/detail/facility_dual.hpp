@@ -16,8 +16,9 @@
 /// dL/dlambda_v = 1 - #{s in the top set : w_vs > lambda_v} with a variable-target Polyak step
 /// (level max(f(U), best - delta), delta halved with a restart at the best lambda after
 /// `patience` evaluations without progress) along a deflected direction g + beta d_prev.
-/// The pairs come in two forms: dense (every pair, similarities recomputed in blocks by matrix
-/// products, or held when the n x n values fit the view's memory budget) and the kNN graph (the
+/// The pairs come in two forms: dense (every pair, with lambda_v kept above a quarter of the
+/// start's, so that only the pairs above those floors can add to b: they are held when they fit
+/// the view's memory budget, else recomputed in blocks by matrix products) and the kNN graph (the
 /// pairs of the graph, clamped at 0 as sparse facility location counts them). Host code: every
 /// evaluation needs a top-S selection. Each evaluation reads the pairs of every column that can
 /// reach the top set (`dual_evaluator`: a safe screening skips the others, about two thirds of
@@ -59,6 +60,13 @@ inline constexpr index_t default_steps = 100;
 inline constexpr int patience = 3;
 inline constexpr double deflection = 0.5;
 
+/// The dense form's floor on lambda_v, as a share of what the selection gives v (`dense_pairs`).
+/// Where it does not bind, the bound is that of the method on lambda >= 0, as on every dense
+/// block measured: the numpy reference's fixtures (tests/test_certify.cpp, to 1e-9) and
+/// cli_cost.py's 5,000-item block (the same bits). A higher floor holds fewer pairs, but binds
+/// sooner.
+inline constexpr double hold_floor = 0.25;
+
 /// Columns (or rows) per matrix product of the dense form.
 inline constexpr index_t dense_block = 64;
 
@@ -85,6 +93,12 @@ class column_counts {
 };
 
 /// Dense pairs: w_vs = c sim(e_v, e_s) for every pair, from the kernel's rows in double.
+///
+/// The dual is minimised over lambda_v >= floor_v = `hold_floor` x (what the selection gives v),
+/// not over lambda >= 0 (`hold`): every such lambda gives a valid bound, and then a pair with
+/// w_vs <= floor_v never adds to b_s, so only the pairs above the floors are held, each column's
+/// in v order, as (v, w) in 12 bytes, when they fit the view's memory budget; else every
+/// evaluation recomputes the columns by blocks of matrix products (2 n^2 d flops).
 template <class T>
 class dense_pairs {
  public:
@@ -96,6 +110,7 @@ class dense_pairs {
         gamma_(gamma),
         c_(v.weight / static_cast<double>(v.embeddings.rows)),
         threads_(v.threads),
+        memory_bytes_(v.memory_bytes),
         sq_(v.sq_norms, v.sq_norms + v.embeddings.rows),
         x_(v.embeddings.rows, v.embeddings.cols) {
     const bool unit = unit_rows(kernel);
@@ -104,16 +119,36 @@ class dense_pairs {
       for (index_t j = 0; j < v.embeddings.cols; ++j)
         x_(i, j) = static_cast<double>(v.embeddings(i, j)) * scale;
     }
-    const double bytes = static_cast<double>(n_) * static_cast<double>(n_) * sizeof(double);
-    if (bytes <= static_cast<double>(v.memory_bytes)) {
-      cache_.resize(static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_));
-      for_columns(
-          [&](index_t s, const double* w) { std::copy(w, w + n_, cache_.begin() + s * n_); });
-    }
   }
 
   [[nodiscard]] index_t size() const { return n_; }
-  [[nodiscard]] bool cached() const { return !cache_.empty(); }
+  /// Whether the pairs above the floors are held (`hold` found room for them).
+  [[nodiscard]] bool held() const { return !at_.empty(); }
+  /// floor_v, the least lambda_v the method may take (empty before `hold`: 0).
+  [[nodiscard]] std::span<const double> floors() const { return floor_; }
+
+  /// Sets floor_v = hold_floor x start_v (start: the selection's assignment, >= 0) and holds the
+  /// pairs above the floors when their 12 bytes each fit the memory budget: a pass of products
+  /// that counts them, and one that copies them.
+  void hold(std::span<const double> start) {
+    floor_.resize(start.size());
+    for (std::size_t v = 0; v < start.size(); ++v) floor_[v] = hold_floor * start[v];
+    std::vector<index_t> length(static_cast<std::size_t>(n_));
+    for_columns([&](index_t s, const double* w) {
+      length[static_cast<std::size_t>(s)] = above_floor(w, nullptr);
+    });
+    std::vector<index_t> at(static_cast<std::size_t>(n_) + 1, 0);
+    std::partial_sum(length.begin(), length.end(), at.begin() + 1);
+    const double bytes = static_cast<double>(at.back()) * (sizeof(std::uint32_t) + sizeof(double));
+    const bool fits = bytes <= static_cast<double>(memory_bytes_);
+    if (!fits || n_ > std::numeric_limits<std::uint32_t>::max()) return;
+    held_v_.resize(static_cast<std::size_t>(at.back()));
+    held_w_.resize(static_cast<std::size_t>(at.back()));
+    at_ = std::move(at);
+    for_columns([&](index_t s, const double* w) {
+      above_floor(w, &at_[static_cast<std::size_t>(s)]);
+    });
+  }
 
   /// visit(s, w) for every candidate s, w[v] = w_vs (n values), columns in blocks of one matrix
   /// product each, the blocks on the threads (so `visit` runs concurrently for distinct s).
@@ -138,43 +173,63 @@ class dense_pairs {
             static_cast<double>(x_.cols()));
   }
 
-  /// The pairs of column s: every reference item.
-  [[nodiscard]] index_t column_length(index_t /*s*/) const { return n_; }
-  /// Whether a pass reads each column apart (the held similarities), so that it may skip one
-  /// and count one; recomputed, the columns come from products of blocks of columns, whose last
-  /// bits need not match `covered`'s products of blocks of rows.
-  [[nodiscard]] bool reads_columns() const { return cached(); }
+  /// The pairs of column s that a pass reads: those above the floors when held, else every
+  /// reference item.
+  [[nodiscard]] index_t column_length(index_t s) const {
+    if (!held()) return n_;
+    return at_[static_cast<std::size_t>(s) + 1] - at_[static_cast<std::size_t>(s)];
+  }
+  /// Whether a pass reads each column apart (the held pairs), so that it may skip one and count
+  /// one; recomputed, the columns come from products of blocks of columns, whose last bits need
+  /// not match `covered`'s products of blocks of rows.
+  [[nodiscard]] bool reads_columns() const { return held(); }
 
   /// b_s += sum_v max(0, w_vs - lambda_v) for every s for which `begin(s)` (called first, once
   /// per column, concurrently for distinct s) returns true, and the count over the columns
-  /// `counts` marks.
+  /// `counts` marks. Held, only the pairs above the floors: the others add exactly 0.
   template <class Begin>
   void column_excess(std::span<const double> lambda, std::span<double> b, column_counts& counts,
                      Begin&& begin) const {
-    auto sum = [&](index_t s, const double* w) {
+    if (held()) {
+      detail::parallel_for(
+          n_, threads_,
+          [&](index_t s) {
+            if (!begin(s)) return;
+            const auto from = static_cast<std::size_t>(at_[static_cast<std::size_t>(s)]);
+            const auto to = static_cast<std::size_t>(at_[static_cast<std::size_t>(s) + 1]);
+            const bool count = counts.counted(s);
+            double acc = 0.0;
+            for (std::size_t e = from; e < to; ++e) {
+              const double x = held_w_[e] - lambda[held_v_[e]];
+              acc += 0.5 * (x + std::abs(x));  // max(0, x) exactly, with no branch to mispredict
+              if (count && x > 0.0) counts.add(held_v_[e]);
+            }
+            b[static_cast<std::size_t>(s)] += acc;
+          },
+          3.0 * static_cast<double>(n_));
+      return;
+    }
+    for_columns([&](index_t s, const double* w) {
       if (!begin(s)) return;
       double acc = 0.0;
       for (index_t v = 0; v < n_; ++v)
         acc += std::max(0.0, w[v] - lambda[static_cast<std::size_t>(v)]);
       b[static_cast<std::size_t>(s)] += acc;
-      if (!counts.counted(s)) return;
-      for (index_t v = 0; v < n_; ++v) {
-        if (w[v] > lambda[static_cast<std::size_t>(v)]) counts.add(static_cast<std::size_t>(v));
-      }
-    };
-    if (cached()) {
-      detail::parallel_for(
-          n_, threads_, [&](index_t s) { sum(s, cache_.data() + s * n_); },
-          2.0 * static_cast<double>(n_));
-    } else {
-      for_columns(sum);
-    }
+    });
   }
 
   /// count_v += sign #{s in rows : w_vs > lambda_v}.
   void covered(std::span<const double> lambda, std::span<const index_t> rows, int sign,
                std::span<std::int32_t> count) const {
     if (rows.empty()) return;
+    if (held()) {
+      for (index_t s : rows) {
+        const auto to = static_cast<std::size_t>(at_[static_cast<std::size_t>(s) + 1]);
+        for (auto e = static_cast<std::size_t>(at_[static_cast<std::size_t>(s)]); e < to; ++e)
+          count[held_v_[e]] += held_w_[e] > lambda[held_v_[e]] ? sign : 0;
+      }
+      return;
+    }
     for_rows(rows, [&](index_t v, const double* w) {
       const double l = lambda[static_cast<std::size_t>(v)];
       std::int32_t c = 0;
@@ -193,8 +248,22 @@ class dense_pairs {
   }
 
  private:
+  /// The number of w_vs above floor_v in column w; with `to`, also copies them from `*to` on.
+  index_t above_floor(const double* w, const index_t* to) {
+    index_t k = 0;
+    for (index_t v = 0; v < n_; ++v) {
+      if (!(w[v] > floor_[static_cast<std::size_t>(v)])) continue;
+      if (to != nullptr) {
+        held_v_[static_cast<std::size_t>(*to + k)] = static_cast<std::uint32_t>(v);
+        held_w_[static_cast<std::size_t>(*to + k)] = w[v];
+      }
+      ++k;
+    }
+    return k;
+  }
+
   /// visit(v, w) for every reference item v, w[t] = w_{v, rows[t]}: the S columns of a set, S / n
-  /// of a pass.
+  /// of a pass, by products.
   template <class Visit>
   void for_rows(std::span<const index_t> rows, Visit&& visit) const {
     const auto k = static_cast<index_t>(rows.size());
@@ -207,15 +276,12 @@ class dense_pairs {
           const index_t v0 = bi * dense_block;
           const index_t nv = std::min(dense_block, n_ - v0);
           std::vector<double> w(static_cast<std::size_t>(k));
-          rmat dots;
-          if (!cached()) dots.noalias() = x_.middleRows(v0, nv) * xs.transpose();
+          const rmat dots = x_.middleRows(v0, nv) * xs.transpose();
           for (index_t a = 0; a < nv; ++a) {
             const index_t v = v0 + a;
             for (index_t t = 0; t < k; ++t) {
               const index_t s = rows[static_cast<std::size_t>(t)];
-              w[static_cast<std::size_t>(t)] = cached()
-                                                   ? cache_[static_cast<std::size_t>(s * n_ + v)]
-                                                   : weight(dots(a, t), v, s);
+              w[static_cast<std::size_t>(t)] = weight(dots(a, t), v, s);
             }
             visit(v, static_cast<const double*>(w.data()));
           }
@@ -234,9 +300,13 @@ class dense_pairs {
   double gamma_;
   double c_;
   int threads_;
+  std::size_t memory_bytes_;
   std::vector<double> sq_;
   rmat x_;
-  std::vector<double> cache_;  ///< n x n: row s holds w_vs over v, when it fits the budget
+  std::vector<double> floor_;          ///< floor_v (`hold`)
+  std::vector<index_t> at_;            ///< column s: held pairs at_[s] .. at_[s + 1] (empty: none)
+  std::vector<std::uint32_t> held_v_;  ///< each held pair's reference item v
+  std::vector<double> held_w_;         ///< and its w_vs
 };
 
 /// kNN pairs: w_e = c max(0, sim_e) for the graph's entries e = v K + r (s = ids[e]). The
@@ -563,30 +633,37 @@ double start_at_selection(const Pairs& pairs, std::span<const double> linear,
 }
 
 /// The step's direction into `dir`: the subgradient 1 - #{s in the top set : w_vs > lambda_v},
-/// projected on lambda >= 0, deflected by the previous direction (none when `previous` is
+/// projected on lambda >= floor, deflected by the previous direction (none when `previous` is
 /// empty); returns its squared norm.
 inline double deflected_direction(std::span<const std::int32_t> count, std::span<const double> lambda,
-                                  std::span<const double> previous, std::vector<double>& dir) {
+                                  std::span<const double> floor, std::span<const double> previous,
+                                  std::vector<double>& dir) {
   double norm2 = 0.0;
   for (std::size_t v = 0; v < dir.size(); ++v) {
     double g = 1.0 - static_cast<double>(count[v]);
-    if (lambda[v] <= 0.0 && g > 0.0) g = 0.0;
+    if (lambda[v] <= floor[v] && g > 0.0) g = 0.0;
     dir[v] = previous.empty() ? g : g + deflection * previous[v];
     norm2 += dir[v] * dir[v];
   }
   return norm2;
 }
 
-/// The variable-target Polyak method from the selection's assignment (see the file comment);
-/// returns the best L seen and its lambda.
+/// The variable-target Polyak method from the selection's assignment (see the file comment), on
+/// lambda >= 0, or on lambda >= the floors of pairs that hold only the pairs above them (the dense
+/// form: `dense_pairs::hold`); returns the best L seen and its lambda.
 template <class Pairs>
-bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, index_t size,
+bound_certificate minimise(Pairs& pairs, std::span<const double> linear, index_t size,
                            std::span<const index_t> selection, index_t steps) {
   const index_t n = pairs.size();
   check_minimise_inputs(n, linear, size, selection);
   if (steps <= 0) steps = default_steps;
   std::vector<double> lambda(static_cast<std::size_t>(n), 0.0);
   const double target = start_at_selection(pairs, linear, selection, lambda);
+  std::vector<double> floor(static_cast<std::size_t>(n), 0.0);
+  if constexpr (requires { pairs.hold(lambda); }) {
+    pairs.hold(lambda);
+    floor.assign(pairs.floors().begin(), pairs.floors().end());
+  }
   bound_certificate out;
   out.method = "lagrangian-dual";
   dual_evaluator<Pairs> evaluate(pairs, linear, size);
@@ -628,11 +705,12 @@ bound_certificate minimise(const Pairs& pairs, std::span<const double> linear, i
       continue;
     }
     const double level = std::max(target, out.bound - delta);
-    const double norm2 = deflected_direction(at.count, lambda, previous, dir);
+    const double norm2 = deflected_direction(at.count, lambda, floor, previous, dir);
     previous = dir;
     if (norm2 == 0.0 || at.value <= level) break;  // optimal (0 is a subgradient), or the level is met
     const double step = (at.value - level) / norm2;
-    for (std::size_t v = 0; v < dir.size(); ++v) lambda[v] = std::max(0.0, lambda[v] - step * dir[v]);
+    for (std::size_t v = 0; v < dir.size(); ++v)
+      lambda[v] = std::max(floor[v], lambda[v] - step * dir[v]);
   }
   out.certificate = std::move(best_lambda);
   return out;
@@ -648,8 +726,9 @@ inline void check_lambda(std::span<const double> lambda, index_t n) {
   }
 }
 
-/// L(lambda) from the data alone, for `check_bound`: b_s summed over the reference items by plain
-/// dot products in double (an order of its own), then the S largest.
+/// L(lambda) from the data alone, for `check_bound`: b_s summed over every reference item (dense:
+/// from products of the rows as given, in double; kNN: row by row, the reference items' order),
+/// then the S largest.
 inline double bound_of(std::span<const double> lambda, std::vector<double> b, index_t size) {
   double value = 0.0;
   for (double l : lambda) value += l;
@@ -662,6 +741,7 @@ inline double bound_of(std::span<const double> lambda, std::vector<double> b, in
 template <class T>
 double check_dense(const bound_view<T>& v, similarity_kernel kernel, double gamma,
                    std::span<const double> lambda) {
+  using rmat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   const index_t n = v.embeddings.rows;
   const index_t d = v.embeddings.cols;
   check_lambda(lambda, n);
@@ -669,23 +749,32 @@ double check_dense(const bound_view<T>& v, similarity_kernel kernel, double gamm
                    "must be finite and >= 0, found ", v.weight);
   const double c = v.weight / static_cast<double>(n);
   const bool unit = unit_rows(kernel);
+  // The rows as they are, in double: the norms enter after the products (the method's pairs
+  // scale the rows first), so the check rounds its own way.
+  rmat x(n, d);
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t j = 0; j < d; ++j) x(i, j) = static_cast<double>(v.embeddings(i, j));
+  }
   std::vector<double> b(static_cast<std::size_t>(n));
   detail::parallel_for(
-      n, v.threads,
-      [&](index_t s) {
-        double acc = v.linear.empty() ? 0.0 : v.linear[static_cast<std::size_t>(s)];
-        for (index_t r = 0; r < n; ++r) {
-          double dot = 0.0;
-          for (index_t j = 0; j < d; ++j)
-            dot +=
-                static_cast<double>(v.embeddings(r, j)) * static_cast<double>(v.embeddings(s, j));
-          if (unit) dot *= v.inv_norms[r] * v.inv_norms[s];
-          const double w = c * kernel_similarity(kernel, gamma, dot, v.sq_norms[r], v.sq_norms[s]);
-          acc += std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
+      (n + dense_block - 1) / dense_block, v.threads,
+      [&](index_t bi) {
+        const index_t s0 = bi * dense_block;
+        const index_t ns = std::min(dense_block, n - s0);
+        const rmat dots = x.middleRows(s0, ns) * x.transpose();
+        for (index_t a = 0; a < ns; ++a) {
+          const index_t s = s0 + a;
+          double acc = v.linear.empty() ? 0.0 : v.linear[static_cast<std::size_t>(s)];
+          for (index_t r = 0; r < n; ++r) {
+            const double dot = unit ? dots(a, r) * (v.inv_norms[r] * v.inv_norms[s]) : dots(a, r);
+            const double w =
+                c * kernel_similarity(kernel, gamma, dot, v.sq_norms[r], v.sq_norms[s]);
+            acc += std::max(0.0, w - lambda[static_cast<std::size_t>(r)]);
+          }
+          b[static_cast<std::size_t>(s)] = acc;
         }
-        b[static_cast<std::size_t>(s)] = acc;
       },
-      2.0 * static_cast<double>(n) * static_cast<double>(d));
+      2.0 * static_cast<double>(dense_block) * static_cast<double>(n) * static_cast<double>(d));
   return bound_of(lambda, std::move(b), v.size);
 }
 
