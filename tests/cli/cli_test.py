@@ -114,10 +114,38 @@ def sealed_bytes(body):
     return body + b"\nchecksum %016x\n" % hash_bytes(body)
 
 
+class program_float(float):
+    """A number as the program wrote it: its value, and its text. The program's checksum is over
+    its own text of each number, which is not always Python's shortest one (0.00448948372 is
+    written 0.0044894837199999996), so `seal` writes this text back."""
+
+    def __new__(cls, text):
+        x = super().__new__(cls, text)
+        x.text = text
+        return x
+
+
+def parse_doc(text):
+    """A part or a block record the program wrote, its numbers kept with their text (for `seal`)."""
+    return json.loads(text, parse_float=program_float)
+
+
+def compact(x):
+    """The compact JSON text of x, each number read by `parse_doc` in the program's own text."""
+    if isinstance(x, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + compact(v) for k, v in x.items()) + "}"
+    if isinstance(x, list):
+        return "[" + ",".join(compact(v) for v in x) + "]"
+    if isinstance(x, program_float):
+        return x.text
+    return json.dumps(x, ensure_ascii=False)
+
+
 def seal(doc):
     """Recomputes the checksums of a part or a block record changed here (innermost first), as
     the program computes them: the hash of the compact JSON text without the checksum field. A
-    test changes a document so, to reach the checks behind the checksum."""
+    test changes a document so, to reach the checks behind the checksum; read it with
+    `parse_doc`, so that its numbers keep the program's text."""
     if isinstance(doc, list):
         for x in doc:
             seal(x)
@@ -127,8 +155,7 @@ def seal(doc):
                 seal(v)
         if "checksum" in doc:
             body = {k: v for k, v in doc.items() if k != "checksum"}
-            text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-            doc["checksum"] = "%016x" % hash_bytes(text.encode("utf-8"))
+            doc["checksum"] = "%016x" % hash_bytes(compact(body).encode("utf-8"))
     return doc
 
 
@@ -629,7 +656,7 @@ def test_resume():
     record = open(done1).read()
 
     def changed(change):
-        doc = json.loads(record)
+        doc = parse_doc(record)
         change(doc)
         return json.dumps(seal(doc))
 

@@ -37,7 +37,7 @@ def refused(args, names):
 
 
 def edit_json(file, change, **dump):
-    doc = json.load(open(file))
+    doc = ct.parse_doc(open(file).read())
     change(doc)
     with open(file, "w") as f:
         json.dump(doc, f, **dump)
