@@ -110,9 +110,10 @@ struct block_run_settings {
   std::vector<term_value> calibration;
   /// Certify each block's selection (`block_result::certificate`, datamask/certify.hpp) after
   /// its evaluation, with `certification`'s budget and random subsets (its seed and threads are
-  /// the run's). Off by default: measured at 10% to 370% of the optimising time (pairwise 10% to
-  /// 15%; facility location's dual 82% to 281%; benchmarks/RESULTS.md, "Certificates"), at or
-  /// above the 10% a default may add. It changes no selection.
+  /// the run's). Off by default: measured at 10% to 85% of the optimising time (pairwise 10% to
+  /// 14%, facility location 36% on a kNN graph and 85% dense; 2.6 times where dense facility
+  /// location's pairs do not fit the memory budget; benchmarks/RESULTS.md, "Certificates"), at
+  /// or above the 10% a default may add. It changes no selection.
   bool certify = false;
   certify_settings certification;
   /// A diversity objective given at run time (a Python metric, or a C++ type registered by name:
