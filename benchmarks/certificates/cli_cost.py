@@ -17,6 +17,9 @@ generator, so other numbers than corpus() would give; skipped without numpy); --
 --before adds a second table: each certified row run by OTHER_PROGRAM (another build) and PROGRAM
 alternately, --rounds times each, so that the machine's load falls on both alike: the median
 bound seconds of each, after / before, and whether the two bounds are equal.
+--budget STEPS,... adds a table of the 100,000 x 64 kNN row (and, with --quick, the 20,000 demo's)
+at each --certify-steps value (0: the default): its seconds against the optimiser's, and what
+it certifies.
 """
 import json
 import math
@@ -66,9 +69,9 @@ def corpus_numpy(folder, n, d, seed=1, clusters=64):
     return ["--embeddings", e, "--quality", qf]
 
 
-def run(program, folder, inputs, args):
+def run(program, folder, inputs, args, certify=("--certify",)):
     report = os.path.join(folder, "r.json")
-    subprocess.run([program] + inputs + args + ["--certify", "--quiet", "--report", report],
+    subprocess.run([program] + inputs + args + list(certify) + ["--quiet", "--report", report],
                    check=True, stdout=subprocess.DEVNULL)
     with open(report) as f:
         rep = json.load(f)
@@ -102,6 +105,18 @@ def before_after(before, program, folder, cases, rounds):
         b, a = statistics.median(times[0]), statistics.median(times[1])
         rows.append("| %s | %s | %.2f | %.2f | %.2f | %s |" % (
             name, objective, b, a, a / b, "yes" if bounds[0] == bounds[1] else "no"))
+    return rows
+
+
+def budget_rows(program, folder, name, inputs, args, steps):
+    """Markdown rows: the case at each --certify-steps value."""
+    rows = []
+    for st in steps:
+        _, optimize, c = run(program, folder, inputs, args, ("--certify", "--certify-steps", str(st)))
+        bound = c["seconds"] - c["random_seconds"]
+        rows.append("| %s | %s | %.2f | %.2f | %.0f%% | %.0f%% | %.4f%% |" % (
+            name, "default (100)" if st == 0 else str(st), optimize, bound, 100 * bound / optimize,
+            100 * c["seconds"] / optimize, 100 * c["certified_share"]))
     return rows
 
 
@@ -144,6 +159,12 @@ def main():
         if before:
             compared = before_after(os.path.abspath(before), program, folder, certified,
                                     int(option("--rounds", 3)))
+        budgets = []
+        if option("--budget"):
+            steps = [int(x) for x in option("--budget").split(",")]
+            knn = ["--objective", "facility", "--neighbors", "32"]
+            name, inputs = ("demo (20,000 x 32)", ["--demo"]) if quick else ("100,000 x 64", big)
+            budgets = budget_rows(program, folder, name, inputs, knn, steps)
     print("| corpus | objective + quality | optimizer | optimize s | graph s | bound s | random mean s "
           "| bound / optimize | certify / optimize | bound / (graph + optimize) | method | certified share |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -152,6 +173,11 @@ def main():
         print("\n| corpus | objective + quality | bound s before | bound s after | after / before | same bound |")
         print("|---|---|---|---|---|---|")
         print("\n".join(compared))
+    if budgets:
+        print("\n| corpus (facility, kNN K = 32, lazy) | dual steps | optimize s | bound s | bound / optimize "
+              "| certify / optimize | certified share |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(budgets))
 
 
 if __name__ == "__main__":

@@ -147,6 +147,10 @@ resolution resolve(run_request& r, const spelling& sp) {
   check_quality(r, sp);
   check_scales(r, sp);
   check_graph(r, sp);
+  for (const auto& name : r.given) {
+    DATAMASK_EXPECTS(!certify_option(name) || s.certify, sp.option(name), "sets the certificate's budget, but no ",
+                     sp.option("certify"), " is asked for");
+  }
 
   const bool knn = r.knn();
   const bool asked_auto = s.optimizer == block_optimizer::automatic;

@@ -109,13 +109,13 @@ struct block_run_settings {
   /// `calibration_rows`): every block divides by their scales. Empty: each block's own scaling.
   std::vector<term_value> calibration;
   /// Certify each block's selection (`block_result::certificate`, datamask/certify.hpp) after
-  /// its evaluation, with `certification`'s budget and random subsets (its seed and threads are
-  /// the run's). Off by default: measured at 10% to 85% of the optimising time (pairwise 10% to
-  /// 14%, facility location 36% on a kNN graph and 85% dense; 2.6 times where dense facility
-  /// location's pairs do not fit the memory budget; benchmarks/RESULTS.md, "Certificates"), at
-  /// or above the 10% a default may add. It changes no selection.
+  /// its evaluation, with the budget of `learn.certify_object()` (its seed and threads are the
+  /// run's). Off by default: measured at 10% to 90% of the optimising time with the default
+  /// budget (pairwise 10% to 16%, facility location about 35% on a kNN graph and 61% to 90%
+  /// dense; benchmarks/RESULTS.md, "Certificates"), at or above the 10% a default may add; 30
+  /// dual steps instead of 100 (`learn.certify_steps`) took 18% on the kNN graph. It changes no
+  /// selection.
   bool certify = false;
-  certify_settings certification;
   /// A diversity objective given at run time (a Python metric, or a C++ type registered by name:
   /// dmfront::objective_registry), weighed by `weights.external`; null: none.
   std::shared_ptr<const external_objective> external;
@@ -553,7 +553,7 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
 inline block_certificate certify_rows(const objective_function<float, standard_mix>& f, const options& o,
                                       std::span<const index_t> rows, const block_run_settings& s,
                                       double objective) {
-  certify_settings cs = s.certification;
+  certify_settings cs = s.learn.certify_object();
   cs.seed = greedy_seed(o);  // one stream per block, as the greedies'
   cs.threads = o.threads;
   return block_certificate_of(certify(f, rows, cs), objective);

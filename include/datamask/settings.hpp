@@ -36,6 +36,7 @@
 #include <string>
 #include <type_traits>
 
+#include "datamask/certify.hpp"
 #include "datamask/continuous/settings.hpp"
 #include "datamask/enum_names.hpp"
 #include "datamask/error.hpp"
@@ -49,9 +50,10 @@
 
 namespace datamask {
 
-/// @brief The constructor settings of the policy, the schedule and facility location that a
-/// program exposes (the learner takes the objects themselves; this group builds them). The
-/// defaults are those of `runtime_lr`, `softmax_policy` and `facility_location`, read from them.
+/// @brief The constructor settings of the policy, the schedule, facility location and the
+/// certificate's budget that a program exposes (the learner and `certify` take the objects
+/// themselves; this group builds them). The defaults are those of `runtime_lr`, `softmax_policy`,
+/// `facility_location` and `certify_settings`, read from them.
 struct learner_settings {
   double lr_max = runtime_lr{}.max_lr;                    ///< first learning rate
   double lr_min = runtime_lr{}.min_lr;                    ///< last learning rate
@@ -66,6 +68,11 @@ struct learner_settings {
   knn_build knn_builder = knn_build::automatic;
   index_t knn_clusters = 0;
   index_t knn_probes = 0;
+  /// The certificate's budget (`certify_settings::iterations`, 0: each method's default) and
+  /// dense facility location's memory for the pairs its dual reads, in MiB
+  /// (`certify_settings::memory_bytes`).
+  index_t certify_steps = certify_settings{}.iterations;
+  double certify_memory = static_cast<double>(certify_settings{}.memory_bytes) / double(1 << 20);
 
   [[nodiscard]] runtime_lr schedule_object() const { return runtime_lr{schedule, lr_max, lr_min}; }
   [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
@@ -76,6 +83,13 @@ struct learner_settings {
     f.gamma = gamma;
     f.cache_bytes = static_cast<std::size_t>(facility_cache * double(1 << 20));
     return f;
+  }
+  /// The certificate's settings with this budget (random subsets, seed and threads: defaults).
+  [[nodiscard]] certify_settings certify_object() const {
+    certify_settings c;
+    c.iterations = certify_steps;
+    c.memory_bytes = static_cast<std::size_t>(certify_memory * double(1 << 20));
+    return c;
   }
 };
 
@@ -118,6 +132,17 @@ void visit_learner_settings(F&& f) {
                                "clustered kNN graph: clusters each cluster is compared with, itself included "
                                "(0: 16, at most C)",
                                &L::knn_probes, 0, detail::index_max});
+  f(number_setting<L, index_t>{"certify-steps", "certify_steps",
+                               "with certify: each bound's steps, Frank-Wolfe for pairwise similarity, the dual's for "
+                               "facility location (0: 30 and 100); fewer cost less and bound less tightly, never "
+                               "wrongly",
+                               &L::certify_steps, 0, detail::index_max});
+  f(number_setting<L, double>{"certify-memory", "certify_memory",
+                              "with certify: MiB for the pairs dense facility location's bound reads in every step "
+                              "(those above a quarter of what the selection gives each item); when they do not fit, "
+                              "every step recomputes them: slower, and from other products, whose last bits can "
+                              "steer the steps elsewhere (a bound as valid, not the same digits)",
+                              &L::certify_memory, 0.0, 1e9});
 }
 
 /// @brief The settings table: calls `f(entry)` for every setting, those of `settings` first,

@@ -500,8 +500,9 @@ struct call {
 };
 
 /// The call of these arguments; a metric (`python_side::metric`) calls back through `side`.
+/// `certify`: a certificate is asked for (its budget's options are refused without one).
 call make_call(const corpus_args& corpus_in, const request_args& request_in, const std::string& ids_name,
-               const std::shared_ptr<python_side>& side) {
+               const std::shared_ptr<python_side>& side, bool certify = false) {
   const auto& [shards, quality, quality_weights, ids] = corpus_in;
   const auto& [options, objectives, objective_weights, metric, optimizer, neighbors, graph] = request_in;
   call c;
@@ -518,6 +519,7 @@ call make_call(const corpus_args& corpus_in, const request_args& request_in, con
     r.weights.external = nb::cast<double>(spec[3]);
   }
   r.neighbors = neighbors;
+  r.certify = certify;
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");
   c.request.quality = !quality.empty();
   const dmfront::resolution res = dmfront::resolve(c.request, python_spelling());
@@ -563,10 +565,9 @@ nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request
                        nb::object on_event, nb::object cancel) {
   // Before the GIL is released: it holds references.
   const auto side = std::make_shared<python_side>(std::move(on_event), std::move(cancel));
-  call c = make_call(corpus_in, request_in, "ids", side);
+  call c = make_call(corpus_in, request_in, "ids", side, certify);
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   datamask::block_run_settings& r = c.request.settings;
-  r.certify = certify;
   const corpus& k = c.k;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<datamask::block_result> results;

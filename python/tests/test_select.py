@@ -137,6 +137,24 @@ def test_certify_gives_the_programs_certificates(tmp_path, case):
 
 
 @needs_program
+def test_certify_budget_as_the_program(tmp_path):
+    """certify_steps and certify_memory: the program's --certify-steps and --certify-memory (fewer
+    dual steps: a bound no tighter than the default's); refused without certify, as there."""
+    args, kw = CASES["lazy_facility_prune"]
+    x, q, ids = corpus()
+    _, report = run_program(tmp_path, [x], q, ids, args + ["--certify", "--certify-steps", "3", "--certify-memory", "0"])
+    assert report["configuration"]["certify-steps"] == 3 and report["configuration"]["certify-memory"] == 0
+    sel = datamask.select(x, q, ids=ids, certify=True, certify_steps=3, certify_memory=0, **kw)
+    same = (lambda v: v) if report["configuration"]["backend"] == datamask.backend else pytest.approx
+    assert sel.certificate.bound == same(report["total"]["certificate"]["bound"])
+    fewer = datamask.select(x, q, ids=ids, certify=True, certify_steps=3, **kw).certificate
+    assert fewer.certified and fewer.bound >= datamask.select(x, q, ids=ids, certify=True, **kw).certificate.bound
+    for option in ("certify_steps", "certify_memory"):
+        with pytest.raises(datamask.InvalidInput, match=f"{option}: sets the certificate's budget, but no certify"):
+            datamask.select(x, q, ids=ids, **{option: 3}, **kw)
+
+
+@needs_program
 def test_float16_shards_as_the_program(tmp_path):
     x, q, ids = corpus(dtype=np.float16)
     shards = [x[:1200], x[1200:]]

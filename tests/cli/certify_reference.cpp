@@ -6,7 +6,8 @@
 // `library` scenario checks that `datamask-select --demo --certify` reports the same numbers for
 // its selection, so the program adds nothing to the library's certificate.
 //
-// Usage: datamask_certify_reference IDS.txt LAMBDA QUALITY_SCALE PAIRWISE_SCALE
+// Usage: datamask_certify_reference IDS.txt LAMBDA QUALITY_SCALE PAIRWISE_SCALE [STEPS]
+// (STEPS: certify_settings::iterations, the budget --certify-steps gives; default 0)
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,8 +19,8 @@
 #include <datamask/synthetic.hpp>
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s IDS.txt LAMBDA QUALITY_SCALE PAIRWISE_SCALE\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: %s IDS.txt LAMBDA QUALITY_SCALE PAIRWISE_SCALE [STEPS]\n", argv[0]);
     return 2;
   }
   const datamask::synthetic_corpus g = datamask::make_synthetic_corpus(datamask::synthetic_options{});
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   f.set_scales(std::vector<double>{std::atof(argv[3]), std::atof(argv[4])});
   datamask::certify_settings s;
   s.seed = 0;  // the run's seed (0) for block 0
+  if (argc == 6) s.iterations = std::atoll(argv[5]);
   const datamask::certificate_report r = datamask::certify(f, rows, s);
   std::printf("%.17g %.17g %.17g\n", r.bound, r.random_mean, r.certified_share);
   return r.certified ? 0 : 1;

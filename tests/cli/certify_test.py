@@ -152,22 +152,54 @@ def test_disf():
 
 def test_library():
     """The program's certificate of its --demo selection is datamask::certify's for the same f,
-    scales and selection (certify_reference.cpp)."""
+    scales, selection and budget (certify_reference.cpp; --certify-steps 4: certify_settings'
+    iterations)."""
     ref = os.path.abspath(sys.argv[3])
-    for lam in ["0.5", "0.2"]:
+    for lam, steps in [("0.5", []), ("0.2", []), ("0.5", ["--certify-steps", "4"])]:
         ct.run(["--demo", "--lambda", lam, "--iterations", "30", "--certify", "--quiet", "--out", ct.path("s.txt"),
-                "--report", ct.path("r.json")])
+                "--report", ct.path("r.json")] + steps)
         rep = report("r.json")
         b = rep["blocks"][0]
         t = b["objective"]["terms"]
-        got = subprocess.run([ref, ct.path("s.txt"), lam, repr(t["quality"]["scale"]), repr(t["pairwise"]["scale"])],
-                             stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+        got = subprocess.run([ref, ct.path("s.txt"), lam, repr(t["quality"]["scale"]), repr(t["pairwise"]["scale"])]
+                             + steps[1:], stdout=subprocess.PIPE, text=True, check=True).stdout.split()
         bound, rnd, share = (float(x) for x in got)
         c = b["certificate"]
         check_certified(c, b["objective"]["total"], "frank-wolfe")
         assert ct.close(c["bound"], bound, 1e-12, 1e-12), (c, bound)
         assert ct.close(c["random_mean"], rnd, 1e-12, 1e-12), (c, rnd)
         assert ct.close(c["certified_share"], share, 1e-9, 1e-12), (c, share)
+
+
+def test_budget():
+    """--certify-steps and --certify-memory: the dual's fewer steps give a bound no tighter (the
+    method is deterministic, so its first steps are the default run's); without room for the
+    dense pairs every step recomputes them, a bound as valid. The configuration records both
+    (each can change the certificate's digits), only with --certify; both are refused without
+    it."""
+    rows, q, ids, inputs = files(700, 8)
+    base = inputs + ["--ratio", "0.1", "--objective", "facility", "--quiet"]
+    certs = {}
+    for name, extra in [("default", []), ("steps", ["--certify-steps", "3"]), ("memory", ["--certify-memory", "0"]),
+                        ("knn", ["--neighbors", "16"]), ("knn-steps", ["--neighbors", "16", "--certify-steps", "3"])]:
+        ct.run(base + ["--certify", "--report", ct.path("r.json")] + extra)
+        rep = report("r.json")
+        b = rep["blocks"][0]
+        check_certified(b["certificate"], b["objective"]["total"], "lagrangian-dual")
+        certs[name] = b["certificate"]
+        assert rep["configuration"]["certify-steps"] == (3 if "steps" in name else 0), rep["configuration"]
+        assert rep["configuration"]["certify-memory"] == (0 if name == "memory" else 1024), rep["configuration"]
+    for few, full in [("steps", "default"), ("knn-steps", "knn")]:
+        assert certs[few]["bound"] >= certs[full]["bound"], (certs[few], certs[full])
+    assert certs["steps"]["bound"] > certs["default"]["bound"], (certs["steps"], certs["default"])
+    for option in [["--certify-steps", "3"], ["--certify-memory", "0"]]:
+        p = ct.run(base + option, expect=2)
+        assert option[0] in p.stderr and "--certify is asked for" in p.stderr, p.stderr
+    p = ct.run(base + ["--certify", "--certify-steps", "-1"], expect=2)
+    assert "--certify-steps" in p.stderr, p.stderr
+    ct.run(base + ["--report", ct.path("plain.json")])
+    plain = report("plain.json")["configuration"]
+    assert "certify-steps" not in plain and "certify-memory" not in plain, plain  # only with --certify
 
 
 def test_resume():

@@ -330,8 +330,9 @@ inline void add_program_options(CLI::App& app, config& c) {
                "after each block's selection, prove an upper bound on the best f of its size in the block "
                "(datamask/certify.hpp) and report per block and in total certificate.{bound, gap, certified_share, "
                "method, seconds}; certified_share = (f - mean f of random subsets) / (bound - that mean). DiSF has "
-               "no bound: method none. Off by default: measured at 14% to 279% of the optimising time, 14% to 16% for "
-               "pairwise, 28% to 57% for facility on a kNN graph (benchmarks/RESULTS.md, Certificates)");
+               "no bound: method none. Off by default: measured at 10% to 85% of the optimising time, 10% to 14% for "
+               "pairwise, 36% for facility on a kNN graph, 85% dense (benchmarks/RESULTS.md, Certificates); "
+               "--certify-steps sets its budget");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
                  "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
@@ -369,6 +370,7 @@ inline nlohmann::ordered_json config::selection_json() const {
     using entry = std::remove_cvref_t<decltype(s)>;
     if (detail::not_selection(s.name) || s.name == "checkpoint-every") return;
     if (dmfront::graph_build_option(s.name) && neighbors == 0) return;  // only where a graph is built
+    if (dmfront::certify_option(s.name) && !certify) return;            // only where a certificate is
     if (s.name == "reference-size" && run.reference_size == 0) return;  // as neighbors: only when given
     // An optimizer's own settings only where it runs: the others ignore them.
     if (!dmfront::applies(s.name, datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer"))) return;

@@ -51,6 +51,10 @@ void visit_options(F&& f) {
 /// knn-probes): it applies only where a graph is built (`neighbors`).
 [[nodiscard]] inline bool graph_build_option(std::string_view name) { return name.starts_with("knn-"); }
 
+/// @brief Whether option `name` sets the certificate's budget (certify-steps, certify-memory): it
+/// applies only where a certificate is asked for (`certify`).
+[[nodiscard]] inline bool certify_option(std::string_view name) { return name.starts_with("certify-"); }
+
 /// @brief A set of optimizers (bit `1 << block_optimizer`).
 using optimizer_set = unsigned;
 
