@@ -17,8 +17,8 @@ generator, so other numbers than corpus() would give; skipped without numpy); --
 --before adds a second table: each certified row run by OTHER_PROGRAM (another build) and PROGRAM
 alternately, --rounds times each, so that the machine's load falls on both alike: the median
 bound seconds of each, after / before, and whether the two bounds are equal.
---budget STEPS,... adds a table of the 100,000 x 64 kNN row (and, with --quick, the 20,000 demo's)
-at each --certify-steps value (0: the default): its seconds against the optimiser's, and what
+--budget STEPS,... adds a table of the 100,000 x 64 kNN row (with --quick, the 20,000 demo's
+instead) at each --certify-steps value (0: the default): its seconds against the optimiser's, and what
 it certifies.
 """
 import json

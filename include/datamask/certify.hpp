@@ -66,7 +66,7 @@ struct certify_settings {
   /// What a bound may hold beyond O(n): dense facility location keeps the pairs its dual can
   /// read (those above a quarter of what the selection gives each item, 12 bytes each) when they
   /// fit, else recomputes the similarities in every evaluation. 1 GiB holds the program's
-  /// 20,000-item demo block (about 0.7 GB), whose bound then takes 10.6 s instead of 165.7 s
+  /// 20,000-item demo block (about 0.7 GB), whose certificate then takes 13.6 s instead of 165.7 s
   /// (benchmarks/RESULTS.md, "Certificates").
   std::size_t memory_bytes = std::size_t{1} << 30;
 };

@@ -556,7 +556,7 @@ def select(
             stops only a call on the main thread; a call on another thread stops through this.
         certify: after each block's selection, prove an upper bound on the best f of its size
             in the block and report it (``Selection.certificate``, and per block), as
-            datamask-select's ``--certify``. Off by default: measured at 10% to 90% of the
+            datamask-select's ``--certify``. Off by default: measured at 10% to 85% of the
             optimising time (benchmarks/RESULTS.md, "Certificates"). DiSF has no bound: method
             "none". Its budget: the options ``certify_steps`` and ``certify_memory`` (the
             program's ``--certify-steps`` and ``--certify-memory``), refused without it.
