@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,22 @@ struct term_plan {
     return f;
   }
 };
+
+/// Refuses a term whose value is not finite: finite inputs can overflow (scores near double's
+/// limit summed; embeddings whose products pass float's under the dot kernel), and an infinite
+/// or NaN term makes f decide nothing, yet the run would end and report it. `where` says which
+/// values ("on the selection of block 3").
+/// @throws invalid_input naming the term and the input that likely overflowed.
+inline void check_finite_term(const term_value& t, double value, std::string_view where) {
+  if (std::isfinite(value)) return;
+  const bool quality = t.name == "quality";
+  throw invalid_input(
+      "the " + t.name + " term",
+      concat("is ", value, " ", where, ", not finite: ",
+             quality ? "the quality scores overflow double when combined (their sum or mean); scale them down"
+                     : "its values overflow (the embeddings' products under the kernel, or the objective's own "
+                       "arithmetic); scale the embeddings down, or use a kernel that normalises them (cosine)"));
+}
 
 /// The quality term of a subset of `size` items whose combined scores sum to `sum`: the one
 /// place the mean/sum choice is made (learner and `objective_function`).

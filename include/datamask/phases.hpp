@@ -415,9 +415,17 @@ void calibrate_scales(block_context<B, T, Mix>& ctx, index_t m, index_t k) {
   score(ctx, subsets, c, k, reference, vals);
   for (std::size_t t = 0; t < plan.terms.size(); ++t) {
     const std::span<const double> v(vals.data() + t * c, static_cast<std::size_t>(c));
-    const double sd = mean_std(v).second;
     double magnitude = 0.0;
-    for (double x : v) magnitude = std::max(magnitude, std::abs(x));
+    for (double x : v) {
+      detail::check_finite_term(plan.terms[t], x, "on a calibration subset");
+      magnitude = std::max(magnitude, std::abs(x));
+    }
+    // The std of the values brought near 1 by a power of two (exact), so that values near
+    // double's limit do not overflow its squares: a term of 1e160 is no constant.
+    const int e = magnitude > 0.0 ? std::ilogb(magnitude) : 0;
+    std::vector<double> near_one(v.begin(), v.end());
+    for (double& x : near_one) x = std::scalbn(x, -e);
+    const double sd = std::scalbn(mean_std(near_one).second, e);
     const double tolerance =
         plan.quality && t == 0 ? constant_term_tolerance<double> : constant_term_tolerance<T>;
     const bool constant = !(std::isfinite(sd) && sd > tolerance * magnitude);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -300,11 +301,17 @@ objective_function<float, Mix> evaluate_block(const problem<float>& p, const Mix
   f.set_scales(scales_of(calibrated));
   const std::vector<double> raw = f.raw(rows);
   r.terms = f.terms();
+  constexpr std::string_view where = "on the selection";
   for (std::size_t t = 0; t < raw.size(); ++t) {
     r.terms[t].raw = raw[t];
     r.terms[t].constant = calibrated[t].constant;
+    detail::check_finite_term(r.terms[t], raw[t], where);
   }
   r.objective = f.combine(raw);
+  if (!std::isfinite(r.objective)) {  // finite terms whose weighted sum overflows
+    throw invalid_input("objective", detail::concat("f is ", r.objective, " ", where, ", not finite, though every term is: ",
+                                            "their weighted sum overflows; scale the inputs down"));
+  }
   return f;
 }
 

@@ -19,16 +19,26 @@ help), read from the library's settings table.
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-import numpy as np
+# OpenMP's waiting threads sleep unless the user chose how they wait, as in datamask-select
+# (datamask/wait_policy.hpp): under the default policy a thread that finishes a parallel region
+# spins for the next one, and on a machine whose cores other work also uses, each join waits for
+# a descheduled spinner (the module took 2.7 times the program's time on the demo corpus
+# spinning). The OpenMP runtime reads the policy once, when it loads: with _core, below, unless a
+# library imported before datamask loaded it already (then set OMP_WAIT_POLICY yourself).
+if not any(v in os.environ for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-from . import _core
-from ._core import Cancelled, InvalidInput
+import numpy as np  # noqa: E402  (after the wait policy: numpy may load an OpenMP runtime)
+
+from . import _core  # noqa: E402
+from ._core import Cancelled, InvalidInput  # noqa: E402
 
 __all__ = [
     "Cancelled",
@@ -228,6 +238,14 @@ def _shards(embeddings: Any) -> list:
                 "float16 (other real types are converted to float32)"
             )
         native = a.dtype.byteorder in "=|" or (a.dtype.byteorder == "<") == (sys.byteorder == "little")
+        # A shard given twice would make each of its rows two items of the corpus (as
+        # datamask-select refuses a file given twice); the arrays as given, before any copy (of
+        # another d, the core refuses them as such).
+        for j, b in enumerate(arrays[:i]):
+            b = np.asarray(b)
+            if b.shape[1:] == a.shape[1:] and np.shares_memory(b, np.asarray(arrays[i])):
+                raise InvalidInput(f"{name}: shares its rows with embeddings[{j}]: a shard given twice makes each "
+                                   "of its rows two items of the corpus; give each once")
         if not (a.dtype in (np.float32, np.float16) and native and a.flags.c_contiguous):
             a = np.ascontiguousarray(a, dtype=np.float32)
         out.append(a)
@@ -361,8 +379,11 @@ def _checked_metric(m: Metric) -> tuple:
 def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
     """(names of the built-in objectives, their weights, the metric or None) from ``objective``
     and ``objective_weights`` (one weight per entry, the metric's included)."""
-    entries = [objective] if isinstance(objective, str) or callable(objective) or isinstance(objective, Metric) \
-        else list(objective)
+    one = isinstance(objective, str) or callable(objective) or isinstance(objective, Metric)
+    if not one and not isinstance(objective, (list, tuple)):
+        raise TypeError(f"objective: expected a name (pairwise, facility, disf), a callable, a datamask.Metric "
+                        f"or a list of them, found {type(objective).__name__} {objective!r}")
+    entries = [objective] if one else list(objective)
     if weights is not None and len(weights) != len(entries):
         raise InvalidInput(f"objective_weights: {len(weights)} weights for {len(entries)} objectives")
     names, named_weights, metric = [], [], None
@@ -497,7 +518,7 @@ def select(
     objective: Any = "pairwise",
     lam: float = _TABLE["lam"].default,
     optimizer: Optional[str] = None,
-    seed: int = _TABLE["seed"].default,
+    seed: Optional[int] = None,
     ids: Any = None,
     progress: Union[bool, Callable[[ProgressEvent], Any]] = False,
     objective_weights: Optional[Sequence[float]] = None,
@@ -529,7 +550,9 @@ def select(
             there: the same rule as datamask-select's, see its --help), else "stochastic":
             dense facility location in a mix), "continuous", "pg", or the greedy baselines
             "greedy", "lazy", "stochastic".
-        seed: random seed; the same seed gives the same selection on any thread count.
+        seed: random seed (None: the default, 0); the same seed gives the same selection on any
+            thread count. Refused, as datamask-select's --seed, where the run draws nothing (a
+            greedy baseline on raw or fixed scales).
         ids: one unique integer id per row (default: the row numbers); blocks are assigned by a
             hash of the id, and ``Selection.ids`` reports these ids: uint64 for unsigned ids
             (values up to 2^64 - 1), else int64.
@@ -573,6 +596,9 @@ def select(
     """
     if cancel is not None and not callable(getattr(cancel, "is_set", None)):
         raise TypeError(f"cancel: expected a threading.Event (an object with is_set()), found {cancel!r}")
+    if not (isinstance(progress, bool) or callable(progress)):
+        raise TypeError(f"progress: expected True, False or a callable taking a datamask.ProgressEvent, found "
+                        f"{type(progress).__name__} {progress!r}")
     given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
     corpus, request = _call(embeddings, quality, quality_weights, ids, "ids", given, objective, objective_weights,
                             optimizer, neighbors, graph)
@@ -611,7 +637,7 @@ def evaluate(
     objective: Any = "pairwise",
     lam: float = _TABLE["lam"].default,
     optimizer: Optional[str] = None,
-    seed: int = _TABLE["seed"].default,
+    seed: Optional[int] = None,
     objective_weights: Optional[Sequence[float]] = None,
     quality_weights: Optional[Sequence[float]] = None,
     neighbors: int = 0,
@@ -629,9 +655,23 @@ def evaluate(
     ``neighbors`` builds the kNN graph of facility location again on every call; ``graph``
     (as in :func:`select`) scores on a graph the caller keeps.
     """
+    for k, why in _NOT_EVALUATE.items():
+        if k in options:
+            raise TypeError(f"datamask.evaluate: takes no {k!r}: {why}")
     corpus, request = _call(embeddings, quality, quality_weights, corpus_ids, "corpus_ids", dict(options, lam=lam, seed=seed),
                             objective, objective_weights, optimizer, neighbors, graph)
     return _objective(_core.evaluate(corpus, request, _ids(ids, "ids")))
+
+
+# select()'s arguments that evaluate() does not take, and why (a close match of a name it does not
+# take would otherwise be suggested for the name itself).
+_NOT_EVALUATE = {
+    "block_size": "it scores the subset as one block of the whole corpus (a block's f is of its own items); "
+                  "a selection of several blocks has its f in Selection.objective",
+    "certify": "a certificate bounds the best subset of a size, which select(certify=True) reports",
+    "progress": "it optimises nothing; it evaluates f once",
+    "cancel": "it optimises nothing; it evaluates f once",
+}
 
 
 def demo_corpus(seed: int = 0) -> tuple:

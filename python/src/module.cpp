@@ -579,7 +579,7 @@ nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request
     if (r.graph) dmfront::check_given_graph(k.n, plan.blocks.size(), python_spelling());
     dmfront::calibrate_corpus(k, plan, r);  // f calibrated once for a corpus of several blocks
     const auto optimizers = dmfront::block_optimizers(r, plan, k.d);
-    dmfront::refuse_on_greedy_blocks(c.request, optimizers, python_spelling());
+    dmfront::refuse_unread_on_blocks(c.request, plan, optimizers, python_spelling());
     std::vector<index_t> all(plan.blocks.size());
     std::iota(all.begin(), all.end(), index_t{0});
     // Progress counts what each block's optimizer repeats (auto can give a block naive greedy).

@@ -214,3 +214,30 @@ def test_disf_with_a_huge_d_is_refused_before_allocating(optimizer, what):
     x = np.zeros((50, 1 << 17), np.float32)
     with pytest.raises(datamask.InvalidInput, match=r"^embeddings: d = 131072 is too large for DiSF: " + what + r" .* bytes"):
         datamask.select(x, Q[:50], objective="disf", count=10, optimizer=optimizer)
+
+
+def test_what_a_new_user_broke_is_refused_naming_it():
+    """Issue 45: a shard twice, an objective or progress of the wrong type, a block size for
+    evaluate, scores whose quality term overflows."""
+    with pytest.raises(datamask.InvalidInput, match=r"^embeddings\[1\]: shares its rows with embeddings\[0\]"):
+        datamask.select([X, X], np.r_[Q, Q])
+    with pytest.raises(datamask.InvalidInput, match=r"^embeddings\[1\]: shares its rows with embeddings\[0\]"):
+        datamask.select([X[:60], X[40:]], Q)  # overlapping views of one array
+    datamask.select([X[:50], X[50:]], Q)  # views that share no row are two shards
+    with pytest.raises(TypeError, match="^objective: expected a name .* found int 42"):
+        datamask.select(X, Q, objective=42)
+    with pytest.raises(TypeError, match="^progress: expected True, False or a callable .* found int 5"):
+        datamask.select(X, Q, progress=5)
+    with pytest.raises(TypeError, match="^datamask.evaluate: takes no 'block_size': it scores the subset as one block"):
+        datamask.evaluate(X, Q, [1, 2], block_size=100000)
+    with pytest.raises(datamask.InvalidInput, match="^the quality term: is inf .* the quality scores overflow"):
+        datamask.select(X, np.linspace(0.8, 1.0, len(Q)) * 1.7e308)
+
+
+def test_huge_scores_calibrate_as_any_others():
+    """Scores times 2^530 (exact): the same ids, f and constant marks; the quality scale 2^530 times."""
+    small = datamask.select(X, Q, count=10)
+    big = datamask.select(X, Q * 2.0 ** 530, count=10)
+    np.testing.assert_array_equal(small.ids, big.ids)
+    assert small.objective.total == big.objective.total and not big.objective["quality"].constant
+    assert big.objective["quality"].scale == small.objective["quality"].scale * 2.0 ** 530

@@ -210,3 +210,29 @@ def test_progress_events_for_a_graph_build(capsys, monkeypatch):
     datamask.select(x, optimizer="continuous", iterations=10, progress=True, **GRAPH)
     err = capsys.readouterr().err
     assert "kNN graph of block 1/1: 16000/16000 rows (100%)" in err and "10/10 iterations" in err, err
+
+
+def spin_count(env_extra):
+    """libgomp's GOMP_SPINCOUNT in a fresh interpreter that imports datamask and runs a selection,
+    as its start-up display (OMP_DISPLAY_ENV) says it; None without libgomp."""
+    import re
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")}
+    env.update(env_extra, OMP_DISPLAY_ENV="VERBOSE")
+    code = ("import os, numpy as np, datamask; x = np.ones((50, 4), np.float32); x[:, 0] = np.arange(50); "
+            "datamask.select(x, np.arange(50.0), count=5); print(os.environ['OMP_WAIT_POLICY'])")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    counts = re.findall(r"GOMP_SPINCOUNT = '(\d+)'", p.stderr)
+    return (int(counts[-1]) if counts else None), p.stdout.strip()
+
+
+def test_import_makes_openmp_threads_wait_passively():
+    """As datamask-select: passive unless the user chose a policy (issue 45, item 7: the module took
+    2.5 times the program's time spinning)."""
+    count, policy = spin_count({})
+    if count is None:
+        pytest.skip("the module does not run on libgomp")
+    assert (count, policy) == (0, "PASSIVE")
+    count, policy = spin_count({"OMP_WAIT_POLICY": "ACTIVE"})
+    assert policy == "ACTIVE" and count > 0

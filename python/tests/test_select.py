@@ -362,7 +362,8 @@ def test_bad_input_messages_are_the_programs(tmp_path, case):
     np.save(tmp_path / "q.npy", q)
     np.save(tmp_path / "ids.npy", ids)
     run = subprocess.run([PROGRAM, "--embeddings", str(tmp_path / "x.npy"), "--quality", str(tmp_path / "q.npy"),
-                          "--ids", str(tmp_path / "ids.npy"), *args], stderr=subprocess.PIPE, text=True)
+                          "--ids", str(tmp_path / "ids.npy"), "--out", str(tmp_path / "out.npy"), *args],
+                         stderr=subprocess.PIPE, text=True)
     assert run.returncode == 2
     program_problem = run.stderr.strip().split(": ", 2)[2].replace(" (see --help)", "")
     with pytest.raises(datamask.InvalidInput) as e:

@@ -7,6 +7,7 @@
 // types in a small table of their own. Nothing here keeps a default, range or spelling twice.
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -57,6 +58,12 @@ struct config {
   // What reading the inputs found, for the outputs and the report (merge: from the parts).
   bool ids_unsigned = false;                 // the --ids file holds uint64
   std::vector<std::string> quality_columns;  // each score column read: "file" or "file (column)"
+  struct shard_file {
+    std::string path;
+    index_t rows = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<shard_file> shard_files;  // each embedding file read, in order
   std::vector<std::string> objectives;  // empty until check_args: pairwise
   std::vector<double> objective_weights;
   dmfront::objective_registry registry;  // the objectives --objective may name
@@ -219,10 +226,22 @@ std::string range_error(const Entry& s, double x) {
 }
 
 /// A CLI11 check of a numeric entry's range; its description is the range as --help shows it.
+/// A whole-number entry parses its value exactly: through a double, 2^64 would pass as 2^64 - 1.
 template <class Entry>
 CLI::Validator range_check(const Entry& s) {
   return CLI::Validator(
       [s](std::string& v) -> std::string {
+        using V = typename Entry::value_type;
+        if constexpr (std::is_integral_v<V>) {
+          V x{};
+          const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+          if (ec == std::errc::result_out_of_range) {
+            return "must be a whole number in [" + std::to_string(s.min) + ", " + std::to_string(s.max) + "], found " + v;
+          }
+          if (ec == std::errc() && end == v.data() + v.size()) {
+            return s.contains(x) ? std::string() : "must be " + range_text(s) + ", found " + v;
+          }
+        }
         char* end = nullptr;
         const double x = std::strtod(v.c_str(), &end);
         if (v.empty() || end != v.c_str() + v.size()) return "expected a number, found '" + v + "'";
@@ -267,7 +286,8 @@ inline void add_program_options(CLI::App& app, config& c) {
   constexpr auto all = CLI::MultiOptionPolicy::TakeAll;
   app.add_option("--embeddings", c.embeddings,
                  "PATH: .npy float32 or float16, C order, n x d; memory-mapped. Repeat, or give a directory "
-                 "(its *.npy files in name order), to read shards as one corpus. Required unless --demo.")
+                 "(its *.npy files but hidden ones, in bytewise name order: p10.npy before p2.npy), to read shards "
+                 "as one corpus; the report lists each file read. Required unless --demo.")
       ->multi_option_policy(all);
   app.add_option("--quality", c.quality,
                  "PATH: quality scores, a .npy float file (one column) or a CSV file (optional header, RFC 4180 quoting); "
@@ -535,6 +555,13 @@ inline void check_args(config& c) {
     res = dmfront::resolve(r, program_spelling());
   } catch (const datamask::invalid_input& e) {
     throw usage_error(option_message(e));
+  }
+  // A run that writes nothing computes a selection only to lose it (a checkpoint keeps it, and a
+  // shard writes its part: --parts is checked with --shard). Last: a bad option is the first news.
+  if (c.out.empty() && c.report.empty() && c.log.empty() && c.plot.empty() && c.checkpoint.empty() &&
+      c.shard.empty() && c.parts.empty()) {
+    throw usage_error("nothing to write: the run's selection would be lost; give --out (the selected ids), --report, "
+                      "--log, --plot or --checkpoint");
   }
   c.optimizer = datamask::enum_name(res.optimizer);
   c.run = r.settings.run;  // with what the options imply (fixed scaling, the credit that runs)

@@ -67,7 +67,7 @@ struct read_share {
 /// Names as messages list them: "a, b, c".
 inline std::string joined(const std::vector<std::string>& names) {
   std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : ", ") + (names[i].empty() ? "''" : names[i]);
   return out;
 }
 
@@ -85,15 +85,42 @@ inline std::vector<std::string> embedding_files(const std::vector<std::string>& 
       [](const std::string& dir) { throw invalid_input(dir, "directory holds no .npy files"); });
 }
 
+/// What one kind of .npy input takes, as its refusals say it.
+struct npy_input {
+  const char* what;      // "embeddings"
+  const char* expected;  // "float32 (<f4) or float16 (<f2)"
+  bool (*takes)(datamask::io::npy_dtype);
+};
+
+inline constexpr npy_input embeddings_input{"embeddings", "float32 (<f4) or float16 (<f2)", [](datamask::io::npy_dtype t) {
+  return t == datamask::io::npy_dtype::float32 || t == datamask::io::npy_dtype::float16;
+}};
+inline constexpr npy_input quality_input{"quality scores", "float32, float64 or float16", &datamask::io::npy_is_float};
+inline constexpr npy_input ids_input{"ids", "int64 (or int32, uint64)",
+                                     [](datamask::io::npy_dtype t) { return !datamask::io::npy_is_float(t); }};
+
+/// Opens a .npy input of kind `in`; a dtype it does not take, read here or not, is refused naming
+/// what it takes (not every dtype the reader knows).
+inline datamask::io::npy_file open_npy(const std::string& path, const npy_input& in) {
+  const auto refuse = [&](std::string_view descr) {
+    return invalid_input(path, datamask::detail::concat("unsupported dtype '", descr, "'",
+                                                       descr.starts_with('>') ? " (big-endian)" : "", " for ", in.what,
+                                                       "; expected ", in.expected));
+  };
+  try {
+    datamask::io::npy_file f(path);
+    if (!in.takes(f.dtype())) throw refuse(datamask::io::npy_descr(f.dtype()));
+    return f;
+  } catch (const datamask::io::unsupported_dtype& e) {
+    throw refuse(e.descr());
+  }
+}
+
 /// Opens one embedding shard and checks its header (2-D, float32 or float16, non-empty, the same
 /// d as `first`), and appends it to `k`. Reads none of its values.
 inline void open_shard(corpus& k, const std::string& path, const std::string& first) {
-  datamask::io::npy_file f(path);
+  datamask::io::npy_file f = open_npy(path, embeddings_input);
   const auto dt = f.dtype();
-  if (dt != datamask::io::npy_dtype::float32 && dt != datamask::io::npy_dtype::float16) {
-    throw invalid_input(path, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(dt),
-                                                      "' for embeddings; expected float32 (<f4) or float16 (<f2)"));
-  }
   if (f.header().shape.size() != 2) {
     throw invalid_input(path, datamask::detail::concat("embeddings must be a 2-D array (n x d), found ",
                                                       f.header().shape.size(), f.header().shape.size() == 1 ? " dimension" : " dimensions"));
@@ -170,20 +197,42 @@ inline bool id_like(std::string name) {
   return name == "id" || name == "idx" || ends_with(name, "_id");
 }
 
-/// The score columns a CSV --quality value reads: the one it names, or every column of a file
-/// without an id-like column (a whole file's ids would be summed into the quality score).
+/// Whether a CSV header name marks a row index, not scores: no name, or pandas' "Unnamed: N"
+/// (what `DataFrame.to_csv` writes for its index, and what pandas calls an unnamed column).
+inline bool row_index_like(const std::string& name) {
+  constexpr std::string_view unnamed = "Unnamed: ";
+  return name.empty() ||
+         (name.starts_with(unnamed) && name.size() > unnamed.size() &&
+          std::all_of(name.begin() + unnamed.size(), name.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; }));
+}
+
+/// The score columns a CSV --quality value reads: the one it names (refused when two columns bear
+/// its name), or every column of a file with no id-like or row-index column (a whole file's ids
+/// or row numbers would be summed into the quality score).
 inline std::vector<std::size_t> csv_columns(const datamask::io::csv_table& t, const quality_source& s) {
   const std::string names = joined(t.names);
   if (!s.column.empty()) {
     const auto at = std::find(t.names.begin(), t.names.end(), s.column);
     if (at == t.names.end()) throw invalid_input(s.file, "no column '" + s.column + "'; its columns: " + names);
-    return {static_cast<std::size_t>(at - t.names.begin())};
+    const auto col = static_cast<std::size_t>(at - t.names.begin());
+    const auto again = std::find(std::next(at), t.names.end(), s.column);
+    if (again != t.names.end()) {
+      throw invalid_input(s.file, "two columns are named '" + s.column + "' (columns " + std::to_string(col + 1) +
+                          " and " + std::to_string(again - t.names.begin() + 1) + "), so --quality " + s.file + ":" +
+                          s.column + " is ambiguous; rename one");
+    }
+    return {col};
   }
-  for (const auto& n : t.names) {
-    if (id_like(n)) {
-      throw invalid_input(s.file, "column '" + n + "' looks like ids, not scores (every column of a CSV file is read "
-                          "as a score column); name the score columns: --quality " + s.file + ":NAME (its columns: " +
-                          names + ")");
+  for (std::size_t c = 0; c < t.names.size(); ++c) {
+    const std::string& n = t.names[c];
+    const std::string what = id_like(n) ? "column '" + n + "' looks like ids"
+                             : row_index_like(n)
+                                 ? "column " + std::to_string(c + 1) + (n.empty() ? " has no name" : " is named '" + n + "'") +
+                                       " and is likely a row index (pandas' to_csv writes one unless index=False)"
+                                 : std::string();
+    if (!what.empty()) {
+      throw invalid_input(s.file, what + ", not scores (every column of a CSV file is read as a score column); name "
+                          "the score columns: --quality " + s.file + ":NAME (its columns: " + names + ")");
     }
   }
   std::vector<std::size_t> all(t.names.size());
@@ -194,22 +243,25 @@ inline std::vector<std::size_t> csv_columns(const datamask::io::csv_table& t, co
 /// Reads one --quality value into `k`: a CSV file's columns ("file (column)"; csv_columns says
 /// which), or a 1-D .npy array of floats. Returns the hash of its bytes (and of the column named,
 /// so that naming another column of the file is other inputs).
-inline std::uint64_t add_quality_source(corpus& k, const std::string& q, const std::string& rows_of, int threads) {
+inline std::uint64_t add_quality_source(corpus& k, const std::string& q, const std::string& rows_of, int threads,
+                                        read_once& read) {
   const quality_source s = quality_source_of(q);
+  constexpr const char* what = "a score column given twice would weigh double; give each once (--quality-weights "
+                               "weighs a column)";
   if (s.csv()) {
     const std::string all = datamask::io::read_file(s.file);  // read once: parsed and hashed
     const auto t = datamask::io::parse_csv(all, s.file);
-    for (const std::size_t col : csv_columns(t, s)) k.add_quality(s.file + " (" + t.names[col] + ")", t.columns[col], rows_of);
+    for (const std::size_t col : csv_columns(t, s)) {
+      read.check(s.file, "column " + std::to_string(col + 1), what);
+      k.add_quality(s.file + " (" + t.names[col] + ")", t.columns[col], rows_of);
+    }
     const auto bytes = [&](const std::string& b) {
       return hash_bytes(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(b.data()), b.size()), threads);
     };
     return s.column.empty() ? bytes(all) : mix64(bytes(all) ^ bytes(s.column));
   }
-  datamask::io::npy_file f(q);
-  if (!datamask::io::npy_is_float(f.dtype())) {
-    throw invalid_input(q, datamask::detail::concat("unsupported dtype '", datamask::io::npy_descr(f.dtype()),
-                                                   "' for quality scores; expected float32, float64 or float16"));
-  }
+  read.check(q, "", what);
+  datamask::io::npy_file f = open_npy(q, quality_input);
   if (f.header().shape.size() != 1 && !(f.header().shape.size() == 2 && f.cols() == 1)) {
     throw invalid_input(q, "quality scores must be a 1-D array (one score per row)");
   }
@@ -220,7 +272,7 @@ inline std::uint64_t add_quality_source(corpus& k, const std::string& q, const s
 /// Reads the ids file (1-D, one id per row, no id twice) into `k`: int64 (or int32) ids, or
 /// uint64 ids, which keep their type (`ids_unsigned`). Returns the hash of its bytes.
 inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::string& rows_of, int threads) {
-  datamask::io::npy_file f(path);
+  datamask::io::npy_file f = open_npy(path, ids_input);
   if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
   const auto v = f.read_int64();  // uint64 ids: their bits
   k.id_values.assign(v.begin(), v.end());
@@ -240,12 +292,17 @@ inline corpus load_corpus(const config& c, const read_share& share = {}) {
   corpus k;
   std::uint64_t h = mix64(0x64617461ull);
   const std::vector<std::string> files = detail::embedding_files(c.embeddings);
+  detail::read_once shards;
+  for (const auto& path : files) {
+    shards.check(path, "", "a shard given twice makes each of its rows two items of the corpus; give each once");
+  }
   for (const auto& path : files) detail::open_shard(k, path, files[0]);
   k.close_shards();
   for (const std::uint64_t s : detail::shard_hashes(k, share, threads)) h = mix64(h ^ s);
   const std::string rows_of = files.size() == 1 ? files[0] : "the embedding shards";
 
-  for (const auto& q : c.quality) h = mix64(h ^ detail::add_quality_source(k, q, rows_of, threads));
+  detail::read_once columns;
+  for (const auto& q : c.quality) h = mix64(h ^ detail::add_quality_source(k, q, rows_of, threads, columns));
   k.weigh_quality(c.quality_weights, "--quality-weights");
 
   if (!c.ids.empty()) h = mix64(h ^ detail::add_ids(k, c.ids, rows_of, threads));

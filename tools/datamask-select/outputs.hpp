@@ -62,6 +62,9 @@ inline nlohmann::ordered_json configuration_json(const config& c) {
   };
   nlohmann::ordered_json j;
   j["embeddings"] = texts(c.embeddings);
+  auto files = nlohmann::ordered_json::array();  // what the folders among them held, in the order read
+  for (const auto& f : c.shard_files) files.push_back({{"file", json_text(f.path)}, {"rows", f.rows}, {"bytes", f.bytes}});
+  j["embedding-files"] = files;
   j["quality"] = texts(c.quality);
   j["quality-columns"] = texts(c.quality_columns);  // each score column read, as "file" or "file (column)"
   j["ids"] = c.ids.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(json_text(c.ids));

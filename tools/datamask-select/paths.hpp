@@ -10,9 +10,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include <datamask/error.hpp>
 #include <datamask/io/file.hpp>
@@ -24,7 +28,8 @@ namespace dmselect {
 namespace detail {
 
 /// Input files as a command line names them, in order: each file as given; a folder contributes
-/// the files in it that `wanted(path)` accepts, in name order, and `empty(folder)` throws when
+/// the files in it that `wanted(path)` accepts, hidden ones (a name starting with '.') skipped,
+/// in bytewise name order (p10.npy before p2.npy), and `empty(folder)` throws when
 /// there are none (embedding shards: *.npy; merge's parts: part-*.json). A folder that cannot
 /// be listed is refused naming it. An entry is chosen by its name alone, whatever it is: opening
 /// a wanted one that is no regular file (a FIFO, a folder, a link that loops or dangles) refuses
@@ -44,7 +49,8 @@ std::vector<std::string> listed_files(const std::vector<std::string>& inputs, Wa
     }
     std::vector<std::string> in_dir;
     for (fs::directory_iterator e(a, ec); !ec && e != fs::directory_iterator(); e.increment(ec)) {
-      if (wanted(e->path())) in_dir.push_back(e->path().string());
+      // A hidden file (an editor's or a sync tool's: .a.npy.swp, ._a.npy) is no shard.
+      if (!e->path().filename().string().starts_with('.') && wanted(e->path())) in_dir.push_back(e->path().string());
     }
     if (ec) throw unlistable(a, ec);
     std::sort(in_dir.begin(), in_dir.end());
@@ -53,6 +59,28 @@ std::vector<std::string> listed_files(const std::vector<std::string>& inputs, Wa
   }
   return files;
 }
+
+/// Refuses an input read twice: the same file (by device and inode, so through folders, symbolic
+/// links and other spellings of its path) and the same part of it (a CSV column; empty: the whole
+/// file). A shard given twice would make every one of its rows a duplicate of another, and a
+/// score column given twice would weigh double, both silently.
+class read_once {
+ public:
+  /// Records `path` (its part `part`); throws invalid_input naming it, the input it repeats and
+  /// `what` (what is wrong with reading it twice, and what to do). A file that cannot be examined is
+  /// not recorded: opening it says what is wrong with it.
+  void check(const std::string& path, const std::string& part, const std::string& what) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return;
+    const auto [at, fresh] = seen_.emplace(std::tuple{st.st_dev, st.st_ino, part}, path);
+    if (fresh) return;
+    const std::string which = part.empty() ? "" : " (" + part + ")";
+    throw datamask::invalid_input(path, "the same file as " + at->second + which + ": " + what);
+  }
+
+ private:
+  std::map<std::tuple<dev_t, ino_t, std::string>, std::string> seen_;
+};
 
 /// The resolved form of a path (symbolic links followed as far as the path exists).
 inline std::filesystem::path resolved(const std::string& p) {

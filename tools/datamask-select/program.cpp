@@ -322,6 +322,7 @@ corpus load(config& c, const mpi_world& world, datamask::io::run_report& rep) {
   rep.seconds.emplace_back("load", seconds_since(t_load));
   c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
   c.quality_columns = k.quality_names;
+  for (const auto& f : k.files) c.shard_files.push_back({f.path(), f.rows(), f.file_bytes().size()});
   rep.configuration = configuration_json(c);
   rep.input_hash = k.hash;
   rep.rows = k.n;
@@ -347,7 +348,7 @@ std::vector<std::optional<datamask::block_optimizer>> block_optimizers(const con
                                                                        const datamask::corpus_plan& plan, index_t dims) {
   auto optimizers = dmfront::block_optimizers(settings, plan, dims);
   try {
-    dmfront::refuse_on_greedy_blocks(request_of(c), optimizers, program_spelling());
+    dmfront::refuse_unread_on_blocks(request_of(c), plan, optimizers, program_spelling());
   } catch (const datamask::invalid_input& e) {
     throw usage_error(e.what());
   }

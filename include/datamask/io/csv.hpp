@@ -6,7 +6,6 @@
 /// allowed), an optional header line of names. Errors name the file, the line and the column.
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -66,25 +65,28 @@ inline record_state split(std::string_view rec, std::vector<std::string>& out) {
     ++i;  // the comma
   }
 }
-/// Parses a whole field (spaces around it aside) as a double; false if it is not a number.
+/// Parses a whole field (spaces around it aside) as a double; false if it is not a number. A
+/// number beyond double's range is still one, as numpy reads it: the nearest double (0 or a
+/// subnormal below its range, infinite above, which the caller refuses as any infinite value).
 inline bool parse_double(std::string_view f, double& out) {
   f = trim(f);
   if (f.empty()) return false;
   const std::string s(f);
   char* end = nullptr;
-  errno = 0;
   out = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size() && errno != ERANGE;
+  return end == s.c_str() + s.size();
 }
 }  // namespace detail
 
 /// @brief Reads a numeric CSV file. The first line is a header when any of its fields is not a
-/// number. Every row must have the header's number of fields; blank lines are skipped. Fields
+/// number. Every row must have the header's number of fields; blank lines before the first
+/// record and after the last are skipped, and one between records is refused. Fields
 /// may be quoted (RFC 4180: "0.5", "a ""name""", a quoted field across lines).
 /// NaN and infinite values are parsed; the caller decides whether they are allowed. A leading
 /// UTF-8 byte order mark is skipped.
 /// @param text the file's contents; `path` names it in errors
-/// @throws invalid_input naming `path` for a ragged row, a non-numeric field or a quote left open.
+/// @throws invalid_input naming `path` for a ragged row, a non-numeric field, a blank line between
+/// rows or a quote left open.
 [[nodiscard]] inline csv_table parse_csv(const std::string& text, const std::string& path) {
   // A UTF-8 byte order mark (spreadsheets write one) is not part of the first name.
   const std::string_view bom = "\xEF\xBB\xBF";
@@ -94,9 +96,19 @@ inline bool parse_double(std::string_view f, double& out) {
   std::size_t line_no = 0;
   std::size_t width = 0;
   std::vector<std::string> fields;
+  std::size_t blank = 0;  // the first blank line after a record, if any
   while (std::getline(in, line)) {
     ++line_no;
-    if (detail::trim(line).empty()) continue;
+    if (detail::trim(line).empty()) {
+      if (width != 0 && blank == 0) blank = line_no;
+      continue;
+    }
+    // A blank line between rows would shift every later score by one row against the embeddings
+    // (reported only as a row count that is one short); blank lines at the end are no rows.
+    if (blank != 0) {
+      throw invalid_input(path, datamask::detail::concat("line ", blank, " is blank, between rows (line ", line_no,
+                                                        " holds the next); every row needs its values"));
+    }
     const std::size_t first_line = line_no;
     std::string record = line;
     detail::record_state state;

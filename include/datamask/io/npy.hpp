@@ -42,6 +42,22 @@ namespace datamask::io {
 /// @brief The element types the reader understands (little-endian only).
 enum class npy_dtype { float16, float32, float64, int32, int64, uint64 };
 
+/// @brief A .npy file whose dtype no reader here supports. `descr()` is the dtype as its header
+/// gives it, so that a caller can say what its input takes instead of every dtype read here
+/// (embeddings take float32 and float16 only).
+class unsupported_dtype : public invalid_input {
+ public:
+  unsupported_dtype(const std::string& file, std::string descr)
+      : invalid_input(file, datamask::detail::concat(
+                                "unsupported dtype '", descr, "'", (!descr.empty() && descr[0] == '>') ? " (big-endian)" : "",
+                                "; expected little-endian float16, float32, float64, int32, int64 or uint64")),
+        descr_(std::move(descr)) {}
+  [[nodiscard]] const std::string& descr() const noexcept { return descr_; }
+
+ private:
+  std::string descr_;
+};
+
 /// @brief The size in bytes of one element.
 [[nodiscard]] constexpr std::size_t npy_item_size(npy_dtype t) {
   switch (t) {
@@ -214,10 +230,7 @@ class npy_dict_parser {
       if (t == "i8") return npy_dtype::int64;
       if (t == "u8") return npy_dtype::uint64;
     }
-    throw invalid_input(
-        file_, datamask::detail::concat(
-                   "unsupported dtype '", d, "'", (!d.empty() && d[0] == '>') ? " (big-endian)" : "",
-                   "; expected little-endian float16, float32, float64, int32, int64 or uint64"));
+    throw unsupported_dtype(file_, d);
   }
 
   std::string_view s_;

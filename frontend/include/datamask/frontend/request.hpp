@@ -99,12 +99,13 @@ resolution resolve(run_request& r, const spelling& sp);
 [[nodiscard]] std::vector<std::optional<datamask::block_optimizer>> block_optimizers(
     const datamask::block_run_settings& s, const datamask::corpus_plan& plan, index_t dims);
 
-/// @brief Refuses the continuous learner's options given in `r` where auto gives blocks to
-/// naive greedy (`optimizers`: `block_optimizers` of the whole corpus, so every worker of a
-/// spread run refuses alike).
+/// @brief Refuses the options given in `r` that no block of `plan` reads: the continuous
+/// learner's where auto gives blocks to naive greedy (`optimizers`: `block_optimizers` of the
+/// whole corpus, so every worker of a spread run refuses alike), and the clustered kNN builder's
+/// where knn-build auto builds every block's graph exactly.
 /// @throws datamask::invalid_input naming the option as `sp` spells it.
-void refuse_on_greedy_blocks(const run_request& r, std::span<const std::optional<datamask::block_optimizer>> optimizers,
-                             const spelling& sp);
+void refuse_unread_on_blocks(const run_request& r, const datamask::corpus_plan& plan,
+                             std::span<const std::optional<datamask::block_optimizer>> optimizers, const spelling& sp);
 
 /// @brief Refuses a kNN graph given with a corpus of `n` items (its file, or arrays) when the
 /// corpus forms `blocks` > 1 blocks: the graph's rows are the corpus rows.
