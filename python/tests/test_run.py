@@ -228,8 +228,8 @@ def spin_count(env_extra):
 
 
 def test_import_makes_openmp_threads_wait_passively():
-    """As datamask-select: passive unless the user chose a policy (issue 45, item 7: the module took
-    2.5 times the program's time spinning)."""
+    """As datamask-select: passive unless the user chose a policy (issue 45, item 7: spinning
+    threads made the module several times slower than the program on a busy machine)."""
     count, policy = spin_count({})
     if count is None:
         pytest.skip("the module does not run on libgomp")
