@@ -173,7 +173,7 @@ run_totals totals_of(std::span<const datamask::block_result> blocks, index_t sel
   if (static_cast<index_t>(t.ids.size()) != selected) {
     throw std::logic_error("selected " + std::to_string(t.ids.size()) + " items, expected " + std::to_string(selected));
   }
-  if (t.optimizers.empty()) t.optimizers = run_optimizer;
+  if (t.optimizers.empty()) t.optimizers = selected > 0 ? "none" : run_optimizer;  // none: every item selected
   t.terms = datamask::total_terms(blocks, t.objective);
   t.certificate = datamask::total_certificate(blocks, t.objective);
   return t;

@@ -295,7 +295,8 @@ std::vector<std::optional<block_optimizer>> block_optimizers(const datamask::blo
                                                              const datamask::corpus_plan& plan, index_t dims) {
   std::vector<std::optional<block_optimizer>> out(plan.blocks.size());
   for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
-    if (plan.counts[b] == 0) continue;
+    // Nothing to select, or nothing to choose (every item): no optimizer runs.
+    if (plan.counts[b] == 0 || plan.counts[b] == static_cast<index_t>(plan.blocks[b].size())) continue;
     out[b] = datamask::resolve_optimizer(s, {static_cast<index_t>(plan.blocks[b].size()), dims, plan.counts[b]});
   }
   return out;

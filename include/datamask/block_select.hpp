@@ -20,6 +20,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -538,8 +539,8 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
     if (!builds_exact(ks, n)) {
       // An approximate graph says how approximate: recall on a few rows (2 r n d products).
       const index_t rows = std::min<index_t>(n, knn_recall_rows);
-      g.source += detail::concat(", recall@K ", knn_recall(p, g, ks, rows, s.run.normalized),
-                                 " (estimated on ", rows, " rows)");
+      g.recall = knn_recall(p, g, ks, rows, s.run.normalized);
+      g.source += detail::concat(", recall@K ", *g.recall, " (estimated on ", rows, " rows)");
     }
     const double seconds = seconds_since(t0);
     sparse.graph = std::make_shared<const knn_graph>(std::move(g));
@@ -684,12 +685,33 @@ std::vector<index_t> greedy(const problem<float>& p, const options& o, block_opt
   return rows;
 }
 
+/// A block whose S_b is all of it: nothing to choose, so no optimizer runs. Its rows in a
+/// learner's read-out order when there is nothing to learn (quality descending, ties to the
+/// smaller id), f's terms with the scales the run fixes (1 where it calibrates: every subset is
+/// the block, so no term varies, and each is marked constant).
+template <backend Backend>
+std::vector<index_t> every_row(const problem<float>& p, const options& o, const standard_mix& m, block_result& r,
+                               std::vector<term_value>& terms) {
+  terms = learner<Backend>(o).calibrate(p, m);
+  for (auto& t : terms) t.constant = calibrates(o.scaling);
+  const detail::prepared& prep = *o.prepared;
+  std::vector<index_t> rows(static_cast<std::size_t>(p.embeddings.rows));
+  std::iota(rows.begin(), rows.end(), index_t{0});
+  const auto q = [&](index_t i) { return prep.quality.empty() ? 0.0 : prep.quality[static_cast<std::size_t>(i)]; };
+  const auto id = [&](index_t i) { return prep.ids[static_cast<std::size_t>(i)]; };
+  std::sort(rows.begin(), rows.end(), [&](index_t a, index_t b) { return q(a) != q(b) ? q(a) > q(b) : id(a) < id(b); });
+  r.kept = p.embeddings.rows;
+  for (index_t row : rows) r.ids.push_back(id(row));
+  return rows;
+}
+
 }  // namespace detail::blocks
 
 /// @brief Selects S_b items of block `b` and evaluates the selection.
 /// @param p the block (`block_data::view()`); its ids are the ids reported
 /// @param b the block number (part of the random key)
-/// @param s_b the items to select (`split_selection`); 0 returns an empty result
+/// @param s_b the items to select (`split_selection`); 0 returns an empty result, and the whole
+///        block runs no optimizer (`optimizer` empty: nothing to choose)
 /// @param threshold the corpus-level prune threshold (`prune_threshold`), if any
 /// @param s the run's settings; `auto` is resolved for this block (`resolve_optimizer(s, shape)`)
 /// @param h progress, stop, snapshot and resume hooks
@@ -708,8 +730,9 @@ template <backend Backend = eigen_backend>
   r.items = p.embeddings.rows;
   r.selected = s_b;
   if (s_b == 0) return r;
+  const bool everything = s_b == p.embeddings.rows;  // nothing to choose: no optimizer runs
   const block_optimizer which = resolve_optimizer(s, block_shape{p.embeddings.rows, p.embeddings.cols, s_b});
-  r.optimizer = std::string(enum_name(which));
+  if (!everything) r.optimizer = std::string(enum_name(which));
   options o = block_options(s, b, s_b, threshold);
   const auto t_graph = std::chrono::steady_clock::now();
   const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
@@ -720,7 +743,9 @@ template <backend Backend = eigen_backend>
   std::vector<index_t> rows;
   std::vector<term_value> terms;  // f's terms as the optimizer scaled them
   detail::blocks::stop_latch stop(h);
-  if (which == block_optimizer::pg) {
+  if (everything) {
+    rows = detail::blocks::every_row<Backend>(p, o, m, r, terms);
+  } else if (which == block_optimizer::pg) {
     rows = detail::blocks::learn<Backend>(p, o, s, m, h, stop, r, terms);
   } else if (which == block_optimizer::continuous) {
     rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, terms);

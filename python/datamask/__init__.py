@@ -610,8 +610,9 @@ def select(
         if sink is not None:
             sink.close()
     objective = _objective(out)
+    choice = any(0 < b["selected"] < b["items"] for b in out["blocks"])  # every item selected: none
     for t in objective.terms:
-        if t.constant:  # as datamask-select warns
+        if t.constant and choice:  # as datamask-select warns
             warnings.warn(
                 f"the {t.name} term is constant on the calibration subsets (its std is 0 or rounding "
                 "noise); its scale is 1, so it weighs nothing in the choice",

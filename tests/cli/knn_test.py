@@ -84,7 +84,7 @@ def test_neighbors():
     p = ct.run(["--embeddings", e, "--ids", idf, "--neighbors", "8", "--out", ct.path("b.npy"), "--report",
                 ct.path("b.json")] + BASE[:-1])
     assert "optimizer: lazy" in p.stderr, p.stderr
-    assert "kNN graph of block 0: 300 items x K = 8" in p.stderr, p.stderr
+    assert "kNN graph of block 1/1: 300 items x K = 8" in p.stderr, p.stderr
     rep = json.load(open(ct.path("b.json")))
     assert rep["configuration"]["optimizer"] == "lazy"
     assert rep["configuration"]["neighbors"] == 8
@@ -229,7 +229,7 @@ def test_build_interrupt():
             seen.append(line)
             if "rows" in line and "kNN graph of block" in line:
                 break
-            assert "kNN graph of block 0:" not in line, "the graph was built without a progress line:\n" + "".join(seen)
+            assert "kNN graph of block 1/1:" not in line, "the graph was built without a progress line:\n" + "".join(seen)
         else:
             raise AssertionError("no progress line from the graph's build:\n" + "".join(seen))
         t0 = time.monotonic()
@@ -242,7 +242,7 @@ def test_build_interrupt():
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, (proc.returncode, "".join(seen) + rest)
-    assert "kNN graph of block 0:" not in rest, "the build ran to its end:\n" + rest  # stopped inside it
+    assert "kNN graph of block 1/1:" not in rest, "the build ran to its end:\n" + rest  # stopped inside it
     assert waited < 5.0, "the build stopped %.1f s after SIGINT" % waited
     assert not os.path.exists(ct.path("o.npy"))
 

@@ -16,6 +16,8 @@ name that two columns bear is refused when named.
 nothing_to_write: a run with no output is refused.
 folder_of_shards: hidden files are no shards; the report lists each shard file read.
 dtype_messages: each input's unsupported dtype is refused naming what that input takes.
+every_item: S = n runs no optimizer and says so.
+knn_messages: one numbering of blocks; a clustered graph's low recall is said with a hint.
 """
 import json
 import os
@@ -177,6 +179,34 @@ def test_dtype_messages():
     c.expect_bad(["--embeddings", i8, "--lambda", "0"], ["i8.npy", "'|i1' for embeddings", "float32 (<f4) or float16"])
     c.expect_bad(["--embeddings", e, "--quality", i8], ["'|i1' for quality scores", "float32, float64 or float16"])
     c.expect_bad(["--embeddings", e, "--quality", qf, "--ids", f8], ["'<f8' for ids", "int64 (or int32, uint64)"])
+
+
+
+def test_every_item():
+    """S = n: nothing to choose, no optimizer runs (said on stderr, null in the report), every
+    term constant with no warning, the ids by quality descending."""
+    rows, q, e, qf = files(60)
+    for extra in [["--count", "60"], ["--ratio", "1"], ["--count", "60", "--optimizer", "greedy"]]:
+        p = c.run(["--embeddings", e, "--quality", qf, "--out", c.path("all.npy"), "--report", c.path("r.json")] + extra)
+        assert "optimizer: none (every item selected" in p.stderr and "warning" not in p.stderr, p.stderr
+        assert "optimizer none)" in p.stdout, p.stdout
+        rep = json.load(open(c.path("r.json")))
+        assert rep["blocks"][0]["optimizer"] is None and rep["blocks"][0]["steps_run"] == 0, rep["blocks"][0]
+        assert all(t["constant"] for t in rep["total"]["objective"]["terms"].values()), rep["total"]
+        assert c.read_npy_ids(c.path("all.npy")) == sorted(range(60), key=lambda i: (-q[i], i))
+
+
+def test_knn_messages():
+    """A block's graph and certificate are numbered alike (1/1); a clustered graph's low recall is
+    said on stderr with a hint."""
+    rows, q, e, qf = files(400, 16)
+    base = ["--embeddings", e, "--quality", qf, "--objective", "facility", "--neighbors", "8", "--out", c.path("o.npy")]
+    p = c.run(base + ["--certify"])
+    assert "kNN graph of block 1/1:" in p.stderr and "certificate of block 1/1" in p.stderr, p.stderr
+    p = c.run(base + ["--knn-build", "clustered", "--knn-clusters", "40", "--knn-probes", "1"])
+    m = [l for l in p.stderr.splitlines() if "estimated recall@K" in l]
+    assert m and float(m[0].rsplit(" ", 1)[1]) < 0.9, p.stderr
+    assert "warning: the clustered kNN graph of block 1/1 finds" in p.stderr and "--knn-probes" in p.stderr, p.stderr
 
 
 if __name__ == "__main__":

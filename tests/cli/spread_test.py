@@ -284,6 +284,11 @@ def test_merge_refusals():
     assert "is an input" in p.stderr, p.stderr
     p = run([PROG, "merge"] + three, expect=2)
     assert "nothing to write" in p.stderr, p.stderr
+    # The run's --quiet is merge's too; --threads is refused (merge has no parallel work), not ignored.
+    run([PROG, "merge", "--quiet", "--out", path("q.npy")] + three)
+    p = run([PROG, "merge", "--threads", "2", "--out", path("m.npy")] + three, expect=2)
+    assert "--threads" in p.stderr and "one thread" in p.stderr, p.stderr
+    no_outputs("m")
     # Without MPI, a merge started by mpirun refuses instead of writing once per copy.
     if not HAS_MPI and shutil.which("mpirun"):
         p = run(mpirun(2, ["merge", "--out", path("m.npy")] + three), expect=None, env=mpi_env())

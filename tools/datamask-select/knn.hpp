@@ -25,12 +25,26 @@ struct knn_run {
   double seconds = 0.0;
 };
 
-/// Prints a graph's size and time (unless --quiet).
+/// An approximate graph's estimated recall@K below which the program warns: facility location
+/// on it then sees a graph that misses many of each item's true neighbours.
+inline constexpr double low_knn_recall = 0.9;
+
+/// Prints a graph's size and time, and a clustered graph's estimated recall, with a hint when it
+/// is low (unless --quiet).
 inline void note_graph(const config& c, const datamask::knn_graph& g, double seconds, const std::string& what) {
   if (c.quiet) return;
-  std::fprintf(stderr, "kNN graph%s: %lld items x K = %lld, %.1f MiB, %s in %.2f s\n", what.c_str(),
+  std::fprintf(stderr, "kNN graph%s: %lld items x K = %lld, %.1f MiB, %s in %.2f s", what.c_str(),
                static_cast<long long>(g.n), static_cast<long long>(g.k),
                static_cast<double>(g.bytes()) / (1024.0 * 1024.0), c.graph.empty() ? "built" : "loaded", seconds);
+  if (g.recall) std::fprintf(stderr, ", estimated recall@K %.2f", *g.recall);
+  std::fprintf(stderr, "\n");
+  if (g.recall && *g.recall < low_knn_recall) {
+    std::fprintf(stderr,
+                 "%s: warning: the clustered kNN graph%s finds %.0f%% of each item's %lld nearest neighbours "
+                 "(estimated); facility location on it misses the rest. Raise --knn-probes (clusters compared per "
+                 "cluster) or give --knn-build exact (slower)\n",
+                 c.program.c_str(), what.c_str(), 100.0 * *g.recall, static_cast<long long>(g.k));
+  }
 }
 
 /// --graph: loads and checks the graph of the corpus (n rows). Its rows are corpus rows, so the

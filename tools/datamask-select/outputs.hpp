@@ -288,7 +288,7 @@ inline void warn_constant_terms(const std::string& program, const std::vector<bl
   std::vector<std::pair<std::string, std::size_t>> constant;  // term, blocks
   for (const auto& r : blocks) {
     for (const auto& t : r.terms) {
-      if (!t.constant || r.selected == 0) continue;
+      if (!t.constant || r.selected == 0 || r.selected == r.items) continue;  // all selected: no choice to weigh in
       auto it = std::find_if(constant.begin(), constant.end(), [&](const auto& c) { return c.first == t.name; });
       if (it == constant.end()) it = constant.insert(constant.end(), {t.name, 0});
       ++it->second;

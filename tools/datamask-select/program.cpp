@@ -207,9 +207,9 @@ datamask::block_hooks block_hooks(run_context& ctx, index_t b) {
   h.on_pick = [&ctx, b, blocks](index_t) { ctx.prog.step(b, blocks); };
   h.stop = [] { return g_signal != 0; };
   h.on_graph_progress = [&ctx, b, blocks](index_t done, index_t total) { ctx.prog.graph_rows(b, blocks, done, total); };
-  h.on_graph = [&ctx, b](const datamask::knn_graph& g, double seconds) {
+  h.on_graph = [&ctx, b, blocks](const datamask::knn_graph& g, double seconds) {
     ctx.prog.exclude(seconds);
-    note_graph(ctx.cfg, g, seconds, " of block " + std::to_string(b));
+    note_graph(ctx.cfg, g, seconds, " of block " + std::to_string(b + 1) + "/" + std::to_string(blocks));
   };
   if (!ctx.ckpt.active()) return h;
   h.snapshot_every = ctx.cfg.checkpoint_every;
@@ -364,6 +364,7 @@ std::string progress_unit(const dmfront::progress_plan& planned) {
 std::string optimizer_line(const config& c, const datamask::block_run_settings& settings,
                            const dmfront::progress_plan& planned) {
   const std::size_t by_cost = planned.greedy_by_cost, blocks = planned.blocks;
+  if (blocks == 0) return "none (every item selected: S = n, nothing to choose)";
   const std::string name = by_cost == blocks && by_cost > 0 ? "greedy" : c.optimizer;
   if (c.requested != "auto") return name;
   if (c.optimizer == "continuous") {

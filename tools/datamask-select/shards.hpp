@@ -210,6 +210,9 @@ inline int merge_main(int argc, char** argv) {
   app.add_option("--report", c.report, "PATH: JSON report");
   app.add_option("--log", c.log, "PATH: CSV log, one row per block and step");
   app.add_option("--plot", c.plot, "PATH: SVG of the log");
+  app.add_flag("--quiet", c.quiet, "no warnings on stderr (the run's --quiet, for scripts that pass it to every command)");
+  int threads = 0;
+  app.add_option("--threads", threads, "refused: merge reads parts and writes outputs on one thread");
   app.add_option("parts", args, "PART...: part files, or folders (their part-*.json)")->required();
   app.footer("Refused (exit 2): parts of other inputs or options, a block in no part or in two.");
   try {
@@ -219,6 +222,9 @@ inline int merge_main(int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     throw usage_error(std::string("merge: ") + e.what() + " (see merge --help)");
+  }
+  if (app.count("--threads") > 0) {
+    throw usage_error("merge: --threads: merge reads the parts and writes the outputs on one thread; drop it");
   }
   if (c.out.empty() && c.report.empty() && c.log.empty() && c.plot.empty()) {
     throw usage_error("merge: nothing to write; give --out, --report, --log or --plot");

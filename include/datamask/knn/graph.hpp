@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,9 @@ struct knn_graph {
   std::vector<index_t> ids;     ///< n x k neighbour rows
   std::vector<float> sims;      ///< n x k similarities
   std::string source;           ///< how the graph was made (reported by the program)
+  /// An approximate graph's recall@K, estimated on a sample of rows (`knn_recall`); none for an
+  /// exact graph or one given by the caller.
+  std::optional<double> recall;
 
   [[nodiscard]] index_t neighbor(index_t v, index_t r) const { return ids[static_cast<std::size_t>(v * k + r)]; }
   [[nodiscard]] float similarity(index_t v, index_t r) const { return sims[static_cast<std::size_t>(v * k + r)]; }
