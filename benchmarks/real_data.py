@@ -355,7 +355,8 @@ def run_one(prog, args, tmp, repeats, timeout):
             best = {"seconds": secs, "wall": time.time() - t0, "f": report["total"]["objective"]["total"],
                     "terms": report["total"]["objective"]["terms"], "sel": np.load(out),
                     "optimizer": ran_optimizer(report),
-                    "certified": (report["total"].get("certificate") or {}).get("certified_share")}
+                    "certified": (report["total"].get("certificate") or {}).get("certified_share"),
+                    "certify_seconds": report["total"]["seconds"].get("certify")}
         if secs > 0.25:  # longer runs: one timing is enough
             break
     return best
@@ -441,7 +442,10 @@ def run_grid(a):
                                 cell["runs"][opt] = {"f": r["f"], "seconds": r["seconds"], "ran": r["optimizer"],
                                                      "share": (r["f"] - zero) / gain if gain > 0 else float("nan"),
                                                      "time_ratio": r["seconds"] / max(ref["seconds"], 1e-9),
-                                                     "certified": r["certified"]}
+                                                     "certified": r["certified"],
+                                                     "certify_ratio": (r["certify_seconds"] / max(r["seconds"], 1e-9)
+                                                                       if r.get("certify_seconds") is not None
+                                                                       else None)}
                             cells.append(cell)
                             if a.verbose:
                                 print(f"{name} {obj} r={ratio} l={lam} q={quality}: " + " ".join(
@@ -535,6 +539,35 @@ def certified_table(cells, columns):
     return "\n".join(lines) + "\n"
 
 
+def certify_cost_table(cells, columns):
+    """With --certify: per (set, objective) and optimizer, the certificate's seconds over the
+    optimising seconds of the same run (the report's seconds.certify / seconds.optimize: the bound,
+    its check and the random mean), min / median / max over the cells, in %; the last rows give
+    each objective's range over every set."""
+    rows, overall = {}, {}
+    for c in cells:
+        if "error" in c:
+            continue
+        for col in columns:
+            r = c["runs"].get(col)
+            if r and r.get("certify_ratio") is not None:
+                rows.setdefault((c["set"], c["objective"]), {}).setdefault(col, []).append(r["certify_ratio"])
+                overall.setdefault(c["objective"], {}).setdefault(col, []).append(r["certify_ratio"])
+    if not rows:
+        return ""
+
+    def span(v):
+        v = sorted(v)
+        return f"{100 * v[0]:.0f} / {100 * v[len(v) // 2]:.0f} / {100 * v[-1]:.0f}"
+
+    lines = ["The certificate's cost: seconds.certify over seconds.optimize of the same run, min / median / max "
+             "over the cells, in % (--certify).", "",
+             "| set | objective | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 2)]
+    for (st, o), by in list(rows.items()) + [(("every set", o), by) for o, by in overall.items()]:
+        lines.append(f"| {st} | {o} | " + " | ".join(span(by[col]) if col in by else "n/a" for col in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def cost_rule(cells, infos, iterations=100, ascents=2):
     """auto's cost rule against the times measured: per (set, objective, S) where naive greedy is
     the reference, S, the rule's largest S for greedy (S g <= ascents x iterations h, g and h the
@@ -609,6 +642,7 @@ def main():
         columns = list(dict.fromkeys(o for c in cells for o in c.get("runs", {})))
         print(table(cells, columns, infos, a, float("nan")))
         print(certified_table(cells, columns))
+        print(certify_cost_table(cells, columns))
         print(cost_rule(cells, infos))
         return
     if a.command == "check":
@@ -620,6 +654,7 @@ def main():
             json.dump({"argv": sys.argv[1:-1], "cells": cells}, f, indent=1)
     print(table(cells, columns, infos, a, elapsed))
     print(certified_table(cells, columns))
+    print(certify_cost_table(cells, columns))
     print(cost_rule(cells, infos))
     if a.command == "check":
         bad = [c for c in cells if "error" in c or not c["runs"].get("auto") or

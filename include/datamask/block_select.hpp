@@ -111,10 +111,11 @@ struct block_run_settings {
   std::vector<term_value> calibration;
   /// Certify each block's selection (`block_result::certificate`, datamask/certify.hpp) after
   /// its evaluation, with the budget of `learn.certify_object()` (its seed and threads are the
-  /// run's). Off by default: measured at 10% to 85% of the optimising time with the default
-  /// budget (pairwise 10% to 14%, facility location 36% on a kNN graph and 85% dense;
-  /// benchmarks/RESULTS.md, "Certificates"), at or above the 10% a default may add; 30 dual
-  /// steps instead of 100 (`learn.certify_steps`) took 17% on the kNN graph. It changes no
+  /// run's). Off by default: on real data it took 1% to 19% of the optimising time for
+  /// pairwise similarity, 10% to 257% for facility location on a kNN graph and 31% to 594% dense
+  /// (benchmarks/RESULTS.md, "The certificate's cost on real data": the dual's steps read the
+  /// block's pairs whatever the optimizer took), above the 10% a default may add; 30 dual steps
+  /// instead of 100 (`learn.certify_steps`) took 17% on a 100,000-item kNN graph. It changes no
   /// selection.
   bool certify = false;
   /// A diversity objective given at run time (a Python metric, or a C++ type registered by name:

@@ -580,9 +580,10 @@ def select(
             stops only a call on the main thread; a call on another thread stops through this.
         certify: after each block's selection, prove an upper bound on the best f of its size
             in the block and report it (``Selection.certificate``, and per block), as
-            datamask-select's ``--certify``. Off by default: measured at 10% to 85% of the
-            optimising time (benchmarks/RESULTS.md, "Certificates"). DiSF has no bound: method
-            "none". Its budget: the options ``certify_steps`` and ``certify_memory`` (the
+            datamask-select's ``--certify``. Off by default: on real data it took 1% to 19% of
+            the optimising time for pairwise similarity, 10% to 257% for facility location on a
+            kNN graph, 31% to 594% dense (benchmarks/RESULTS.md, "The certificate's cost on real
+            data"). DiSF has no bound: method "none". Its budget: the options ``certify_steps`` and ``certify_memory`` (the
             program's ``--certify-steps`` and ``--certify-memory``), refused without it.
         **options: every other option of datamask-select with its default; see :func:`options`.
 

@@ -17,7 +17,8 @@ nothing_to_write: a run with no output is refused.
 folder_of_shards: hidden files are no shards; the report lists each shard file read.
 dtype_messages: each input's unsupported dtype is refused naming what that input takes.
 every_item: S = n runs no optimizer and says so.
-knn_messages: one numbering of blocks; a clustered graph's low recall is said with a hint.
+knn_messages: one numbering of blocks; a clustered graph's low recall is said with a hint; what
+facility location's certificate costs is said before the blocks.
 """
 import json
 import os
@@ -203,6 +204,12 @@ def test_knn_messages():
     base = ["--embeddings", e, "--quality", qf, "--objective", "facility", "--neighbors", "8", "--out", c.path("o.npy")]
     p = c.run(base + ["--certify"])
     assert "kNN graph of block 1/1:" in p.stderr and "certificate of block 1/1" in p.stderr, p.stderr
+    # What the certificate costs, said before the blocks (issue 45, item 8), dense and on a graph.
+    assert "note: --certify: facility location's bound" in p.stderr and "on a kNN graph" in p.stderr, p.stderr
+    p = c.run(["--embeddings", e, "--quality", qf, "--objective", "facility", "--certify", "--out", c.path("o.npy")])
+    assert "note: --certify" in p.stderr and "dense" in p.stderr, p.stderr
+    p = c.run(["--embeddings", e, "--quality", qf, "--certify", "--out", c.path("o.npy")])
+    assert "note: --certify" not in p.stderr, p.stderr  # pairwise: a tenth of the optimising at most
     p = c.run(base + ["--knn-build", "clustered", "--knn-clusters", "40", "--knn-probes", "1"])
     m = [l for l in p.stderr.splitlines() if "estimated recall@K" in l]
     assert m and float(m[0].rsplit(" ", 1)[1]) < 0.9, p.stderr

@@ -350,9 +350,9 @@ inline void add_program_options(CLI::App& app, config& c) {
                "after each block's selection, prove an upper bound on the best f of its size in the block "
                "(datamask/certify.hpp) and report per block and in total certificate.{bound, gap, certified_share, "
                "method, seconds}; certified_share = (f - mean f of random subsets) / (bound - that mean). DiSF has "
-               "no bound: method none. Off by default: measured at 10% to 85% of the optimising time, 10% to 14% for "
-               "pairwise, 36% for facility on a kNN graph, 85% dense (benchmarks/RESULTS.md, Certificates); "
-               "--certify-steps sets its budget");
+               "no bound: method none. Off by default: on real data it took 1% to 19% of the optimising time for "
+               "pairwise, 10% to 257% for facility on a kNN graph, 31% to 594% dense (benchmarks/RESULTS.md, \"The "
+               "certificate's cost on real data\"); --certify-steps sets its budget");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
                  "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
