@@ -160,18 +160,21 @@ datamask::block_result evaluate_subset(const corpus& k, std::span<const index_t>
   return evaluate_rows(data.view(), 0, rows, threshold, s);
 }
 
-run_totals totals_of(std::span<const datamask::block_result> blocks, index_t selected, std::string_view run_optimizer) {
+run_totals totals_of(std::span<const datamask::block_result> blocks, index_t selected, std::string_view run_optimizer,
+                     bool with_ids) {
   run_totals t;
+  index_t picked = 0;
   for (const auto& b : blocks) {
-    t.ids.insert(t.ids.end(), b.ids.begin(), b.ids.end());
+    if (with_ids) t.ids.insert(t.ids.end(), b.ids.begin(), b.ids.end());
+    picked += with_ids ? static_cast<index_t>(b.ids.size()) : b.selected;
     t.optimize_seconds += b.optimize_seconds;
     t.evaluate_seconds += b.evaluate_seconds;
     if (!b.optimizer.empty() && ("," + t.optimizers + ",").find("," + b.optimizer + ",") == std::string::npos) {
       t.optimizers += (t.optimizers.empty() ? "" : ",") + b.optimizer;
     }
   }
-  if (static_cast<index_t>(t.ids.size()) != selected) {
-    throw std::logic_error("selected " + std::to_string(t.ids.size()) + " items, expected " + std::to_string(selected));
+  if (picked != selected) {
+    throw std::logic_error("selected " + std::to_string(picked) + " items, expected " + std::to_string(selected));
   }
   if (t.optimizers.empty()) t.optimizers = selected > 0 ? "none" : run_optimizer;  // none: every item selected
   t.terms = datamask::total_terms(blocks, t.objective);

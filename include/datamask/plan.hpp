@@ -41,8 +41,23 @@ inline constexpr std::size_t hash_chunk_bytes = std::size_t{1} << 20;
 /// @brief The number of hash chunks of a byte range of `size` bytes.
 constexpr std::size_t hash_chunk_count(std::size_t size) { return (size + hash_chunk_bytes - 1) / hash_chunk_bytes; }
 
-/// @brief The hashes of chunks [first, last) of a byte range (8-byte words mixed in order within
-/// each chunk), hashed in parallel; reads only those chunks' bytes.
+/// @brief The hash of one chunk of a byte range: its bytes `chunk` (8-byte words mixed in order),
+/// which end at offset `end` of the range. A range read piece by piece (a file streamed in 1 MiB
+/// pieces) hashes each piece so and combines them (combine_chunk_hashes).
+inline std::uint64_t hash_chunk(std::span<const unsigned char> chunk, std::size_t end) {
+  std::uint64_t h = 0x9E3779B97F4A7C15ull ^ end;
+  std::size_t i = 0;
+  for (; i + 8 <= chunk.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, chunk.data() + i, 8);
+    h = (h ^ mix64(w)) * 0x100000001B3ull;
+  }
+  for (; i < chunk.size(); ++i) h = (h ^ chunk[i]) * 0x100000001B3ull;
+  return mix64(h);
+}
+
+/// @brief The hashes of chunks [first, last) of a byte range (`hash_chunk` of each), hashed in
+/// parallel; reads only those chunks' bytes.
 /// @param threads worker threads (0: all)
 inline std::vector<std::uint64_t> hash_chunks(std::span<const unsigned char> bytes, std::size_t first,
                                               std::size_t last, int threads) {
@@ -50,15 +65,7 @@ inline std::vector<std::uint64_t> hash_chunks(std::span<const unsigned char> byt
   detail::parallel_for(static_cast<index_t>(part.size()), threads, [&](index_t j) {
     const std::size_t lo = (first + static_cast<std::size_t>(j)) * hash_chunk_bytes;
     const std::size_t hi = std::min(bytes.size(), lo + hash_chunk_bytes);
-    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ hi;
-    std::size_t i = lo;
-    for (; i + 8 <= hi; i += 8) {
-      std::uint64_t w;
-      std::memcpy(&w, bytes.data() + i, 8);
-      h = (h ^ mix64(w)) * 0x100000001B3ull;
-    }
-    for (; i < hi; ++i) h = (h ^ bytes[i]) * 0x100000001B3ull;
-    part[static_cast<std::size_t>(j)] = mix64(h);
+    part[static_cast<std::size_t>(j)] = hash_chunk(bytes.subspan(lo, hi - lo), hi);
   });
   return part;
 }

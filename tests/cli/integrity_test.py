@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 
@@ -59,16 +60,30 @@ def test_damaged_records():
     edit_json(part1, lambda d: None, indent=1)  # spacing is not content
     ct.run(["merge", "--out", ct.path("m2.npy"), parts])
     assert ct.read_npy_ids(ct.path("m2.npy")) == ct.read_npy_ids(ct.path("m.npy"))
-    edit_json(part1, lambda d: d["blocks"][0]["ids"].__setitem__(0, stranger))
-    refused(["merge", "--out", ct.path("m3.npy"), parts], [part1, "checksum"])
+    # The part's ids are in a .npy beside it, each block's checksum in its record.
+    ids1 = part1[:-len(".json")] + ".ids.npy"
+    with open(ids1, "rb") as f:
+        ids_whole = f.read()
+    start = 10 + struct.unpack("<H", ids_whole[8:10])[0]
+    with open(ids1, "wb") as f:
+        f.write(ids_whole[:start] + struct.pack("<q", stranger) + ids_whole[start + 8:])
+    refused(["merge", "--out", ct.path("m3.npy"), parts], [ids1, "checksum"])
     assert not os.path.exists(ct.path("m3.npy"))
     # A shard run again reuses its finished part only if its picks are its blocks' items: the
     # checksum made to match is refused there too, where the corpus is at hand.
-    edit_json(part1, lambda d: ct.seal(d))
+    def matching(d):
+        first = d["blocks"][0]["selected"]
+        with open(ids1, "rb") as f:
+            data = f.read()[start:start + 8 * first]
+        d["blocks"][0]["ids_checksum"] = "%016x" % ct.hash_bytes(data)
+        ct.seal(d)
+    edit_json(part1, matching)
     refused(inputs + GREEDY + ["--block-size", "200", "--shard", "1/2", "--parts", parts],
             [part1, "id %d is not an item of block" % stranger])
     with open(part1, "w") as f:
         f.write(whole)
+    with open(ids1, "wb") as f:
+        f.write(ids_whole)
     # A finished run's checkpoint (one block), resumed: an id changed in block-0.done is refused.
     ck = ct.path("ck")
     run_ck = inputs + GREEDY + ["--checkpoint", ck, "--out", ct.path("c.npy")]

@@ -262,7 +262,6 @@ def test_merge_refusals():
         seconds = json.loads(t)["blocks"][0]["seconds"]["optimize"]
         return t.replace(json.dumps(seconds), "0.0044894837199999996", 1)
     cases += [
-        (damaged("no-id.json", lambda d: d["blocks"][0]["ids"].pop()), "no-id.json: damaged part"),
         (damaged("garbage.json", lambda d: d["blocks"][0]["exact"].update(objective="garbage")),
          "garbage.json: damaged part"),
         (damaged("term.json", lambda d: d["blocks"][0]["history"][0][4].pop()), "term.json: damaged part"),
@@ -282,6 +281,24 @@ def test_merge_refusals():
         no_outputs("m")
     p = run([PROG, "merge", "--out", three[0]] + three, expect=2)  # an output over a part
     assert "is an input" in p.stderr, p.stderr
+    p = run([PROG, "merge", "--out", three[0].replace(".json", ".ids.npy")] + three, expect=2)  # over its ids
+    assert "is an input" in p.stderr, p.stderr
+    # A part's ids file (binary, beside it): changed, cut short or missing, refused naming it.
+    shutil.copytree(path("three"), path("ids-damaged"))
+    ids_file = path("ids-damaged/part-00001-of-00003.ids.npy")
+    with open(ids_file, "rb") as f:
+        original = f.read()
+    for name, data, word in [("changed", original[:-8] + bytes(8), "do not match their checksum"),
+                             ("cut", original[:-8], "truncated"),
+                             ("missing", None, "cannot read the part's ids")]:
+        if data is None:
+            os.remove(ids_file)
+        else:
+            with open(ids_file, "wb") as f:
+                f.write(data)
+        p = run([PROG, "merge", "--out", path("m.npy"), path("ids-damaged")], expect=2)
+        assert ids_file in p.stderr and word in p.stderr, (name, p.stderr)
+        no_outputs("m")
     p = run([PROG, "merge"] + three, expect=2)
     assert "nothing to write" in p.stderr, p.stderr
     # The run's --quiet is merge's too; --threads is refused (merge has no parallel work), not ignored.

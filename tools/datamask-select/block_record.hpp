@@ -145,9 +145,15 @@ inline std::vector<datamask::step_record> read_history(const nlohmann::ordered_j
   return out;
 }
 
+/// The checksum of a block's ids as an ids file holds them: their 8-byte words, in order.
+inline std::string ids_checksum(std::span<const datamask::id_t> ids) {
+  return bytes_checksum(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size_bytes()));
+}
+
 /// One block's result, every field of it: the report's (datamask/io/report.hpp), then its
-/// doubles exactly, the ids and the per-step history; sealed.
-inline nlohmann::ordered_json block_record(const block_result& r) {
+/// doubles exactly, the ids and the per-step history; sealed. `ids_apart`: the ids are in a file
+/// of their own (a part's), and the record holds their checksum instead.
+inline nlohmann::ordered_json block_record(const block_result& r, bool ids_apart = false) {
   nlohmann::ordered_json j = datamask::io::detail::block_json(r);
   auto& x = j["exact"];
   x["objective"] = hexf(r.objective);
@@ -160,7 +166,11 @@ inline nlohmann::ordered_json block_record(const block_result& r) {
     auto& a = x["certificate"] = nlohmann::ordered_json::array();
     datamask::for_each_certificate_number(*c, [&](const char*, double v) { a.push_back(hexf(v)); });
   }
-  j["ids"] = r.ids;
+  if (ids_apart) {
+    j["ids_checksum"] = ids_checksum(r.ids);
+  } else {
+    j["ids"] = r.ids;
+  }
   j["history"] = history_json(r.history);
   seal(j);
   return j;
@@ -171,9 +181,9 @@ namespace detail {
 /// Refuses (usage_error) a block record whose parts disagree: as many ids as it selected, a
 /// record per step run (or none: a greedy's block), a name, weight, scale and raw value per term,
 /// and every step's term means one per term (or none: the continuous learner's steps have none).
-inline void check_block_record(const block_result& r) {
+inline void check_block_record(const block_result& r, bool ids_held) {
   const std::string where = "block " + std::to_string(r.block) + ": ";
-  if (static_cast<index_t>(r.ids.size()) != r.selected) {
+  if (ids_held && static_cast<index_t>(r.ids.size()) != r.selected) {
     throw usage_error(where + std::to_string(r.ids.size()) + " ids, but it selected " + std::to_string(r.selected));
   }
   if (!r.history.empty() && static_cast<index_t>(r.history.size()) != r.steps_run) {
@@ -192,8 +202,9 @@ inline void check_block_record(const block_result& r) {
 
 /// Reads block_record's JSON back. Throws nlohmann's exceptions on a missing or mistyped field,
 /// usage_error on a checksum that does not match (check_seal), a value that is not a number or on
-/// parts that disagree (check_block_record).
-inline block_result read_block_record(const nlohmann::ordered_json& j) {
+/// parts that disagree (check_block_record). A record whose ids are apart is read with
+/// `ids_apart`, which gets their checksum (the block's `ids` stay empty), and refused without.
+inline block_result read_block_record(const nlohmann::ordered_json& j, std::string* ids_apart = nullptr) {
   check_seal(j);
   block_result r = datamask::io::detail::block_from_json(j);
   const auto& x = j.at("exact");
@@ -216,9 +227,16 @@ inline block_result read_block_record(const nlohmann::ordered_json& j) {
     });
     if (at != c.size()) throw usage_error("block " + std::to_string(r.block) + ": a certificate with more values than it has");
   }
-  r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
+  const bool held = j.contains("ids");
+  if (held) {
+    r.ids = j.at("ids").get<std::vector<datamask::id_t>>();
+  } else if (ids_apart != nullptr) {
+    *ids_apart = j.at("ids_checksum").get<std::string>();
+  } else {
+    throw usage_error("block " + std::to_string(r.block) + ": its ids are in a file apart, not in the record");
+  }
   r.history = read_history(j.at("history"));
-  detail::check_block_record(r);
+  detail::check_block_record(r, held);
   return r;
 }
 

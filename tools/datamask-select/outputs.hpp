@@ -10,8 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -32,19 +34,41 @@ namespace dmselect {
 
 using datamask::block_result;
 
-/// The --out file: .npy, or one decimal id a line (.csv under an "id" header). Unsigned ids
-/// (`ids_unsigned`: read from uint64) are written as uint64, the others as int64.
-inline std::string ids_file_bytes(const std::string& path, const std::vector<datamask::id_t>& ids, bool ids_unsigned) {
-  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
-    const std::int64_t shape[1] = {static_cast<std::int64_t>(ids.size())};
-    if (ids_unsigned) return datamask::io::npy_bytes(std::span<const datamask::id_t>(ids), std::span<const std::int64_t>(shape));
-    std::vector<std::int64_t> v(ids.begin(), ids.end());
-    return datamask::io::npy_bytes(std::span<const std::int64_t>(v), std::span<const std::int64_t>(shape));
+/// The selected ids in output order, piece by piece: `each(piece)` calls `piece` with every run
+/// of ids in turn (a block's, or a part of one), so that --out is written without holding them
+/// all (merge streams the parts' ids files so).
+using ids_pieces = std::function<void(const std::function<void(std::span<const datamask::id_t>)>& piece)>;
+
+/// Writes the --out file of `count` ids on `out`: .npy (int64; uint64 for unsigned ids, read from
+/// uint64: the same 8 bytes either way), or one decimal id a line (.csv under an "id" header).
+/// @throws std::logic_error when `each` gives another number of ids than `count`
+inline void write_ids(std::ostream& out, const std::string& path, index_t count, bool ids_unsigned, const ids_pieces& each) {
+  index_t written = 0;
+  if (path.ends_with(".npy")) {
+    const std::int64_t shape[1] = {static_cast<std::int64_t>(count)};
+    out << datamask::io::npy_bytes(ids_unsigned ? datamask::io::npy_dtype::uint64 : datamask::io::npy_dtype::int64,
+                                   std::span<const std::int64_t>(shape), {});
+    each([&](std::span<const datamask::id_t> ids) {
+      out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size_bytes()));
+      written += static_cast<index_t>(ids.size());
+    });
+  } else {
+    if (path.ends_with(".csv")) out << "id\n";
+    each([&](std::span<const datamask::id_t> ids) {
+      for (const auto id : ids) out << datamask::id_text(id, ids_unsigned) << '\n';
+      written += static_cast<index_t>(ids.size());
+    });
   }
-  std::string out;
-  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0) out = "id\n";
-  for (auto id : ids) out += datamask::id_text(id, ids_unsigned) + "\n";
-  return out;
+  if (written != count) {
+    throw std::logic_error("wrote " + std::to_string(written) + " ids, expected " + std::to_string(count));
+  }
+}
+
+/// The pieces of ids the blocks hold, in block order.
+inline ids_pieces ids_of_blocks(const std::vector<block_result>& blocks) {
+  return [&blocks](const auto& piece) {
+    for (const auto& b : blocks) piece(std::span<const datamask::id_t>(b.ids));
+  };
 }
 
 /// The report's "configuration": every option that determines the selection (the canonical
@@ -232,18 +256,21 @@ inline std::string certificate_text(const datamask::block_certificate& c) {
   return buf;
 }
 
-/// Writes the outputs, then prints the summary on stdout.
-inline void write_outputs(const config& c, datamask::io::run_report& rep, const dmfront::run_totals& t) {
-  // Built in memory, then written as a set: a failure on one leaves none replaced.
+/// Writes the outputs (the ids from `ids`, in output order), then prints the summary on stdout.
+inline void write_outputs(const config& c, datamask::io::run_report& rep, const dmfront::run_totals& t,
+                          const ids_pieces& ids) {
+  // Written as a set (the ids streamed, the rest built in memory): a failure on one leaves none replaced.
   const auto t_write = std::chrono::steady_clock::now();
-  std::vector<std::pair<std::string, std::string>> files;
-  if (!c.out.empty()) files.emplace_back(c.out, ids_file_bytes(c.out, t.ids, c.ids_unsigned));
+  std::vector<datamask::io::output_file> files;
+  if (!c.out.empty()) {
+    files.push_back({c.out, {}, [&](std::ostream& out) { write_ids(out, c.out, rep.selected, c.ids_unsigned, ids); }});
+  }
   const bool relaxed = c.optimizer == "continuous";  // one row per iteration: the relaxed f
-  if (!c.log.empty()) files.emplace_back(c.log, log_csv(rep.blocks, relaxed));
-  if (!c.plot.empty()) files.emplace_back(c.plot, plot_svg(rep.blocks, relaxed));
+  if (!c.log.empty()) files.push_back({c.log, log_csv(rep.blocks, relaxed), {}});
+  if (!c.plot.empty()) files.push_back({c.plot, plot_svg(rep.blocks, relaxed), {}});
   rep.seconds.emplace_back("write", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_write).count());
-  if (!c.report.empty()) files.emplace_back(c.report, datamask::io::report_json(rep).dump(2) + "\n");
-  datamask::io::write_files_atomic(files);
+  if (!c.report.empty()) files.push_back({c.report, datamask::io::report_json(rep).dump(2) + "\n", {}});
+  datamask::io::write_files_atomic(std::span<const datamask::io::output_file>(files));
 
   std::printf("selected %lld of %lld items (%zu block%s, %.2f s optimising, optimizer %s)\n",
               static_cast<long long>(rep.selected), static_cast<long long>(rep.rows), rep.blocks.size(),
@@ -303,10 +330,11 @@ inline void warn_constant_terms(const std::string& program, const std::vector<bl
 }
 
 /// The outputs of a run from every block's result (rep.blocks, in block order), whichever
-/// process computed each block: the ids block by block, each in its selection order, and every
-/// total summed over the blocks in block order, as one process sums them.
-inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
-  const dmfront::run_totals t = dmfront::totals_of(rep.blocks, rep.selected, c.optimizer);
+/// process computed each block: the ids block by block, each in its selection order (`ids`: from
+/// elsewhere than the blocks, which then hold none: a merge's parts' ids files), and every total
+/// summed over the blocks in block order, as one process sums them.
+inline void write_run_outputs(const config& c, datamask::io::run_report& rep, const ids_pieces& ids = {}) {
+  const dmfront::run_totals t = dmfront::totals_of(rep.blocks, rep.selected, c.optimizer, !ids);
   double graph = 0.0;
   if (auto g = graph_json(rep.blocks, graph); !g.is_null()) {
     rep.configuration["graph-built"] = std::move(g);
@@ -316,7 +344,7 @@ inline void write_run_outputs(const config& c, datamask::io::run_report& rep) {
   rep.seconds.emplace_back("evaluate", t.evaluate_seconds);
   if (t.certificate) rep.seconds.emplace_back("certify", t.certificate->seconds);
   if (!c.quiet) warn_constant_terms(c.program, rep.blocks);
-  write_outputs(c, rep, t);
+  write_outputs(c, rep, t, ids ? ids : ids_of_blocks(rep.blocks));
 }
 
 }  // namespace dmselect

@@ -489,7 +489,7 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
   // A signal after the last block, before anything is written: no output, as during the blocks.
   if (g_signal != 0) throw interrupted{g_signal, ckpt.active()};
   if (!c.shard.empty()) {
-    write_part(part, header, done);
+    write_part(part, header, done, k.ids_unsigned);
     if (!c.quiet) std::fprintf(stderr, "wrote %s and %s\n", part.part.c_str(), part.marker.c_str());
     return written_exit_code(c, "the part " + part.part);
   }

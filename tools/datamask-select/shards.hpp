@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <span>
 #include <string>
@@ -105,18 +106,94 @@ inline worker_share shard_share(const config& c) {
   return s;
 }
 
-/// A shard's files in --parts.
+/// A shard's files in --parts: its document, its ids (a .npy beside it) and its marker.
 struct part_files {
-  std::string part, marker;
+  std::string part, ids, marker;
 };
 
 inline part_files part_paths(const config& c, worker_share s) {
   namespace fs = std::filesystem;
   char name[64];
   std::snprintf(name, sizeof name, "%05lld-of-%05lld", static_cast<long long>(s.index), static_cast<long long>(s.count));
-  return {(fs::path(c.parts) / ("part-" + std::string(name) + ".json")).string(),
+  const std::string part = "part-" + std::string(name);
+  return {(fs::path(c.parts) / (part + ".json")).string(), (fs::path(c.parts) / (part + ".ids.npy")).string(),
           (fs::path(c.parts) / "completions" / name).string()};
 }
+
+/// A part's ids file (spread.hpp, ids_apart), read block by block in bounded memory: each block's
+/// ids in pieces of at most 1 MiB, checked against the block's checksum as they are read. The
+/// file is opened for each block, so a merge of thousands of parts holds no descriptor between.
+class part_ids {
+ public:
+  /// Opens and checks the ids file of the part `part` (its header: 1-D, int64, or uint64 for
+  /// unsigned ids, as many ids as `blocks` selected). Throws usage_error naming it.
+  part_ids(const std::string& part, const ids_apart& apart, const std::vector<block_result>& blocks, bool ids_unsigned)
+      : checksums_(apart.checksums) {
+    namespace fs = std::filesystem;
+    if (apart.file.empty() || apart.file.find('/') != std::string::npos || apart.file == "." || apart.file == "..") {
+      throw usage_error(part + ": damaged part: its ids file is named '" + apart.file + "', not a file beside it");
+    }
+    path_ = (fs::path(part).parent_path() / apart.file).string();
+    std::uint64_t total = 0;
+    for (const auto& b : blocks) {
+      start_.push_back(total);
+      total += static_cast<std::uint64_t>(b.selected);
+    }
+    total_ = total;
+    std::ifstream in(path_, std::ios::binary);
+    std::error_code ec;
+    const auto size = fs::file_size(path_, ec);
+    if (!in || ec) throw usage_error(path_ + ": cannot read the part's ids (" + (ec ? ec.message() : "cannot open") + ")");
+    std::string head(static_cast<std::size_t>(std::min<std::uintmax_t>(size, 1u << 16)), '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    try {
+      const auto h = datamask::io::parse_npy_header(
+          std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(head.data()), head.size()), size, path_);
+      const auto want = ids_unsigned ? datamask::io::npy_dtype::uint64 : datamask::io::npy_dtype::int64;
+      if (h.dtype != want || h.shape.size() != 1 || h.count != total) {
+        throw usage_error(path_ + ": damaged part: its ids file holds " + std::to_string(h.count) + " " +
+                          std::string(datamask::io::npy_descr(h.dtype)) + " values, expected " + std::to_string(total) +
+                          " " + std::string(datamask::io::npy_descr(want)) + " ids");
+      }
+      data_ = h.data_offset;
+    } catch (const datamask::invalid_input& e) {
+      throw usage_error(std::string(e.what()) + " (the part's ids file)");
+    }
+  }
+
+  /// Calls `piece` with the ids of the part's `i`-th block, in order, a piece at a time.
+  /// Throws usage_error naming the file when they are not the ones the block's record sealed.
+  void each_piece(std::size_t i, const std::function<void(std::span<const datamask::id_t>)>& piece) const {
+    std::ifstream in(path_, std::ios::binary);
+    const std::uint64_t count = (i + 1 < start_.size() ? start_[i + 1] : total_) - start_[i];
+    in.seekg(static_cast<std::streamoff>(data_ + 8 * start_[i]));
+    constexpr std::size_t per_piece = datamask::hash_chunk_bytes / sizeof(datamask::id_t);
+    std::vector<datamask::id_t> buf(per_piece);
+    std::vector<std::uint64_t> hashes;
+    for (std::uint64_t done = 0; done < count;) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(per_piece, count - done));
+      in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(n * sizeof(datamask::id_t)));
+      if (!in) throw usage_error(path_ + ": cannot read the ids of the part's block " + std::to_string(i) + " (cut short?)");
+      const std::span<const datamask::id_t> ids(buf.data(), n);
+      const std::span<const unsigned char> bytes(reinterpret_cast<const unsigned char*>(ids.data()), ids.size_bytes());
+      done += n;
+      hashes.push_back(datamask::hash_chunk(bytes, static_cast<std::size_t>(done * sizeof(datamask::id_t))));
+      piece(ids);
+    }
+    const auto sum = datamask::combine_chunk_hashes(static_cast<std::size_t>(count * sizeof(datamask::id_t)), hashes);
+    if (hex64(sum) != checksums_[i]) {
+      throw usage_error(path_ + ": damaged part: the ids of its block " + std::to_string(i) +
+                        " do not match their checksum (changed or damaged after they were written)");
+    }
+  }
+
+ private:
+  std::string path_;
+  std::uint64_t data_ = 0;
+  std::vector<std::uint64_t> start_;  // each block's first id in the file
+  std::uint64_t total_ = 0;
+  std::vector<std::string> checksums_;
+};
 
 /// Creates --parts and its completions folder and checks that the shard's part and marker can be
 /// written: before any work, so that a bad --parts costs no run.
@@ -130,6 +207,7 @@ inline void prepare_parts(const part_files& f) {
   }
   try {
     datamask::io::check_writable(f.part);
+    datamask::io::check_writable(f.ids);
     datamask::io::check_writable(f.marker);
   } catch (const datamask::invalid_input& e) {
     throw usage_error(std::string("--parts: ") + e.what());
@@ -153,7 +231,12 @@ inline bool shard_finished(const part_files& f, const run_header& h, std::span<c
   std::vector<block_result> blocks;
   run_header old;
   try {
-    old = read_worker_json(datamask::io::read_file(f.part), f.part, blocks);
+    ids_apart apart;
+    old = read_worker_json(datamask::io::read_file(f.part), f.part, blocks, &apart);
+    const part_ids ids(f.part, apart, blocks, ids_unsigned);
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      ids.each_piece(i, [&](std::span<const datamask::id_t> p) { blocks[i].ids.insert(blocks[i].ids.end(), p.begin(), p.end()); });
+    }
   } catch (const std::runtime_error& e) {  // damaged (usage_error), or cannot be read (invalid_input)
     return redo(std::string("unreadable (") + e.what() + ")");
   }
@@ -177,10 +260,18 @@ inline bool shard_finished(const part_files& f, const run_header& h, std::span<c
   return true;
 }
 
-/// Writes the shard's part, then its marker (both atomically): a marker always has its part.
-inline void write_part(const part_files& f, const run_header& h, const std::vector<block_result>& blocks) {
+/// Writes the shard's part (its ids beside it, as the ids dtype of the run), then its marker (all
+/// atomically): a marker always has its part.
+inline void write_part(const part_files& f, const run_header& h, const std::vector<block_result>& blocks,
+                       bool ids_unsigned) {
   prepare_parts(f);
-  datamask::io::write_file_atomic(f.part, worker_json(h, blocks).dump() + "\n");
+  const std::string name = std::filesystem::path(f.ids).filename().string();
+  index_t count = 0;
+  for (const auto& b : blocks) count += static_cast<index_t>(b.ids.size());
+  const std::vector<datamask::io::output_file> files{
+      {f.ids, {}, [&](std::ostream& out) { write_ids(out, f.ids, count, ids_unsigned, ids_of_blocks(blocks)); }},
+      {f.part, worker_json(h, blocks, name).dump() + "\n", {}}};
+  datamask::io::write_files_atomic(std::span<const datamask::io::output_file>(files));
   datamask::io::write_file_atomic(f.marker, "");
 }
 
@@ -230,7 +321,10 @@ inline int merge_main(int argc, char** argv) {
     throw usage_error("merge: nothing to write; give --out, --report, --log or --plot");
   }
   const auto files = detail::part_list(args);
-  c.merged = files;  // this command's inputs: no output may replace one
+  c.merged = files;  // this command's inputs, the parts and their ids files: no output may replace one
+  for (const auto& f : files) {
+    if (f.ends_with(".json")) c.merged.push_back(f.substr(0, f.size() - 5) + ".ids.npy");
+  }
   check_output_paths(c);
   detail::check_outputs(c);
 
@@ -238,15 +332,20 @@ inline int merge_main(int argc, char** argv) {
   run_header first;
   std::vector<block_result> all;
   std::vector<std::string> from;
+  std::vector<std::pair<std::size_t, std::size_t>> where;  // each block's part and its place there
+  std::vector<part_ids> ids;                                // each part's ids file
   for (std::size_t i = 0; i < files.size(); ++i) {
     std::vector<block_result> blocks;
-    const run_header h = read_worker_json(datamask::io::read_file(files[i]), files[i], blocks);
+    ids_apart apart;
+    const run_header h = read_worker_json(datamask::io::read_file(files[i]), files[i], blocks, &apart);
     if (i == 0) first = h;
     check_same_run(first, files[0], h, files[i]);
     first.resumed = first.resumed || h.resumed;
-    for (auto& b : blocks) {
-      all.push_back(std::move(b));
+    ids.emplace_back(files[i], apart, blocks, first.configuration.value("ids-dtype", std::string()) == "uint64");
+    for (std::size_t j = 0; j < blocks.size(); ++j) {
+      all.push_back(std::move(blocks[j]));
       from.push_back(files[i]);
+      where.emplace_back(i, j);
     }
   }
   datamask::io::run_report rep;
@@ -258,6 +357,11 @@ inline int merge_main(int argc, char** argv) {
   rep.resumed = first.resumed;
   if (first.prune_threshold) rep.prune_threshold = *first.prune_threshold;
   rep.selected = first.selected;
+  // The blocks in block order, and where each one's ids are (blocks_in_order's order, by block).
+  std::vector<std::pair<std::size_t, std::size_t>> ids_at(static_cast<std::size_t>(std::max<index_t>(first.blocks, 0)));
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].block >= 0 && all[i].block < first.blocks) ids_at[static_cast<std::size_t>(all[i].block)] = where[i];
+  }
   rep.blocks = blocks_in_order(std::move(all), from, first.blocks);
   index_t selected = 0;
   for (const auto& b : rep.blocks) selected += b.selected;
@@ -268,7 +372,10 @@ inline int merge_main(int argc, char** argv) {
   rep.seconds.emplace_back("merge", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   c.optimizer = first.configuration.value("optimizer", std::string());
   c.ids_unsigned = first.configuration.value("ids-dtype", std::string()) == "uint64";
-  write_run_outputs(c, rep);
+  // The ids streamed from the parts' files in block order: memory independent of the selection.
+  write_run_outputs(c, rep, [&](const auto& piece) {
+    for (const auto& [part, place] : ids_at) ids[part].each_piece(place, piece);
+  });
   return 0;
 }
 

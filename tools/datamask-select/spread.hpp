@@ -8,7 +8,10 @@
 // this document to its part file, an MPI rank sends it to rank 0.
 //
 // The document is JSON; every double is a hexadecimal float (a string), so that a result read
-// back is bit-identical to the one written, NaN and infinities included.
+// back is bit-identical to the one written, NaN and infinities included. A rank's document holds
+// its blocks' ids; a part's ids are in a .npy file beside it (8 bytes an id, where JSON takes
+// about 21), its blocks' ids in block order, each block's checksum in its record, so that merge
+// streams them into --out instead of holding them.
 
 #include <cstdint>
 #include <cstdlib>
@@ -29,8 +32,15 @@
 
 namespace dmselect {
 
-/// The part format this version writes and reads (1 had no checksums).
-inline constexpr int part_format = 2;
+/// The part format this version writes and reads (1 had no checksums; 2 held the ids in JSON).
+inline constexpr int part_format = 3;
+
+/// Where a worker document's ids are when not in its block records: the .npy file (a name in
+/// the document's folder) and each block's checksum (`ids_checksum`), in the document's order.
+struct ids_apart {
+  std::string file;
+  std::vector<std::string> checksums;
+};
 
 /// What a worker's blocks are results of: the same for every worker of one run.
 struct run_header {
@@ -53,8 +63,10 @@ inline run_header make_header(const config& c, std::uint64_t hash, index_t rows,
 }
 
 /// A worker's document: the header, then its blocks (in block order), sealed as a whole and
-/// each block record on its own (block_record.hpp).
-inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector<block_result>& blocks) {
+/// each block record on its own (block_record.hpp). `ids_file`: the name of the file beside it
+/// that holds the blocks' ids (a part's); empty: the records hold them (a rank's).
+inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector<block_result>& blocks,
+                                          const std::string& ids_file = {}) {
   nlohmann::ordered_json j;
   j["format"] = "datamask-select part";
   j["format_version"] = part_format;
@@ -66,16 +78,19 @@ inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector
   j["selected"] = h.selected;
   j["prune_threshold"] = h.prune_threshold ? nlohmann::ordered_json(hexf(*h.prune_threshold)) : nlohmann::ordered_json(nullptr);
   j["resumed"] = h.resumed;
+  if (!ids_file.empty()) j["ids_file"] = ids_file;
   j["blocks"] = nlohmann::ordered_json::array();
-  for (const auto& b : blocks) j["blocks"].push_back(block_record(b));
+  for (const auto& b : blocks) j["blocks"].push_back(block_record(b, !ids_file.empty()));
   seal(j);
   return j;
 }
 
-/// Reads a worker's document (`source` names it in messages: a part file, or a rank).
+/// Reads a worker's document (`source` names it in messages: a part file, or a rank). A document
+/// whose ids are apart is read with `apart` (its blocks then hold no ids), and refused without.
 /// Throws usage_error when it is not one, was written by another format, or does not match its
 /// checksums.
-inline run_header read_worker_json(const std::string& text, const std::string& source, std::vector<block_result>& blocks) {
+inline run_header read_worker_json(const std::string& text, const std::string& source, std::vector<block_result>& blocks,
+                                   ids_apart* apart = nullptr) {
   try {
     const auto j = nlohmann::ordered_json::parse(text);
     if (j.at("format").get<std::string>() != "datamask-select part") throw usage_error(source + ": not a datamask-select part");
@@ -104,11 +119,19 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
     if (!j.at("prune_threshold").is_null()) h.prune_threshold = unhexf(j.at("prune_threshold").get<std::string>());
     h.resumed = j.at("resumed").get<bool>();
     blocks.clear();
+    if (apart != nullptr) *apart = {};
+    const bool has_file = j.contains("ids_file");
+    if (has_file && apart == nullptr) throw usage_error(source + ": its ids are in a file apart");
     try {
-      for (const auto& b : j.at("blocks")) blocks.push_back(read_block_record(b));
+      for (const auto& b : j.at("blocks")) {
+        std::string checksum;
+        blocks.push_back(read_block_record(b, has_file ? &checksum : nullptr));
+        if (has_file) apart->checksums.push_back(checksum);
+      }
     } catch (const usage_error& e) {
       throw usage_error(source + ": damaged part: " + e.what());
     }
+    if (has_file) apart->file = j.at("ids_file").get<std::string>();
     return h;
   } catch (const nlohmann::json::exception& e) {
     throw usage_error(source + ": not a datamask-select part, or damaged (" + e.what() + ")");

@@ -12,7 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <ostream>
 #include <string>
 #include <span>
 #include <string_view>
@@ -51,15 +53,22 @@ inline std::string temp_name(const std::string& path) {
 
 namespace detail {
 
-/// Writes `contents` to the temporary file of `path`, flushed to disk; returns its name.
-inline std::string write_temp(const std::string& path, std::string_view contents) {
+/// Writes what `write` puts on its stream to the temporary file of `path`, flushed to disk;
+/// returns its name. Removes the temporary when writing fails or `write` throws.
+inline std::string write_temp(const std::string& path, const std::function<void(std::ostream&)>& write) {
   const std::string tmp = temp_name(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
       throw invalid_input(path, datamask::detail::concat("cannot write: ", std::strerror(errno)));
     }
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      std::remove(tmp.c_str());
+      throw;
+    }
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());
@@ -85,7 +94,7 @@ inline std::string write_temp(const std::string& path, std::string_view contents
 /// renamed unlocked.
 class folder_locks {
  public:
-  explicit folder_locks([[maybe_unused]] std::span<const std::pair<std::string, std::string>> files) {
+  explicit folder_locks([[maybe_unused]] std::span<const std::string> paths) {
 #if DATAMASK_IO_HAS_FLOCK
     struct folder {
       dev_t dev;
@@ -93,8 +102,8 @@ class folder_locks {
       int fd;
     };
     std::vector<folder> folders;
-    for (const auto& f : files) {
-      const std::filesystem::path dir = std::filesystem::path(f.first).parent_path();
+    for (const auto& f : paths) {
+      const std::filesystem::path dir = std::filesystem::path(f).parent_path();
       const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0) continue;  // the rename will say what is wrong with the folder
       struct stat st {};
@@ -133,38 +142,60 @@ class folder_locks {
 
 }  // namespace detail
 
+/// @brief One file of a set that `write_files_atomic` replaces: its contents, or, where `stream` is
+/// set, what `stream` writes (a file too large to build in memory first, written as it is read).
+struct output_file {
+  std::string path;
+  std::string contents;
+  std::function<void(std::ostream&)> stream;
+};
+
 /// @brief Replaces several files at once: every file is first written in full to a temporary
 /// beside its target, and only then are they all renamed into place. A failure while writing
-/// (disk full, a folder gone) leaves every target as it was, so a set of outputs (ids, report,
-/// log) is never half replaced; only a failing rename, after all were written, can leave some
-/// replaced. The renames happen under a lock on the targets' folders (detail::folder_locks), so
-/// when several processes replace the same files at once, the files left are all one process's.
-/// @param files (path, contents) pairs
-/// @throws invalid_input naming the path that cannot be written.
-inline void write_files_atomic(std::span<const std::pair<std::string, std::string>> files) {
+/// (disk full, a folder gone, a `stream` that throws) leaves every target as it was, so a set of
+/// outputs (ids, report, log) is never half replaced; only a failing rename, after all were
+/// written, can leave some replaced. The renames happen under a lock on the targets' folders
+/// (detail::folder_locks), so when several processes replace the same files at once, the files
+/// left are all one process's.
+/// @throws invalid_input naming the path that cannot be written; what a `stream` throws.
+inline void write_files_atomic(std::span<const output_file> files) {
   std::vector<std::string> temps;
+  std::vector<std::string> paths;
   try {
-    for (const auto& [path, contents] : files) temps.push_back(detail::write_temp(path, contents));
+    for (const auto& f : files) {
+      paths.push_back(f.path);
+      const std::function<void(std::ostream&)> whole = [&f](std::ostream& out) {
+        out.write(f.contents.data(), static_cast<std::streamsize>(f.contents.size()));
+      };
+      temps.push_back(detail::write_temp(f.path, f.stream ? f.stream : whole));
+    }
   } catch (...) {
     for (const auto& t : temps) std::remove(t.c_str());
     throw;
   }
-  const detail::folder_locks locked(files);
+  const detail::folder_locks locked(paths);
   for (std::size_t i = 0; i < files.size(); ++i) {
     std::error_code ec;
-    std::filesystem::rename(temps[i], files[i].first, ec);
+    std::filesystem::rename(temps[i], files[i].path, ec);
     if (ec) {
       for (std::size_t j = i; j < temps.size(); ++j) std::remove(temps[j].c_str());
-      throw invalid_input(files[i].first, "cannot rename the finished temporary file into place: " + ec.message());
+      throw invalid_input(files[i].path, "cannot rename the finished temporary file into place: " + ec.message());
     }
   }
+}
+
+/// @brief `write_files_atomic` of (path, contents) pairs.
+inline void write_files_atomic(std::span<const std::pair<std::string, std::string>> files) {
+  std::vector<output_file> out;
+  for (const auto& [path, contents] : files) out.push_back({path, contents, {}});
+  write_files_atomic(std::span<const output_file>(out));
 }
 
 /// @brief Replaces `path` with `contents` atomically (temporary file in the same directory,
 /// flushed to disk, then renamed over the target).
 /// @throws invalid_input naming `path` when it cannot be written.
 inline void write_file_atomic(const std::string& path, std::string_view contents) {
-  const std::pair<std::string, std::string> one{path, std::string(contents)};
+  const output_file one{path, std::string(contents), {}};
   write_files_atomic(std::span(&one, 1));
 }
 

@@ -124,9 +124,10 @@ struct run_totals {
   std::optional<datamask::block_certificate> certificate;  ///< of a certified run
 };
 
-/// @brief The totals of `blocks` (`run_optimizer`: the run's optimizer, resolved).
+/// @brief The totals of `blocks` (`run_optimizer`: the run's optimizer, resolved); `with_ids`:
+/// gather the blocks' ids (false: the blocks hold none, the ids are elsewhere, as a merge's).
 /// @throws std::logic_error when the blocks did not select `selected` items in all
 [[nodiscard]] run_totals totals_of(std::span<const datamask::block_result> blocks, index_t selected,
-                                   std::string_view run_optimizer);
+                                   std::string_view run_optimizer, bool with_ids = true);
 
 }  // namespace dmfront
