@@ -102,7 +102,16 @@ def drop_cache(paths):
             os.close(fd)
 
 
-def measure(cmd, inputs, divide=1):
+def mpi_env():
+    """Open MPI's environment for mpirun here: as root (a container) it needs the two variables
+    that allow it; shared memory without the kernel's single-copy mechanism (not in containers)."""
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    return env
+
+
+def measure(cmd, inputs, divide=1, env=None):
     """(bytes read from disk, peak RSS in bytes, wall seconds) of `cmd` and what it starts, its
     inputs dropped from the page cache first, from the kernel's accounting (GNU time's %I, file
     system inputs in 512-byte blocks, and %M, the largest resident set of the process and its
@@ -113,7 +122,7 @@ def measure(cmd, inputs, divide=1):
     with tempfile.NamedTemporaryFile("r") as usage, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
         r = subprocess.run(["/usr/bin/time", "-f", "%M %I", "-o", usage.name] + cmd, stdout=subprocess.DEVNULL,
-                           stderr=err, text=True)
+                           stderr=err, text=True, env=env)
         wall = time.monotonic() - t0
         if r.returncode != 0:
             err.seek(0)
@@ -187,7 +196,7 @@ def main():
     for m in [int(x) for x in a.multiples.split(",")]:
         corpus = os.path.join(base, "corpus-%dx%d" % (m, a.rows))
         write_corpus(corpus, m, a.rows, a.dims)
-        share = os.path.join(base, "share-%d" % a.rows)
+        share = os.path.join(base, "share-%dx%d" % (m, a.rows))
         share_of(corpus, share, a.rows)
         whole = ["--embeddings", os.path.join(corpus, "emb"), "--ids", os.path.join(corpus, "ids.npy"),
                  "--quality", os.path.join(corpus, "q.npy")]
@@ -203,10 +212,11 @@ def main():
             if a.mpi and shutil.which("mpirun"):
                 cmd = ["mpirun", "-np", str(m), "--oversubscribe", a.program] + whole + common + [
                     "--threads", "1", "--out", os.path.join(tmp, "m.npy")]
-                got = measure(cmd, [corpus], m)
+                got = measure(cmd, [corpus], m, mpi_env())
                 rows.append((m, "rank of %d (mean bytes)" % m, got, ref))
         if not a.keep:
             shutil.rmtree(corpus, ignore_errors=True)
+            shutil.rmtree(share, ignore_errors=True)
     print("One worker against a run of its share alone (%d rows x %d float16 per share; %s):" %
           (a.rows, a.dims, " ".join(common)))
     print()

@@ -564,7 +564,7 @@ inline block_certificate certify_rows(const objective_function<float, standard_m
 /// The block's record of the graph its kNN facility term runs on.
 inline block_graph graph_record(const standard_mix& m, double seconds) {
   const knn_graph& g = *std::get<sparse_facility_location>(m.objectives).graph;
-  return block_graph{g.k, g.source, seconds, g.bytes()};
+  return block_graph{g.k, g.source, seconds, g.bytes(), g.recall};
 }
 
 /// Under a corpus calibration, the block's terms (scaled by its fixed scales) carry its

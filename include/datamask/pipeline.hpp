@@ -93,6 +93,7 @@ struct block_graph {
   std::string source;
   double seconds = 0.0;  ///< building it for this block (0 for a graph given by the caller)
   std::size_t bytes = 0;
+  std::optional<double> recall;  ///< an approximate graph's estimated recall@K (`knn_graph::recall`)
 };
 
 /// @brief How far a block's selection can be from the best one (`block_run_settings::certify`;

@@ -611,6 +611,15 @@ def select(
         if sink is not None:
             sink.close()
     objective = _objective(out)
+    for b in out["blocks"]:  # as datamask-select warns of a clustered graph that misses many neighbours
+        recall = (b.get("graph") or {}).get("recall")
+        if recall is not None and recall < _core.low_knn_recall:
+            warnings.warn(
+                f"the clustered kNN graph of block {b['block']} finds {100 * recall:.0f}% of each item's "
+                f"{b['graph']['neighbors']} nearest neighbours (estimated); facility location on it misses the "
+                "rest. Raise knn_probes (clusters compared per cluster) or give knn_build=\"exact\" (slower)",
+                stacklevel=2,
+            )
     choice = any(0 < b["selected"] < b["items"] for b in out["blocks"])  # every item selected: none
     for t in objective.terms:
         if t.constant and choice:  # as datamask-select warns

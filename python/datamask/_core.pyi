@@ -9,6 +9,7 @@ import numpy.typing as npt
 version: str
 backend: str  # "eigen", "cuda" or "thrust-omp": the blocks' backend this module was built with
 default_block_size: int
+low_knn_recall: float
 
 class InvalidInput(ValueError):
     """Bad input or options: the message names the argument, what was expected and found."""

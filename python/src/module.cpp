@@ -651,6 +651,7 @@ NB_MODULE(_core, m) {
   m.attr("version") = datamask::version_string;
   m.attr("backend") = dmfront::block_backend_name();
   m.attr("default_block_size") = datamask::default_block_size;
+  m.attr("low_knn_recall") = dmfront::low_knn_recall;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "corpus"_a.noconvert(), "request"_a, "block_size"_a, "certify"_a, "on_event"_a.none(),
         "cancel"_a.none());

@@ -236,3 +236,13 @@ def test_import_makes_openmp_threads_wait_passively():
     assert (count, policy) == (0, "PASSIVE")
     count, policy = spin_count({"OMP_WAIT_POLICY": "ACTIVE"})
     assert policy == "ACTIVE" and count > 0
+
+
+def test_a_clustered_graph_of_low_recall_is_warned_of():
+    """As datamask-select: the block's graph record keeps its estimated recall, and below
+    _core.low_knn_recall the call warns with the hint (issue 45)."""
+    x, q = data(2000, 16)
+    with pytest.warns(UserWarning, match="finds .* nearest neighbours .* knn_probes"):
+        sel = datamask.select(x, q, lam=0.0, objective="facility", neighbors=8, knn_build="clustered",
+                              knn_clusters=40, knn_probes=1, ratio=0.1)
+    assert sel.blocks[0]["graph"]["recall"] < datamask._core.low_knn_recall

@@ -210,10 +210,14 @@ def test_knn_messages():
     assert "note: --certify" in p.stderr and "dense" in p.stderr, p.stderr
     p = c.run(["--embeddings", e, "--quality", qf, "--certify", "--out", c.path("o.npy")])
     assert "note: --certify" not in p.stderr, p.stderr  # pairwise: a tenth of the optimising at most
-    p = c.run(base + ["--knn-build", "clustered", "--knn-clusters", "40", "--knn-probes", "1"])
+    p = c.run(base + ["--knn-build", "clustered", "--knn-clusters", "40", "--knn-probes", "1", "--report", c.path("r.json")])
     m = [l for l in p.stderr.splitlines() if "estimated recall@K" in l]
     assert m and float(m[0].rsplit(" ", 1)[1]) < 0.9, p.stderr
     assert "warning: the clustered kNN graph of block 1/1 finds" in p.stderr and "--knn-probes" in p.stderr, p.stderr
+    graph = json.load(open(c.path("r.json")))["blocks"][0]["graph"]
+    assert abs(graph["recall"] - float(m[0].rsplit(" ", 1)[1])) < 0.006, graph  # the report keeps it
+    p = c.run(base + ["--report", c.path("exact.json")])
+    assert "recall" not in json.load(open(c.path("exact.json")))["blocks"][0]["graph"]  # exact: none
 
 
 if __name__ == "__main__":

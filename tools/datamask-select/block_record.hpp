@@ -160,6 +160,7 @@ inline nlohmann::ordered_json block_record(const block_result& r, bool ids_apart
   x["optimize_seconds"] = hexf(r.optimize_seconds);
   x["evaluate_seconds"] = hexf(r.evaluate_seconds);
   if (r.graph.neighbors > 0) x["graph_seconds"] = hexf(r.graph.seconds);
+  if (r.graph.recall) x["graph_recall"] = hexf(*r.graph.recall);
   x["terms"] = nlohmann::ordered_json::array();
   for (const auto& t : r.terms) x["terms"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw)});
   if (const auto& c = r.certificate) {  // its numbers, in the order of for_each_certificate_number
@@ -218,6 +219,7 @@ inline block_result read_block_record(const nlohmann::ordered_json& j, std::stri
                                            unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>())});
   }
   if (r.graph.neighbors > 0) r.graph.seconds = detail::hex_at(x, "graph_seconds");
+  if (r.graph.recall) r.graph.recall = detail::hex_at(x, "graph_recall");
   if (r.certificate) {
     const auto& c = x.at("certificate");
     std::size_t at = 0;

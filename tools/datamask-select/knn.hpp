@@ -25,10 +25,6 @@ struct knn_run {
   double seconds = 0.0;
 };
 
-/// An approximate graph's estimated recall@K below which the program warns: facility location
-/// on it then sees a graph that misses many of each item's true neighbours.
-inline constexpr double low_knn_recall = 0.9;
-
 /// Prints a graph's size and time, and a clustered graph's estimated recall, with a hint when it
 /// is low (unless --quiet).
 inline void note_graph(const config& c, const datamask::knn_graph& g, double seconds, const std::string& what) {
@@ -38,7 +34,7 @@ inline void note_graph(const config& c, const datamask::knn_graph& g, double sec
                static_cast<double>(g.bytes()) / (1024.0 * 1024.0), c.graph.empty() ? "built" : "loaded", seconds);
   if (g.recall) std::fprintf(stderr, ", estimated recall@K %.2f", *g.recall);
   std::fprintf(stderr, "\n");
-  if (g.recall && *g.recall < low_knn_recall) {
+  if (g.recall && *g.recall < dmfront::low_knn_recall) {
     std::fprintf(stderr,
                  "%s: warning: the clustered kNN graph%s finds %.0f%% of each item's %lld nearest neighbours "
                  "(estimated); facility location on it misses the rest. Raise --knn-probes (clusters compared per "

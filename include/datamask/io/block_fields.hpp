@@ -71,6 +71,7 @@ void visit_block_fields(const block_result& b, W& w) {
       g.value("source", b.graph.source);
       g.value("seconds", b.graph.seconds);
       g.value("bytes", b.graph.bytes);
+      if (b.graph.recall) g.value("recall", *b.graph.recall);
     });
   }
   if (b.certificate) w.object("certificate", [&](auto& c) { visit_certificate_fields(*b.certificate, c); });

@@ -200,7 +200,8 @@ inline block_result block_from_json(const nlohmann::ordered_json& b) {
   if (b.contains("graph")) {
     const auto& g = b.at("graph");
     x.graph = block_graph{g.at("neighbors").get<index_t>(), g.at("source").get<std::string>(),
-                          number_from(g.at("seconds"), 0.0), g.at("bytes").get<std::size_t>()};
+                          number_from(g.at("seconds"), 0.0), g.at("bytes").get<std::size_t>(), std::nullopt};
+    if (g.contains("recall")) x.graph.recall = number_from(g.at("recall"), 0.0);
   }
   if (b.contains("certificate")) x.certificate = certificate_from(b.at("certificate"));
   return x;

@@ -51,6 +51,11 @@ void visit_options(F&& f) {
 /// knn-probes): it applies only where a graph is built (`neighbors`).
 [[nodiscard]] inline bool graph_build_option(std::string_view name) { return name.starts_with("knn-"); }
 
+/// @brief An approximate kNN graph's estimated recall@K (`datamask::knn_graph::recall`) below
+/// which a front end warns: facility location on it then misses many of each item's true
+/// neighbours, and the hint (more probes, or the exact build) is worth its time.
+inline constexpr double low_knn_recall = 0.9;
+
 /// @brief Whether option `name` sets the certificate's budget (certify-steps, certify-memory): it
 /// applies only where a certificate is asked for (`certify`).
 [[nodiscard]] inline bool certify_option(std::string_view name) { return name.starts_with("certify-"); }
