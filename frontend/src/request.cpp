@@ -113,111 +113,181 @@ void check_graph(const run_request& r, const spelling& sp) {
                    sp.assign("objective", "facility", true), " with a positive weight is given");
 }
 
+/// What a run reads, as the rules of `unread` ask it: f's terms, how the graph is made, whether
+/// it draws, and the optimizer.
+struct run_reads {
+  const run_request& r;
+  block_optimizer o;
+  const spelling& sp;
+  std::optional<index_t> largest;  ///< the largest block's items, once the corpus is planned
+
+  [[nodiscard]] const datamask::block_run_settings& s() const { return r.settings; }
+  [[nodiscard]] bool diversity() const { return s().run.lambda < 1.0; }
+  [[nodiscard]] bool pairwise() const { return diversity() && s().weights.pairwise > 0.0; }
+  [[nodiscard]] bool facility() const { return diversity() && s().weights.facility > 0.0; }
+  [[nodiscard]] bool external() const { return diversity() && s().weights.external > 0.0; }
+  [[nodiscard]] bool dense() const { return facility() && !r.knn(); }
+  [[nodiscard]] bool built() const {
+    return facility() && s().neighbors > 0;
+  }  // under the kernel, not given
+  /// knn-build auto builds the graphs of blocks up to `knn_exact_up_to` items exactly, unseeded;
+  /// before the corpus is planned, any block may be larger.
+  [[nodiscard]] bool clustered() const {
+    const auto b = s().learn.knn_builder;
+    return built() && (b == datamask::knn_build::clustered ||
+                       (b == datamask::knn_build::automatic &&
+                        (!largest || *largest > datamask::knn_exact_up_to)));
+  }
+  [[nodiscard]] bool greedy() const {
+    return o == block_optimizer::greedy || o == block_optimizer::lazy ||
+           o == block_optimizer::stochastic;
+  }
+  [[nodiscard]] bool stochastic_start() const {
+    return o == block_optimizer::continuous && s().polish.enabled && s().polish.stochastic_start;
+  }
+  [[nodiscard]] std::string is(std::string_view option, std::string_view value) const {
+    return sp.assign(option, value, true);
+  }
+  [[nodiscard]] std::string no_facility() const {
+    return "f has no facility location term (" +
+           (diversity() ? "add " + is("objective", "facility")
+                        : is("lambda", "1") + " weighs no diversity") +
+           ")";
+  }
+};
+
+/// `unread`'s rules of f's terms: the similarity, the norms, facility location's cache, graph,
+/// reference set and bound, the quality term and the diversity objectives.
+std::string unread_by_terms(std::string_view name, const run_reads& f) {
+  const auto& s = f.s();
+  if (name == "kernel" || name == "gamma") {
+    const std::string what = name == "kernel" ? "sets facility location's similarity"
+                                              : "sets the rbf kernel's bandwidth";
+    if (!f.facility()) return what + ", but " + f.no_facility();
+    if (!f.dense() && !f.built()) {
+      return what + ", but the kNN graph is given (" + f.sp.option("graph") +
+             "), with its own similarities";
+    }
+    if (name == "gamma" && s.learn.kernel != datamask::similarity_kernel::rbf) {
+      return what + ", but the kernel is " + std::string(datamask::enum_name(s.learn.kernel)) +
+             "; add " + f.is("kernel", "rbf");
+    }
+  }
+  const bool norms = (f.dense() || f.built()) && s.learn.kernel != datamask::similarity_kernel::dot;
+  if (name == "normalized" && !(f.pairwise() || f.external() || norms)) {
+    return "says the embeddings are unit-normalised, but no term of f reads their norms (pairwise "
+           "similarity does, "
+           "and facility location under the cosine, cosine2 and rbf kernels)";
+  }
+  if (name == "facility-cache" && !(f.dense() && f.greedy())) {
+    return "sets the greedy baselines' cache of dense facility location's similarities, but " +
+           (f.dense() ? "the optimizer is " + std::string(datamask::enum_name(f.o))
+                      : "f has no dense facility location term");
+  }
+  if (name == "certify-memory" && !f.dense()) {
+    return "sets the memory of dense facility location's bound, but f has no dense facility "
+           "location term";
+  }
+  constexpr bool external_bounds =
+      datamask::boundable_objective<datamask::external_objective, float>;
+  if (name == "certify-steps" &&
+      !(f.pairwise() || f.facility() || (f.external() && external_bounds))) {
+    return "sets the steps of pairwise similarity's and facility location's bounds, but f has "
+           "neither (" +
+           std::string(f.diversity() ? "DiSF has no bound" : "quality alone is bounded exactly") +
+           ")";
+  }
+  if ((name == "knn-clusters" || name == "knn-probes") && f.built() && !f.clustered()) {
+    return "sets the clustered kNN builder, but " + f.is("knn-build", "auto") +
+           " builds every block's graph exactly " + "(blocks of up to " +
+           std::to_string(datamask::knn_exact_up_to) + " items; the largest here has " +
+           std::to_string(f.largest.value_or(0)) + "); add " + f.is("knn-build", "clustered");
+  }
+  if (name == "reference-size" && !(f.facility() || f.external())) {
+    return "sets facility location's reference set while learning, but " + f.no_facility();
+  }
+  if (name == "quality-aggregate" && s.run.lambda <= 0.0) {
+    return "sets the quality term, but " + f.is("lambda", "0") + " weighs none";
+  }
+  if (name == "quality-weights" && s.run.lambda <= 0.0 && s.run.prune <= 0.0 &&
+      !(f.o == block_optimizer::pg && s.run.init == datamask::init_mode::quality)) {
+    return "weighs the quality columns, but nothing reads quality (" + f.is("lambda", "0") +
+           ", no " + f.sp.option("prune") + ", no " + f.is("init", "quality") + ")";
+  }
+  if ((name == "objective" || name == "objective-weights" || name == "neighbors" ||
+       name == "graph") &&
+      !f.diversity()) {
+    return "sets f's diversity, but " + f.is("lambda", "1") + " weighs none";
+  }
+  return {};
+}
+
+/// `unread`'s rules of what draws: the calibration, the active batch, the seed.
+std::string unread_by_draws(std::string_view name, const run_reads& f) {
+  const auto& run = f.s().run;
+  const bool calibrated = datamask::calibrates(run.scaling);
+  const std::string scaling = f.is("scaling", datamask::enum_name(run.scaling));
+  const std::string optimizer(datamask::enum_name(f.o));
+  if (name == "calibration-subsets" && !calibrated) {
+    return "sets the calibration of f's scales, but " + scaling + " calibrates none";
+  }
+  if ((name == "active-fraction" || name == "min-active") &&
+      !(f.o == block_optimizer::pg || calibrated)) {
+    return "sets the active batch of the policy gradient's steps and of the calibration, but the "
+           "optimizer is " +
+           optimizer + " and " + scaling;
+  }
+  if (name == "seed" && !(f.o == block_optimizer::pg || f.o == block_optimizer::stochastic ||
+                          f.stochastic_start() || calibrated || f.clustered())) {
+    return "seeds the random draws, but this run draws nothing (the optimizer is " + optimizer +
+           ", " + scaling + " calibrates nothing)";
+  }
+  return {};
+}
+
+/// `unread`'s rules of the learners and the outputs: schedules, the step rule, the polish, the
+/// stochastic start, the checkpoint.
+std::string unread_by_learner(std::string_view name, const run_reads& f) {
+  const auto& s = f.s();
+  if (name == "lr-min" && s.learn.schedule == datamask::schedule_kind::constant) {
+    return "sets the last learning rate, but " + f.is("schedule", "constant") + " uses " +
+           f.sp.option("lr-max") + " only";
+  }
+  if (name == "step-final-fraction" && s.ascent.decay == datamask::step_decay::constant) {
+    return "sets where the step size decays to, but " + f.is("step-decay", "constant") +
+           " keeps it";
+  }
+  if (name.starts_with("adam-") && s.ascent.rule != datamask::step_rule::adam) {
+    return "sets Adam's step rule, but the step rule is " +
+           std::string(datamask::enum_name(s.ascent.rule)) + "; add " + f.is("step-rule", "adam");
+  }
+  if (name.starts_with("polish-") && !s.polish.enabled) {
+    return "sets the polish, but " + f.sp.option("polish") + " is off";
+  }
+  if (name == "epsilon" && f.o == block_optimizer::continuous && !f.stochastic_start()) {
+    return "sets stochastic greedy, which the continuous learner runs only as the polish's "
+           "stochastic start, but " +
+           f.sp.option(s.polish.enabled ? "polish-stochastic-start" : "polish") + " is off";
+  }
+  if (name == "checkpoint-every" && !f.r.has("checkpoint")) {
+    return "sets how often the checkpoint is written, but no " + f.sp.option("checkpoint") +
+           " is given";
+  }
+  return {};
+}
+
 /// Why run `r`, with optimizer `o`, reads nothing option `name` sets, as a refusal says it
 /// ("sets the rbf kernel's bandwidth, but the kernel is cosine; add --kernel rbf"); empty where
 /// it reads it. `applies_to` holds which optimizers read a setting; these are the rules of f's
-/// terms, the scaling, the schedules, the polish and the outputs. An option a run does not read
-/// is refused, never ignored: a user who gives it expects it to change something.
-/// `largest`: the largest block's items, once the corpus is planned (knn-build auto builds the
-/// graphs of blocks up to `knn_exact_up_to` items exactly, unseeded); before, any size.
-std::string unread(std::string_view name, const run_request& r, block_optimizer o, const spelling& sp,
-                   std::optional<index_t> largest = std::nullopt) {
-  const auto& s = r.settings;
-  const auto& run = s.run;
-  const bool diversity = run.lambda < 1.0;
-  const bool pairwise = diversity && s.weights.pairwise > 0.0;
-  const bool facility = diversity && s.weights.facility > 0.0;
-  const bool dense = facility && !r.knn();
-  const bool built = facility && s.neighbors > 0;  // a graph built under the kernel, not given
-  const bool clustered = built && (s.learn.knn_builder == datamask::knn_build::clustered ||
-                                   (s.learn.knn_builder == datamask::knn_build::automatic &&
-                                    (!largest || *largest > datamask::knn_exact_up_to)));
-  const bool external = diversity && s.weights.external > 0.0;
-  const bool calibrated = datamask::calibrates(run.scaling);
-  const bool greedy = o == block_optimizer::greedy || o == block_optimizer::lazy || o == block_optimizer::stochastic;
-  const bool stochastic_start = o == block_optimizer::continuous && s.polish.enabled && s.polish.stochastic_start;
-  const auto is = [&](std::string_view option, std::string_view value) { return sp.assign(option, value, true); };
-  const std::string no_facility =
-      "f has no facility location term (" + (diversity ? "add " + is("objective", "facility") : is("lambda", "1") + " weighs no diversity") + ")";
-  const std::string given_graph = "the kNN graph is given (" + sp.option("graph") + "), with its own similarities";
-
-  if (name == "kernel" || name == "gamma") {
-    const std::string what = name == "kernel" ? "sets facility location's similarity" : "sets the rbf kernel's bandwidth";
-    if (!facility) return what + ", but " + no_facility;
-    if (!dense && !built) return what + ", but " + given_graph;
-    if (name == "gamma" && s.learn.kernel != datamask::similarity_kernel::rbf) {
-      return what + ", but the kernel is " + std::string(datamask::enum_name(s.learn.kernel)) + "; add " +
-             is("kernel", "rbf");
-    }
-  }
-  if (name == "normalized" &&
-      !(pairwise || external || ((dense || built) && s.learn.kernel != datamask::similarity_kernel::dot))) {
-    return "says the embeddings are unit-normalised, but no term of f reads their norms (pairwise similarity does, "
-           "and facility location under the cosine, cosine2 and rbf kernels)";
-  }
-  if (name == "facility-cache" && !(dense && greedy)) {
-    return "sets the greedy baselines' cache of dense facility location's similarities, but " +
-           (dense ? "the optimizer is " + std::string(datamask::enum_name(o)) : "f has no dense facility location term");
-  }
-  if (name == "certify-memory" && !dense) {
-    return "sets the memory of dense facility location's bound, but f has no dense facility location term";
-  }
-  if (name == "certify-steps" && !(pairwise || facility || (external && datamask::boundable_objective<datamask::external_objective, float>))) {
-    return "sets the steps of pairwise similarity's and facility location's bounds, but f has neither (" +
-           std::string(diversity ? "DiSF has no bound" : "quality alone is bounded exactly") + ")";
-  }
-  if (name == "calibration-subsets" && !calibrated) {
-    return "sets the calibration of f's scales, but " + is("scaling", datamask::enum_name(run.scaling)) +
-           " calibrates none";
-  }
-  if ((name == "active-fraction" || name == "min-active") && !(o == block_optimizer::pg || calibrated)) {
-    return "sets the active batch of the policy gradient's steps and of the calibration, but the optimizer is " +
-           std::string(datamask::enum_name(o)) + " and " + is("scaling", datamask::enum_name(run.scaling));
-  }
-  if (name == "seed" && !(o == block_optimizer::pg || o == block_optimizer::stochastic || stochastic_start ||
-                          calibrated || clustered)) {
-    return "seeds the random draws, but this run draws nothing (the optimizer is " +
-           std::string(datamask::enum_name(o)) + ", " + is("scaling", datamask::enum_name(run.scaling)) +
-           " calibrates nothing)";
-  }
-  if ((name == "knn-clusters" || name == "knn-probes") && built && !clustered) {
-    return "sets the clustered kNN builder, but " + is("knn-build", "auto") + " builds every block's graph exactly " +
-           "(blocks of up to " + std::to_string(datamask::knn_exact_up_to) + " items; the largest here has " +
-           std::to_string(largest.value_or(0)) + "); add " + is("knn-build", "clustered");
-  }
-  if (name == "reference-size" && !(facility || external)) {
-    return "sets facility location's reference set while learning, but " + no_facility;
-  }
-  if ((name == "quality-aggregate") && run.lambda <= 0.0) {
-    return "sets the quality term, but " + is("lambda", "0") + " weighs none";
-  }
-  if (name == "quality-weights" && run.lambda <= 0.0 && run.prune <= 0.0 &&
-      !(o == block_optimizer::pg && run.init == datamask::init_mode::quality)) {
-    return "weighs the quality columns, but nothing reads quality (" + is("lambda", "0") + ", no " +
-           sp.option("prune") + ", no " + is("init", "quality") + ")";
-  }
-  if ((name == "objective" || name == "objective-weights" || name == "neighbors" || name == "graph") && !diversity) {
-    return "sets f's diversity, but " + is("lambda", "1") + " weighs none";
-  }
-  if (name == "lr-min" && s.learn.schedule == datamask::schedule_kind::constant) {
-    return "sets the last learning rate, but " + is("schedule", "constant") + " uses " + sp.option("lr-max") + " only";
-  }
-  if (name == "step-final-fraction" && s.ascent.decay == datamask::step_decay::constant) {
-    return "sets where the step size decays to, but " + is("step-decay", "constant") + " keeps it";
-  }
-  if (name.starts_with("adam-") && s.ascent.rule != datamask::step_rule::adam) {
-    return "sets Adam's step rule, but the step rule is " + std::string(datamask::enum_name(s.ascent.rule)) +
-           "; add " + is("step-rule", "adam");
-  }
-  if (name.starts_with("polish-") && !s.polish.enabled) {
-    return "sets the polish, but " + sp.option("polish") + " is off";
-  }
-  if (name == "epsilon" && o == block_optimizer::continuous && !stochastic_start) {
-    return "sets stochastic greedy, which the continuous learner runs only as the polish's stochastic start, but " +
-           std::string(s.polish.enabled ? sp.option("polish-stochastic-start") : sp.option("polish")) + " is off";
-  }
-  if (name == "checkpoint-every" && !r.has("checkpoint")) {
-    return "sets how often the checkpoint is written, but no " + sp.option("checkpoint") + " is given";
+/// terms, the draws and the learners. An option a run does not read is refused, never ignored:
+/// a user who gives it expects it to change something. `largest`: the largest block's items,
+/// once the corpus is planned.
+std::string unread(std::string_view name, const run_request& r, block_optimizer o,
+                   const spelling& sp, std::optional<index_t> largest = std::nullopt) {
+  const run_reads f{r, o, sp, largest};
+  for (const auto rule : {&unread_by_terms, &unread_by_draws, &unread_by_learner}) {
+    std::string why = rule(name, f);
+    if (!why.empty()) return why;
   }
   return {};
 }
