@@ -147,7 +147,8 @@ def test_bad_graph():
     bad(["bad.ids.npy", "rows, expected 50"], gi[:49], gs[:49])
     bad(["bad.sims.npy", "must match"], gi, [r[:2] for r in gs], sims_shape=(50, 2))
     bad(["bad.ids.npy", "2-D"], gi, gs, ids_shape=(150,))
-    bad(["bad.ids.npy", "dtype"], [[float(x) for x in r] for r in gi], gs, ids_descr="<f8")
+    bad(["bad.ids.npy", "dtype '<f8' for graph ids", "int64"], [[float(x) for x in r] for r in gi], gs, ids_descr="<f8")
+    write_graph(ct.path("bad"), gi, gs)
     os.remove(ct.path("bad.sims.npy"))
     ct.expect_bad(args, ["bad.sims.npy"])
     # Option combinations.

@@ -85,36 +85,14 @@ inline std::vector<std::string> embedding_files(const std::vector<std::string>& 
       [](const std::string& dir) { throw invalid_input(dir, "directory holds no .npy files"); });
 }
 
-/// What one kind of .npy input takes, as its refusals say it.
-struct npy_input {
-  const char* what;      // "embeddings"
-  const char* expected;  // "float32 (<f4) or float16 (<f2)"
-  bool (*takes)(datamask::io::npy_dtype);
-};
-
+using datamask::io::npy_input;
 inline constexpr npy_input embeddings_input{"embeddings", "float32 (<f4) or float16 (<f2)", [](datamask::io::npy_dtype t) {
   return t == datamask::io::npy_dtype::float32 || t == datamask::io::npy_dtype::float16;
 }};
 inline constexpr npy_input quality_input{"quality scores", "float32, float64 or float16", &datamask::io::npy_is_float};
 inline constexpr npy_input ids_input{"ids", "int64 (or int32, uint64)",
                                      [](datamask::io::npy_dtype t) { return !datamask::io::npy_is_float(t); }};
-
-/// Opens a .npy input of kind `in`; a dtype it does not take, read here or not, is refused naming
-/// what it takes (not every dtype the reader knows).
-inline datamask::io::npy_file open_npy(const std::string& path, const npy_input& in) {
-  const auto refuse = [&](std::string_view descr) {
-    return invalid_input(path, datamask::detail::concat("unsupported dtype '", descr, "'",
-                                                       descr.starts_with('>') ? " (big-endian)" : "", " for ", in.what,
-                                                       "; expected ", in.expected));
-  };
-  try {
-    datamask::io::npy_file f(path);
-    if (!in.takes(f.dtype())) throw refuse(datamask::io::npy_descr(f.dtype()));
-    return f;
-  } catch (const datamask::io::unsupported_dtype& e) {
-    throw refuse(e.descr());
-  }
-}
+using datamask::io::open_npy;
 
 /// Opens one embedding shard and checks its header (2-D, float32 or float16, non-empty, the same
 /// d as `first`), and appends it to `k`. Reads none of its values.

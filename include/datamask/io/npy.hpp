@@ -565,6 +565,32 @@ class npy_file {
 #endif
 };
 
+/// @brief What one kind of .npy input takes, as its refusals say it: its name ("embeddings"),
+/// the dtypes it takes in words ("float32 (<f4) or float16 (<f2)") and the test of a dtype.
+struct npy_input {
+  const char* what;
+  const char* expected;
+  bool (*takes)(npy_dtype);
+};
+
+/// @brief Opens a .npy input of kind `in`; a dtype it does not take, whether this reader knows it
+/// or not, is refused naming what the input takes (not every dtype the reader knows).
+/// @throws invalid_input naming `path`
+[[nodiscard]] inline npy_file open_npy(const std::string& path, const npy_input& in) {
+  const auto refuse = [&](std::string_view descr) {
+    return invalid_input(path, datamask::detail::concat("unsupported dtype '", descr, "'",
+                                                       descr.starts_with('>') ? " (big-endian)" : "", " for ", in.what,
+                                                       "; expected ", in.expected));
+  };
+  try {
+    npy_file f(path);
+    if (!in.takes(f.dtype())) throw refuse(npy_descr(f.dtype()));
+    return f;
+  } catch (const unsupported_dtype& e) {
+    throw refuse(e.descr());
+  }
+}
+
 /// @brief The bytes of a version-1 `.npy` file holding `data` with `shape` (header padded so the
 /// data starts at a multiple of 64 bytes, as NumPy writes it).
 [[nodiscard]] inline std::string npy_bytes(npy_dtype dtype, std::span<const std::int64_t> shape,
