@@ -122,6 +122,29 @@ TEST_CASE("select_block: auto runs the optimizer of its block's cost and names i
   CHECK(large.ids == dm::select_block(blk.problem(), 0, 390, std::nullopt, cont).ids);
 }
 
+TEST_CASE("select_block: a whole block runs no optimizer, its ids by quality, and a prune that drops one is refused",
+          "[block_select]") {
+  const block blk = random_block(60, 4, 9);
+  dm::block_run_settings s;
+  s.run.threads = 1;
+  for (const auto o : {dm::block_optimizer::automatic, dm::block_optimizer::greedy, dm::block_optimizer::pg}) {
+    s.optimizer = o;
+    const dm::block_result r = dm::select_block(blk.problem(), 0, 60, std::nullopt, s);
+    CHECK(r.optimizer.empty());
+    CHECK(r.steps_run == 0);
+    std::vector<index_t> by_quality(60);
+    std::iota(by_quality.begin(), by_quality.end(), index_t{0});
+    std::stable_sort(by_quality.begin(), by_quality.end(), [&](index_t a, index_t b) { return blk.q[a] > blk.q[b]; });
+    CHECK(rows_of(r) == by_quality);
+    for (const auto& t : r.terms) CHECK(t.constant);  // calibrated, and every subset is the block
+  }
+  // The threshold keeps all but the lowest row: S = 60 cannot be selected from 59.
+  const double lowest = *std::min_element(blk.q.begin(), blk.q.end());
+  const double threshold = std::nextafter(lowest, 1.0);
+  CHECK_THROWS_WITH(dm::select_block(blk.problem(), 0, 60, threshold, s),
+                    Catch::Contains("prune") && Catch::Contains("keeps 59 items"));
+}
+
 TEST_CASE("resolve_credit: auto is per-item credit where only pairwise and dense facility location count",
           "[block_select][credit]") {
   using dm::credit_mode;

@@ -175,9 +175,9 @@ std::string unread_by_terms(std::string_view name, const run_reads& f) {
   }
   const bool norms = (f.dense() || f.built()) && s.learn.kernel != datamask::similarity_kernel::dot;
   if (name == "normalized" && !(f.pairwise() || f.external() || norms)) {
-    return "says the embeddings are unit-normalised, but no term of f reads their norms (pairwise "
-           "similarity does, "
-           "and facility location under the cosine, cosine2 and rbf kernels)";
+    return "says the embeddings are unit-normalised, but no term of f reads their norms "
+           "(pairwise similarity does, and facility location under the cosine, cosine2 and rbf "
+           "kernels)";
   }
   if (name == "facility-cache" && !(f.dense() && f.greedy())) {
     return "sets the greedy baselines' cache of dense facility location's similarities, but " +

@@ -693,6 +693,11 @@ std::vector<index_t> greedy(const problem<float>& p, const options& o, block_opt
 template <backend Backend>
 std::vector<index_t> every_row(const problem<float>& p, const options& o, const standard_mix& m, block_result& r,
                                std::vector<term_value>& terms) {
+  if (o.prune_threshold) {  // as every optimizer refuses it: S_b is the block, the prune keeps less
+    const auto kept = static_cast<index_t>(kept_rows(p, *o.prune_threshold).size());
+    DATAMASK_EXPECTS(kept >= o.count, "prune", "keeps ", kept, " items of block ", o.block, ", fewer than its S = ",
+                     o.count);
+  }
   terms = learner<Backend>(o).calibrate(p, m);
   for (auto& t : terms) t.constant = calibrates(o.scaling);
   const detail::prepared& prep = *o.prepared;

@@ -52,7 +52,7 @@ struct term_plan {
 /// Refuses a term whose value is not finite: finite inputs can overflow (scores near double's
 /// limit summed; embeddings whose products pass float's under the dot kernel), and an infinite
 /// or NaN term makes f decide nothing, yet the run would end and report it. `where` says which
-/// values ("on the selection of block 3").
+/// values ("on the selection", "on a calibration subset").
 /// @throws invalid_input naming the term and the input that likely overflowed.
 inline void check_finite_term(const term_value& t, double value, std::string_view where) {
   if (std::isfinite(value)) return;

@@ -281,6 +281,14 @@ void add_entry(CLI::App& app, config& c, const Entry& s) {
   }
 }
 
+/// What --certify cost on real data, over the optimising time (benchmarks/RESULTS.md, "The
+/// certificate's cost on real data"): --help says it, and the note before a run's blocks.
+struct certify_cost {
+  static constexpr const char* pairwise = "1% to 19%";
+  static constexpr const char* knn = "10% to 257%";
+  static constexpr const char* dense = "31% to 594%";
+};
+
 /// The options that are the program's own: inputs, outputs, the objective list, the optimizer.
 inline void add_program_options(CLI::App& app, config& c) {
   constexpr auto all = CLI::MultiOptionPolicy::TakeAll;
@@ -350,16 +358,18 @@ inline void add_program_options(CLI::App& app, config& c) {
                "after each block's selection, prove an upper bound on the best f of its size in the block "
                "(datamask/certify.hpp) and report per block and in total certificate.{bound, gap, certified_share, "
                "method, seconds}; certified_share = (f - mean f of random subsets) / (bound - that mean). DiSF has "
-               "no bound: method none. Off by default: on real data it took 1% to 19% of the optimising time for "
-               "pairwise, 10% to 257% for facility on a kNN graph, 31% to 594% dense (benchmarks/RESULTS.md, \"The "
-               "certificate's cost on real data\"); --certify-steps sets its budget");
+               "no bound: method none. Off by default: on real data it took " + std::string(certify_cost::pairwise) +
+                   " of the optimising time for pairwise, " + certify_cost::knn + " for facility on a kNN graph, " +
+                   certify_cost::dense + " dense (benchmarks/RESULTS.md, \"The certificate's cost on real data\"); "
+                   "--certify-steps sets its budget");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
                  "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
                  "a part into --parts, plus a completion marker; a finished shard is skipped when run again. "
                  "slurm: I and N from SLURM_ARRAY_TASK_ID/_MIN/_COUNT. Then `datamask-select merge` writes the outputs");
-  app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-00002-of-00004.json for 2/4) "
-                                     "and its marker (completions/00002-of-00004)");
+  app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-00002-of-00004.json for 2/4, its "
+                                     "selected ids beside it in part-00002-of-00004.ids.npy) and its marker "
+                                     "(completions/00002-of-00004)");
   app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/synthetic.hpp) "
                                  "and run on it");
 }

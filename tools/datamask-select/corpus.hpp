@@ -90,8 +90,7 @@ inline constexpr npy_input embeddings_input{"embeddings", "float32 (<f4) or floa
   return t == datamask::io::npy_dtype::float32 || t == datamask::io::npy_dtype::float16;
 }};
 inline constexpr npy_input quality_input{"quality scores", "float32, float64 or float16", &datamask::io::npy_is_float};
-inline constexpr npy_input ids_input{"ids", "int64 (or int32, uint64)",
-                                     [](datamask::io::npy_dtype t) { return !datamask::io::npy_is_float(t); }};
+inline constexpr npy_input ids_input{"ids", "int64 (or int32, uint64)", &datamask::io::npy_is_integer};
 using datamask::io::open_npy;
 
 /// Opens one embedding shard and checks its header (2-D, float32 or float16, non-empty, the same

@@ -472,11 +472,13 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
     if (device >= 0 && !world.spread()) std::fprintf(stderr, "backend: %s, device %d\n", dmfront::block_backend_name().c_str(), device);
     std::fprintf(stderr, "optimizer: %s\n", optimizer_line(c, settings, planned).c_str());
     if (c.certify && settings.weights.facility > 0.0 && settings.run.lambda < 1.0) {
-      std::fprintf(stderr, "%s: note: --certify: facility location's bound takes its dual steps over the block's "
-                   "pairs whatever the optimizer took: on real data %s of the optimising time (benchmarks/RESULTS.md, "
-                   "\"The certificate's cost on real data\"), the most where the optimizer is fastest; --certify-steps "
-                   "30 costs less and bounds less tightly\n",
-                   c.program.c_str(), settings.knn() ? "10% to 257% on a kNN graph" : "31% to 594% dense");
+      std::fprintf(stderr, "%s: note: --certify: facility location's bound reads the block's pairs in each of its "
+                   "dual steps whatever the optimizer took: on real data it took %s of the optimising time, %s "
+                   "(benchmarks/RESULTS.md, \"The certificate's cost on real data\"), the most where the optimizer "
+                   "is fastest; fewer --certify-steps cost less and bound less tightly, but not below the pairs' "
+                   "first reading\n",
+                   c.program.c_str(), settings.knn() ? detail::certify_cost::knn : detail::certify_cost::dense,
+                   settings.knn() ? "on a kNN graph" : "dense");
     }
   }
   std::signal(SIGINT, on_signal);

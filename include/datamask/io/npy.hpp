@@ -87,6 +87,8 @@ class unsupported_dtype : public invalid_input {
 [[nodiscard]] constexpr bool npy_is_float(npy_dtype t) {
   return t == npy_dtype::float16 || t == npy_dtype::float32 || t == npy_dtype::float64;
 }
+/// @brief Whether `t` is one of the integer types (int32, int64, uint64).
+[[nodiscard]] constexpr bool npy_is_integer(npy_dtype t) { return !npy_is_float(t); }
 
 /// @brief A parsed `.npy` header.
 struct npy_header {
