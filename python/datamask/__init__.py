@@ -239,18 +239,36 @@ def _shards(embeddings: Any) -> list:
                 "float16 (other real types are converted to float32)"
             )
         native = a.dtype.byteorder in "=|" or (a.dtype.byteorder == "<") == (sys.byteorder == "little")
-        # A shard given twice would make each of its rows two items of the corpus (as
-        # datamask-select refuses a file given twice); the arrays as given, before any copy (of
-        # another d, the core refuses them as such).
-        for j, b in enumerate(arrays[:i]):
-            b = np.asarray(b)
-            if b.shape[1:] == a.shape[1:] and np.shares_memory(b, np.asarray(arrays[i])):
-                raise InvalidInput(f"{name}: shares its rows with embeddings[{j}]: a shard given twice makes each "
-                                   "of its rows two items of the corpus; give each once")
         if not (a.dtype in (np.float32, np.float16) and native and a.flags.c_contiguous):
             a = np.ascontiguousarray(a, dtype=np.float32)
         out.append(a)
+    _refuse_shared_shards([np.asarray(a) for a in arrays])
     return out
+
+
+def _byte_span(a: np.ndarray) -> tuple:
+    """The first and one-past-last byte address an array's elements can occupy."""
+    lo = hi = a.__array_interface__["data"][0]
+    for n, stride in zip(a.shape, a.strides):
+        lo, hi = (lo + (n - 1) * stride, hi) if stride < 0 else (lo, hi + (n - 1) * stride)
+    return lo, hi + a.itemsize
+
+
+def _refuse_shared_shards(arrays: list) -> None:
+    """Refuses two shards that share rows (the same array given twice, or overlapping views of one):
+    each of those rows would be two items of the corpus, as datamask-select refuses a file given
+    twice. The arrays as given, before any copy; a sweep over their byte spans, so only shards
+    whose spans overlap are compared (np.shares_memory), not every pair of thousands of batches."""
+    spans = sorted((*_byte_span(a), i) for i, a in enumerate(arrays) if a.size > 0)
+    open_spans = []  # (end, index) of the spans begun and not yet passed
+    for lo, hi, i in spans:
+        open_spans = [(end, j) for end, j in open_spans if end > lo]
+        for _, j in open_spans:
+            a, b = arrays[min(i, j)], arrays[max(i, j)]
+            if a.shape[1:] == b.shape[1:] and np.shares_memory(a, b):  # of another d: the core refuses it so
+                raise InvalidInput(f"embeddings[{max(i, j)}]: shares its rows with embeddings[{min(i, j)}]: a shard "
+                                   "given twice makes each of its rows two items of the corpus; give each once")
+        open_spans.append((hi, i))
 
 
 def _columns(quality: Any) -> list:
