@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <datamask/block_select.hpp>
@@ -166,33 +168,175 @@ TEST_CASE("resolve_credit: auto is per-item credit where only pairwise and dense
   }
 }
 
-TEST_CASE("plan_corpus: blocks partition the rows, quotas sum to S", "[block_select]") {
-  const index_t n = 2500;
-  std::vector<double> q(static_cast<std::size_t>(n));
-  std::iota(q.begin(), q.end(), 0.0);
-  const std::vector<std::vector<double>> cols{q};
-  const std::vector<double> weights{1.0};
+/// Runs `work(w, all)` for workers 0..W-1 on threads, `all` an allgather among them (a barrier
+/// per exchange), as MPI ranks exchange: the library's spread rules, tested without MPI.
+template <class Work>
+void on_workers(int workers, Work&& work) {
+  std::barrier sync(workers);
+  std::vector<std::vector<std::uint64_t>> slots(static_cast<std::size_t>(workers));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      const dm::allgather_fn all = [&](const std::vector<std::uint64_t>& mine) {
+        slots[static_cast<std::size_t>(w)] = mine;
+        sync.arrive_and_wait();
+        std::vector<std::uint64_t> every;
+        for (const auto& s : slots) every.insert(every.end(), s.begin(), s.end());
+        sync.arrive_and_wait();  // every worker has read the slots before any writes again
+        return every;
+      };
+      work(w, all);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST_CASE("layout_corpus: consecutive files grouped to a block's rows, blocks per group", "[block_select]") {
+  const std::vector<index_t> files{3, 3, 3, 10, 1};
+  const dm::corpus_layout l = dm::layout_corpus(files, 5);
+  // {3, 3}: 6 rows, 2 blocks; {3, 10}: 13 rows, 3 blocks; {1}: the rest, 1 block.
+  CHECK(l.group_file == std::vector<index_t>{0, 2, 4, 5});
+  CHECK(l.group_block == std::vector<index_t>{0, 2, 5, 6});
+  CHECK(l.rows() == 20);
+  CHECK(l.group_rows(1) == 13);
+  CHECK(l.group_of_block(4) == 1);
+  CHECK(l.group_of_block(5) == 2);
+  const dm::corpus_layout one = dm::layout_corpus(std::vector<index_t>{2500}, 1000);  // one file: one group
+  CHECK(one.groups() == 1);
+  CHECK(one.blocks() == 3);
+  CHECK(dm::layout_corpus(std::vector<index_t>{7}, 10).blocks() == 1);
+  CHECK_THROWS_AS(dm::layout_corpus(files, 1), dm::invalid_input);
+}
+
+TEST_CASE("worker_blocks: consecutive ranges that cover every block once", "[block_select]") {
+  for (index_t blocks : {1, 5, 17}) {
+    for (index_t workers : {1, 3, 5, 20}) {
+      std::vector<index_t> all;
+      for (index_t w = 0; w < workers; ++w) {
+        const auto mine = dm::worker_blocks(blocks, w, workers);
+        CHECK(static_cast<index_t>(mine.size()) <= blocks / workers + 1);
+        all.insert(all.end(), mine.begin(), mine.end());
+      }
+      std::vector<index_t> want(static_cast<std::size_t>(blocks));
+      std::iota(want.begin(), want.end(), index_t{0});
+      CHECK(all == want);
+    }
+  }
+  CHECK_THROWS_AS(dm::worker_blocks(4, 2, 2), dm::invalid_input);
+}
+
+TEST_CASE("plan_corpus: blocks partition each group's rows by id hash, quotas sum to S", "[block_select]") {
+  const auto id_of = [](index_t r) { return static_cast<dm::id_t>(r * 7 + 1); };
   dm::settings s;
   s.ratio = 0.1;
-  s.prune = 0.2;
-  const auto plan = dm::plan_corpus(n, s, 1000, [](index_t r) { return static_cast<dm::id_t>(r * 7 + 1); },
-                                    std::span<const std::vector<double>>(cols), weights);
-  CHECK(plan.total == 250);
-  REQUIRE(plan.blocks.size() == 3);
+  // One file: the blocks of the whole corpus by id hash, S split by block size.
+  const auto one = dm::plan_corpus(dm::layout_corpus(std::vector<index_t>{2500}, 1000), {0, 1}, s, id_of);
+  CHECK(one.total == 250);
+  REQUIRE(one.blocks.size() == 3);
+  std::vector<index_t> sizes;
+  for (std::size_t b = 0; b < 3; ++b) {
+    for (index_t r : one.blocks[b]) CHECK(dm::block_of(id_of(r), 3) == static_cast<index_t>(b));
+    sizes.push_back(static_cast<index_t>(one.blocks[b].size()));
+  }
+  CHECK(one.counts == dm::split_selection(sizes, 2500, 250));
+  // Several groups: each block's rows in its group; S_g by group rows, then by block size.
+  const dm::corpus_layout l = dm::layout_corpus(std::vector<index_t>{700, 700, 900, 333}, 1000);
+  const auto all = dm::plan_corpus(l, {0, l.groups()}, s, id_of);
+  CHECK(all.total == 263);
   std::set<index_t> seen;
   index_t sum = 0;
-  for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
-    for (index_t r : plan.blocks[b]) CHECK(seen.insert(r).second);
-    sum += plan.counts[b];
+  for (index_t b = 0; b < l.blocks(); ++b) {
+    const index_t g = l.group_of_block(b);
+    for (index_t r : all.blocks[static_cast<std::size_t>(b)]) {
+      CHECK(seen.insert(r).second);
+      CHECK((r >= l.group_row(g) && r < l.group_row(g + 1)));
+    }
+    sum += all.counts[static_cast<std::size_t>(b)];
   }
-  CHECK(static_cast<index_t>(seen.size()) == n);
-  CHECK(sum == plan.total);
-  REQUIRE(plan.prune_threshold);
-  CHECK(*plan.prune_threshold == 500.0);  // rank floor(0.2 * 2500) of 0, 1, ..., 2499
-  s.prune = 0.0;
-  CHECK_FALSE(dm::plan_corpus(n, s, 1000, [](index_t r) { return static_cast<dm::id_t>(r); },
-                              std::span<const std::vector<double>>(cols), weights)
-                  .prune_threshold);
+  CHECK(static_cast<index_t>(seen.size()) == l.rows());
+  CHECK(sum == all.total);
+  const auto per_group = dm::group_selection(l, all.total);
+  for (index_t g = 0; g < l.groups(); ++g) {
+    index_t in_group = 0;
+    for (index_t b = l.group_block[static_cast<std::size_t>(g)]; b < l.group_block[static_cast<std::size_t>(g) + 1]; ++b) {
+      in_group += all.counts[static_cast<std::size_t>(b)];
+    }
+    CHECK(in_group == per_group[static_cast<std::size_t>(g)]);
+  }
+  // A worker plans its groups only, and plans them as the whole plan does.
+  const auto part = dm::plan_corpus(l, {1, 2}, s, id_of);
+  for (index_t b = 0; b < l.blocks(); ++b) {
+    const bool held = l.group_of_block(b) == 1;
+    CHECK(part.holds(b) == held);
+    CHECK(part.blocks[static_cast<std::size_t>(b)] == (held ? all.blocks[static_cast<std::size_t>(b)] : std::vector<index_t>{}));
+    CHECK(part.counts[static_cast<std::size_t>(b)] == (held ? all.counts[static_cast<std::size_t>(b)] : 0));
+  }
+}
+
+TEST_CASE("prune_threshold: workers holding parts find the value sorting all of them finds", "[block_select]") {
+  std::mt19937_64 gen(5);
+  std::vector<double> v(3001);
+  for (auto& x : v) x = std::round(std::normal_distribution<double>(0.0, 3.0)(gen)) / 2;  // many ties
+  v[7] = -0.0;
+  v[8] = 0.0;
+  v[9] = -1e300;
+  v[10] = 5e-324;
+  const auto n = static_cast<index_t>(v.size());
+  for (const double prune : {0.001, 0.2, 0.5, 0.9999}) {
+    dm::settings s;
+    s.prune = prune;
+    const double want = dm::detail::prune_threshold(s, v);
+    CHECK(dm::prune_threshold(v, n, prune) == want);  // one process
+    const std::vector<std::size_t> cut{0, 1000, 1000, 2500, v.size()};  // worker 1 holds no rows
+    std::vector<double> got(4);
+    on_workers(4, [&](int w, const dm::allgather_fn& all) {
+      const std::span<const double> mine = std::span<const double>(v).subspan(cut[static_cast<std::size_t>(w)],
+                                                                              cut[static_cast<std::size_t>(w) + 1] - cut[static_cast<std::size_t>(w)]);
+      got[static_cast<std::size_t>(w)] = dm::prune_threshold(mine, n, prune, all);
+    });
+    for (const double g : got) CHECK(g == want);
+  }
+}
+
+TEST_CASE("calibration_rows: workers holding parts draw the sample one process draws", "[block_select]") {
+  const dm::corpus_layout l = dm::layout_corpus(std::vector<index_t>{3000, 2000, 4000}, 2000);
+  std::vector<double> q(static_cast<std::size_t>(l.rows()));
+  std::mt19937_64 gen(9);
+  for (auto& x : q) x = std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+  const auto id_of = [](index_t r) { return static_cast<dm::id_t>(r * 13 + 5); };
+  const auto combined = [&](index_t r) { return q[static_cast<std::size_t>(r)]; };
+  for (const double prune : {0.0, 0.3}) {
+    dm::block_run_settings s;
+    s.run.ratio = 0.1;
+    s.run.active_fraction = 0.02;
+    auto plan = dm::plan_corpus(l, {0, l.groups()}, s.run, id_of);
+    plan.prune_threshold = dm::corpus_prune_threshold(prune, l.rows(), std::vector<std::span<const double>>{q},
+                                                      std::vector<double>{1.0});
+    const auto one = dm::calibration_rows(plan, s, {0, l.rows()}, id_of, combined);
+    REQUIRE(!one.rows.empty());
+    // The sample is the m kept rows of smallest draw: checked against a sort of every kept row.
+    std::vector<std::pair<double, index_t>> drawn;
+    const auto key = dm::rng::block_key(s.run.seed, 0);
+    for (index_t r = 0; r < l.rows(); ++r) {
+      if (plan.prune_threshold && !(q[static_cast<std::size_t>(r)] >= *plan.prune_threshold)) continue;
+      drawn.emplace_back(dm::rng::uniform01(key, id_of(r), 1u, dm::rng::stream_active_batch), r);
+    }
+    std::sort(drawn.begin(), drawn.end());
+    std::vector<index_t> want;
+    for (std::size_t i = 0; i < one.rows.size(); ++i) want.push_back(drawn[i].second);
+    std::sort(want.begin(), want.end());
+    CHECK(one.rows == want);
+    // Three workers, each the rows of one group.
+    std::vector<dm::calibration_sample> got(3);
+    on_workers(3, [&](int w, const dm::allgather_fn& all) {
+      got[static_cast<std::size_t>(w)] =
+          dm::calibration_rows(plan, s, {l.group_row(w), l.group_row(w + 1)}, id_of, combined, all);
+    });
+    for (const auto& g : got) {
+      CHECK(g.rows == one.rows);
+      CHECK(g.subset == one.subset);
+    }
+  }
 }
 
 TEST_CASE("select_block: each optimizer selects S rows whose evaluation is the result's", "[block_select]") {

@@ -3,6 +3,8 @@
 #include "datamask/frontend/corpus.hpp"
 
 #include <cstdint>
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_map>
@@ -23,8 +25,8 @@ void corpus::add_shard(const void* data, bool half, index_t rows, index_t cols) 
 }
 
 void corpus::add_quality(std::string name, std::vector<double> scores, const std::string& rows_of) {
-  datamask::check_row_count(name, scores.size(), n, rows_of);
-  datamask::check_finite_scores(name, scores);
+  datamask::check_row_count(name, scores.size(), window.second - window.first, rows_of);
+  datamask::check_finite_scores(name, scores, window.first);
   quality.push_back(std::move(scores));
   quality_names.push_back(std::move(name));
 }
@@ -38,8 +40,8 @@ void corpus::weigh_quality(const std::vector<double>& given, const std::string& 
 
 void corpus::view_ids(std::span<const datamask::id_t> values, bool is_unsigned, const std::string& name,
                       const std::string& rows_of) {
-  datamask::check_row_count(name, values.size(), n, rows_of);
-  datamask::check_unique_ids(name, values, is_unsigned);
+  datamask::check_row_count(name, values.size(), window.second - window.first, rows_of);
+  datamask::check_unique_ids(name, values, is_unsigned, window.first);
   ids = values;
   ids_unsigned = is_unsigned;
 }
@@ -47,8 +49,8 @@ void corpus::view_ids(std::span<const datamask::id_t> values, bool is_unsigned, 
 std::vector<index_t> corpus::rows_of_ids(std::span<const datamask::id_t> wanted, bool is_unsigned,
                                          const std::string& name) const {
   std::unordered_map<datamask::id_t, index_t> row_of;
-  row_of.reserve(static_cast<std::size_t>(n));
-  for (index_t i = 0; i < n; ++i) row_of.emplace(id(i), i);
+  row_of.reserve(static_cast<std::size_t>(window.second - window.first));
+  for (index_t i = window.first; i < window.second; ++i) row_of.emplace(id(i), i);
   std::vector<index_t> rows;
   std::unordered_map<index_t, std::size_t> position_of;  // of each row in `wanted`
   for (std::size_t i = 0; i < wanted.size(); ++i) {
@@ -60,6 +62,21 @@ std::vector<index_t> corpus::rows_of_ids(std::span<const datamask::id_t> wanted,
     rows.push_back(it->second);
   }
   return rows;
+}
+
+double corpus::combined(index_t r) const {
+  double c = 0.0;
+  for (std::size_t a = 0; a < quality.size(); ++a) c += quality_weights[a] * quality[a][static_cast<std::size_t>(r - window.first)];
+  return c;
+}
+
+std::vector<std::span<const double>> corpus::quality_rows(std::pair<index_t, index_t> rows) const {
+  std::vector<std::span<const double>> out;
+  for (const auto& col : quality) {
+    out.push_back(std::span<const double>(col).subspan(static_cast<std::size_t>(rows.first - window.first),
+                                                       static_cast<std::size_t>(rows.second - rows.first)));
+  }
+  return out;
 }
 
 std::vector<datamask::id_t> corpus::ids_of(std::span<const index_t> rows) const {
@@ -98,20 +115,97 @@ datamask::block_data corpus::block(std::span<const index_t> rows, bool whole, in
   return datamask::gather_block(
       rows, d, whole ? whole_view() : datamask::matrix_view<const float>{},
       [&](std::span<const index_t> rs, float* out) { gather(rs, out, threads); },
-      std::span<const std::vector<double>>(quality), quality_weights, [&](index_t r) { return id(r); });
+      std::span<const std::vector<double>>(quality), quality_weights, [&](index_t r) { return id(r); }, window.first);
+}
+
+datamask::corpus_layout corpus::layout(index_t block_size) const {
+  std::vector<index_t> rows;
+  for (std::size_t f = 0; f + 1 < shard_start.size(); ++f) rows.push_back(shard_start[f + 1] - shard_start[f]);
+  return datamask::layout_corpus(rows, block_size);
+}
+
+datamask::corpus_plan corpus::plan(const datamask::settings& run, index_t block_size,
+                                   std::pair<index_t, index_t> held) const {
+  return datamask::plan_corpus(layout(block_size), held, run, [&](index_t r) { return id(r); });
 }
 
 datamask::corpus_plan corpus::plan(const datamask::settings& run, index_t block_size) const {
-  return datamask::plan_corpus(n, run, block_size, [&](index_t r) { return id(r); },
-                               std::span<const std::vector<double>>(quality), quality_weights);
+  datamask::corpus_plan p = plan(run, block_size, {0, layout(block_size).groups()});
+  p.prune_threshold = prune_threshold(*this, run.prune, {{0, n}, {}});
+  return p;
 }
 
+std::pair<index_t, index_t> planned_rows(const datamask::corpus_layout& layout, std::span<const index_t> mine) {
+  if (mine.empty()) return {0, 0};
+  const auto& starts = layout.group_block;  // each group's first block, then the block count
+  const auto group_from = [&](index_t b) {
+    return static_cast<index_t>(std::lower_bound(starts.begin(), starts.end(), b) - starts.begin());
+  };
+  return {layout.group_row(group_from(mine.front())), layout.group_row(group_from(mine.back() + 1))};
+}
+
+std::optional<double> prune_threshold(const corpus& k, double prune, const planning& p) {
+  const auto columns = k.quality_rows(p.rows);
+  return datamask::corpus_prune_threshold(prune, k.n, columns, k.quality_weights, p.all);
+}
+
+namespace {
+
+/// The rows `rows` of the corpus from every worker: each packs those among its own (`mine`: the
+/// rows it plans), as [row, id, each score's bits, the floats' bits two to a word], and every
+/// worker unpacks them all in row order.
+datamask::block_data exchange_rows(const corpus& k, std::span<const index_t> rows, const planning& p, int threads) {
+  std::vector<index_t> mine;
+  for (const index_t r : rows) {
+    if (r >= p.rows.first && r < p.rows.second) mine.push_back(r);
+  }
+  const datamask::block_data have = k.block(mine, false, threads);
+  const std::size_t cols = k.quality.size(), d = static_cast<std::size_t>(k.d), words = 2 + cols + (d + 1) / 2;
+  std::vector<std::uint64_t> packed;
+  packed.reserve(mine.size() * words);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    packed.push_back(static_cast<std::uint64_t>(mine[i]));
+    packed.push_back(static_cast<std::uint64_t>(have.ids[i]));
+    for (std::size_t a = 0; a < cols; ++a) packed.push_back(std::bit_cast<std::uint64_t>(have.quality[a][i]));
+    const float* x = have.embeddings.data + i * static_cast<std::size_t>(have.embeddings.stride);
+    for (std::size_t j = 0; j < d; j += 2) {
+      const std::uint64_t lo = std::bit_cast<std::uint32_t>(x[j]);
+      const std::uint64_t hi = j + 1 < d ? std::bit_cast<std::uint32_t>(x[j + 1]) : 0u;
+      packed.push_back(lo | (hi << 32));
+    }
+  }
+  const std::vector<std::uint64_t> all = datamask::gather_all(p.all, packed);
+  if (all.size() != rows.size() * words) {
+    throw std::logic_error("received " + std::to_string(all.size() / words) + " calibration rows, expected " +
+                           std::to_string(rows.size()));
+  }
+  datamask::block_data b;
+  b.buffer.resize(rows.size() * d);
+  b.quality.assign(cols, std::vector<double>(rows.size()));
+  b.quality_weights = k.quality_weights;
+  b.ids.resize(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {  // the workers' rows ascend with the worker
+    const std::uint64_t* v = &all[i * words];
+    if (static_cast<index_t>(v[0]) != rows[i]) throw std::logic_error("calibration rows received out of order");
+    b.ids[i] = static_cast<datamask::id_t>(v[1]);
+    for (std::size_t a = 0; a < cols; ++a) b.quality[a][i] = std::bit_cast<double>(v[2 + a]);
+    for (std::size_t j = 0; j < d; ++j) {
+      const std::uint64_t w = v[2 + cols + j / 2];
+      b.buffer[i * d + j] = std::bit_cast<float>(static_cast<std::uint32_t>(j % 2 == 0 ? w : w >> 32));
+    }
+  }
+  b.embeddings = datamask::make_matrix_view(static_cast<const float*>(b.buffer.data()), static_cast<index_t>(rows.size()), k.d);
+  return b;
+}
+
+}  // namespace
+
 datamask::calibration_sample calibrate_corpus(const corpus& k, const datamask::corpus_plan& plan,
-                                              datamask::block_run_settings& s) {
-  auto sample = datamask::calibration_rows(plan, s, [&](index_t r) { return k.id(r); },
-                                           std::span<const std::vector<double>>(k.quality), k.quality_weights);
+                                              datamask::block_run_settings& s, const planning& p) {
+  auto sample = datamask::calibration_rows(
+      plan, s, p.rows, [&](index_t r) { return k.id(r); }, [&](index_t r) { return k.combined(r); }, p.all);
   if (!sample.rows.empty()) {
-    s.calibration = calibrate_sample(k.block(sample.rows, false, s.run.threads).view(), sample.subset, s);
+    s.calibration = calibrate_sample(exchange_rows(k, sample.rows, p, s.run.threads).view(), sample.subset, s);
   }
   return sample;
 }
@@ -155,7 +249,7 @@ datamask::block_result evaluate_subset(const corpus& k, std::span<const index_t>
   DATAMASK_EXPECTS(!rows.empty(), name, "the subset is empty; f needs at least one item");
   std::vector<index_t> all(static_cast<std::size_t>(k.n));
   for (index_t i = 0; i < k.n; ++i) all[static_cast<std::size_t>(i)] = i;
-  const auto threshold = datamask::corpus_prune_threshold(s.run.prune, k.quality, k.quality_weights);
+  const auto threshold = prune_threshold(k, s.run.prune, {{0, k.n}, {}});
   const datamask::block_data data = k.block(all, true, s.run.threads);
   return evaluate_rows(data.view(), 0, rows, threshold, s);
 }

@@ -326,37 +326,70 @@ inline constexpr index_t default_block_size = 1000000;
 [[nodiscard]] constexpr bool stochastic_greedy_setting(std::string_view name) { return name == "epsilon"; }
 
 /// @brief How a corpus is split for a run: what `select_block` is called with, block by block.
+/// A worker plans the groups it runs (`held`), so it holds their rows and no others.
 struct corpus_plan {
   index_t total = 0;                        ///< S over the corpus (`selection_size`)
-  std::vector<std::vector<index_t>> blocks; ///< the rows of each block (`assign_blocks`)
-  std::vector<index_t> counts;              ///< S_b (`split_selection`)
+  corpus_layout layout;                     ///< the groups and their blocks (`layout_corpus`)
+  std::pair<index_t, index_t> held{0, 0};   ///< the groups [first, last) whose blocks are planned here
+  std::vector<std::vector<index_t>> blocks; ///< the rows of each block (`assign_blocks`); empty outside `held`
+  std::vector<index_t> counts;              ///< S_b (`group_selection`, then `split_selection`); 0 outside `held`
   std::optional<double> prune_threshold;    ///< the global threshold when `run.prune` > 0
+
+  /// Whether block b's rows and S_b are planned here.
+  [[nodiscard]] bool holds(index_t b) const {
+    const index_t g = layout.group_of_block(b);
+    return g >= held.first && g < held.second;
+  }
+  /// The blocks of the held groups, in order.
+  [[nodiscard]] std::pair<index_t, index_t> held_blocks() const {
+    return {layout.group_block[static_cast<std::size_t>(held.first)], layout.group_block[static_cast<std::size_t>(held.second)]};
+  }
 };
 
-/// @brief The global prune threshold over the corpus's combined quality, when `prune` > 0.
-/// @param quality one vector of n scores per column; @param weights their weights
-[[nodiscard]] inline std::optional<double> corpus_prune_threshold(double prune,
-                                                                  std::span<const std::vector<double>> quality,
-                                                                  std::span<const double> weights) {
-  if (prune <= 0.0) return std::nullopt;
-  const std::vector<std::span<const double>> columns(quality.begin(), quality.end());
-  return prune_threshold(combined_quality(columns, weights), prune);
+/// @brief The groups [first, last) of `layout` whose files the blocks `mine` (ascending) read.
+[[nodiscard]] inline std::pair<index_t, index_t> groups_of_blocks(const corpus_layout& layout, std::span<const index_t> mine) {
+  if (mine.empty()) return {0, 0};
+  return {layout.group_of_block(mine.front()), layout.group_of_block(mine.back()) + 1};
 }
 
-/// @brief Plans a run over a corpus of n items.
-/// @param id_of callable `id_t(index_t row)`
-/// @throws invalid_input ("count", "ratio", "prune") as `selection_size` and `prune_threshold` do
+/// @brief The global prune threshold over the corpus's combined quality, when `prune` > 0.
+/// @param n the corpus's rows
+/// @param quality this worker's rows of each column (the workers' rows partition the corpus)
+/// @param weights their weights
+[[nodiscard]] inline std::optional<double> corpus_prune_threshold(double prune, index_t n,
+                                                                  std::span<const std::span<const double>> quality,
+                                                                  std::span<const double> weights,
+                                                                  const allgather_fn& all = {}) {
+  if (prune <= 0.0) return std::nullopt;
+  return prune_threshold(combined_quality(quality, weights), n, prune, all);
+}
+
+/// @brief Plans the groups `held` of a run over a corpus of `layout`: S over the corpus, S_g of
+/// every group, and the rows and S_b of every block of the held groups. Reads the ids of the
+/// held groups' rows only. The prune threshold is set apart (`corpus_prune_threshold`).
+/// @param id_of callable `id_t(index_t row)`, called for the held groups' rows
+/// @throws invalid_input ("count", "ratio") as `selection_size` does
 template <class IdOf>
-[[nodiscard]] corpus_plan plan_corpus(index_t n, const settings& run, index_t block_size, IdOf&& id_of,
-                                      std::span<const std::vector<double>> quality,
-                                      std::span<const double> weights) {
+[[nodiscard]] corpus_plan plan_corpus(const corpus_layout& layout, std::pair<index_t, index_t> held, const settings& run,
+                                      IdOf&& id_of) {
   corpus_plan plan;
-  plan.total = selection_size(n, run.ratio, run.count);
-  plan.blocks = assign_blocks(n, block_size, id_of);
-  std::vector<index_t> sizes;
-  for (const auto& b : plan.blocks) sizes.push_back(static_cast<index_t>(b.size()));
-  plan.counts = split_selection(sizes, n, plan.total);
-  plan.prune_threshold = corpus_prune_threshold(run.prune, quality, weights);
+  plan.layout = layout;
+  plan.held = held;
+  plan.total = selection_size(layout.rows(), run.ratio, run.count);
+  plan.blocks.resize(static_cast<std::size_t>(layout.blocks()));
+  plan.counts.assign(static_cast<std::size_t>(layout.blocks()), 0);
+  const std::vector<index_t> per_group = group_selection(layout, plan.total);
+  for (index_t g = held.first; g < held.second; ++g) {
+    auto rows = assign_blocks(layout, g, id_of);
+    std::vector<index_t> sizes;
+    for (const auto& b : rows) sizes.push_back(static_cast<index_t>(b.size()));
+    const auto counts = split_selection(sizes, layout.group_rows(g), per_group[static_cast<std::size_t>(g)]);
+    const auto first = static_cast<std::size_t>(layout.group_block[static_cast<std::size_t>(g)]);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      plan.blocks[first + i] = std::move(rows[i]);
+      plan.counts[first + i] = counts[i];
+    }
+  }
   return plan;
 }
 
@@ -372,6 +405,13 @@ struct calibration_sample {
   index_t subset = 0;         ///< k, the size of each calibration subset
 };
 
+/// @brief Whether a run of `blocks` blocks calibrates f once over its corpus
+/// (`calibration_rows`): several blocks, calibrated scaling, lambda < 1 and no kNN graph (built
+/// per block, so the corpus has none to calibrate on).
+[[nodiscard]] inline bool calibrates_corpus(index_t blocks, const block_run_settings& s) {
+  return blocks > 1 && s.run.scaling == term_scaling::calibrated && s.run.lambda < 1.0 && !s.knn();
+}
+
 /// @brief The calibration sample of a corpus (`term_scaling::calibrated` over several blocks):
 /// the first active batch the corpus would have as one block (block 0's key, step 1: the m kept
 /// rows with the smallest draws, ties to the smaller id; m and k = round(m S / kept) as
@@ -379,26 +419,20 @@ struct calibration_sample {
 /// draws exactly these rows and subsets itself, so its f and that of the same corpus in several
 /// blocks are one function: f compares across block sizes, shards and ranks (with
 /// `reference_size` > 0 the facility term's reference rows are drawn from the sample, not the
-/// corpus, so its scale is close to the one-block run's, not equal). Empty (each block
-/// scales f itself) for one block, other scalings, lambda = 1, every kept row selected, or a kNN
-/// graph (built per block, so the corpus has none to calibrate on).
-/// @param id_of callable `id_t(index_t row)`; @param quality the corpus's columns; @param weights theirs
-template <class IdOf>
-[[nodiscard]] calibration_sample calibration_rows(const corpus_plan& plan, const block_run_settings& s, IdOf&& id_of,
-                                                  std::span<const std::vector<double>> quality,
-                                                  std::span<const double> weights) {
+/// corpus, so its scale is close to the one-block run's, not equal). Empty (each block scales f
+/// itself) unless `calibrates_corpus`, or when every kept row is selected.
+///
+/// Workers that hold the corpus's rows in parts each draw the m smallest of their own and
+/// exchange them (`all`): O(m) memory per worker and O(m x workers) exchanged, for any n.
+/// @param rows this worker's rows [first, last) (the workers' rows partition the corpus)
+/// @param id_of callable `id_t(index_t row)`; @param combined callable `double(index_t row)`:
+/// the row's combined quality (called only when the plan prunes)
+template <class IdOf, class Combined>
+[[nodiscard]] calibration_sample calibration_rows(const corpus_plan& plan, const block_run_settings& s,
+                                                  std::pair<index_t, index_t> rows, IdOf&& id_of,
+                                                  Combined&& combined, const allgather_fn& all = {}) {
   calibration_sample c;
-  if (plan.blocks.size() <= 1 || s.run.scaling != term_scaling::calibrated || s.run.lambda >= 1.0 || s.knn()) {
-    return c;
-  }
-  index_t n = 0;
-  for (const auto& b : plan.blocks) n += static_cast<index_t>(b.size());
-  std::vector<double> combined;
-  if (plan.prune_threshold) {
-    const std::vector<std::span<const double>> columns(quality.begin(), quality.end());
-    combined = combined_quality(columns, weights);
-  }
-  // The m smallest (draw, id) of the kept rows, in a bounded max-heap: O(m) memory for any n.
+  if (!calibrates_corpus(plan.layout.blocks(), s)) return c;
   const rng::philox_key key = rng::block_key(s.run.seed, 0);
   struct drawn {
     double u;
@@ -406,11 +440,12 @@ template <class IdOf>
     index_t row;
     bool operator<(const drawn& o) const { return u != o.u ? u < o.u : id < o.id; }
   };
+  // The m smallest (draw, id) of this worker's kept rows, in a bounded max-heap.
   std::vector<drawn> heap;
-  index_t kept = 0;
+  std::uint64_t kept = 0;
   const index_t cap = max_calibration_rows;  // m is at most this: the heap holds every candidate
-  for (index_t r = 0; r < n; ++r) {
-    if (plan.prune_threshold && !(combined[static_cast<std::size_t>(r)] >= *plan.prune_threshold)) continue;
+  for (index_t r = rows.first; r < rows.second; ++r) {
+    if (plan.prune_threshold && !(combined(r) >= *plan.prune_threshold)) continue;
     ++kept;
     const id_t id = id_of(r);
     const drawn d{rng::uniform01(key, id, 1u, rng::stream_active_batch), id, r};
@@ -423,11 +458,29 @@ template <class IdOf>
       std::push_heap(heap.begin(), heap.end());
     }
   }
-  if (kept <= plan.total) return c;  // every kept row is selected: nothing is learned
-  const phases::batch_size z = phases::batch_sizes(kept, plan.total, s.run, max_calibration_rows);
-  std::sort(heap.begin(), heap.end());
-  heap.resize(static_cast<std::size_t>(z.active));
-  for (const auto& d : heap) c.rows.push_back(d.row);
+  // Every worker's count and candidates: [kept, m, (draw, id, row) x m] each.
+  std::vector<std::uint64_t> mine{kept, heap.size()};
+  for (const auto& d : heap) {
+    mine.insert(mine.end(), {std::bit_cast<std::uint64_t>(d.u), static_cast<std::uint64_t>(d.id),
+                             static_cast<std::uint64_t>(d.row)});
+  }
+  const std::vector<std::uint64_t> every = gather_all(all, mine);
+  std::vector<drawn> candidates;
+  kept = 0;
+  for (std::size_t at = 0; at < every.size();) {
+    kept += every[at];
+    const auto m = static_cast<std::size_t>(every[at + 1]);
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::uint64_t* v = &every[at + 2 + 3 * i];
+      candidates.push_back({std::bit_cast<double>(v[0]), static_cast<id_t>(v[1]), static_cast<index_t>(v[2])});
+    }
+    at += 2 + 3 * m;
+  }
+  if (static_cast<index_t>(kept) <= plan.total) return c;  // every kept row is selected: nothing is learned
+  const phases::batch_size z = phases::batch_sizes(static_cast<index_t>(kept), plan.total, s.run, max_calibration_rows);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.resize(static_cast<std::size_t>(z.active));
+  for (const auto& d : candidates) c.rows.push_back(d.row);
   std::sort(c.rows.begin(), c.rows.end());
   c.subset = z.rollout;
   return c;

@@ -73,11 +73,12 @@ inline void check_row_count(const std::string& name, std::size_t rows, index_t n
   }
 }
 
-/// @brief Throws invalid_input naming `name` at the first score that is NaN or infinite.
-inline void check_finite_scores(const std::string& name, std::span<const double> v) {
+/// @brief Throws invalid_input naming `name` at the first score that is NaN or infinite (`v`
+/// holds rows from `first_row` on).
+inline void check_finite_scores(const std::string& name, std::span<const double> v, index_t first_row = 0) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) {
-      throw invalid_input(name, ::datamask::detail::concat("score at row ", i, " is ", std::isnan(v[i]) ? "NaN" : "infinite",
+      throw invalid_input(name, ::datamask::detail::concat("score at row ", first_row + static_cast<index_t>(i), " is ", std::isnan(v[i]) ? "NaN" : "infinite",
                                                "; every score must be finite"));
     }
   }
@@ -90,8 +91,10 @@ inline void check_finite_scores(const std::string& name, std::span<const double>
 }
 
 /// @brief Throws invalid_input naming `name` at an id given twice (the smallest such id as
-/// unsigned bits, at its first two rows), written as id_text writes it.
-inline void check_unique_ids(const std::string& name, std::span<const id_t> ids, bool is_unsigned = true) {
+/// unsigned bits, at its first two rows), written as id_text writes it (`ids` holds rows from
+/// `first_row` on).
+inline void check_unique_ids(const std::string& name, std::span<const id_t> ids, bool is_unsigned = true,
+                             index_t first_row = 0) {
   std::vector<index_t> order(ids.size());
   std::iota(order.begin(), order.end(), index_t{0});
   const auto at = [&](index_t r) { return ids[static_cast<std::size_t>(r)]; };
@@ -99,7 +102,7 @@ inline void check_unique_ids(const std::string& name, std::span<const id_t> ids,
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (at(order[i]) == at(order[i - 1])) {
       throw invalid_input(name, ::datamask::detail::concat("duplicate id ", id_text(at(order[i]), is_unsigned),
-                                                           " at rows ", order[i - 1], " and ", order[i]));
+                                                           " at rows ", first_row + order[i - 1], " and ", first_row + order[i]));
     }
   }
 }

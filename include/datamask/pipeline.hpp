@@ -59,12 +59,13 @@ struct block_data {
 /// @param whole a view of the whole corpus as float32 when one exists and the block is the
 ///        whole corpus (no copy then); empty otherwise
 /// @param gather callable `void(std::span<const index_t> rows, float* out)`: copies the rows
-/// @param columns the corpus's quality columns; @param weights their weights
+/// @param columns the corpus's quality columns, holding the rows from `first_row` on;
+/// @param weights their weights
 /// @param id_of callable `id_t(index_t row)`
 template <class Gather, class IdOf>
 [[nodiscard]] block_data gather_block(std::span<const index_t> rows, index_t d, matrix_view<const float> whole,
                                       Gather&& gather, std::span<const std::vector<double>> columns,
-                                      std::span<const double> weights, IdOf&& id_of) {
+                                      std::span<const double> weights, IdOf&& id_of, index_t first_row = 0) {
   block_data b;
   const auto n = static_cast<index_t>(rows.size());
   if (!whole.empty() && whole.rows == n) {
@@ -77,7 +78,7 @@ template <class Gather, class IdOf>
   b.quality.resize(columns.size());
   for (std::size_t a = 0; a < columns.size(); ++a) {
     b.quality[a].resize(rows.size());
-    for (std::size_t i = 0; i < rows.size(); ++i) b.quality[a][i] = columns[a][static_cast<std::size_t>(rows[i])];
+    for (std::size_t i = 0; i < rows.size(); ++i) b.quality[a][i] = columns[a][static_cast<std::size_t>(rows[i] - first_row)];
   }
   b.quality_weights.assign(weights.begin(), weights.end());
   b.ids.resize(rows.size());

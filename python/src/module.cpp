@@ -577,7 +577,7 @@ nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request
     (void)dmfront::use_block_device(std::nullopt);  // under CUDA: a device is present, else a clear error
     plan = k.plan(r.run, block_size);
     if (r.graph) dmfront::check_given_graph(k.n, plan.blocks.size(), python_spelling());
-    dmfront::calibrate_corpus(k, plan, r);  // f calibrated once for a corpus of several blocks
+    dmfront::calibrate_corpus(k, plan, r, {{0, k.n}, {}});  // f calibrated once for a corpus of several blocks
     const auto optimizers = dmfront::block_optimizers(r, plan, k.d);
     dmfront::refuse_unread_on_blocks(c.request, plan, optimizers, python_spelling());
     std::vector<index_t> all(plan.blocks.size());

@@ -7,8 +7,10 @@
 One process is the reference: MPI runs (mpirun -np R, R = 1, 2, 3) and scheduler shards
 (--shard I/N, N = 1, 2, 5, then merge) must write the same ids, log and plot bytes and the same
 report totals, on the demo corpus split into 5 blocks, for two objectives with the policy gradient, with and
-without --prune, and for the continuous learner. Damaged or foreign parts are refused or run again,
-and a failed write leaves no output. MPI scenarios exit 77 (ctest: skipped) with the reason when the program was built
+without --prune, and for the continuous learner; and on a corpus of five files in four groups
+(issue 46), shards with and without a plan (`datamask-select plan`) and MPI ranks, each worker
+reading its own files (a NaN is said by the worker that reads it). Damaged or foreign parts are
+refused or run again, and a failed write leaves no output. MPI scenarios exit 77 (ctest: skipped) with the reason when the program was built
 without MPI (MPI_DEFINITIONS, the program's compile definitions, lacks DATAMASK_SELECT_MPI=1)
 or mpirun is missing.
 """
@@ -398,27 +400,56 @@ def test_mpi_failure():
     no_outputs("bad")
 
 
-# --- the embedding bytes read by shares (each rank checks and hashes its run of 1 MiB chunks) ---------
+# --- a corpus of several files: groups, each worker reading its own -------------------------------
 
-def file_hash(name):
-    """datamask::hash_bytes of a file's bytes, computed here independently of the program."""
+def fingerprint_of(name, size):
+    """corpus.hpp's file_fingerprint: a file's name (not its folder) and size."""
+    base = os.path.basename(name).encode()
+    return ct.mix64(ct.mix64(size) ^ ct.hash_bytes(base))
+
+
+def npy_data(name):
     with open(name, "rb") as f:
-        return ct.hash_bytes(f.read())
+        raw = f.read()
+    head = struct.unpack_from("<H", raw, 8)[0]
+    return raw, raw[10 + head:]
 
 
-def input_hash(files):
-    """The report's input hash: the files' hashes chained in order (embeddings, quality)."""
-    h = ct.mix64(0x64617461)
-    for name in files:
-        h = ct.mix64(h ^ file_hash(name))
+def input_hash(embeddings, columns, block_size):
+    """The report's input hash, computed here from the specification: the fingerprint (the rows,
+    each file's name, size and d, each score or id file's name and size) and each group's content
+    hash (its files' bytes, then its rows of each column's data), combined in group order.
+    `embeddings`: (path, rows, cols); `columns`: (path, item bytes)."""
+    n = sum(r for _, r, _ in embeddings)
+    fp = ct.mix64(0x64617461 ^ n)
+    for name, _, cols in embeddings:
+        fp = ct.mix64(fp ^ fingerprint_of(name, os.path.getsize(name)) ^ ct.mix64(cols))
+    for name, _ in columns:
+        fp = ct.mix64(fp ^ fingerprint_of(name, os.path.getsize(name)))
+    groups, group, rows, start = [], [], 0, 0
+    for e in embeddings:
+        group.append(e)
+        rows += e[1]
+        if rows >= block_size:
+            groups.append((group, start, start + rows))
+            start, group, rows = start + rows, [], 0
+    if group:
+        groups.append((group, start, start + rows))
+    h = fp
+    for files, lo, hi in groups:
+        g = 0
+        for name, _, _ in files:
+            with open(name, "rb") as f:
+                g = ct.mix64(g ^ ct.hash_bytes(f.read()))
+        for name, item in columns:
+            g = ct.mix64(g ^ ct.hash_bytes(npy_data(name)[1][lo * item:hi * item]))
+        h = (ct.mix64(h ^ g) + 0x632BE59BD9B4E019) & ct.M64
     return "%016x" % h
 
 
-ROWS, DIMS = 20000, 64  # 2 shards of 10000 x 64 float32: 2.4 MiB each, 3 hash chunks each
-BAD_ROW = 8000          # of the second shard: its chunk 1 (global chunk 4 of 6), read by rank 1 of 2, rank 2 of 3
-# Row 8191 of the first shard starts in its chunk 1 (rank 0 of 3) and ends in chunk 2 (rank 1 of 3):
-# its last value lies in chunk 2, but the rank of the chunk where the row starts checks it.
-ACROSS_ROW = 8191
+SIZES, DIMS = (7000, 5000, 2500, 3500, 6000), 16  # 24000 rows in 5 files
+GROUPED = ["--block-size", "5000", "--ratio", "0.05", "--threads", "1", "--quiet"]
+# Groups of files closed at 5000 rows: {7000} 2 blocks, {5000} 1, {2500, 3500} 2, {6000} 2.
 
 
 def npy_file(name, descr, shape, payload):
@@ -430,64 +461,89 @@ def npy_file(name, descr, shape, payload):
     return path(name)
 
 
-def sharded_input(bad=None, tag="ok"):
-    """Two embedding shards of a few MiB (a NaN at `bad` = (shard, row, column)) and a quality
-    column; returns the program's input options and the files in hash order."""
+def grouped_input(bad=None, tag="ok"):
+    """Five embedding files in a folder (a NaN at `bad` = (file, row, column)), uint64 ids and a
+    quality column; returns the program's input options, the files (path, rows, cols) and the
+    columns (path, item bytes)."""
     rng = random.Random(12)
-    half = ROWS // 2
+    folder = path("emb-" + tag)
+    os.makedirs(folder)
     files = []
-    for s in range(2):
-        v = [rng.gauss(0.0, 1.0) for _ in range(half * DIMS)]
+    for s, rows in enumerate(SIZES):
+        centre = [rng.gauss(0.0, 1.0) for _ in range(DIMS)]
+        v = [centre[j % DIMS] + rng.gauss(0.0, 0.5) for j in range(rows * DIMS)]
         if bad and bad[0] == s:
             v[bad[1] * DIMS + bad[2]] = float("nan")
-        files.append(npy_file("emb-%s-%d.npy" % (tag, s), "<f4", (half, DIMS), struct.pack("<%df" % len(v), *v)))
-    q = [rng.random() for _ in range(ROWS)]
-    files.append(npy_file("q-%s.npy" % tag, "<f4", (ROWS,), struct.pack("<%df" % ROWS, *q)))
-    args = ["--embeddings", files[0], "--embeddings", files[1], "--quality", files[2]]
-    return args, files
+        files.append((npy_file("emb-%s/part-%d.npy" % (tag, s), "<f4", (rows, DIMS),
+                               struct.pack("<%df" % len(v), *v)), rows, DIMS))
+    n = sum(SIZES)
+    ids = list(range(n))
+    rng.shuffle(ids)
+    ids = [(1 << 63) + 3 * i for i in ids]
+    q = [rng.random() for _ in range(n)]
+    columns = [(npy_file("q-%s.npy" % tag, "<f4", (n,), struct.pack("<%df" % n, *q)), 4),
+               (npy_file("ids-%s.npy" % tag, "<u8", (n,), struct.pack("<%dQ" % n, *ids)), 8)]
+    return ["--embeddings", folder, "--quality", columns[0][0], "--ids", columns[1][0]], files, columns
 
 
-READ = ["--block-size", "5000", "--objective", "pairwise", "--optimizer", "pg", "--steps", "10", "--rollouts", "8",
-        "--threads", "1", "--quiet"]
+def test_groups():
+    """Shards with and without a plan, and MPI ranks, on a corpus of several groups: the outputs
+    of one process, bit for bit, and the input hash computed here from the files."""
+    args, files, columns = grouped_input()
+    for prune in ([], PRUNE):
+        for case in (["--optimizer", "continuous", "--iterations", "30"], CASES["pairwise"]):
+            opts = args + GROUPED + case + prune
+            run([PROG] + opts + outputs("one"))
+            with open(path("one.json")) as f:
+                r = json.load(f)
+            assert r["input"]["hash"] == input_hash(files, columns, 5000), "the input hash is not the specification's"
+            assert r["total"]["blocks"] == 7, r["total"]["blocks"]
+            plan = path("plan.json")
+            run([PROG, "plan"] + opts + ["--plan", plan])
+            for n in (2, 3, 7, 9):
+                for with_plan in (False, True):
+                    parts = path("parts-%d-%d" % (n, with_plan))
+                    shutil.rmtree(parts, ignore_errors=True)
+                    shard_parts(parts, opts + (["--plan", plan] if with_plan else []), n)
+                    run([PROG, "merge"] + outputs("merged") + [parts])
+                    same_outputs("merged", "one")
+            if HAS_MPI and shutil.which("mpirun"):
+                for ranks in (2, 3):
+                    run(mpirun(ranks, opts + outputs("ranks")), env=mpi_env())
+                    same_outputs("ranks", "one")
+    # A plan of other options or inputs is refused, naming the difference.
+    opts = args + GROUPED + CASES["pairwise"]
+    run([PROG, "plan"] + opts + ["--plan", path("plan.json")])
+    p = run([PROG] + opts + ["--ratio", "0.1", "--shard", "0/2", "--parts", path("p-other"), "--plan", path("plan.json")],
+            expect=2)
+    assert "--plan %s: made with other options (--ratio" % path("plan.json") in p.stderr, p.stderr
+    other = list(args)
+    other[3] = path("q-renamed.npy")  # the same scores under another name: other inputs
+    shutil.copy(columns[0][0], other[3])
+    p = run([PROG] + other + GROUPED + CASES["pairwise"] + ["--shard", "0/2", "--parts", path("p-other"),
+                                                             "--plan", path("plan.json")], expect=2)
+    assert "made for other inputs" in p.stderr, p.stderr
 
 
-def test_mpi_input():
-    need_mpi()
-    args, files = sharded_input()
-    run([PROG] + args + READ + outputs("one"))
-    with open(path("one.json")) as f:
-        want = input_hash(files)
-        assert json.load(f)["input"]["hash"] == want, "one process's input hash is not hash_bytes of the files"
-    for ranks in (2, 3):
-        tag = "input-%d" % ranks
-        run(mpirun(ranks, args + READ + outputs(tag)), env=mpi_env())
-        same_outputs(tag, "one")  # the input hash and rows are in the compared report values
-
-
-def test_mpi_bad_input():
-    need_mpi()
-    for shard, row, col, readers in ((1, BAD_ROW, 5, ((2, 1), (3, 2))), (0, ACROSS_ROW, DIMS - 1, ((3, 0),))):
-        bad_input_case(shard, row, col, readers)
-
-
-def bad_input_case(shard, row, col, readers):
-    """A NaN at (shard, row, col): one process's message, then the same from the rank that reads it."""
-    args, files = sharded_input(bad=(shard, row, col), tag="bad-%d-%d" % (shard, row))
-    p = run([PROG] + args + READ + outputs("one"), expect=2)
-    prefix = "datamask-select: "
-    said = [line[len(prefix):] for line in p.stderr.splitlines() if line.startswith(prefix)]
-    want = "%s: row %d, column %d is NaN; every value must be finite" % (files[shard], row, col)
-    assert said == [want], p.stderr
-    no_outputs("one")
-    for ranks, reader in readers:
-        tag = "bad-%d-%d" % (ranks, row)
-        p = run(mpirun(ranks, args + READ + outputs(tag)), expect=None, env=mpi_env())
+def test_groups_read():
+    """Each worker reads its groups' files: a shard of the last group never meets a NaN in the
+    first file; a NaN is said by the worker that reads its file, naming the file and row."""
+    args, files, _ = grouped_input(bad=(0, 6000, 3), tag="bad")
+    want = "%s: row 6000, column 3 is NaN; every value must be finite" % files[0][0]
+    p = run([PROG] + args + GROUPED + CASES["pairwise"] + outputs("bad"), expect=2)
+    assert "datamask-select: " + want in p.stderr.splitlines(), p.stderr
+    no_outputs("bad")
+    run([PROG, "plan"] + args + GROUPED + CASES["pairwise"] + ["--plan", path("plan-bad.json")])
+    shard = args + GROUPED + CASES["pairwise"] + ["--plan", path("plan-bad.json"), "--parts", path("parts-bad")]
+    run([PROG] + shard + ["--shard", "6/7"])  # block 6: the last group, the last file
+    p = run([PROG] + shard + ["--shard", "0/7"], expect=2)
+    assert "datamask-select: " + want in p.stderr.splitlines(), p.stderr
+    if HAS_MPI and shutil.which("mpirun"):
+        p = run(mpirun(3, args + GROUPED + CASES["pairwise"] + outputs("bad")), expect=None, env=mpi_env())
         assert p.returncode != 0, p.stderr
-        who = "datamask-select (rank %d of %d): " % (reader, ranks)
-        assert who + want in p.stderr.splitlines(), p.stderr
-        assert [r for r in range(ranks) if r != reader and "(rank %d of" % r in p.stderr] == [], \
-            "a rank that does not read the bad chunk reported it:\n" + p.stderr
-        no_outputs(tag)
+        assert "datamask-select (rank 0 of 3): " + want in p.stderr.splitlines(), p.stderr
+        assert "(rank 2 of 3)" not in p.stderr, "a rank that does not read the first file reported it:\n" + p.stderr
+        no_outputs("bad")
 
 
 def main():

@@ -87,6 +87,10 @@ struct config {
   // of the parts; `merge` reads the parts.
   std::string shard, parts;
   std::vector<std::string> merged;  // the part files `merge` reads
+  // The corpus-wide values (S, the prune threshold, the calibration) of `datamask-select plan`:
+  // the file it writes (planning) or the one a worker reads.
+  std::string plan;
+  bool planning = false;
   std::set<std::string> given;  // options set on the command line
 
   [[nodiscard]] bool has(const std::string& name) const { return given.count(name) != 0; }
@@ -364,12 +368,19 @@ inline void add_program_options(CLI::App& app, config& c) {
                    "--certify-steps sets its budget");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
-                 "I/N: run only the blocks of shard I of N (0 <= I < N; block b goes to shard b mod N) and write "
-                 "a part into --parts, plus a completion marker; a finished shard is skipped when run again. "
-                 "slurm: I and N from SLURM_ARRAY_TASK_ID/_MIN/_COUNT. Then `datamask-select merge` writes the outputs");
+                 "I/N: run only the blocks of shard I of N (0 <= I < N; shard I runs blocks [B I / N, B (I + 1) / N) "
+                 "of the B, so it reads only the input files they lie in) and write a part into --parts, plus a "
+                 "completion marker; a finished shard is skipped when run again. slurm: I and N from "
+                 "SLURM_ARRAY_TASK_ID/_MIN/_COUNT. Then `datamask-select merge` writes the outputs");
   app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-00002-of-00004.json for 2/4, its "
                                      "selected ids beside it in part-00002-of-00004.ids.npy) and its marker "
                                      "(completions/00002-of-00004)");
+  app.add_option("--plan", c.plan,
+                 "PLAN.json: the corpus-wide values every worker must agree on (the prune threshold, f's "
+                 "calibration), as `datamask-select plan --plan PLAN.json` with the same inputs and options wrote "
+                 "them: a shard then reads only its own rows; without it a shard that prunes or calibrates over "
+                 "several blocks reads every score and id to compute them itself. Under mpirun the ranks compute "
+                 "them together");
   app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/synthetic.hpp) "
                                  "and run on it");
 }
@@ -568,8 +579,17 @@ inline void check_args(config& c) {
   }
   // A run that writes nothing computes a selection only to lose it (a checkpoint keeps it, and a
   // shard writes its part: --parts is checked with --shard). Last: a bad option is the first news.
+  if (c.planning) {
+    for (const auto& [name, value] : {std::pair{"--out", &c.out}, {"--report", &c.report}, {"--log", &c.log},
+                                      {"--plot", &c.plot}, {"--checkpoint", &c.checkpoint}, {"--shard", &c.shard},
+                                      {"--parts", &c.parts}}) {
+      if (!value->empty()) throw usage_error(std::string("plan: ") + name + ": the plan step selects nothing; give it to the runs that read the plan");
+    }
+    if (c.plan.empty()) throw usage_error("plan: give --plan PLAN.json, the file to write");
+    if (c.demo) throw usage_error("plan: --demo is one process's corpus; plan the input files a spread run reads");
+  }
   if (c.out.empty() && c.report.empty() && c.log.empty() && c.plot.empty() && c.checkpoint.empty() &&
-      c.shard.empty() && c.parts.empty()) {
+      c.shard.empty() && c.parts.empty() && !c.planning) {
     throw usage_error("nothing to write: the run's selection would be lost; give --out (the selected ids), --report, "
                       "--log, --plot or --checkpoint");
   }

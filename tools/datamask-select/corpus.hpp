@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <span>
 #include <stdexcept>
@@ -43,9 +44,11 @@ using datamask::mix64;
 /// says of the inputs. Moved, never copied (the views point into it).
 struct corpus : dmfront::corpus {
   std::vector<datamask::io::npy_file> files;  // the embedding shards
-  std::vector<id_t> id_values;                // what `ids` views (read from --ids)
+  std::vector<id_t> id_values;                // what `ids` views (read from --ids: the window's rows)
   std::string ids_source;
-  std::uint64_t hash = 0;
+  std::uint64_t fingerprint = 0;              // the inputs' names, sizes and shapes (input_fingerprint)
+  std::vector<std::pair<index_t, std::uint64_t>> group_hashes;  // the content hash of each group read
+  std::uint64_t hash = 0;                     // input_hash of the fingerprint and group_hashes (the program sets it)
   std::vector<float> demo_rows;  // the --demo corpus lives here
 
   corpus() = default;
@@ -53,15 +56,6 @@ struct corpus : dmfront::corpus {
   corpus& operator=(corpus&&) = default;
   corpus(const corpus&) = delete;
   corpus& operator=(const corpus&) = delete;
-};
-
-/// Which share of the embedding bytes this process reads (see detail::shard_hashes): reader
-/// `index` of `count`; `exchange` gives every reader every reader's values, concatenated in reader
-/// order (an MPI allgather). The default: one reader reads everything.
-struct read_share {
-  int index = 0;
-  int count = 1;
-  std::function<std::vector<std::uint64_t>(const std::vector<std::uint64_t>&)> exchange;
 };
 
 /// Names as messages list them: "a, b, c".
@@ -113,61 +107,6 @@ inline void open_shard(corpus& k, const std::string& path, const std::string& fi
   k.files.push_back(std::move(f));
 }
 
-/// Checks that every value of the rows of shard `f` that start in its hash chunks [first, last)
-/// is finite (a row across a chunk boundary belongs to the chunk where it starts, so readers of
-/// consecutive chunk runs check every row once).
-inline void check_rows_in_chunks(const datamask::io::npy_file& f, std::size_t first, std::size_t last, int threads) {
-  const auto file = f.file_bytes();
-  const auto data = f.data_bytes();
-  const auto offset = static_cast<std::size_t>(data.data() - file.data());
-  const std::size_t row_bytes = data.size() / static_cast<std::size_t>(f.rows());
-  const auto row_at = [&](std::size_t chunk) {  // the first row starting at or after this chunk
-    const std::size_t byte = std::min(file.size(), chunk * datamask::hash_chunk_bytes);
-    const std::size_t row = byte <= offset ? 0 : (byte - offset + row_bytes - 1) / row_bytes;
-    return std::min(row, static_cast<std::size_t>(f.rows()));
-  };
-  const std::size_t lo = row_at(first);
-  const std::size_t hi = row_at(last);
-  if (lo >= hi) return;
-  datamask::check_finite_values(f.path(), data.subspan(lo * row_bytes, (hi - lo) * row_bytes),
-                                    f.dtype() == datamask::io::npy_dtype::float16, f.cols(), threads,
-                                    static_cast<index_t>(lo));
-}
-
-/// Validates (every value finite) and hashes this reader's share of the embedding shards' bytes,
-/// and returns the hash of every shard, as hash_bytes gives it. The shards' 1 MiB hash chunks,
-/// in order over all shards, are split into `share.count` consecutive runs; reader
-/// `share.index` reads only its run, and `share.exchange` gives every reader all the chunk hashes
-/// in order, so every reader combines the same hashes one reader computes alone.
-inline std::vector<std::uint64_t> shard_hashes(const corpus& k, const read_share& share, int threads) {
-  std::vector<std::size_t> start{0};  // the first chunk of each shard, over all shards; then the total
-  for (const auto& f : k.files) start.push_back(start.back() + datamask::hash_chunk_count(f.file_bytes().size()));
-  const std::size_t total = start.back();
-  const auto count = static_cast<std::size_t>(share.count);
-  const std::size_t lo = total * static_cast<std::size_t>(share.index) / count;
-  const std::size_t hi = total * static_cast<std::size_t>(share.index + 1) / count;
-  std::vector<std::uint64_t> mine;
-  for (std::size_t s = 0; s < k.files.size(); ++s) {
-    const std::size_t first = std::clamp(lo, start[s], start[s + 1]) - start[s];
-    const std::size_t last = std::clamp(hi, start[s], start[s + 1]) - start[s];
-    if (first >= last) continue;
-    check_rows_in_chunks(k.files[s], first, last, threads);
-    const auto h = datamask::hash_chunks(k.files[s].file_bytes(), first, last, threads);
-    mine.insert(mine.end(), h.begin(), h.end());
-  }
-  const std::vector<std::uint64_t> all = count > 1 ? share.exchange(mine) : std::move(mine);
-  if (all.size() != total) {
-    throw std::logic_error(datamask::detail::concat("received ", all.size(), " chunk hashes, expected ", total));
-  }
-  std::vector<std::uint64_t> hashes;
-  for (std::size_t s = 0; s < k.files.size(); ++s) {
-    hashes.push_back(datamask::combine_chunk_hashes(
-        k.files[s].file_bytes().size(),
-        std::span<const std::uint64_t>(all).subspan(start[s], start[s + 1] - start[s])));
-  }
-  return hashes;
-}
-
 /// Whether a CSV column's name says it holds ids, not scores: id, idx or *_id (any case).
 inline bool id_like(std::string name) {
   for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -217,57 +156,108 @@ inline std::vector<std::size_t> csv_columns(const datamask::io::csv_table& t, co
   return all;
 }
 
-/// Reads one --quality value into `k`: a CSV file's columns ("file (column)"; csv_columns says
-/// which), or a 1-D .npy array of floats. Returns the hash of its bytes (and of the column named,
-/// so that naming another column of the file is other inputs).
-inline std::uint64_t add_quality_source(corpus& k, const std::string& q, const std::string& rows_of, int threads,
-                                        read_once& read) {
+/// The content hash of rows [first, last) of a column: the bytes that hold them.
+inline std::uint64_t rows_hash(std::span<const unsigned char> data, std::size_t item, std::pair<index_t, index_t> rows,
+                               int threads) {
+  const auto lo = static_cast<std::size_t>(rows.first) * item, hi = static_cast<std::size_t>(rows.second) * item;
+  return hash_bytes(data.subspan(lo, hi - lo), threads);
+}
+
+/// What reading one --quality or --ids input gives the hashes: its name and size for the
+/// fingerprint, and a function that hashes the rows of a group.
+struct read_input {
+  std::uint64_t fingerprint = 0;
+  std::function<std::uint64_t(std::pair<index_t, index_t>)> rows_hash;
+};
+
+/// The fingerprint of an input file: its name (not its folder: a plan made on one machine serves
+/// workers that mount the inputs elsewhere) and its size.
+inline std::uint64_t file_fingerprint(const std::string& path, std::uint64_t bytes) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  return mix64(mix64(bytes) ^ hash_bytes(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(name.data()), name.size()), 1));
+}
+
+/// Reads one --quality value into `k`, the window's rows: a CSV file's columns ("file
+/// (column)"; csv_columns says which; the file is parsed whole), or a 1-D .npy array of floats
+/// (its window's rows only). Checks that it has one score per row of the corpus.
+inline read_input add_quality_source(corpus& k, const std::string& q, const std::string& rows_of, int threads,
+                                     read_once& read) {
   const quality_source s = quality_source_of(q);
   constexpr const char* what = "a score column given twice would weigh double; give each once (--quality-weights "
                                "weighs a column)";
+  const auto [lo, hi] = k.window;
   if (s.csv()) {
-    const std::string all = datamask::io::read_file(s.file);  // read once: parsed and hashed
+    const std::string all = datamask::io::read_file(s.file);
     const auto t = datamask::io::parse_csv(all, s.file);
+    auto read_columns = std::make_shared<std::vector<std::vector<double>>>();
+    std::uint64_t names = file_fingerprint(s.file, all.size());
     for (const std::size_t col : csv_columns(t, s)) {
       read.check(s.file, "column " + std::to_string(col + 1), what);
-      k.add_quality(s.file + " (" + t.names[col] + ")", t.columns[col], rows_of);
+      const std::string name = s.file + " (" + t.names[col] + ")";
+      datamask::check_row_count(name, t.columns[col].size(), k.n, rows_of);
+      read_columns->push_back(t.columns[col]);
+      k.add_quality(name, std::vector<double>(t.columns[col].begin() + lo, t.columns[col].begin() + hi), rows_of);
+      names = mix64(names ^ file_fingerprint(t.names[col], col));
     }
-    const auto bytes = [&](const std::string& b) {
-      return hash_bytes(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(b.data()), b.size()), threads);
-    };
-    return s.column.empty() ? bytes(all) : mix64(bytes(all) ^ bytes(s.column));
+    // A CSV's rows are hashed as the values read (the text of a group's rows is not delimited).
+    return {names, [read_columns, threads](std::pair<index_t, index_t> rows) {
+              std::uint64_t h = 0;
+              for (const auto& c : *read_columns) {
+                h = mix64(h ^ rows_hash({reinterpret_cast<const unsigned char*>(c.data()), c.size() * sizeof(double)},
+                                        sizeof(double), rows, threads));
+              }
+              return h;
+            }};
   }
   read.check(q, "", what);
-  datamask::io::npy_file f = open_npy(q, quality_input);
-  if (f.header().shape.size() != 1 && !(f.header().shape.size() == 2 && f.cols() == 1)) {
+  auto f = std::make_shared<datamask::io::npy_file>(open_npy(q, quality_input));
+  if (f->header().shape.size() != 1 && !(f->header().shape.size() == 2 && f->cols() == 1)) {
     throw invalid_input(q, "quality scores must be a 1-D array (one score per row)");
   }
-  k.add_quality(q, f.read_doubles(), rows_of);
-  return hash_bytes(f.file_bytes(), threads);
+  datamask::check_row_count(q, static_cast<std::size_t>(f->header().count), k.n, rows_of);
+  k.add_quality(q, f->read_doubles(lo, hi - lo), rows_of);
+  return {file_fingerprint(q, f->file_bytes().size()), [f, threads](std::pair<index_t, index_t> rows) {
+            return rows_hash(f->data_bytes(), datamask::io::npy_item_size(f->dtype()), rows, threads);
+          }};
 }
 
-/// Reads the ids file (1-D, one id per row, no id twice) into `k`: int64 (or int32) ids, or
-/// uint64 ids, which keep their type (`ids_unsigned`). Returns the hash of its bytes.
-inline std::uint64_t add_ids(corpus& k, const std::string& path, const std::string& rows_of, int threads) {
-  datamask::io::npy_file f = open_npy(path, ids_input);
-  if (f.header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
-  const auto v = f.read_int64();  // uint64 ids: their bits
+/// Reads the ids file (1-D, one id per row, no id twice in the window) into `k`, the window's
+/// rows: int64 (or int32) ids, or uint64 ids, which keep their type (`ids_unsigned`).
+inline read_input add_ids(corpus& k, const std::string& path, const std::string& rows_of, int threads) {
+  auto f = std::make_shared<datamask::io::npy_file>(open_npy(path, ids_input));
+  if (f->header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
+  datamask::check_row_count(path, static_cast<std::size_t>(f->header().count), k.n, rows_of);
+  const auto [lo, hi] = k.window;
+  const auto v = f->read_int64(lo, hi - lo);  // uint64 ids: their bits
   k.id_values.assign(v.begin(), v.end());
-  k.view_ids(k.id_values, f.dtype() == datamask::io::npy_dtype::uint64, path, rows_of);
+  k.view_ids(k.id_values, f->dtype() == datamask::io::npy_dtype::uint64, path, rows_of);
   k.ids_source = path;
-  return hash_bytes(f.file_bytes(), threads);
+  return {file_fingerprint(path, f->file_bytes().size()), [f, threads](std::pair<index_t, index_t> rows) {
+            return rows_hash(f->data_bytes(), datamask::io::npy_item_size(f->dtype()), rows, threads);
+          }};
 }
 
 }  // namespace detail
 
-/// Opens, validates and hashes every input: the embedding shards, the quality columns, the ids.
-/// Throws invalid_input naming the file. The hash chains each file's bytes in that order. Several
-/// readers (MPI ranks, `share`) split the reading of the embedding shards' bytes; each reads the
-/// quality columns and ids (8 bytes a row) whole.
-inline corpus load_corpus(const config& c, const read_share& share = {}) {
+/// What a worker reads of the corpus: the blocks it runs (`mine`) decide the groups whose
+/// embedding files it checks and hashes; `every_row` gives it every row's scores and ids (it
+/// plans the corpus alone: one process, or a shard without --plan that prunes or calibrates),
+/// otherwise those of its groups only. `embeddings`: false for `datamask-select plan`, which reads
+/// the embedding shards' headers and the calibration sample's rows only.
+struct worker_reading {
+  index_t worker = 0, workers = 1;
+  std::function<bool(const datamask::corpus_layout&)> every_row = [](const datamask::corpus_layout&) { return true; };
+  bool embeddings = true;
+};
+
+/// Opens every input, then validates and hashes what this worker reads (`worker_reading`): the
+/// embedding shards of its groups (every value finite), the window's scores and ids (finite, no
+/// id twice in the window). Throws invalid_input naming the file and row. The fingerprint chains
+/// every input's name, size and shape (read from the headers, by every worker); each group's
+/// content hash chains its shards' bytes and its rows of each score column and of the ids.
+inline corpus load_corpus(const config& c, const worker_reading& who = {}) {
   const int threads = c.run.threads;
   corpus k;
-  std::uint64_t h = mix64(0x64617461ull);
   const std::vector<std::string> files = detail::embedding_files(c.embeddings);
   detail::read_once shards;
   for (const auto& path : files) {
@@ -275,15 +265,37 @@ inline corpus load_corpus(const config& c, const read_share& share = {}) {
   }
   for (const auto& path : files) detail::open_shard(k, path, files[0]);
   k.close_shards();
-  for (const std::uint64_t s : detail::shard_hashes(k, share, threads)) h = mix64(h ^ s);
+  const datamask::corpus_layout layout = k.layout(c.block_size);
+  const auto mine = datamask::worker_blocks(layout.blocks(), who.worker, who.workers);
+  const auto groups = datamask::groups_of_blocks(layout, mine);
+  if (!who.every_row(layout)) k.hold(layout.group_row(groups.first), layout.group_row(groups.second));
+  std::uint64_t fp = mix64(0x64617461ull ^ static_cast<std::uint64_t>(k.n));
+  for (const auto& f : k.files) {
+    fp = mix64(fp ^ detail::file_fingerprint(f.path(), f.file_bytes().size()) ^ mix64(static_cast<std::uint64_t>(f.cols())));
+  }
   const std::string rows_of = files.size() == 1 ? files[0] : "the embedding shards";
 
+  std::vector<detail::read_input> inputs;
   detail::read_once columns;
-  for (const auto& q : c.quality) h = mix64(h ^ detail::add_quality_source(k, q, rows_of, threads, columns));
+  for (const auto& q : c.quality) inputs.push_back(detail::add_quality_source(k, q, rows_of, threads, columns));
   k.weigh_quality(c.quality_weights, "--quality-weights");
+  if (!c.ids.empty()) inputs.push_back(detail::add_ids(k, c.ids, rows_of, threads));
+  for (const auto& in : inputs) fp = mix64(fp ^ in.fingerprint);
+  k.fingerprint = fp;
 
-  if (!c.ids.empty()) h = mix64(h ^ detail::add_ids(k, c.ids, rows_of, threads));
-  k.hash = h;
+  if (who.embeddings) {
+    for (index_t g = groups.first; g < groups.second; ++g) {
+      std::uint64_t h = 0;
+      for (index_t s = layout.group_file[static_cast<std::size_t>(g)]; s < layout.group_file[static_cast<std::size_t>(g) + 1]; ++s) {
+        const auto& f = k.files[static_cast<std::size_t>(s)];
+        datamask::check_finite_values(f.path(), f.data_bytes(), f.dtype() == datamask::io::npy_dtype::float16, f.cols(), threads);
+        h = mix64(h ^ hash_bytes(f.file_bytes(), threads));
+      }
+      const std::pair<index_t, index_t> rows{layout.group_row(g), layout.group_row(g + 1)};
+      for (const auto& in : inputs) h = mix64(h ^ in.rows_hash(rows));
+      k.group_hashes.emplace_back(g, h);
+    }
+  }
   return k;
 }
 
@@ -299,7 +311,8 @@ inline corpus demo_corpus(std::uint64_t seed) {
   k.close_shards();
   k.add_quality("demo quality", std::move(g.quality), "the demo corpus");
   k.weigh_quality({}, "--quality-weights");
-  k.hash = mix64(seed ^ 0xDE30ull);
+  k.fingerprint = mix64(seed ^ 0xDE30ull);
+  k.group_hashes.emplace_back(0, 0);
   return k;
 }
 

@@ -116,8 +116,10 @@ inline std::vector<std::pair<std::string, std::filesystem::path>> inputs(const c
 /// an input. Writes nothing.
 inline void check_output_paths(const config& c) {
   namespace fs = std::filesystem;
+  const std::string none;
   const std::pair<const char*, const std::string*> named[] = {
-      {"--out", &c.out}, {"--report", &c.report}, {"--log", &c.log}, {"--plot", &c.plot}};
+      {"--out", &c.out}, {"--report", &c.report}, {"--log", &c.log}, {"--plot", &c.plot},
+      {"--plan", c.planning ? &c.plan : &none}};
   std::vector<std::pair<std::string, fs::path>> outs;
   for (const auto& [opt, p] : named) {
     if (p->empty()) continue;

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <map>
 #include <utility>
 #include <csignal>
 #include <cstdio>
@@ -48,6 +49,7 @@
 #include "mpi.hpp"
 #include "outputs.hpp"
 #include "paths.hpp"
+#include "plan_file.hpp"
 #include "shards.hpp"
 #include "spread.hpp"
 
@@ -188,13 +190,19 @@ datamask::block_run_settings block_settings(const config& c, const knn_run& knn)
   return s;
 }
 
-/// The corpus's calibration (dmfront::calibrate_corpus) into `s`; says so unless quiet.
+/// The corpus's calibration into `s`: from --plan, or computed (dmfront::calibrate_corpus); says
+/// so unless quiet.
 void calibrate_corpus(const config& c, const corpus& k, const datamask::corpus_plan& plan,
-                      datamask::block_run_settings& s) {
-  const auto sample = dmfront::calibrate_corpus(k, plan, s);
+                      const std::optional<run_plan>& given, const dmfront::planning& p, datamask::block_run_settings& s) {
+  if (given) {
+    s.calibration = given->calibration;
+    if (!s.calibration.empty() && !c.quiet) std::fprintf(stderr, "scales: calibrated once for the corpus, read from %s\n", c.plan.c_str());
+    return;
+  }
+  const auto sample = dmfront::calibrate_corpus(k, plan, s, p);
   if (sample.rows.empty() || c.quiet) return;
-  std::fprintf(stderr, "scales: calibrated once for the %zu blocks on %zu rows drawn from the corpus (subsets of %lld)\n",
-               plan.blocks.size(), sample.rows.size(), static_cast<long long>(sample.subset));
+  std::fprintf(stderr, "scales: calibrated once for the %lld blocks on %zu rows drawn from the corpus (subsets of %lld)\n",
+               static_cast<long long>(plan.layout.blocks()), sample.rows.size(), static_cast<long long>(sample.subset));
 }
 
 /// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
@@ -311,14 +319,50 @@ int use_device(const config& c, const mpi_world& world, bool quiet) {
   return device;
 }
 
-/// The corpus of the run (--demo or the files), with what the report says of it; `c` learns the
-/// ids' type and the quality columns read.
-corpus load(config& c, const mpi_world& world, datamask::io::run_report& rep) {
+/// Whether a run of `c` over a corpus of `layout` needs values of the whole corpus that no block
+/// holds: the prune threshold (a quantile of every score) or f's calibration (a sample of every row).
+bool needs_corpus_values(const config& c, const datamask::corpus_layout& layout) {
+  return c.run.prune > 0.0 || datamask::calibrates_corpus(layout.blocks(), request_of(c).settings);
+}
+
+/// The group hashes of every rank, each group once (ranks that share a group read the same bytes).
+std::vector<std::pair<index_t, std::uint64_t>> every_rank_groups(const mpi_world& world,
+                                                                  const std::vector<std::pair<index_t, std::uint64_t>>& mine) {
+  std::vector<std::uint64_t> packed;
+  for (const auto& [g, h] : mine) packed.insert(packed.end(), {static_cast<std::uint64_t>(g), h});
+  const auto all = world.allgather(packed);
+  std::map<index_t, std::uint64_t> groups;
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
+    const auto [at, fresh] = groups.emplace(static_cast<index_t>(all[i]), all[i + 1]);
+    if (!fresh && at->second != all[i + 1]) {
+      throw usage_error("two ranks read group " + std::to_string(at->first) + " of the input files with other bytes; "
+                        "did the files change during the run?");
+    }
+  }
+  return {groups.begin(), groups.end()};
+}
+
+/// The corpus of the run (--demo or the files), what worker `share` reads of it (corpus.hpp's
+/// worker_reading), with what the report says of it; `c` learns the ids' type and the quality
+/// columns read. Under MPI every rank learns every group's hash, so that each has the input hash.
+corpus load(config& c, const mpi_world& world, const worker_share& share, datamask::io::run_report& rep) {
   const auto t_load = clock_type::now();
-  // MPI ranks split the reading (checks and hash) of the embedding bytes; a shard reads them all.
-  const read_share reading{world.rank(), world.size(),
-                           [&world](const std::vector<std::uint64_t>& mine) { return world.allgather(mine); }};
-  corpus k = c.demo ? demo_corpus(c.run.seed) : load_corpus(c, reading);
+  corpus k;
+  if (c.demo) {
+    k = demo_corpus(c.run.seed);
+  } else {
+    worker_reading who;
+    who.worker = share.index;
+    who.workers = share.count;
+    // A worker that takes the corpus-wide values neither from a plan nor from its peers (a shard
+    // without --plan) computes them from every row's scores and ids.
+    const bool told = world.spread() || (!c.plan.empty() && !c.planning);
+    who.every_row = [&](const datamask::corpus_layout& l) { return share.count == 1 || (!told && needs_corpus_values(c, l)); };
+    who.embeddings = !c.planning;
+    k = load_corpus(c, who);
+  }
+  if (world.spread()) k.group_hashes = every_rank_groups(world, k.group_hashes);
+  k.hash = input_hash(k.fingerprint, k.group_hashes);
   rep.seconds.emplace_back("load", seconds_since(t_load));
   c.ids_unsigned = k.ids_unsigned;  // the outputs write the ids in their type
   c.quality_columns = k.quality_names;
@@ -330,11 +374,14 @@ corpus load(config& c, const mpi_world& world, datamask::io::run_report& rep) {
   return k;
 }
 
-/// The plan of the whole corpus, made by every worker (its prune threshold from every quality
-/// score): the plan one process makes.
-datamask::corpus_plan plan_corpus(const config& c, const corpus& k, datamask::io::run_report& rep) {
+/// The plan of the blocks `mine` (their groups' rows, S per block) and the corpus's prune
+/// threshold: from --plan, or computed by this worker alone (`p`: every row) or with its peers.
+datamask::corpus_plan plan_corpus(const config& c, const corpus& k, std::span<const index_t> mine,
+                                  const std::optional<run_plan>& given, const dmfront::planning& p,
+                                  datamask::io::run_report& rep) {
   const auto t_prune = clock_type::now();
-  datamask::corpus_plan plan = k.plan(c.run, c.block_size);
+  datamask::corpus_plan plan = k.plan(c.run, c.block_size, datamask::groups_of_blocks(k.layout(c.block_size), mine));
+  plan.prune_threshold = given ? given->prune_threshold : dmfront::prune_threshold(k, c.run.prune, p);
   rep.selected = plan.total;
   if (plan.prune_threshold) rep.prune_threshold = *plan.prune_threshold;
   rep.seconds.emplace_back("prune", seconds_since(t_prune));
@@ -406,12 +453,33 @@ int write_outputs(const config& c, const mpi_world& world, const run_header& hea
   return written_exit_code(c, "the outputs");
 }
 
+/// `datamask-select plan`: the corpus-wide values of a run, computed once and written to --plan
+/// for its shards. Returns the exit code.
+int write_plan_file(const config& c, const corpus& k, const datamask::corpus_plan& plan, const dmfront::planning& p) {
+  const auto t0 = clock_type::now();
+  datamask::block_run_settings s = request_of(c).settings;
+  const auto sample = dmfront::calibrate_corpus(k, plan, s, p);
+  write_plan(c.plan, run_plan{k.fingerprint, c.canonical(), plan.prune_threshold, s.calibration});
+  if (!c.quiet) {
+    std::fprintf(stderr, "%s plan: %lld items in %lld files, %lld groups, %lld blocks; selecting %lld; prune threshold %s; "
+                 "calibration %s (%.2f s); wrote %s\n", c.program.c_str(), static_cast<long long>(k.n),
+                 static_cast<long long>(k.files.size()), static_cast<long long>(plan.layout.groups()),
+                 static_cast<long long>(plan.layout.blocks()), static_cast<long long>(plan.total),
+                 plan.prune_threshold ? std::to_string(*plan.prune_threshold).c_str() : "none",
+                 sample.rows.empty() ? "none (each block calibrates itself)"
+                                     : ("on " + std::to_string(sample.rows.size()) + " rows").c_str(),
+                 seconds_since(t0), c.plan.c_str());
+  }
+  return written_exit_code(c, c.plan);
+}
+
 /// A selection run (not `merge`).
 int run(int argc, char** argv, const std::string& program, const dmfront::objective_registry& objectives,
-        const mpi_world& world) {
+        const mpi_world& world, bool plan_step) {
   config c;
   c.program = program;
   c.registry = objectives;
+  c.planning = plan_step;
   if (!parse_args(argc, argv, c)) return 0;
   const worker_share shard = shard_share(c);
   if (world.spread() && !c.shard.empty()) throw usage_error("--shard: not with mpirun (the ranks share the blocks)");
@@ -424,18 +492,34 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
   if (!c.shard.empty()) prepare_parts(part);
 
   datamask::io::run_report rep;
-  const corpus k = load(c, world, rep);
-  const datamask::corpus_plan plan = plan_corpus(c, k, rep);
+  const corpus k = load(c, world, c.planning ? worker_share{} : share, rep);
+  const datamask::corpus_layout layout = k.layout(c.block_size);
+  const auto nb = layout.blocks();
+  const auto mine = c.planning ? std::vector<index_t>{} : datamask::worker_blocks(nb, share.index, share.count);
+  // Who computes the corpus-wide values: the ranks together, each from the groups whose first
+  // block it runs; or this process alone from every row (it holds them all: corpus.hpp).
+  const dmfront::planning planners =
+      world.spread() ? dmfront::planning{dmfront::planned_rows(layout, mine),
+                                         [&world](const std::vector<std::uint64_t>& v) { return world.allgather(v); }}
+                     : dmfront::planning{{0, k.n}, {}};
+  std::optional<run_plan> given;
+  if (!c.plan.empty() && !c.planning) given = read_plan(c.plan, c, k.fingerprint);
+  if (!world.spread() && !given && share.count > 1 && needs_corpus_values(c, layout) && !c.quiet) {
+    std::fprintf(stderr, "%s: note: --shard without --plan: this shard read every row's scores and ids for the %s; "
+                 "run `datamask-select plan --plan PLAN.json` once with these options and give every shard --plan "
+                 "PLAN.json, so that each reads its own rows only\n", c.program.c_str(),
+                 c.run.prune > 0.0 ? "prune threshold" : "calibration of f over the corpus");
+  }
+  const datamask::corpus_plan plan = plan_corpus(c, k, mine, given, planners, rep);
   const index_t total = plan.total;
   const auto& blocks = plan.blocks;
-  const auto nb = static_cast<index_t>(blocks.size());
   const std::optional<double> threshold = plan.prune_threshold;
+  if (c.planning) return write_plan_file(c, k, plan, planners);
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
   datamask::block_run_settings settings = block_settings(c, knn);
   const auto optimizers = block_optimizers(c, settings, plan, k.d);
 
-  run_header header = make_header(c, k.hash, k.n, k.d, nb, total, threshold);
-  const auto mine = datamask::worker_blocks(nb, share.index, share.count);
+  run_header header = make_header(c, k.fingerprint, k.group_hashes, k.n, k.d, layout, total, threshold);
   const auto block_ids = [&](index_t b) { return k.ids_of(blocks[static_cast<std::size_t>(b)]); };
   if (!c.shard.empty() && shard_finished(part, header, mine, block_ids, k.ids_unsigned, c.quiet)) {
     if (!c.quiet) std::fprintf(stderr, "%s: shard %s is finished (%s); skipped\n", c.program.c_str(), c.shard.c_str(), part.marker.c_str());
@@ -484,7 +568,7 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const auto t_calibrate = clock_type::now();
-  calibrate_corpus(c, k, plan, settings);
+  calibrate_corpus(c, k, plan, given, planners, settings);
   rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));
   run_context ctx{c, settings, k, ckpt, prog, blocks.size(), knn};
   std::vector<block_result> done = run_blocks(ctx, plan, mine, record);
@@ -512,7 +596,11 @@ int run_and_report(int argc, char** argv, const dmfront::objective_registry& obj
       if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
       return merge_main(argc - 1, argv + 1);
     }
-    return run(argc, argv, program, objectives, world);
+    if (argc > 1 && std::string_view(argv[1]) == "plan") {
+      if (world.spread()) throw usage_error("plan: run it as one process (the ranks of an MPI run plan together)");
+      return run(argc - 1, argv + 1, program, objectives, world, true);
+    }
+    return run(argc, argv, program, objectives, world, false);
   } catch (const interrupted& i) {
     std::fprintf(stderr, "\n%s: interrupted by signal %d; no output written%s\n", who.c_str(), i.sig,
                  i.saved ? "; the checkpoint is saved: rerun with --resume to continue" : "");

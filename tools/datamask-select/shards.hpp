@@ -330,6 +330,7 @@ inline int merge_main(int argc, char** argv) {
 
   const auto t0 = std::chrono::steady_clock::now();
   run_header first;
+  std::vector<run_header> headers;
   std::vector<block_result> all;
   std::vector<std::string> from;
   std::vector<std::pair<std::size_t, std::size_t>> where;  // each block's part and its place there
@@ -340,6 +341,7 @@ inline int merge_main(int argc, char** argv) {
     const run_header h = read_worker_json(datamask::io::read_file(files[i]), files[i], blocks, &apart);
     if (i == 0) first = h;
     check_same_run(first, files[0], h, files[i]);
+    headers.push_back(h);
     first.resumed = first.resumed || h.resumed;
     ids.emplace_back(files[i], apart, blocks, first.configuration.value("ids-dtype", std::string()) == "uint64");
     for (std::size_t j = 0; j < blocks.size(); ++j) {
@@ -351,7 +353,7 @@ inline int merge_main(int argc, char** argv) {
   datamask::io::run_report rep;
   rep.configuration = first.configuration;
   rep.configuration["out"] = datamask::io::json_text(c.out);
-  rep.input_hash = first.input_hash;
+  rep.input_hash = input_hash(first.fingerprint, every_group(headers, files, first.groups));
   rep.rows = first.rows;
   rep.dims = first.dims;
   rep.resumed = first.resumed;

@@ -32,8 +32,9 @@
 
 namespace dmselect {
 
-/// The part format this version writes and reads (1 had no checksums; 2 held the ids in JSON).
-inline constexpr int part_format = 3;
+/// The part format this version writes and reads (1 had no checksums; 2 held the ids in JSON; 3
+/// one hash of every input and blocks drawn from the whole corpus).
+inline constexpr int part_format = 4;
 
 /// Where a worker document's ids are when not in its block records: the .npy file (a name in
 /// the document's folder) and each block's checksum (`ids_checksum`), in the document's order.
@@ -42,13 +43,16 @@ struct ids_apart {
   std::vector<std::string> checksums;
 };
 
-/// What a worker's blocks are results of: the same for every worker of one run.
+/// What a worker's blocks are results of: the same for every worker of one run, but for the
+/// groups it read, whose content hashes it carries (input_hash combines every group's).
 struct run_header {
-  std::uint64_t input_hash = 0;
+  std::uint64_t fingerprint = 0;                                // the inputs' names, sizes and shapes
+  std::vector<std::pair<index_t, std::uint64_t>> group_hashes;  // (group, content hash), ascending
   index_t rows = 0;
   index_t dims = 0;
   std::string canonical;                      // config::canonical(): the options that select
   nlohmann::ordered_json configuration;       // the report's configuration
+  index_t groups = 0;                         // the corpus's group count (datamask::corpus_layout)
   index_t blocks = 0;                         // the corpus's block count
   index_t selected = 0;                       // S over the corpus
   std::optional<double> prune_threshold;
@@ -56,10 +60,12 @@ struct run_header {
   std::string version = datamask::version_string;  // of the datamask-select that ran the blocks
 };
 
-/// The header of a run of `c` on a corpus (hash, rows, dims), before its blocks ran.
-inline run_header make_header(const config& c, std::uint64_t hash, index_t rows, index_t dims, index_t blocks,
-                              index_t selected, std::optional<double> threshold) {
-  return run_header{hash, rows, dims, c.canonical(), configuration_json(c), blocks, selected, threshold, c.resume};
+/// The header of a run of `c` on a corpus (fingerprint, group hashes, rows, dims), before its blocks ran.
+inline run_header make_header(const config& c, std::uint64_t fingerprint,
+                              std::vector<std::pair<index_t, std::uint64_t>> groups, index_t rows, index_t dims,
+                              const datamask::corpus_layout& layout, index_t selected, std::optional<double> threshold) {
+  return run_header{fingerprint, std::move(groups), rows, dims, c.canonical(), configuration_json(c), layout.groups(),
+                    layout.blocks(), selected, threshold, c.resume};
 }
 
 /// A worker's document: the header, then its blocks (in block order), sealed as a whole and
@@ -71,9 +77,12 @@ inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector
   j["format"] = "datamask-select part";
   j["format_version"] = part_format;
   j["version"] = h.version;
-  j["input"] = {{"hash", hex64(h.input_hash)}, {"rows", h.rows}, {"dims", h.dims}};
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+  for (const auto& [g, gh] : h.group_hashes) groups.push_back({g, hex64(gh)});
+  j["input"] = {{"fingerprint", hex64(h.fingerprint)}, {"rows", h.rows}, {"dims", h.dims}, {"groups", groups}};
   j["canonical"] = h.canonical;
   j["configuration"] = h.configuration;
+  j["groups_total"] = h.groups;
   j["blocks_total"] = h.blocks;
   j["selected"] = h.selected;
   j["prune_threshold"] = h.prune_threshold ? nlohmann::ordered_json(hexf(*h.prune_threshold)) : nlohmann::ordered_json(nullptr);
@@ -106,7 +115,10 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
     }
     run_header h;
     h.version = j.at("version").get<std::string>();
-    h.input_hash = std::stoull(j.at("input").at("hash").get<std::string>(), nullptr, 16);
+    h.fingerprint = std::stoull(j.at("input").at("fingerprint").get<std::string>(), nullptr, 16);
+    for (const auto& g : j.at("input").at("groups")) {
+      h.group_hashes.emplace_back(g.at(0).get<index_t>(), std::stoull(g.at(1).get<std::string>(), nullptr, 16));
+    }
     h.rows = j.at("input").at("rows").get<index_t>();
     h.dims = j.at("input").at("dims").get<index_t>();
     h.canonical = j.at("canonical").get<std::string>();
@@ -114,6 +126,7 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
     if (!h.configuration.is_object() || !h.configuration.contains("backend") || !h.configuration["backend"].is_string()) {
       throw usage_error(source + ": damaged part: its configuration names no backend");
     }
+    h.groups = j.at("groups_total").get<index_t>();
     h.blocks = j.at("blocks_total").get<index_t>();
     h.selected = j.at("selected").get<index_t>();
     if (!j.at("prune_threshold").is_null()) h.prune_threshold = unhexf(j.at("prune_threshold").get<std::string>());
@@ -172,9 +185,19 @@ inline void check_same_run(const run_header& first, const std::string& first_nam
     throw usage_error(name + ": refused: written by datamask-select " + h.version + ", " + first_name + " by " +
                       first.version + "; run every part with one version");
   }
-  if (h.input_hash != first.input_hash || h.rows != first.rows || h.dims != first.dims) {
-    throw usage_error(name + ": refused: made from other inputs than " + first_name + " (content hash " +
-                      hex64(h.input_hash) + ", " + first_name + " has " + hex64(first.input_hash) + ")");
+  if (h.fingerprint != first.fingerprint || h.rows != first.rows || h.dims != first.dims) {
+    throw usage_error(name + ": refused: made from other inputs than " + first_name + " (their names, sizes or shapes "
+                      "differ: fingerprint " + hex64(h.fingerprint) + ", " + first_name + " has " +
+                      hex64(first.fingerprint) + ")");
+  }
+  for (const auto& [g, gh] : h.group_hashes) {  // a group both read: the same bytes
+    for (const auto& [g1, gh1] : first.group_hashes) {
+      if (g1 == g && gh1 != gh) {
+        throw usage_error(name + ": refused: made from other inputs than " + first_name + " (the content of group " +
+                          std::to_string(g) + " of the input files differs: hash " + hex64(gh) + ", " + first_name +
+                          " has " + hex64(gh1) + ")");
+      }
+    }
   }
   // Backends may differ in the last bits (their sums run in other orders): a run's blocks, like
   // a resumed block's steps, all come from one.
@@ -187,11 +210,44 @@ inline void check_same_run(const run_header& first, const std::string& first_nam
     throw usage_error(name + ": refused: made with other options than " + first_name + " (" +
                       first_difference(first.canonical, h.canonical, first_name, name) + ")");
   }
-  if (h.blocks != first.blocks || h.selected != first.selected) {
+  if (h.blocks != first.blocks || h.groups != first.groups || h.selected != first.selected) {
     throw usage_error(name + ": refused: " + std::to_string(h.blocks) + " blocks selecting " +
                       std::to_string(h.selected) + ", " + first_name + " has " + std::to_string(first.blocks) +
                       " selecting " + std::to_string(first.selected));
   }
+}
+
+/// The input hash of a corpus from its fingerprint and the content hash of every group, in
+/// group order: the same whichever workers hashed which groups.
+inline std::uint64_t input_hash(std::uint64_t fingerprint, std::span<const std::pair<index_t, std::uint64_t>> groups) {
+  std::uint64_t h = fingerprint;
+  for (const auto& [g, gh] : groups) h = mix64(h ^ gh) + 0x632BE59BD9B4E019ull;
+  return h;
+}
+
+/// The group hashes of several workers' headers (`names`: where each came from), each group once,
+/// ascending. Throws usage_error when two workers read one group's bytes differently, or a group
+/// of the `groups` is in none.
+inline std::vector<std::pair<index_t, std::uint64_t>> every_group(const std::vector<run_header>& headers,
+                                                                  const std::vector<std::string>& names, index_t groups) {
+  std::vector<std::optional<std::pair<std::uint64_t, std::size_t>>> at(static_cast<std::size_t>(groups));
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    for (const auto& [g, gh] : headers[i].group_hashes) {
+      if (g < 0 || g >= groups) throw usage_error(names[i] + ": names group " + std::to_string(g) + " of " + std::to_string(groups));
+      auto& slot = at[static_cast<std::size_t>(g)];
+      if (slot && slot->first != gh) {
+        throw usage_error(names[i] + ": refused: made from other inputs than " + names[slot->second] +
+                          " (the content of group " + std::to_string(g) + " of the input files differs)");
+      }
+      slot = std::pair{gh, i};
+    }
+  }
+  std::vector<std::pair<index_t, std::uint64_t>> all;
+  for (index_t g = 0; g < groups; ++g) {
+    if (!at[static_cast<std::size_t>(g)]) throw usage_error("no part read group " + std::to_string(g) + " of the inputs");
+    all.emplace_back(g, at[static_cast<std::size_t>(g)]->first);
+  }
+  return all;
 }
 
 /// Puts the blocks of every worker in block order, refusing (usage_error) a block given twice or

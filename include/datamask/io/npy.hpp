@@ -436,24 +436,26 @@ class npy_file {
   /// @brief Copies row `r` (cols values) as float32 into `out`.
   void read_row(index_t r, float* out) const { read_rows(r, 1, out); }
 
-  /// @brief All elements as double (float dtypes only).
-  [[nodiscard]] std::vector<double> read_doubles() const {
-    std::vector<double> out(static_cast<std::size_t>(header_.count));
+  /// @brief Elements [first, first + count) as double (float dtypes only); count < 0: to the
+  /// end. Reads (from the mapped file) those elements' bytes only.
+  [[nodiscard]] std::vector<double> read_doubles(index_t first = 0, index_t count = -1) const {
+    std::vector<double> out(static_cast<std::size_t>(count < 0 ? header_.count - static_cast<std::uint64_t>(first) : count));
     const unsigned char* p = bytes_ + header_.data_offset;
     require_float();
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = element_as_double(p, i);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = element_as_double(p, static_cast<std::size_t>(first) + i);
     return out;
   }
 
   /// @brief All elements as 64-bit integers (int32, int64, uint64 reinterpreted).
   /// @throws invalid_input for a float dtype.
-  [[nodiscard]] std::vector<std::int64_t> read_int64() const {
+  /// Elements [first, first + count) (count < 0: to the end), reading those elements' bytes only.
+  [[nodiscard]] std::vector<std::int64_t> read_int64(index_t first = 0, index_t count = -1) const {
     if (npy_is_float(header_.dtype)) {
       throw invalid_input(path_, datamask::detail::concat("unsupported dtype '", npy_descr(header_.dtype),
                                                          "' for ids; expected int64 (or int32, uint64)"));
     }
-    std::vector<std::int64_t> out(static_cast<std::size_t>(header_.count));
-    const unsigned char* p = bytes_ + header_.data_offset;
+    std::vector<std::int64_t> out(static_cast<std::size_t>(count < 0 ? header_.count - static_cast<std::uint64_t>(first) : count));
+    const unsigned char* p = bytes_ + header_.data_offset + static_cast<std::size_t>(first) * npy_item_size(header_.dtype);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (header_.dtype == npy_dtype::int32) {
         std::int32_t v;

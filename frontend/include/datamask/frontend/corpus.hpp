@@ -22,7 +22,8 @@ namespace dmfront {
 
 using datamask::index_t;
 
-/// @brief A corpus of n rows of d floats in shards, with its quality columns and ids.
+/// @brief A corpus of n rows of d floats in shards, with its quality columns and ids. A worker
+/// of a spread run holds the scores and ids of a window of rows (`hold`): its share.
 struct corpus {
   /// One shard: `rows` x d little-endian float32 (or float16, `half`) values, row-major, at
   /// `data` (any alignment).
@@ -35,23 +36,29 @@ struct corpus {
   std::vector<index_t> shard_start;  ///< the first row of each shard, then n (`add_shard`, `close_shards`)
   index_t n = 0;
   index_t d = 0;
-  std::vector<std::vector<double>> quality;  ///< one score per row in each column
+  std::pair<index_t, index_t> window{0, 0};  ///< the rows [first, last) whose scores and ids are held (`hold`)
+  std::vector<std::vector<double>> quality;  ///< one score per row of the window in each column
   std::vector<std::string> quality_names;    ///< each column as messages name it
   std::vector<double> quality_weights;       ///< one per column
-  std::span<const datamask::id_t> ids;       ///< one per row (in memory the front end keeps); empty: the row numbers
+  std::span<const datamask::id_t> ids;       ///< one per row of the window (in memory the front end keeps); empty: the row numbers
   bool ids_unsigned = false;                 ///< the ids are uint64 (written back as such)
 
   /// Appends a shard of `rows` rows (d as the others: the caller checks it).
   void add_shard(const void* data, bool half, index_t rows, index_t cols);
-  /// Ends the list of shards.
-  void close_shards() { shard_start.push_back(n); }
-  /// Appends the score column `name`: one finite score per row (`rows_of`: where the rows come
-  /// from, as messages say it).
+  /// Ends the list of shards; the window is every row until `hold` says otherwise.
+  void close_shards() {
+    shard_start.push_back(n);
+    window = {0, n};
+  }
+  /// Holds the scores and ids of the rows [first, last) only (before any is added).
+  void hold(index_t first, index_t last) { window = {first, last}; }
+  /// Appends the score column `name`: one finite score per row of the window (`rows_of`: where
+  /// the rows come from, as messages say it).
   void add_quality(std::string name, std::vector<double> scores, const std::string& rows_of);
   /// Weighs the score columns by `given` (one weight >= 0 per column; `name` in messages), or
   /// 1 each when it is empty.
   void weigh_quality(const std::vector<double>& given, const std::string& name);
-  /// Views `values` (kept by the front end) as the ids: one per row, none twice, uint64 when
+  /// Views `values` (kept by the front end) as the ids: one per row of the window, none twice, uint64 when
   /// `is_unsigned`; `name` in messages.
   void view_ids(std::span<const datamask::id_t> values, bool is_unsigned, const std::string& name,
                 const std::string& rows_of);
@@ -60,9 +67,14 @@ struct corpus {
   [[nodiscard]] std::vector<index_t> rows_of_ids(std::span<const datamask::id_t> wanted, bool is_unsigned,
                                                  const std::string& name) const;
 
+  /// The id of row r (in the window).
   [[nodiscard]] datamask::id_t id(index_t r) const {
-    return ids.empty() ? static_cast<datamask::id_t>(r) : ids[static_cast<std::size_t>(r)];
+    return ids.empty() ? static_cast<datamask::id_t>(r) : ids[static_cast<std::size_t>(r - window.first)];
   }
+  /// The combined quality of row r (in the window): sum over columns of weight * score.
+  [[nodiscard]] double combined(index_t r) const;
+  /// The score columns' rows [first, last) (in the window).
+  [[nodiscard]] std::vector<std::span<const double>> quality_rows(std::pair<index_t, index_t> rows) const;
   /// The ids of `rows`, in order.
   [[nodiscard]] std::vector<datamask::id_t> ids_of(std::span<const index_t> rows) const;
   /// The whole corpus as one float32 matrix without a copy, when it is one aligned float32 shard.
@@ -71,15 +83,37 @@ struct corpus {
   void gather(std::span<const index_t> rows, float* out, int threads) const;
   /// The data of a block of `rows` (`whole`: the corpus is one block, viewed without a copy when it can be).
   [[nodiscard]] datamask::block_data block(std::span<const index_t> rows, bool whole, int threads) const;
-  /// The plan of a run over this corpus (`datamask::plan_corpus`).
+  /// The shards in blocks of at most `block_size` rows (`datamask::layout_corpus`).
+  [[nodiscard]] datamask::corpus_layout layout(index_t block_size) const;
+  /// The plan of the groups `held` (their rows in the window) of a run over this corpus
+  /// (`datamask::plan_corpus`), without its prune threshold (`prune_threshold`).
+  [[nodiscard]] datamask::corpus_plan plan(const datamask::settings& run, index_t block_size,
+                                           std::pair<index_t, index_t> held) const;
+  /// The plan of a one-process run: every group, its prune threshold included.
   [[nodiscard]] datamask::corpus_plan plan(const datamask::settings& run, index_t block_size) const;
 };
 
+/// @brief The rows a worker of a plan contributes to the corpus-wide values (the prune threshold,
+/// the calibration sample), and how the workers exchange them (`datamask::allgather_fn`; empty:
+/// one process holding every row). The workers' rows partition the corpus: a group belongs to
+/// the worker that runs its first block (`planned_rows`).
+struct planning {
+  std::pair<index_t, index_t> rows;
+  datamask::allgather_fn all;
+};
+
+/// @brief The rows of the groups of `layout` whose first block is among `mine` (consecutive, ascending).
+[[nodiscard]] std::pair<index_t, index_t> planned_rows(const datamask::corpus_layout& layout, std::span<const index_t> mine);
+
+/// @brief The corpus's prune threshold (`datamask::corpus_prune_threshold`) when `prune` > 0.
+[[nodiscard]] std::optional<double> prune_threshold(const corpus& k, double prune, const planning& p);
+
 /// @brief Calibrates f once for the blocks of `plan` into `s.calibration` when the run does
-/// (`datamask::calibration_rows`; every worker of a spread run computes the same), on this
-/// build's backend. Returns the sample (its rows empty: no calibration over the corpus).
+/// (`datamask::calibration_rows`; every worker of a spread run computes the same, each reading
+/// the sample's rows that lie in its own and receiving the others'), on this build's backend.
+/// Returns the sample (its rows empty: no calibration over the corpus).
 datamask::calibration_sample calibrate_corpus(const corpus& k, const datamask::corpus_plan& plan,
-                                              datamask::block_run_settings& s);
+                                              datamask::block_run_settings& s, const planning& p);
 
 /// @brief A front end's side of the block loop; every member may be empty.
 struct block_side {
