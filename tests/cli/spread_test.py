@@ -511,6 +511,9 @@ def test_groups():
                 for ranks in (2, 3):
                     run(mpirun(ranks, opts + outputs("ranks")), env=mpi_env())
                     same_outputs("ranks", "one")
+                # The plan made by ranks that each hold a share: the one process's, byte for byte.
+                run(mpirun(3, ["plan"] + opts + ["--plan", path("plan-ranks.json")]), env=mpi_env())
+                assert read("plan-ranks.json") == read("plan.json"), "the ranks' plan differs from one process's"
     # A plan of other options or inputs is refused, naming the difference.
     opts = args + GROUPED + CASES["pairwise"]
     run([PROG, "plan"] + opts + ["--plan", path("plan.json")])

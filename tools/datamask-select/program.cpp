@@ -454,11 +454,14 @@ int write_outputs(const config& c, const mpi_world& world, const run_header& hea
 }
 
 /// `datamask-select plan`: the corpus-wide values of a run, computed once and written to --plan
-/// for its shards. Returns the exit code.
-int write_plan_file(const config& c, const corpus& k, const datamask::corpus_plan& plan, const dmfront::planning& p) {
+/// for its shards; under mpirun the ranks compute them together (each holding its share of the
+/// ids and scores) and rank 0 writes the file. Returns the exit code.
+int write_plan_file(const config& c, const mpi_world& world, const corpus& k, const datamask::corpus_plan& plan,
+                    const dmfront::planning& p) {
   const auto t0 = clock_type::now();
   datamask::block_run_settings s = request_of(c).settings;
-  const auto sample = dmfront::calibrate_corpus(k, plan, s, p);
+  const auto sample = dmfront::calibrate_corpus(k, plan, s, p);  // under MPI: every rank takes part
+  if (world.rank() != 0) return 0;
   write_plan(c.plan, run_plan{k.fingerprint, c.canonical(), plan.prune_threshold, s.calibration});
   if (!c.quiet) {
     std::fprintf(stderr, "%s plan: %lld items in %lld files, %lld groups, %lld blocks; selecting %lld; prune threshold %s; "
@@ -492,10 +495,10 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
   if (!c.shard.empty()) prepare_parts(part);
 
   datamask::io::run_report rep;
-  const corpus k = load(c, world, c.planning ? worker_share{} : share, rep);
+  const corpus k = load(c, world, share, rep);
   const datamask::corpus_layout layout = k.layout(c.block_size);
   const auto nb = layout.blocks();
-  const auto mine = c.planning ? std::vector<index_t>{} : datamask::worker_blocks(nb, share.index, share.count);
+  const auto mine = datamask::worker_blocks(nb, share.index, share.count);
   // Who computes the corpus-wide values: the ranks together, each from the groups whose first
   // block it runs; or this process alone from every row (it holds them all: corpus.hpp).
   const dmfront::planning planners =
@@ -514,7 +517,7 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
   const index_t total = plan.total;
   const auto& blocks = plan.blocks;
   const std::optional<double> threshold = plan.prune_threshold;
-  if (c.planning) return write_plan_file(c, k, plan, planners);
+  if (c.planning) return write_plan_file(c, world, k, plan, planners);
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
   datamask::block_run_settings settings = block_settings(c, knn);
   const auto optimizers = block_optimizers(c, settings, plan, k.d);
@@ -596,10 +599,7 @@ int run_and_report(int argc, char** argv, const dmfront::objective_registry& obj
       if (world.spread()) throw usage_error("merge: run it as one process (every rank would write the outputs)");
       return merge_main(argc - 1, argv + 1);
     }
-    if (argc > 1 && std::string_view(argv[1]) == "plan") {
-      if (world.spread()) throw usage_error("plan: run it as one process (the ranks of an MPI run plan together)");
-      return run(argc - 1, argv + 1, program, objectives, world, true);
-    }
+    if (argc > 1 && std::string_view(argv[1]) == "plan") return run(argc - 1, argv + 1, program, objectives, world, true);
     return run(argc, argv, program, objectives, world, false);
   } catch (const interrupted& i) {
     std::fprintf(stderr, "\n%s: interrupted by signal %d; no output written%s\n", who.c_str(), i.sig,
