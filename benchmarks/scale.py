@@ -104,6 +104,23 @@ def drop_cache(paths):
             os.close(fd)
 
 
+def read_rate(folder):
+    """This machine's sequential read rate from disk in bytes per second: the embedding files of
+    `folder` read in 64 MiB pieces, dropped from the page cache first (for the FineWeb projection
+    in RESULTS.md: a worker's bytes over this rate)."""
+    files = [os.path.join(folder, f) for f in sorted(os.listdir(folder))]
+    drop_cache(files)
+    total, t0 = 0, time.monotonic()
+    for name in files:
+        with open(name, "rb", buffering=0) as f:
+            while True:
+                got = f.read(64 << 20)
+                if not got:
+                    break
+                total += len(got)
+    return total / (time.monotonic() - t0)
+
+
 def mpi_env():
     """Open MPI's environment for mpirun here: as root (a container) it needs the two variables
     that allow it; shared memory without the kernel's single-copy mechanism (not in containers)."""
@@ -195,7 +212,7 @@ def main():
         print("Peak RSS, largest over smallest: %.2f (bar, issue 46: at most 1.10)." % (max(got) / min(got)))
         return
     common = ["--block-size", str(a.rows), "--quiet"] + shlex.split(a.extra)
-    rows = []
+    rows, rates = [], []
     base = os.path.join(BUILD, "scale")
     for m in [int(x) for x in a.multiples.split(",")]:
         corpus = os.path.join(base, "corpus-%dx%d" % (m, a.rows))
@@ -221,6 +238,7 @@ def main():
                     "--threads", "1", "--out", os.path.join(tmp, "m.npy")]
                 got = measure(cmd, [corpus], m, mpi_env())
                 rows.append((m, "rank of %d (mean bytes)" % m, got, ref))
+        rates.append(read_rate(os.path.join(corpus, "emb")))
         if not a.keep:
             shutil.rmtree(corpus, ignore_errors=True)
             shutil.rmtree(share, ignore_errors=True)
@@ -241,6 +259,9 @@ def main():
               (m, name, b / 1e6, rss / 1e6, wall, cpu, *ratios))
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
+    print()
+    print("Sequential read rate of the corpus's embedding files from disk (page cache dropped): %s MB/s." %
+          ", ".join("%.0f" % (r / 1e6) for r in rates))
     print()
     print("Bar (issue 46): read and RSS at most 1.25x the share's, wall at most 1.5x; worst here: read %.2fx, "
           "RSS %.2fx, wall %.2fx (a rank's: CPU time; the plan step apart). Machine: %d CPUs, load %s at the end." %

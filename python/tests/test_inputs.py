@@ -76,9 +76,17 @@ def test_other_layouts_are_converted_once():
 
 def test_a_sequence_of_arrays_is_read_as_shards():
     x, q = data()
-    whole = datamask.select(x, q, ratio=0.2, block_size=150)
-    shards = datamask.select([x[:100], x[100:250], x[250:]], q, ratio=0.2, block_size=150)
-    np.testing.assert_array_equal(whole.ids, shards.ids)
+    parts = [x[:100], x[100:250], x[250:]]
+    # One block: the shards are one corpus, rows in order.
+    np.testing.assert_array_equal(datamask.select(x, q, ratio=0.2, block_size=400).ids,
+                                  datamask.select(parts, q, ratio=0.2, block_size=400).ids)
+    # Several: the shards are the files of datamask-select's layout, consecutive shards grouped to
+    # at least a block's rows ({100, 150}: 250 rows, 2 blocks; {150}: 1 block), each block drawn from
+    # its group, so a worker reads its own shards only.
+    sel = datamask.select(parts, q, ratio=0.2, block_size=150)
+    assert [b["items"] for b in sel.blocks][2] == 150 and len(sel.blocks) == 3
+    assert sum(b["items"] for b in sel.blocks[:2]) == 250
+    assert set(sel.ids[:sum(b["selected"] for b in sel.blocks[:2])]) <= set(range(250))
 
 
 X, Q = data(n=100, d=4)

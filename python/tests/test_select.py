@@ -323,7 +323,7 @@ def test_every_option_of_the_program_is_a_keyword():
     program_only = {"help", "version", "embeddings", "quality", "ids", "out", "report", "log", "plot", "checkpoint",
                     "checkpoint-every", "resume", "quiet", "demo", "no-polish",
                     # which blocks one process of a spread run takes: not a setting of the selection
-                    "shard", "parts",
+                    "shard", "parts", "plan",
                     # a graph file written by the user's pipeline: the program's input, not a keyword
                     "graph"}
     named = {"objective", "objective-weights", "quality-weights", "optimizer", "block-size", "neighbors", "certify"}
