@@ -19,6 +19,8 @@ help), read from the library's settings table.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import os
 import sys
 import time
@@ -49,6 +51,7 @@ __all__ = [
     "Objective",
     "Option",
     "ParquetCorpus",
+    "Plan",
     "ProgressEvent",
     "Selection",
     "Term",
@@ -56,6 +59,7 @@ __all__ = [
     "demo_corpus",
     "evaluate",
     "options",
+    "plan",
     "read_parquet",
     "select",
 ]
@@ -219,11 +223,11 @@ def _shards(embeddings: Any) -> list:
     """The embedding arrays as the core reads them: float32 or float16, C order, used as
     given; any other dtype or layout converted once to float32 (C order)."""
     if isinstance(embeddings, (list, tuple)) and embeddings and all(
-        np.ndim(a) == 2 for a in embeddings
+        _is_path(a) or np.ndim(a) == 2 for a in embeddings
     ):
-        arrays = list(embeddings)
+        arrays = [_load(a) for a in embeddings]
     else:
-        arrays = [embeddings]
+        arrays = [_load(embeddings)]
     out = []
     for i, a in enumerate(arrays):
         name = "embeddings" if len(arrays) == 1 else f"embeddings[{i}]"
@@ -244,6 +248,16 @@ def _shards(embeddings: Any) -> list:
         out.append(a)
     _refuse_shared_shards([np.asarray(a) for a in arrays])
     return out
+
+
+def _is_path(a: Any) -> bool:
+    return isinstance(a, (str, os.PathLike))
+
+
+def _load(a: Any) -> Any:
+    """A .npy file's path as its array, memory-mapped (its pages are read when used); anything
+    else as it is."""
+    return np.load(a, mmap_mode="r") if _is_path(a) else a
 
 
 def _byte_span(a: np.ndarray) -> tuple:
@@ -271,14 +285,15 @@ def _refuse_shared_shards(arrays: list) -> None:
         open_spans.append((hi, i))
 
 
-def _columns(quality: Any) -> list:
-    """Quality as float64 columns: None, one 1-D array, an n x k array, or a sequence of 1-D arrays."""
+def _columns(quality: Any, rows: slice = slice(None)) -> list:
+    """Quality as float64 columns, their `rows` only: None, one 1-D array, an n x k array, or a
+    sequence of 1-D arrays (each may be a .npy file's path)."""
     if quality is None:
         return []
-    if isinstance(quality, (list, tuple)) and quality and all(np.ndim(q) == 1 for q in quality):
-        cols = [np.asarray(q) for q in quality]
+    if isinstance(quality, (list, tuple)) and quality and all(_is_path(q) or np.ndim(q) == 1 for q in quality):
+        cols = [np.asarray(_load(q))[rows] for q in quality]
     else:
-        q = np.asarray(quality)
+        q = np.asarray(_load(quality))[rows]
         if q.ndim == 1:
             cols = [q]
         elif q.ndim == 2:
@@ -294,10 +309,12 @@ def _columns(quality: Any) -> list:
     return out
 
 
-def _ids(ids: Any, name: str = "ids") -> Optional[np.ndarray]:
+def _ids(ids: Any, name: str = "ids", rows: slice = slice(None)) -> Optional[np.ndarray]:
     if ids is None:
         return None
-    a = np.asarray(ids)
+    a = np.asarray(_load(ids))
+    if a.ndim == 1:
+        a = a[rows]
     if a.ndim != 1:
         raise InvalidInput(f"{name}: must be a 1-D array (one id per row)")
     if a.size and a.dtype.kind not in "iu":
@@ -426,14 +443,64 @@ def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
 
 
 def _call(embeddings, quality, quality_weights, ids, ids_name, given, objective, objective_weights, optimizer,
-          neighbors, graph) -> tuple:
+          neighbors, graph, rows=None) -> tuple:
     """The core's arguments of a call, each checked and converted once: the corpus (shards,
     quality columns, their weights, ids) and the request (options, objectives, their weights, the
-    metric, optimizer, neighbors, graph)."""
-    shards, cols, opts = _shards(embeddings), _columns(quality), _options(given)
+    metric, optimizer, neighbors, graph). `rows`: a callable giving, from the shards, the rows
+    (a slice) whose scores and ids are read (None: every row)."""
+    shards, opts = _shards(embeddings), _options(given)
+    window = rows(shards) if rows else slice(None)
     weights = [float(w) for w in quality_weights] if quality_weights is not None else []
-    corpus = (shards, cols, weights, _ids(ids, ids_name))
+    corpus = (shards, _columns(quality, window), weights, _ids(ids, ids_name, window))
     return corpus, (opts, *_objectives(objective, objective_weights), optimizer or "auto", int(neighbors), _graph(graph))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every worker of a spread selection must agree on and cannot compute from its own rows
+    (:func:`plan` computes it once; ``select(worker=(rank, world), plan=p)`` reads it): the prune
+    threshold (a quantile of every row's combined score) and f's calibration (a sample drawn from
+    every row), as ``datamask-select plan`` writes them for the program's shards. ``key`` names
+    the inputs' shapes and the options it was made for: a worker of other inputs or options
+    refuses it. :meth:`save` and :meth:`load` keep it in a JSON file (exact doubles)."""
+
+    prune_threshold: Optional[float]
+    calibration: tuple  #: (name, weight, scale, raw, constant) of each term; empty: each block calibrates itself
+    key: str
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        hexed = lambda v: None if v is None else float(v).hex()  # noqa: E731
+        doc = {"format": "datamask plan", "version": __version__, "key": self.key,
+               "prune_threshold": hexed(self.prune_threshold),
+               "calibration": [[n, hexed(w), hexed(sc), hexed(r), c] for n, w, sc, r, c in self.calibration]}
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path: Union[str, os.PathLike]) -> "Plan":
+        with open(path) as f:
+            doc = json.load(f)
+        if not isinstance(doc, dict) or doc.get("format") != "datamask plan":
+            raise InvalidInput(f"plan: {path} is not a plan saved by datamask.Plan.save")
+        unhexed = lambda v: None if v is None else float.fromhex(v)  # noqa: E731
+        return Plan(unhexed(doc["prune_threshold"]),
+                    tuple((n, unhexed(w), unhexed(sc), unhexed(r), bool(c)) for n, w, sc, r, c in doc["calibration"]),
+                    doc["key"])
+
+
+def _plan_key(embeddings, quality, ids, request, block_size) -> str:
+    """The inputs' shapes and dtypes and the request (options, objectives, optimizer, neighbors),
+    hashed: what a plan was made for."""
+    shapes = [(list(a.shape), str(a.dtype)) for a in _shards(embeddings)]
+    q = quality if isinstance(quality, (list, tuple)) else ([] if quality is None else [quality])
+    cols = [(list(np.shape(_load(c))), str(np.asarray(_load(c)).dtype)) for c in q]
+    id_shape = None if ids is None else (list(np.shape(_load(ids))), str(np.asarray(_load(ids)).dtype))
+    opts, names, weights, metric, optimizer, neighbors, _ = request
+    text = json.dumps([__version__, shapes, cols, id_shape, sorted((k, repr(v)) for k, v in opts.items()), names,
+                       weights, metric is not None and metric[-1], optimizer, neighbors, int(block_size)])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _options(given: Mapping) -> dict:
@@ -547,6 +614,8 @@ def select(
     graph: Any = None,
     cancel: Any = None,
     certify: bool = False,
+    worker: Optional[tuple] = None,
+    plan: Optional[Plan] = None,
     **options: Any,
 ) -> Selection:
     """Selects round(ratio * n) (or ``count``) items maximising quality + set-level diversity.
@@ -603,10 +672,21 @@ def select(
             kNN graph, 31% to 594% dense (benchmarks/RESULTS.md, "The certificate's cost on real
             data"). DiSF has no bound: method "none". Its budget: the options ``certify_steps`` and ``certify_memory`` (the
             program's ``--certify-steps`` and ``--certify-memory``), refused without it.
+        worker: ``(rank, world_size)``: run only the blocks worker ``rank`` of ``world_size`` runs
+            (a DataTrove or NeMo Curator task, a Slurm array task), as datamask-select's
+            ``--shard rank/world_size``: consecutive blocks of the layout of ``embeddings``'
+            shards (consecutive shards grouped to at least ``block_size`` rows, each group's
+            blocks drawn by id hash), so the worker reads its shards and its rows of ``quality``
+            and ``ids`` only. Give them as .npy paths (memory-mapped) or memory-mapped arrays to
+            read no more. The workers' ``Selection.ids``, concatenated in rank order, are the
+            one-process selection's, in order.
+        plan: with ``worker``: the :class:`Plan` of the corpus (:func:`plan`, once, with the same
+            inputs and options), whose prune threshold and calibration every worker takes.
+            Without it a worker reads every row's scores and ids to compute them (warned).
         **options: every other option of datamask-select with its default; see :func:`options`.
 
     Returns:
-        the :class:`Selection`.
+        the :class:`Selection` (with ``worker``: of the worker's blocks).
 
     Raises:
         InvalidInput: (a ValueError) for bad input or options, naming the argument.
@@ -620,11 +700,30 @@ def select(
         raise TypeError(f"progress: expected True, False or a callable taking a datamask.ProgressEvent, found "
                         f"{type(progress).__name__} {progress!r}")
     given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
+    rank, world = _worker(worker)
+    if plan is not None and not isinstance(plan, Plan):
+        raise TypeError(f"plan: expected a datamask.Plan (datamask.plan(...) or Plan.load), found {type(plan).__name__}")
+    if world > 1 and plan is None:
+        warnings.warn(f"worker={worker}: without plan= this worker reads every row's scores and ids for the "
+                      "corpus-wide values (prune threshold, calibration); make datamask.plan(...) once and pass it "
+                      "to every worker to read its own rows only", stacklevel=2)
+    share = [rank, world, 0, -1]
+
+    def rows(shards):  # the worker's groups' rows: from the layout of the shards
+        if world > 1 and plan is not None:
+            share[2:] = _core.worker_rows([a.shape[0] for a in shards], int(block_size), rank, world)
+            return slice(*share[2:])
+        return slice(None)
+
     corpus, request = _call(embeddings, quality, quality_weights, ids, "ids", given, objective, objective_weights,
-                            optimizer, neighbors, graph)
+                            optimizer, neighbors, graph, rows)
+    if plan is not None and plan.key != _plan_key(embeddings, quality, ids, request, block_size):
+        raise InvalidInput("plan: made for other inputs or options than this call's (their shapes, dtypes, "
+                           "keywords or block_size differ); make it with the same ones")
+    given_plan = None if plan is None else (plan.prune_threshold, list(plan.calibration))
     sink = _Progress(progress) if progress else None
     try:
-        out = _core.select(corpus, request, int(block_size), bool(certify), sink, cancel)
+        out = _core.select(corpus, request, int(block_size), bool(certify), sink, cancel, tuple(share), given_plan)
     finally:
         if sink is not None:
             sink.close()
@@ -656,6 +755,47 @@ def select(
         prune_threshold=out["prune_threshold"],
         certificate=Certificate(**out["certificate"]) if out["certificate"] is not None else None,
     )
+
+
+def _worker(worker: Any) -> tuple:
+    """(rank, world size) of ``worker=`` (None: (0, 1))."""
+    if worker is None:
+        return 0, 1
+    if not (isinstance(worker, (tuple, list)) and len(worker) == 2 and all(isinstance(v, (int, np.integer)) for v in worker)):
+        raise TypeError(f"worker: expected (rank, world_size), two integers, found {worker!r}")
+    rank, world = int(worker[0]), int(worker[1])
+    if not (world >= 1 and 0 <= rank < world):
+        raise InvalidInput(f"worker: ({rank}, {world}): needs world_size >= 1 and 0 <= rank < world_size")
+    return rank, world
+
+
+def plan(
+    embeddings: Any,
+    quality: Any = None,
+    *,
+    ratio: Optional[float] = None,
+    count: Optional[int] = None,
+    objective: Any = "pairwise",
+    lam: float = _TABLE["lam"].default,
+    optimizer: Optional[str] = None,
+    seed: Optional[int] = None,
+    ids: Any = None,
+    objective_weights: Optional[Sequence[float]] = None,
+    quality_weights: Optional[Sequence[float]] = None,
+    block_size: int = _core.default_block_size,
+    neighbors: int = 0,
+    **options: Any,
+) -> Plan:
+    """The :class:`Plan` of a spread selection: the corpus-wide values (prune threshold,
+    calibration of f) that ``select(worker=..., plan=...)`` takes, computed once from every row's
+    scores and ids and the calibration sample's rows (as ``datamask-select plan``), with the
+    keywords the workers' :func:`select` calls give (the same meanings and defaults)."""
+    given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
+    corpus, request = _call(embeddings, quality, quality_weights, ids, "ids", given, objective, objective_weights,
+                            optimizer, neighbors, None)
+    out = _core.plan(corpus, request, int(block_size))
+    calibration = tuple((t["name"], t["weight"], t["scale"], t["raw"], t["constant"]) for t in out["calibration"])
+    return Plan(out["prune_threshold"], calibration, _plan_key(embeddings, quality, ids, request, block_size))
 
 
 def evaluate(

@@ -81,10 +81,39 @@ std::string shard_name(std::size_t i, std::size_t count) {
 
 /// Views and checks the inputs: the messages name the argument as the Python call gave it
 /// (`ids_name`: "ids" for select, "corpus_ids" for evaluate). The finiteness scan releases the GIL.
+/// A worker's share of a corpus given whole (`datamask.select(worker=...)`): worker `rank` of
+/// `world` runs the blocks `datamask::worker_blocks` gives it; `rows` are the rows whose scores
+/// and ids the call passed (its groups', or every row when it plans the corpus itself).
+struct worker_share {
+  index_t rank = 0, world = 1;
+  std::pair<index_t, index_t> rows{0, -1};  // -1: every row
+};
+
+/// The layout of shards of `rows` rows each in blocks of `block_size`, and worker `rank` of
+/// `world`'s groups [first, last) in it.
+std::pair<datamask::corpus_layout, std::pair<index_t, index_t>> worker_groups(const std::vector<index_t>& rows,
+                                                                           index_t block_size, index_t rank, index_t world) {
+  DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
+  DATAMASK_EXPECTS(world >= 1 && rank >= 0 && rank < world, "worker", "(", rank, ", ", world,
+                   "): needs 0 <= rank < world size");
+  datamask::corpus_layout l = datamask::layout_corpus(rows, block_size);
+  const auto groups = datamask::groups_of_blocks(l, datamask::worker_blocks(l.blocks(), rank, world));
+  return {std::move(l), groups};
+}
+
 corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
                    const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
-                   const std::string& ids_name, int threads) {
+                   const std::string& ids_name, int threads, const worker_share& share = {}, index_t block_size = 2) {
   corpus k;
+  // A worker checks the values of its groups' shards only (the others' workers check theirs).
+  std::pair<std::size_t, std::size_t> checked{0, shards.size()};
+  if (share.world > 1) {
+    std::vector<index_t> rows;
+    for (const auto& a : shards) rows.push_back(static_cast<index_t>(a.shape(0)));
+    const auto [l, g] = worker_groups(rows, block_size, share.rank, share.world);
+    checked = {static_cast<std::size_t>(l.group_file[static_cast<std::size_t>(g.first)]),
+               static_cast<std::size_t>(l.group_file[static_cast<std::size_t>(g.second)])};
+  }
   DATAMASK_EXPECTS(!shards.empty(), "embeddings", "no arrays were given");
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const shard_array& a = shards[i];
@@ -98,7 +127,7 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
     DATAMASK_EXPECTS(rows > 0 && cols > 0, name, "empty array (", rows, " x ", cols, ")");
     DATAMASK_EXPECTS(k.d == 0 || cols == k.d, name, "has ", cols, " columns, but embeddings[0] has ", k.d,
                      "; every shard needs the same d");
-    {
+    if (i >= checked.first && i < checked.second) {
       nb::gil_scoped_release nogil;
       datamask::check_finite_values(
           name, {static_cast<const unsigned char*>(a.data()), a.nbytes()}, f16, cols, threads);
@@ -106,6 +135,7 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
     k.add_shard(a.data(), f16, rows, cols);
   }
   k.close_shards();
+  if (share.rows.second >= 0) k.hold(share.rows.first, share.rows.second);
   const std::string rows_of = "the embeddings";
   for (std::size_t c = 0; c < quality.size(); ++c) {
     const column_array& q = quality[c];
@@ -502,7 +532,8 @@ struct call {
 /// The call of these arguments; a metric (`python_side::metric`) calls back through `side`.
 /// `certify`: a certificate is asked for (its budget's options are refused without one).
 call make_call(const corpus_args& corpus_in, const request_args& request_in, const std::string& ids_name,
-               const std::shared_ptr<python_side>& side, bool certify = false) {
+               const std::shared_ptr<python_side>& side, bool certify = false, const worker_share& share = {},
+               index_t block_size = 2) {
   const auto& [shards, quality, quality_weights, ids] = corpus_in;
   const auto& [options, objectives, objective_weights, metric, optimizer, neighbors, graph] = request_in;
   call c;
@@ -527,7 +558,7 @@ call make_call(const corpus_args& corpus_in, const request_args& request_in, con
       PyErr_WarnEx(PyExc_UserWarning, ("threads: " + res.threads_capped).c_str(), 1) != 0) {
     throw nb::python_error();  // warnings turned into errors
   }
-  c.k = make_corpus(shards, quality, quality_weights, ids, ids_name, r.run.threads);
+  c.k = make_corpus(shards, quality, quality_weights, ids, ids_name, r.run.threads, share, block_size);
   return c;
 }
 
@@ -537,8 +568,10 @@ call make_call(const corpus_args& corpus_in, const request_args& request_in, con
 nb::dict selection_dict(const std::vector<datamask::block_result>& results, const datamask::corpus_plan& plan,
                         bool ids_unsigned, const datamask::block_run_settings& r,
                         std::chrono::steady_clock::time_point t0) {
+  index_t selected = 0;  // the blocks run here (a worker's, or all)
+  for (const auto& b : results) selected += plan.counts[static_cast<std::size_t>(b.block)];
   dmfront::run_totals t =
-      dmfront::totals_of(results, plan.total, datamask::enum_name(datamask::resolve_optimizer(r)));
+      dmfront::totals_of(results, selected, datamask::enum_name(datamask::resolve_optimizer(r)));
   nb::list blocks;
   for (const auto& b : results) blocks.append(block_dict(b));
   nb::dict out;
@@ -561,12 +594,44 @@ nb::dict selection_dict(const std::vector<datamask::block_result>& results, cons
 
 /// datamask.select's engine: the corpus plan, then every block through the library, as
 /// datamask-select runs them.
+/// A plan's values as Python passes them back: (prune threshold or None, the calibration's
+/// terms as (name, weight, scale, raw, constant)).
+using plan_args = std::tuple<std::optional<double>, std::vector<std::tuple<std::string, double, double, double, bool>>>;
+
+/// The corpus-wide values of a run (`datamask.plan`): the prune threshold and f's calibration,
+/// computed from every row as one process computes them.
+nb::dict plan_corpus(const corpus_args& corpus_in, const request_args& request_in, index_t block_size) {
+  const auto side = std::make_shared<python_side>(nb::none(), nb::none());
+  call c = make_call(corpus_in, request_in, "ids", side);
+  DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
+  datamask::block_run_settings& r = c.request.settings;
+  datamask::corpus_plan plan;
+  try {
+    nb::gil_scoped_release nogil;
+    (void)dmfront::use_block_device(std::nullopt);
+    plan = c.k.plan(r.run, block_size, {0, 0});
+    plan.prune_threshold = dmfront::prune_threshold(c.k, r.run.prune, {{0, c.k.n}, {}});
+    dmfront::calibrate_corpus(c.k, plan, r, {{0, c.k.n}, {}});
+  } catch (const invalid_input& e) {
+    side->rethrow();
+    throw dmfront::as_option(e, python_spelling());
+  }
+  side->rethrow();
+  nb::dict out;
+  out["prune_threshold"] = plan.prune_threshold;
+  out["calibration"] = terms_list(r.calibration);
+  return out;
+}
+
 nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request_in, index_t block_size, bool certify,
-                       nb::object on_event, nb::object cancel) {
+                       nb::object on_event, nb::object cancel, std::tuple<index_t, index_t, index_t, index_t> worker,
+                       std::optional<plan_args> given) {
   // Before the GIL is released: it holds references.
   const auto side = std::make_shared<python_side>(std::move(on_event), std::move(cancel));
-  call c = make_call(corpus_in, request_in, "ids", side, certify);
+  const auto [rank, world, first, last] = worker;
+  const worker_share share{rank, world, {first, last}};
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
+  call c = make_call(corpus_in, request_in, "ids", side, certify, share, block_size);
   datamask::block_run_settings& r = c.request.settings;
   const corpus& k = c.k;
   const auto t0 = std::chrono::steady_clock::now();
@@ -575,13 +640,25 @@ nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request
   try {
     nb::gil_scoped_release nogil;
     (void)dmfront::use_block_device(std::nullopt);  // under CUDA: a device is present, else a clear error
-    plan = k.plan(r.run, block_size);
+    const auto layout = k.layout(block_size);
+    const auto mine = datamask::worker_blocks(layout.blocks(), rank, world);
+    plan = k.plan(r.run, block_size, datamask::groups_of_blocks(layout, mine));
     if (r.graph) dmfront::check_given_graph(k.n, plan.blocks.size(), python_spelling());
-    dmfront::calibrate_corpus(k, plan, r, {{0, k.n}, {}});  // f calibrated once for a corpus of several blocks
+    // The corpus-wide values: the plan's, or computed from every row (the call passed them all).
+    const bool every_row = k.window == std::pair<index_t, index_t>{0, k.n};
+    if (given) {
+      plan.prune_threshold = std::get<0>(*given);
+      for (const auto& [name, weight, scale, raw, constant] : std::get<1>(*given)) {
+        r.calibration.push_back(datamask::term_value{name, weight, scale, raw, constant});
+      }
+    } else {
+      DATAMASK_EXPECTS(every_row, "plan", "a worker given part of the rows needs the plan of the corpus");
+      plan.prune_threshold = dmfront::prune_threshold(k, r.run.prune, {{0, k.n}, {}});
+      dmfront::calibrate_corpus(k, plan, r, {{0, k.n}, {}});  // f calibrated once for a corpus of several blocks
+    }
     const auto optimizers = dmfront::block_optimizers(r, plan, k.d);
     dmfront::refuse_unread_on_blocks(c.request, plan, optimizers, python_spelling());
-    std::vector<index_t> all(plan.blocks.size());
-    std::iota(all.begin(), all.end(), index_t{0});
+    const std::vector<index_t>& all = mine;
     // Progress counts what each block's optimizer repeats (auto can give a block naive greedy).
     const dmfront::progress_plan p = dmfront::plan_progress(r, plan, optimizers, all);
     side->plan(p.total(), p.unit().empty() ? "unit" : p.unit().data());
@@ -654,7 +731,17 @@ NB_MODULE(_core, m) {
   m.attr("low_knn_recall") = dmfront::low_knn_recall;
   m.def("settings_table", &settings_table, "The library's settings table, one dict per keyword.");
   m.def("select", &select_corpus, "corpus"_a.noconvert(), "request"_a, "block_size"_a, "certify"_a, "on_event"_a.none(),
-        "cancel"_a.none());
+        "cancel"_a.none(), "worker"_a = std::tuple<index_t, index_t, index_t, index_t>{0, 1, 0, -1},
+        "plan"_a.none() = nb::none());
+  m.def("plan", &plan_corpus, "corpus"_a.noconvert(), "request"_a, "block_size"_a);
+  m.def(
+      "worker_rows",
+      [](const std::vector<index_t>& rows, index_t block_size, index_t rank, index_t world) {
+        const auto [l, g] = worker_groups(rows, block_size, rank, world);
+        return std::make_pair(l.group_row(g.first), l.group_row(g.second));
+      },
+      "shard_rows"_a, "block_size"_a, "rank"_a, "world"_a,
+      "The rows [first, last) of the groups whose blocks worker `rank` of `world` runs (datamask-select's layout).");
   m.def("evaluate", &evaluate_subset, "corpus"_a.noconvert(), "request"_a, "ids"_a);
   m.def("demo_corpus", &demo_corpus, "seed"_a = 0, "The corpus of datamask-select --demo: (embeddings, quality).");
   m.def(

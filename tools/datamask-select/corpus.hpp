@@ -288,6 +288,7 @@ inline corpus load_corpus(const config& c, const worker_reading& who = {}) {
       std::uint64_t h = 0;
       for (index_t s = layout.group_file[static_cast<std::size_t>(g)]; s < layout.group_file[static_cast<std::size_t>(g) + 1]; ++s) {
         const auto& f = k.files[static_cast<std::size_t>(s)];
+        f.advise_reading(0, f.file_bytes().size());
         datamask::check_finite_values(f.path(), f.data_bytes(), f.dtype() == datamask::io::npy_dtype::float16, f.cols(), threads);
         h = mix64(h ^ hash_bytes(f.file_bytes(), threads));
       }

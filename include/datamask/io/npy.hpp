@@ -425,6 +425,28 @@ class npy_file {
     return {reinterpret_cast<const float*>(p) + first * cols(), count, cols()};
   }
 
+  /// @brief Says that the file's bytes [offset, offset + length) will be read in order: the
+  /// kernel reads them ahead (the mapping otherwise reads only the pages touched).
+  void advise_reading(std::size_t offset, std::size_t length) const {
+#if DATAMASK_IO_HAS_MMAP
+    if (map_ == nullptr || length == 0) return;
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t lo = offset / page * page, hi = std::min(size_, offset + length);
+    if (hi <= lo) return;
+    (void)::madvise(static_cast<unsigned char*>(map_) + lo, hi - lo, MADV_SEQUENTIAL);
+    (void)::madvise(static_cast<unsigned char*>(map_) + lo, hi - lo, MADV_WILLNEED);
+#else
+    (void)offset;
+    (void)length;
+#endif
+  }
+  /// @brief advise_reading for the data of elements [first, first + count).
+  void advise_elements(index_t first, index_t count) const {
+    const auto item = static_cast<std::size_t>(npy_item_size(header_.dtype));
+    advise_reading(static_cast<std::size_t>(header_.data_offset) + static_cast<std::size_t>(first) * item,
+                   static_cast<std::size_t>(count) * item);
+  }
+
   /// @brief Copies rows [first, first + count) as float32 into `out` (count x cols), converting
   /// from float16 or float64. @throws invalid_input for an integer dtype.
   void read_rows(index_t first, index_t count, float* out) const {
@@ -442,6 +464,7 @@ class npy_file {
     std::vector<double> out(static_cast<std::size_t>(count < 0 ? header_.count - static_cast<std::uint64_t>(first) : count));
     const unsigned char* p = bytes_ + header_.data_offset;
     require_float();
+    advise_elements(first, static_cast<index_t>(out.size()));
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = element_as_double(p, static_cast<std::size_t>(first) + i);
     return out;
   }
@@ -455,6 +478,7 @@ class npy_file {
                                                          "' for ids; expected int64 (or int32, uint64)"));
     }
     std::vector<std::int64_t> out(static_cast<std::size_t>(count < 0 ? header_.count - static_cast<std::uint64_t>(first) : count));
+    advise_elements(first, static_cast<index_t>(out.size()));
     const unsigned char* p = bytes_ + header_.data_offset + static_cast<std::size_t>(first) * npy_item_size(header_.dtype);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (header_.dtype == npy_dtype::int32) {
@@ -524,6 +548,10 @@ class npy_file {
       }
       map_ = m;
       bytes_ = static_cast<const unsigned char*>(m);
+      // A page fault reads that page, not the read-around window (8 MiB on some disks): opening a
+      // thousand files to read their headers, or gathering a sample's rows, reads what it uses.
+      // What is read whole is announced (advise_reading).
+      (void)::madvise(m, size_, MADV_RANDOM);
     }
 #else
     const std::string all = read_file(path_);
