@@ -99,6 +99,7 @@ def drop_cache(paths):
             continue
         fd = os.open(p, os.O_RDONLY)
         try:
+            os.fsync(fd)  # pages not yet written back (a file just made) cannot be dropped
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)

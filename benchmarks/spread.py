@@ -36,6 +36,11 @@ FINEWEB_TOKENS = 15e12
 TOKENS_PER_DOC = 700
 RANKS = 384
 BLOCK = 1_000_000
+FINEWEB_D = 768  # the paper's embeddings
+# Measured GPU block times (benchmarks/GPU.md, "2026-11-27", NVIDIA H100, scripts/gpu-check): a
+# 1M x 768 block, pairwise + quality; (label, seconds optimising, seconds evaluating).
+GPU_BLOCKS = (("the continuous learner's defaults", 16.36, 0.18),
+              ("with --track-every 0 --no-polish", 2.08, 0.18))
 
 
 def npy(path, descr, shape, payload):
@@ -135,7 +140,8 @@ def render(_):
     with open(RAW) as f:
         r = json.load(f)
     work = r["block_seconds"]
-    per_rank = [sum(w for b, w in enumerate(r["mpi_block_seconds"]) if b % 2 == k) for k in range(2)]
+    nb = len(r["mpi_block_seconds"])  # rank k runs blocks [nb k / 2, nb (k + 1) / 2)
+    per_rank = [sum(r["mpi_block_seconds"][nb * k // 2:nb * (k + 1) // 2]) for k in range(2)]
     # What one process does besides its blocks (start, load, prune, write), plus the busier rank's
     # blocks as timed in the MPI run itself: the rest of the MPI wall time is the spreading's cost
     # (starting the job, sending and reading the blocks), not the cores the ranks competed for.
@@ -154,7 +160,7 @@ def render(_):
     md.append("| one process, wall | %.2f |" % r["one_wall"])
     md.append("| per block (optimize + evaluate), mean over %d blocks | %.3f |" % (len(work), sum(work) / len(work)))
     md.append("| sum of the blocks, one process | %.2f |" % sum(work))
-    md.append("| per-rank work at R = 2 (block b on rank b mod 2), rank 0 / rank 1, timed in the MPI run | %.2f / %.2f |" % tuple(per_rank))
+    md.append("| per-rank work at R = 2 (consecutive blocks), rank 0 / rank 1, timed in the MPI run | %.2f / %.2f |" % tuple(per_rank))
     md.append("| mpirun -np 2, wall | %.2f |" % r["mpi_wall"])
     md.append("| one process's wall less its blocks, plus the busier rank's blocks | %.2f |" % ideal)
     md.append("| collective overhead at R = 2 (the difference) | %.2f |" % overhead)
@@ -163,13 +169,15 @@ def render(_):
     md.append("| two shards, sequentially, wall each | %s |" % " / ".join("%.2f" % w for w in r["shard_walls"]))
     md.append("| merge, wall | %.2f |" % r["merge_wall"])
     md.append("")
-    md.append("Bytes exchanged: every rank reads the quality scores (and ids) whole and computes the prune "
-              "threshold from every score; the ranks split the checks and hash of the embedding shards and exchange "
-              "8 bytes per 1 MiB chunk of them (here %d chunks), so that they agree on the inputs; then the only "
+    md.append("Bytes exchanged: the corpus here is one file, so one group whose blocks both ranks run: each "
+              "rank checks and hashes that file and reads its ids and scores (a corpus in files of a rank's share "
+              "each is read once in all: \"One worker's cost at scale\"). Before the blocks the ranks exchange "
+              "16 bytes a group (its content hash), a count per step of the prune threshold's bisection (at most "
+              "64) and the calibration sample (24 bytes a candidate, then the sample's rows); then the only "
               "message is each rank's finished blocks sent to rank 0 at the end: %d bytes for %d blocks, %.0f bytes per "
               "block for S_b = %d ids (about %.1f bytes per selected id: the ids as JSON, the per-step log, exact "
               "doubles as hexadecimal strings). The parts of the two shards hold %s bytes."
-              % (-(-(r["n"] * r["d"] * 4 + 128) // (1 << 20)), r["gathered_bytes"], r["gathered_blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]),
+              % (r["gathered_bytes"], r["gathered_blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]),
                  r["selected"] // r["blocks"], r["gathered_bytes"] / max(1, r["gathered_blocks"]) / (r["selected"] / r["blocks"]),
                  " and ".join(str(b) for b in r["part_bytes"])))
     if "reads" in r:
@@ -178,14 +186,24 @@ def render(_):
     blocks = math.ceil(docs / BLOCK)
     per_rank_blocks = math.ceil(blocks / RANKS)
     md += ["", "### FineWeb projection", ""]
+    rate = r.get("reads", {}).get("read_rate")  # bytes per second, measured by `reads`
+    rank_bytes = docs / RANKS * (FINEWEB_D * 2 + 12)  # float16 rows, an 8-byte id and a 4-byte score each
+    read_s = rank_bytes / rate if rate else float("nan")
     md.append("Assumed: %.3g documents (15T tokens at about %d tokens per document, the ratio of a public "
-              "200,000-document FineWeb sample of about 140M tokens), so %d blocks of 1M; on %d ranks (block b on "
-              "rank b mod %d) the busiest rank runs %d blocks. The per-block times are measured (benchmarks/fronts, "
+              "200,000-document FineWeb sample of about 140M tokens), so %d blocks of 1M; on %d ranks (consecutive "
+              "blocks each) the busiest rank runs %d blocks. The per-block times are measured (benchmarks/fronts, "
               "one 1M-item block, d = 256 rather than the paper's 768, S = 0.1 n, on the 2 shared cores "
-              "described there); the wall time is blocks per rank x block time, the collective overhead above "
-              "being negligible beside it." % (docs, TOKENS_PER_DOC, blocks, RANKS, RANKS, per_rank_blocks))
+              "described there). Reading is counted: a rank reads its share of the corpus once, stored as the "
+              "pipelines store it (float16, d = %d, in files of at most a rank's share: \"One worker's cost at "
+              "scale\"), an id and a score a document: %.1f GB a rank, %.0f s at this machine's measured "
+              "sequential read rate of %.0f MB/s (`reads`, below). The wall time is reading plus blocks per rank x "
+              "block time, the collective overhead above being negligible beside it. The plan step (for scheduler "
+              "shards; MPI ranks plan together) reads every id and score once, 12 bytes a document (%.0f GB), under "
+              "mpirun each rank its share."
+              % (docs, TOKENS_PER_DOC, blocks, RANKS, per_rank_blocks, FINEWEB_D, rank_bytes / 1e9, read_s,
+                 (rate or float("nan")) / 1e6, docs * 12 / 1e9))
     md += ["", "| objective, method (one 1M block) | measured s per block | share of the best greedy's gain "
-           "| projected wall on %d ranks |" % RANKS, "|---|---:|---:|---:|"]
+           "| projected wall on %d ranks, reading included |" % RANKS, "|---|---:|---:|---:|"]
     for objective, method, setting, label in (("pws", "continuous", "10", "pairwise, continuous 10 it"),
                                               ("pws", "continuous", "25", "pairwise, continuous 25 it"),
                                               ("disf", "continuous", "10", "DiSF, continuous 10 it"),
@@ -195,15 +213,22 @@ def render(_):
         if s is None:
             continue
         share_text = "%.1f%%" % (100 * share) if share is not None else "no greedy fits (fronts section)"
-        md.append("| %s | %.1f | %s | %.1f h |" % (label, s, share_text, per_rank_blocks * s / 3600))
+        md.append("| %s | %.1f | %s | %.1f h |" % (label, s, share_text, (read_s + per_rank_blocks * s) / 3600))
     md.append("")
     md.append("datamask-select's continuous learner runs 100 iterations by default (`--iterations`); these rows "
               "are the measured points of the fronts benchmark, whose share says what the fewer iterations give.")
     md.append("")
-    md.append("The paper: 384 GPUs for about 15 hours. With GPUs: not projected, since no GPU block time has been "
-              "measured in this repository (STEP_TIMES.md: no GPU was available). CPU-only, the rows above are "
-              "per 2-core rank; d = 768 costs about 3x more for pairwise similarity (linear in d) and about 9x "
-              "for DiSF (d^2).")
+    gpu = ["%s: %.2f s optimising + %.2f s evaluating a block, so %d blocks and the reading take %.2f h a GPU, "
+           "%.0f GPU-hours on %d GPUs" % (label, opt, ev, per_rank_blocks, (read_s + per_rank_blocks * (opt + ev)) / 3600,
+                                          RANKS * (read_s + per_rank_blocks * (opt + ev)) / 3600, RANKS)
+           for label, opt, ev in GPU_BLOCKS]
+    md.append("The paper: 384 GPUs for about 15 hours (about 5,760 GPU-hours). With GPUs, from the latest GPU block "
+              "times (benchmarks/GPU.md, \"2026-11-27\", a 1M x 768 block, pairwise + quality, on an NVIDIA H100; "
+              "not in CI) and the reading above (a GPU node's disks read faster than this machine's; its rate is "
+              "not measured here): %s. Without tracking and polish that block's selection holds 99.9974%% of the "
+              "optimum's gain over random by its certificate (at least that share of the best greedy's), against "
+              "99.99998%% with the defaults (GPU.md). CPU-only, the rows above are per 2-core rank; d = 768 costs "
+              "about 3x more for pairwise similarity (linear in d) and about 9x for DiSF (d^2)." % "; ".join(gpu))
     path = os.path.join(HERE, "RESULTS.md")
     with open(path) as f:
         text = f.read()
@@ -259,8 +284,9 @@ def evict(folder):
 
 def reads(a):
     """Bytes read from storage per rank at R = 1, 2, 3 by a run whose blocks are all in its checkpoint
-    (--resume), so a rank reads only what loading needs: its share of the embedding shards, the
-    quality column whole, the checkpoint."""
+    (--resume), so a rank reads only what loading needs: the embedding files of its groups (here a
+    file is a group of one block), its rows of the quality column, the checkpoint; and the
+    sequential read rate of the files."""
     binary = os.path.abspath(a.binary)
     rnd = random.Random(3)
     out = {"shards": READS_SHARDS, "rows": READS_ROWS, "d": READS_D, "ranks": {}}
@@ -304,6 +330,14 @@ def reads(a):
                 assert json.load(f)["input"]["hash"] == want, "R = %d: another input hash" % ranks
             out["ranks"][str(ranks)] = [g["read_bytes"] for g in got]
             print("R = %d: bytes read per rank %s" % (ranks, out["ranks"][str(ranks)]))
+        evict(src)  # the sequential read rate of these files from storage
+        t0 = time.monotonic()
+        for name in names:
+            with open(os.path.join(src, name), "rb", buffering=0) as f:
+                while f.read(64 << 20):
+                    pass
+        out["read_rate"] = out["embedding_bytes"] / (time.monotonic() - t0)
+        print("sequential read rate: %.0f MB/s" % (out["read_rate"] / 1e6))
     with open(RAW) as f:
         raw = json.load(f)
     raw["reads"] = out
@@ -320,18 +354,21 @@ def reads_markdown(r):
               "`render`). %d embedding shards of %d x %d float32 (%d bytes in all) and a float64 quality column "
               "(%d bytes); every block already in the checkpoint (`%s`), so a rank reads what loading needs. Each "
               "rank runs in its own copy of the files, dropped from the page cache first, as on a machine of its "
-              "own; bytes read from storage (getrusage ru_inblock x 512) per rank. The input hash is the one "
-              "process's at every R (checked by the script). What a rank reads beyond its share (the last "
-              "column) is not broken down here; the likely cause is the disk's readahead window "
-              "(read_ahead_kb = %s), around where a rank starts in a shard and past where it ends."
+              "own; bytes read from storage (getrusage ru_inblock x 512) per rank. Each file is a group of one "
+              "block, so rank k of R reads files [4 k / R, 4 (k + 1) / R) and their rows of the quality column "
+              "(the last column). The input hash is the one process's at every R (checked by the script). The "
+              "files' sequential read rate from storage: %.0f MB/s (read_ahead_kb = %s)."
               % (r["shards"], r["rows"], r["d"], r["embedding_bytes"], r["quality_bytes"], r["command"],
-                 r["read_ahead_kb"]))
-    md += ["", "| ranks | bytes read per rank | largest / one process | a rank's share: embeddings / R + quality |",
-           "|---:|---|---:|---:|"]
+                 r.get("read_rate", float("nan")) / 1e6, r["read_ahead_kb"]))
+    md += ["", "| ranks | bytes read per rank | largest / one process | each rank's share: its files + its scores |",
+           "|---:|---|---:|---|"]
     one = r["ranks"]["1"][0]
     for ranks, got in sorted(r["ranks"].items()):
-        share = r["embedding_bytes"] / int(ranks) + r["quality_bytes"]
-        md.append("| %s | %s | %.2f | %.0f |" % (ranks, " / ".join(str(b) for b in got), max(got) / one, share))
+        rk = int(ranks)
+        files = [r["shards"] * (k + 1) // rk - r["shards"] * k // rk for k in range(rk)]
+        shares = [f * (r["embedding_bytes"] + r["quality_bytes"]) / r["shards"] for f in files]
+        md.append("| %s | %s | %.2f | %s |" % (ranks, " / ".join(str(b) for b in got), max(got) / one,
+                                               " / ".join("%.0f" % x for x in shares)))
     return md
 
 

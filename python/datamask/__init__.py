@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import inspect
 import json
 import os
 import sys
@@ -648,7 +649,9 @@ def select(
             receives a :class:`ProgressEvent` after each step, iteration or greedy pick, and
             while a kNN graph is built (unit "row"); an exception it raises stops the run and
             propagates.
-        block_size: items per block; a larger corpus is split by a hash of the id.
+        block_size: items per block: consecutive shards of ``embeddings`` are grouped to at
+            least this many rows, each group split into blocks by a hash of the id (the layout
+            of datamask-select; one array: the corpus split by id hash).
         neighbors: K > 0: facility location on each block's K-nearest-neighbour graph under
             ``kernel`` (memory n K; it has a relaxation, so "auto" takes the continuous learner)
             instead of dense facility location; 0 (default): dense. The graph is exact, or
@@ -769,33 +772,24 @@ def _worker(worker: Any) -> tuple:
     return rank, world
 
 
-def plan(
-    embeddings: Any,
-    quality: Any = None,
-    *,
-    ratio: Optional[float] = None,
-    count: Optional[int] = None,
-    objective: Any = "pairwise",
-    lam: float = _TABLE["lam"].default,
-    optimizer: Optional[str] = None,
-    seed: Optional[int] = None,
-    ids: Any = None,
-    objective_weights: Optional[Sequence[float]] = None,
-    quality_weights: Optional[Sequence[float]] = None,
-    block_size: int = _core.default_block_size,
-    neighbors: int = 0,
-    **options: Any,
-) -> Plan:
+def plan(embeddings: Any, quality: Any = None, **keywords: Any) -> Plan:
     """The :class:`Plan` of a spread selection: the corpus-wide values (prune threshold,
     calibration of f) that ``select(worker=..., plan=...)`` takes, computed once from every row's
-    scores and ids and the calibration sample's rows (as ``datamask-select plan``), with the
-    keywords the workers' :func:`select` calls give (the same meanings and defaults)."""
-    given = dict(options, ratio=ratio, count=count, lam=lam, seed=seed)
-    corpus, request = _call(embeddings, quality, quality_weights, ids, "ids", given, objective, objective_weights,
-                            optimizer, neighbors, None)
-    out = _core.plan(corpus, request, int(block_size))
+    scores and ids and the calibration sample's rows (as ``datamask-select plan``). ``keywords``:
+    those the workers' :func:`select` calls give (the same meanings and defaults), less the ones
+    of a call's own running (progress, cancel, certify, worker, plan)."""
+    for k in ("progress", "cancel", "certify", "worker", "plan"):
+        if k in keywords:
+            raise TypeError(f"datamask.plan: takes no {k!r} (a select() call's own, not the plan's)")
+    bound = inspect.signature(select).bind(embeddings, quality, **keywords)
+    bound.apply_defaults()  # select's defaults: one home
+    v = bound.arguments
+    given = dict(v["options"], ratio=v["ratio"], count=v["count"], lam=v["lam"], seed=v["seed"])
+    corpus, request = _call(embeddings, quality, v["quality_weights"], v["ids"], "ids", given, v["objective"],
+                            v["objective_weights"], v["optimizer"], v["neighbors"], v["graph"])
+    out = _core.plan(corpus, request, int(v["block_size"]))
     calibration = tuple((t["name"], t["weight"], t["scale"], t["raw"], t["constant"]) for t in out["calibration"])
-    return Plan(out["prune_threshold"], calibration, _plan_key(embeddings, quality, ids, request, block_size))
+    return Plan(out["prune_threshold"], calibration, _plan_key(embeddings, quality, v["ids"], request, v["block_size"]))
 
 
 def evaluate(

@@ -134,7 +134,8 @@ inline constexpr index_t index_max = std::numeric_limits<index_t>::max();
 template <class F>
 void visit_program_settings(F&& f) {
   f(number_setting<config, index_t>{"block-size", "block_size",
-                                    "items per block; a larger corpus is split by a hash of the id",
+                                    "items per block: consecutive input files are grouped to at least this many "
+                                    "rows, each group split into blocks by a hash of the id",
                                     &config::block_size, 2, index_max});
   f(number_setting<config, index_t>{"checkpoint-every", "checkpoint_every",
                                     "steps (pg) or iterations (continuous) between checkpoints",

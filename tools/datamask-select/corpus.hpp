@@ -228,8 +228,7 @@ inline read_input add_ids(corpus& k, const std::string& path, const std::string&
   if (f->header().shape.size() != 1) throw invalid_input(path, "ids must be a 1-D array");
   datamask::check_row_count(path, static_cast<std::size_t>(f->header().count), k.n, rows_of);
   const auto [lo, hi] = k.window;
-  const auto v = f->read_int64(lo, hi - lo);  // uint64 ids: their bits
-  k.id_values.assign(v.begin(), v.end());
+  k.id_values = f->read_int64<id_t>(lo, hi - lo);  // int64 ids: their bits
   k.view_ids(k.id_values, f->dtype() == datamask::io::npy_dtype::uint64, path, rows_of);
   k.ids_source = path;
   return {file_fingerprint(path, f->file_bytes().size()), [f, threads](std::pair<index_t, index_t> rows) {

@@ -3,7 +3,7 @@
 // datamask-select's main (dmfront::select_main, datamask/frontend/program.hpp), a library so that
 // a program of a user's own objectives is datamask-select with a larger registry. Reads
 // memory-mapped .npy embeddings (one file or shards), quality scores and ids; splits the corpus
-// into blocks by a hash of the id; selects exactly round(ratio * n) items with the optimizer
+// into blocks (groups of consecutive files, each split by a hash of the id: datamask::layout_corpus); selects exactly round(ratio * n) items with the optimizer
 // --optimizer names: continuous (the continuous learner), pg (the policy-gradient learner), or a
 // greedy baseline (greedy, lazy, stochastic); auto, the default, takes lazy greedy for facility
 // location alone, the continuous learner when every objective has a relaxation, and stochastic

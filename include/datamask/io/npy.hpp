@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -472,19 +473,22 @@ class npy_file {
   /// @brief All elements as 64-bit integers (int32, int64, uint64 reinterpreted).
   /// @throws invalid_input for a float dtype.
   /// Elements [first, first + count) (count < 0: to the end), reading those elements' bytes only.
-  [[nodiscard]] std::vector<std::int64_t> read_int64(index_t first = 0, index_t count = -1) const {
+  /// `T`: std::int64_t, or std::uint64_t for the same bits (ids kept in their own type, no copy).
+  template <class T = std::int64_t>
+  [[nodiscard]] std::vector<T> read_int64(index_t first = 0, index_t count = -1) const {
+    static_assert(std::is_integral_v<T> && sizeof(T) == 8, "read_int64: 64-bit integers");
     if (npy_is_float(header_.dtype)) {
       throw invalid_input(path_, datamask::detail::concat("unsupported dtype '", npy_descr(header_.dtype),
                                                          "' for ids; expected int64 (or int32, uint64)"));
     }
-    std::vector<std::int64_t> out(static_cast<std::size_t>(count < 0 ? header_.count - static_cast<std::uint64_t>(first) : count));
+    std::vector<T> out(static_cast<std::size_t>(count < 0 ? header_.count - static_cast<std::uint64_t>(first) : count));
     advise_elements(first, static_cast<index_t>(out.size()));
     const unsigned char* p = bytes_ + header_.data_offset + static_cast<std::size_t>(first) * npy_item_size(header_.dtype);
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (header_.dtype == npy_dtype::int32) {
         std::int32_t v;
         std::memcpy(&v, p + 4 * i, 4);
-        out[i] = v;
+        out[i] = static_cast<T>(static_cast<std::int64_t>(v));
       } else {
         std::memcpy(&out[i], p + 8 * i, 8);
       }
