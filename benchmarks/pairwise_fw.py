@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """A numpy prototype for the pairwise objective on real data: Frank-Wolfe on the concave
-relaxation of method.md 7.1 instead of projected ascent on the expected value, its read-out, and a
+relaxation of docs/method.md 7.1 instead of projected ascent on the expected value, its read-out, and a
 1-swap polish, against datamask-select's naive greedy and `auto` on the same f (issue 24).
 
     python3 benchmarks/pairwise_fw.py [--sets digits-std,cancer] [--ratios ...] [--lambdas ...]

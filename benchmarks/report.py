@@ -166,7 +166,7 @@ def render(results, mode, out_dir, elapsed, where):
               "options (beta = 5% with the 1,024-item floor on the active batch, uniform init, G = 128, "
               "linear lr 10 -> 1), E steps. \"learner, small batch\": an active batch of m = 256 items "
               "whatever n, and the quality init; the rest as the default (`small_batch_options` in "
-              "`benchmarks/suite.cpp`). \"continuous\": the continuous learner (method.md section 6) "
+              "`benchmarks/suite.cpp`). \"continuous\": the continuous learner (docs/method.md section 6) "
               "with its defaults, E iterations (pairwise similarity and DiSF: dense facility location "
               "has no relaxation). Every learner run uses seed 0, the seed whose calibrated scales "
               "define f here.\n")

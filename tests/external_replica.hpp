@@ -28,7 +28,7 @@ inline std::vector<double> unit_row(dm::matrix_view<const float> x, index_t r) {
 }
 
 /// Pairwise similarity from its definition (minus the mean cosine over ordered pairs) and its
-/// relaxation (method.md section 6), as a user would write them; `calls` counts score calls.
+/// relaxation (docs/method.md section 6), as a user would write them; `calls` counts score calls.
 inline dm::external_objective pairwise_replica(const std::shared_ptr<std::atomic<int>>& calls,
                                                bool relax = true) {
   dm::external_objective o;

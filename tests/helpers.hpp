@@ -3,7 +3,7 @@
 
 // Shared test helpers: a portable random source (the standard distributions are
 // implementation-defined, so tests draw through their own conversions), random blocks, and
-// straightforward double-precision reference implementations written from method.md.
+// straightforward double-precision reference implementations written from docs/method.md.
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +60,7 @@ inline std::vector<double> random_quality(index_t n, std::uint64_t seed) {
   return q;
 }
 
-// ---- references, in double, from the formulas of method.md --------------------------------
+// ---- references, in double, from the formulas of docs/method.md --------------------------------
 
 template <class T>
 double dot(const std::vector<T>& x, index_t d, index_t a, index_t b) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The continuous learner and the relaxations it ascends (method.md section 6), against
+// The continuous learner and the relaxations it ascends (docs/method.md section 6), against
 // independent references: central finite differences for the gradients, enumeration of all
 // 2^n subsets for the pairwise expectation, the double-precision reference objectives of
 // helpers.hpp at integral p, and exhaustive search on tiny blocks.
@@ -87,7 +87,7 @@ TEST_CASE("relaxation gradients match central finite differences", "[continuous]
 
 // "Exact expectation" here: include each item independently with probability p_i; the random
 // set U then has E[sum_{i != j in U} cos(e_i, e_j)] = sum_{i != j} p_i p_j cos = ||s||^2 -
-// sum p_i^2 ||u_i||^2. The relaxation divides that by the FIXED S (S - 1) (method.md section 6),
+// sum p_i^2 ||u_i||^2. The relaxation divides that by the FIXED S (S - 1) (docs/method.md section 6),
 // so F(p) = E[-(sum over ordered pairs of U of the cosines) / (S (S - 1))]. It is not E[F_pws(U)]
 // with the library's k (k - 1) normaliser of the random size k: that has no closed form, and
 // the two agree wherever |U| = S, i.e. at integral p (next test).

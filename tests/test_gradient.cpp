@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The two log-probability gradient modes of method.md section 2.
+// The two log-probability gradient modes of docs/method.md section 2.
 //  - plackett_luce: the mean of the library's per-draw update with coef_g = f(M_g) / G is an
 //    unbiased estimate of grad E[f], where the exact gradient comes from central finite
 //    differences of the exactly enumerated expectation (no use of the library's formula).
@@ -107,7 +107,7 @@ TEST_CASE("the plackett_luce update is an unbiased estimate of grad E[f]", "[gra
   CHECK(power_bare > 8.0);
 }
 
-TEST_CASE("plackett_luce_update equals the formula of method.md on each draw", "[gradient]") {
+TEST_CASE("plackett_luce_update equals the formula of docs/method.md on each draw", "[gradient]") {
   // One draw at a time: d ln P / d L_j = 1[j in M] - exp(L_j) sum_{t <= min(k, pos_j)} 1 / Z_t,
   // checked against central differences of ln P(order) computed directly.
   dmtest::pl_block blk(42, 2.0);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The built-in objectives against brute-force double-precision references written directly
-// from method.md (helpers.hpp), through all three entry points: the single-subset call
+// from docs/method.md (helpers.hpp), through all three entry points: the single-subset call
 // obj(subset_view), the backend's batched eigen_backend::evaluate, and objective_function::raw.
 //
 // Tolerances. Double embeddings: 1e-10 relative. Float embeddings: the references read the

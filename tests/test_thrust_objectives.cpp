@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The diversity objectives and the quality gather, evaluated through each backend's `evaluate` and
 // `gather_sum` on G random subsets, against brute-force definitions in double precision
-// (method.md section 1.3), written here independently of the library's formulas.
+// (docs/method.md section 1.3), written here independently of the library's formulas.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Upper bounds on the optimum of f over sets of size S in one block, each with a certificate that
-can be re-checked (method.md section 7). Reference implementation in numpy and scipy: the oracle of
+can be re-checked (docs/method.md section 7). Reference implementation in numpy and scipy: the oracle of
 the tests and the specification of the library's certificates.
 
 f(U) = cq * mean_{i in U} q_i + cd * F_d(U), with cq = lambda * w_q / s_q and
-cd = (1 - lambda) * w_d / s_d (method.md 1.1; the scales s_q, s_d are inputs, see `Weights`), and
+cd = (1 - lambda) * w_d / s_d (docs/method.md 1.1; the scales s_q, s_d are inputs, see `Weights`), and
 F_d one of
 - pairwise similarity on unit rows (`PairwiseQuality`),
 - facility location with the cosine kernel, dense or on a kNN graph with similarities clamped at 0
@@ -12,13 +12,13 @@ F_d one of
 - DiSF on the raw rows (`DisfQuality`).
 
 Bounds:
-- pairwise + quality: the concave relaxation g of method.md 7.1, maximised by Frank-Wolfe with
+- pairwise + quality: the concave relaxation g of docs/method.md 7.1, maximised by Frank-Wolfe with
   exact line search; the bound at any point p is g(p) + the linear maximisation gap, valid for every
   p in R^n (g is concave on all of R^n), so `check_pairwise` needs no feasibility tolerance;
-- facility location + quality: the Lagrangian dual L(lambda) of method.md 7.2, valid for every
+- facility location + quality: the Lagrangian dual L(lambda) of docs/method.md 7.2, valid for every
   lambda >= 0, started at the selection's assignment and tightened by one of the dual methods
   below (`DUAL_METHODS`); `facility_lp` solves the LP itself with HiGHS (the best any lambda gives);
-- DiSF + quality: F_disf <= 0, so top-S quality is a bound (`disf_bound`); method.md 7.3 and
+- DiSF + quality: F_disf <= 0, so top-S quality is a bound (`disf_bound`); docs/method.md 7.3 and
   STUDY.md say why nothing tighter is known.
 
 Every iterative method reports its history as `Step` rows (evaluations, passes over the block,
@@ -35,7 +35,7 @@ from scipy import optimize, sparse
 from scipy.special import expit
 
 # --------------------------------------------------------------------------------------------
-# f and its terms (method.md section 1)
+# f and its terms (docs/method.md section 1)
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ class DisfQuality(Objective):
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration and random subsets (method.md 1.1; for the study the subsets are size-S subsets of
+# Calibration and random subsets (docs/method.md 1.1; for the study the subsets are size-S subsets of
 # the whole block)
 
 
@@ -358,7 +358,7 @@ class Run:
 
 
 # --------------------------------------------------------------------------------------------
-# Pairwise similarity + quality: concave relaxation (method.md 7.1)
+# Pairwise similarity + quality: concave relaxation (docs/method.md 7.1)
 
 
 def pairwise_coefficients(obj: PairwiseQuality) -> tuple[np.ndarray, float]:
@@ -489,7 +489,7 @@ def project_capped_simplex(y: np.ndarray, size: int) -> np.ndarray:
 
 def continuous_pairwise(obj: PairwiseQuality, iterations: int = 100, lr: float = 0.5,
                         final_fraction: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-    """A numpy replica of the continuous learner's defaults (method.md 6; settings.hpp:
+    """A numpy replica of the continuous learner's defaults (docs/method.md 6; settings.hpp:
     projected, normalised step, lr 0.5 falling linearly to 5%), on section 6's relaxation
     E[F] = a.p - b (||X^T p||^2 - sum p^2). Returns (final p, the best read-out seen)."""
     xu = obj.xu
@@ -511,7 +511,7 @@ def continuous_pairwise(obj: PairwiseQuality, iterations: int = 100, lr: float =
 
 
 # --------------------------------------------------------------------------------------------
-# Facility location + quality: the Lagrangian dual (method.md 7.2)
+# Facility location + quality: the Lagrangian dual (docs/method.md 7.2)
 
 
 class DensePairs:
@@ -814,7 +814,7 @@ def facility_bound(obj: FacilityQuality, selection, method: str, evaluations: in
 
 
 def facility_lp(obj: FacilityQuality, pairs=None) -> tuple[float, np.ndarray]:
-    """The LP of method.md 7.2 solved by HiGHS: max sum w_vs x_vs + sum a_s y_s subject to
+    """The LP of docs/method.md 7.2 solved by HiGHS: max sum w_vs x_vs + sum a_s y_s subject to
     sum_s x_vs <= 1, x_vs <= y_s, 0 <= x, y <= 1, sum y = S, over the pairs with w_vs > 0 (the
     others may take x = 0 at no loss). `pairs` = (v, s, w) restricts the LP to those pairs (then
     a lower bound on the full LP). Returns (optimum, lambda = the duals of the cover rows)."""
@@ -866,7 +866,7 @@ def dense_lp_by_columns(obj: FacilityQuality, k0: int = 16, add: int = 16, round
 
 
 # --------------------------------------------------------------------------------------------
-# DiSF + quality (method.md 7.3)
+# DiSF + quality (docs/method.md 7.3)
 
 
 def disf_bound(obj: DisfQuality) -> float:

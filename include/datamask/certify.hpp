@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file
-/// @brief Certified selections (method.md section 7): for the f a run optimised
+/// @brief Certified selections (docs/method.md section 7): for the f a run optimised
 /// (`objective_function`, with its scales) and a selection U of S items of the block, an upper
 /// bound B >= max_{|U'| = S} f(U') computed from certificates the library re-checks, and how far
 /// U can be from the optimum: gap = B - f(U) and the certified share
@@ -15,9 +15,9 @@
 ///
 /// How each term is bounded (the diversity objective's `boundable_objective` capability):
 /// - quality only (lambda = 1): exact, the S best quality scores;
-/// - pairwise similarity + quality: jointly, the concave relaxation of method.md 7.1;
+/// - pairwise similarity + quality: jointly, the concave relaxation of docs/method.md 7.1;
 /// - facility location (dense, or on a kNN graph) + quality: jointly, the Lagrangian dual of the
-///   LP relaxation (method.md 7.2); on the graph the bound is for the sparse objective;
+///   LP relaxation (docs/method.md 7.2); on the graph the bound is for the sparse objective;
 /// - a mix of several diversity terms: the sum of the terms' bounds (the maximum of a sum is at
 ///   most the sum of the maxima), the quality term's modular part joined to the first of them;
 /// - a term without the capability (DiSF, a user's objective): no certificate. The report then

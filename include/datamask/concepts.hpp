@@ -284,7 +284,7 @@ concept swappable_objective =
 ///   f(U) = sum_{i in U} linear[i] + weight * F(U),   |U| = size,
 /// with the whole block as reference set. `embeddings`, `inv_norms` and `sq_norms` are as in
 /// `subset_view` (n rows, host memory). `linear` holds n values, or is empty for none (a mix's
-/// quality term is folded into one of its diversity terms' bounds: method.md 7.4). `weight` is
+/// quality term is folded into one of its diversity terms' bounds: docs/method.md 7.4). `weight` is
 /// the term's weight over its scale, >= 0. `selection` is the set being certified: the methods
 /// start there. `iterations` is the method's budget (0: its default); `threads` as in
 /// `subset_view`; `memory_bytes` caps what a method may hold beyond O(n) (a dense kernel's pairs
@@ -304,7 +304,7 @@ struct bound_view {
 };
 
 /// @brief An upper bound on max f over the sets of `bound_view::size` items, with the values it
-/// is recomputed from: `bound >= max_{|U| = S} f(U)` (method.md section 7).
+/// is recomputed from: `bound >= max_{|U| = S} f(U)` (docs/method.md section 7).
 struct bound_certificate {
   double bound = std::numeric_limits<double>::infinity();
   std::vector<double> certificate;  ///< pairwise: the point p; facility location: lambda >= 0
@@ -313,7 +313,7 @@ struct bound_certificate {
 };
 
 /// @brief Refinement of `diversity_objective`: an upper bound on the optimum with a certificate
-/// (method.md section 7), `d.bound(const bound_view<T>&) const` returning a `bound_certificate`,
+/// (docs/method.md section 7), `d.bound(const bound_view<T>&) const` returning a `bound_certificate`,
 /// and `d.check_bound(const bound_view<T>&, std::span<const double> certificate) const`
 /// returning the bound that certificate proves, recomputed from the data alone.
 ///
@@ -340,7 +340,7 @@ concept boundable_objective =
 /// of `s.subset`, `double d.subset_mean(const subset_view<T>& s, index_t size) const`.
 ///
 /// Why: a certificate's share compares a selection with the mean f of random sets of its size
-/// (method.md section 7). Where the mean has a closed form (pairwise similarity: the block's own
+/// (docs/method.md section 7). Where the mean has a closed form (pairwise similarity: the block's own
 /// value), it is exact and costs one pass, where drawing random subsets costs hundreds of
 /// evaluations and is an estimate. Rules: the value equals that mean up to rounding (checked by
 /// enumeration on small blocks); deterministic whatever `s.threads`.

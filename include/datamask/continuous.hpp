@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file
-/// @brief The continuous learner and its parts (method.md section 6): one include for all of
+/// @brief The continuous learner and its parts (docs/method.md section 6): one include for all of
 /// continuous/ (the iterate, the step rules, the parameterisations, the ascent, the relaxation of
 /// f, the swap polish and the learner).
 

@@ -41,7 +41,7 @@ template <class... Ds, class T>
 struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objective<Ds, T> && ...)> {};
 }  // namespace detail
 
-/// @brief DATAMASK selection by policy-gradient mask learning (method.md sections 1 to 3).
+/// @brief DATAMASK selection by policy-gradient mask learning (docs/method.md sections 1 to 3).
 ///
 /// Credit (`settings::credit`): the paper's estimator gives every item of rollout g its
 /// advantage A_g through the policy's log-probability gradient; per-item credit

@@ -49,7 +49,7 @@ enum class advantage_mode {
   group_normalized,  ///< (r - mean) / (std + 1e-8), population std over the G rollouts
   leave_one_out      ///< r_g - mean of the other rollouts
 };
-/// @brief Who gets the credit of a rollout (method.md section 6, last item).
+/// @brief Who gets the credit of a rollout (docs/method.md section 6, last item).
 enum class credit_mode {
   rollout,  ///< the paper's estimator: every item of rollout g gets the rollout's advantage A_g
   item,     ///< per-item credit: item i of rollout g gets its marginal f(M_g) - f(M_g \ {i}),
@@ -57,7 +57,7 @@ enum class credit_mode {
   automatic ///< item where every term of f that counts is a `cheap_marginal_objective` and the
             ///< policy's gradient has the relaxed form, else rollout (`phases::resolve_credit`)
 };
-/// @brief How the terms of f are put on comparable scales (method.md section 1.1).
+/// @brief How the terms of f are put on comparable scales (docs/method.md section 1.1).
 enum class term_scaling {
   calibrated,  ///< divide each term by its std over random subsets, fixed for the run; over a
                ///< corpus of several blocks, once for the corpus (`calibration_rows`)
@@ -155,7 +155,7 @@ struct settings {
   double active_fraction = 0.05;  ///< beta, in (0, 1]
   index_t min_active = 1024;      ///< floor of the active batch size m (clipped to the kept items)
   /// The reference set V of objectives that compare a subset with a population (facility
-  /// location) while learning: 0, the step's active batch (method.md); R > 0, R kept rows
+  /// location) while learning: 0, the step's active batch (docs/method.md); R > 0, R kept rows
   /// (at most all of them) drawn anew each step, independently of the active batch, so a
   /// rollout's reward is its coverage of a sample of the block. The calibration uses step 1's.
   index_t reference_size = 0;
@@ -412,7 +412,7 @@ struct term_value {
 
 /// @brief A calibrated term whose std over the calibration subsets is at most this fraction of
 /// its largest magnitude on them is constant up to rounding: dividing by that std would blow
-/// the term's rounding noise up to decide the selection (method.md 1.1's guard, "if a std is 0,
+/// the term's rounding noise up to decide the selection (docs/method.md 1.1's guard, "if a std is 0,
 /// use 1", with a relative tolerance). `T` is what the term is computed in: a diversity term in
 /// the embeddings' type (float rounding is about 1e-7 of a value), the quality term in double
 /// (about 1e-16: scores with a large common offset still vary).

@@ -15,7 +15,7 @@ def pws(x, subsets):  # minus the mean cosine over ordered pairs, as the built-i
     return -((s * s).sum(axis=1) - k) / (k * (k - 1)) if k > 1 else np.zeros(len(subsets))
 
 
-def pws_relax(x, p, size):  # its relaxation (method.md section 6) and gradient
+def pws_relax(x, p, size):  # its relaxation (docs/method.md section 6) and gradient
     u = unit(x)
     s, c = u.T @ p, size * (size - 1)
     return -(s @ s - p @ p) / c, -(2 * (u @ s) - 2 * p) / c

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // datamask-select with two objectives of a user's own (dmfront::select_main), both pairwise
-// similarity written from its definition in double (method.md, section 6), for own_program_test.py,
+// similarity written from its definition in double (docs/method.md, section 6), for own_program_test.py,
 // which compares their selections with the built-in pairwise objective's:
 // - "replica": scores a batch in one call (evaluate_batch) and has a relaxation (relax);
 // - "replica-plain": scores one subset per call and has no relaxation;

@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file
-/// @brief The continuous ascent (method.md section 6): gradient ascent of a relaxation F(p) of f
+/// @brief The continuous ascent (docs/method.md section 6): gradient ascent of a relaxation F(p) of f
 /// on the inclusion probabilities (sum p = S, 0 <= p <= 1), composed of policies in the manner of
 /// ensmallen's `SGD<UpdatePolicy, DecayPolicy>`: `ascent<Update, Projection, Schedule>`, with a
 /// step rule (continuous/update.hpp), a parameterisation (continuous/projection.hpp) and a

@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file
-/// @brief The continuous learner (method.md section 6): the phases every optimiser of a block
+/// @brief The continuous learner (docs/method.md section 6): the phases every optimiser of a block
 /// shares (phases.hpp) around the continuous ascent of the relaxation of f on the backend's
 /// executor (continuous/ascent.hpp, continuous/relaxation.hpp), its read-out (the S largest p)
 /// and the swap polish (continuous/polish.hpp).
@@ -74,7 +74,7 @@ struct continuous_options {
 }
 
 
-/// @brief Selection by the continuous learner (method.md section 6): the phases every optimiser
+/// @brief Selection by the continuous learner (docs/method.md section 6): the phases every optimiser
 /// of a block shares (phases.hpp: validation, kept rows, S, calibrated or fixed scales, read-out
 /// order, final evaluation into a `selection_result`) around the continuous ascent of the
 /// relaxation of f, its read-out and the polish.

@@ -574,7 +574,7 @@ struct disf {
     return detail::disf_impl::marginals(s, out);
   }
 
-  /// @brief The relaxation of DiSF on p-weighted column statistics (method.md section 6, the
+  /// @brief The relaxation of DiSF on p-weighted column statistics (docs/method.md section 6, the
   /// `relaxable_objective` capability): with W = sum p, mu = X^T p / W,
   /// Sigma = sum_i p_i (x_i - mu)(x_i - mu)^T / (W - 1) and v_a = Sigma_aa + 1e-8,
   ///   F(p) = -(1 / 10^4) sum_{a != b} Sigma_ab^2 / (v_a v_b),

@@ -486,7 +486,7 @@ struct facility_location {
 
   /// @brief An upper bound on max f over sets of S items for f = linear + weight * F_fl with the
   /// whole block as reference set, with its certificate lambda >= 0 (`boundable_objective`,
-  /// method.md 7.2): the Lagrangian dual of the LP relaxation from the selection's assignment,
+  /// docs/method.md 7.2): the Lagrangian dual of the LP relaxation from the selection's assignment,
   /// `v.iterations` steps (0: 100) of a variable-target Polyak method
   /// (objectives/detail/facility_dual.hpp), each lambda_v kept above a quarter of what the
   /// selection gives v. Similarities in double from the kernel's rows (an n x d copy in double):

@@ -290,7 +290,7 @@ struct pairwise_similarity {
     exec.for_each(g_count, detail::pairwise_impl::finish<T>{b, s, out});
   }
 
-  /// @brief The relaxation (method.md section 6, the `relaxable_objective` capability): with
+  /// @brief The relaxation (docs/method.md section 6, the `relaxable_objective` capability): with
   /// u_i the unit rows (u_i = e_i / ||e_i||, 0 for a zero row), c_i = ||u_i||^2 (1, or 0 for a
   /// zero row, as the objective counts it) and s = sum_i p_i u_i,
   ///   F(p) = -(||s||^2 - sum_i p_i^2 c_i) / (S (S - 1)),
@@ -323,7 +323,7 @@ struct pairwise_similarity {
   }
 
   /// @brief An upper bound on max f over sets of S items for f = linear + weight * F_pws, with its
-  /// certificate p (`boundable_objective`, method.md 7.1): Frank-Wolfe with exact line search on
+  /// certificate p (`boundable_objective`, docs/method.md 7.1): Frank-Wolfe with exact line search on
   /// the concave relaxation g(p) = a . p - b ||X^T p||^2 (unit rows, b = weight / (S (S - 1))),
   /// which equals f at every set of S items, started at the selection; the bound at p is
   /// g(p) + (sum of the S largest entries of grad g(p)) - grad g(p) . p, valid for every p.

@@ -345,7 +345,7 @@ struct sparse_facility_location {
     return detail::sparse_facility_impl::state(checked(b.embeddings.rows), b.threads);
   }
 
-  /// @brief The relaxation (method.md section 6, the `relaxable_objective` capability), the
+  /// @brief The relaxation (docs/method.md section 6, the `relaxable_objective` capability), the
   /// whole block as reference set: with each item included independently with probability p_i
   /// and v's neighbours sorted,
   ///   E[max] = sum_r s_(r) p_(r) prod_{r' < r} (1 - p_(r')),
@@ -414,7 +414,7 @@ struct sparse_facility_location {
 
   /// @brief An upper bound on max f over sets of S items for f = linear + weight * F with the
   /// whole block as reference set, with its certificate lambda >= 0 (`boundable_objective`,
-  /// method.md 7.2): the Lagrangian dual of the LP relaxation on the graph's pairs (similarities
+  /// docs/method.md 7.2): the Lagrangian dual of the LP relaxation on the graph's pairs (similarities
   /// clamped at 0, as F counts them), so the bound is for this sparse objective, not for dense
   /// facility location. From the selection's assignment, `v.iterations` steps (0: 100) of a
   /// variable-target Polyak method (objectives/detail/facility_dual.hpp), each (but a restart) a

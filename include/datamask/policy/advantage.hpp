@@ -3,7 +3,7 @@
 
 /// @file
 /// @brief The advantage estimator: how a step's rewards (or, under per-item credit, each draw's
-/// marginal gain) become the coefficients of the policy's update (method.md section 2 and
+/// marginal gain) become the coefficients of the policy's update (docs/method.md section 2 and
 /// section 6, last item). One home for the group-normalised and leave-one-out advantages, so the
 /// learner's loop only asks for coefficients and hands them to the policy.
 

@@ -27,7 +27,7 @@
 
 namespace datamask {
 
-/// @brief Gradient of ln P(mask) used by the policy update (method.md section 2).
+/// @brief Gradient of ln P(mask) used by the policy update (docs/method.md section 2).
 enum class gradient_mode {
   relaxed,       ///< k independent softmax draws: L_j += eta (1/G) sum_g A_g 1[j in M_g]
   plackett_luce  ///< the exact gradient of the without-replacement (Plackett-Luce) draw
@@ -180,7 +180,7 @@ void relaxed_update(const B& b, typename B::template vector<double>& logits,
 }
 
 /// @brief The exact Plackett-Luce update: L_j += sum_g coef_g d ln P(order_g) / d L_j with
-/// d ln P / d L_j = 1[j in M] - exp(L_j) sum_{t <= min(k, pos_j)} 1 / Z_t (method.md section 2).
+/// d ln P / d L_j = 1[j in M] - exp(L_j) sum_{t <= min(k, pos_j)} 1 / Z_t (docs/method.md section 2).
 template <backend B>
 void plackett_luce_update(const B& b, typename B::template vector<double>& logits,
                           const typename B::template vector<index_t>& active,

@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file
-/// @brief The upper bound of facility location with a modular part (method.md 7.2): the
+/// @brief The upper bound of facility location with a modular part (docs/method.md 7.2): the
 /// Lagrangian dual of its LP relaxation. With w_vs = weight sim(v, s) / n (the whole block as
 /// reference set) and a_s the modular part, every lambda >= 0 gives
 ///   max_{|U| = S} f(U) <= L(lambda) = sum_v lambda_v + (sum of the S largest b_s(lambda)),

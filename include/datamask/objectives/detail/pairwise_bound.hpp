@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file
-/// @brief The upper bound of pairwise similarity with a modular part (method.md 7.1), written
+/// @brief The upper bound of pairwise similarity with a modular part (docs/method.md 7.1), written
 /// once against an executor: Frank-Wolfe with exact line search on the concave relaxation
 ///   g(p) = a . p - b ||X^T p||^2,
 /// where X holds the unit rows u_i, b = weight / (S (S - 1)) and a_i = linear_i + b c_i
