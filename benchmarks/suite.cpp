@@ -71,7 +71,7 @@ dm::options learner_options(index_t steps) {
 /// quality initialisation; everything else is the default (G = 128, linear lr 10 -> 1, relaxed
 /// gradient, credit auto). Per unit of work it beats the default batch with rollout credit
 /// (DiSF's under auto), not with per-item credit (pairwise similarity's and facility location's):
-/// RESULTS.md section 1, README "Choosing the active batch".
+/// RESULTS.md section 1, docs/tuning.md, "Choosing the active batch".
 dm::options small_batch_options(index_t steps, index_t n) {
   dm::options o = learner_options(steps);
   o.min_active = 256;

@@ -2,7 +2,7 @@
 // The synthetic block every benchmark program uses (benchmarks/RESULTS.md describes it).
 //
 // It keeps its own generator rather than datamask::make_synthetic_corpus (the one generator of the
-// tests, examples and --demo): every figure in RESULTS.md and in the README's measured tables was
+// tests, examples and --demo): every figure in RESULTS.md and in docs/'s measured tables was
 // taken on this block, and another generator would change all of them. Switch it in the same
 // commit as a full re-run of scripts/bench and benchmarks/fronts.py.
 #pragma once

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The library's include tiers: every header of include/datamask includes only headers of its own
-tier or a lower one, as the README's "How it is built" map states them, and the learners' headers
+tier or a lower one, as docs/architecture.md's map states them, and the learners' headers
 pull in no file reader and no kNN graph builder.
 
     tiers_test.py REPOSITORY_ROOT
 
-The tiers are read from the README (the lines `tier N NAME: PATTERNS` between the markers
+The tiers are read from docs/architecture.md (the lines `tier N NAME: PATTERNS` between the markers
 `<!-- tiers -->` and `<!-- /tiers -->`), so the map a reader sees is the one checked. A pattern is a
 header path relative to include/datamask ("options.hpp") or a folder ("objectives/"); the longest
 pattern that matches a header gives its tier.
@@ -26,7 +26,7 @@ def read_tiers(readme):
     text = open(readme, encoding="utf-8").read()
     m = re.search(r"<!-- tiers -->(.*?)<!-- /tiers -->", text, re.S)
     if not m:
-        raise SystemExit("README.md has no <!-- tiers --> ... <!-- /tiers --> map")
+        raise SystemExit("docs/architecture.md has no <!-- tiers --> ... <!-- /tiers --> map")
     tiers = {}
     for line in m.group(1).splitlines():
         t = re.match(r"\s*tier (\d+) [\w-]+:\s*(.*)$", line)
@@ -34,7 +34,7 @@ def read_tiers(readme):
             for pattern in t.group(2).split():
                 tiers[pattern] = int(t.group(1))
     if not tiers:
-        raise SystemExit("README.md's tier map lists no tier")
+        raise SystemExit("docs/architecture.md's tier map lists no tier")
     return tiers
 
 
@@ -66,7 +66,7 @@ def closure(root, header, graph):
 def main():
     repo = sys.argv[1]
     root = os.path.join(repo, "include", "datamask")
-    tiers = read_tiers(os.path.join(repo, "README.md"))
+    tiers = read_tiers(os.path.join(repo, "docs", "architecture.md"))
     headers = sorted(os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
                      for d, _, fs in os.walk(root) for f in fs if f.endswith(".hpp"))
     graph = {h: includes(root, h) for h in headers}
@@ -74,7 +74,7 @@ def main():
     for h in headers:
         th = tier_of(h, tiers)
         if th is None:
-            problems.append("%s: in no tier of README.md's map" % h)
+            problems.append("%s: in no tier of docs/architecture.md's map" % h)
             continue
         for d in graph[h]:
             td = tier_of(d, tiers)

@@ -9,8 +9,8 @@
 /// Why: under OpenMP's default policy (libgomp: spin for about 300,000 iterations) a worker that
 /// finishes a parallel region busy-waits for the next one. On a machine whose cores other work
 /// also uses, those spinning workers take the cores from the thread that has work, and each join
-/// waits for a descheduled worker: two threads ran several times slower than one (README,
-/// "Threads", has the measurements). Passive waiting costs a futex wake per region
+/// waits for a descheduled worker: two threads ran several times slower than one
+/// (docs/tuning.md, "Threads", has the measurements). Passive waiting costs a futex wake per region
 /// (microseconds). The runtime reads the policy once, when it loads, before main(), so setting
 /// it then is too late for the process: the program executes itself again, once, with
 /// OMP_WAIT_POLICY=PASSIVE in its environment.

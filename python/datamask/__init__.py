@@ -70,7 +70,7 @@ __version__: str = _core.version
 #: Where :func:`select` and :func:`evaluate` run, fixed when the module was built: ``"eigen"``
 #: (the CPU), ``"cuda"`` (the GPU; needs a CUDA device at run time) or ``"thrust-omp"`` (the
 #: Thrust backend on CPU threads, a test build). Chosen by the CMake option
-#: ``DATAMASK_PYTHON_BACKEND`` (README, "Python").
+#: ``DATAMASK_PYTHON_BACKEND`` (docs/python.md).
 backend: str = _core.backend
 
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 #
-# cmake -P script behind the `cli.install_line` ctest: the README's install line, run from a clean
+# cmake -P script behind the `cli.install_line` ctest: docs/cpp.md's install line, run from a clean
 # build folder. An install before the build must fail before copying anything, naming the build
 # step; after the build the same install puts the program and the headers under the prefix.
 # Inputs (-D): SOURCE_DIR, WORK_DIR, GENERATOR, MAKE_PROGRAM, CXX_COMPILER.
@@ -20,7 +20,7 @@ function(step what expect_ok)
   endif()
 endfunction()
 
-# The README: cmake -S . -B build && cmake --build build --target datamask-select
+# docs/cpp.md: cmake -S . -B build && cmake --build build --target datamask-select
 #             && cmake --install build --prefix P
 # Built without optimisation: the line is under test, not the code, and at -O3 this build of the
 # program took 147 s of CI's ctest, the longest test.

@@ -65,7 +65,7 @@ void parallel_for(index_t n, int threads, Body&& body, double work_per_item = pa
   if (n <= 0) return;
   // One thread asked for: no region either. A team of one is not "in parallel" for Eigen
   // (omp_get_num_threads() == 1), so an Eigen product inside it would open a nested team of
-  // its own; see the README's "Threads" on EIGEN_DONT_PARALLELIZE.
+  // its own; see docs/tuning.md, "Threads", on EIGEN_DONT_PARALLELIZE.
   if (n == 1 || resolve_threads(threads) == 1 || static_cast<double>(n) * work_per_item < parallel_min_work) {
     // No region: a single item may parallelise inside (facility location's tiles); small work
     // stays on this thread. Exceptions propagate as they are.
