@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -17,9 +18,9 @@
 
 namespace dmfront {
 
-void corpus::add_shard(const void* data, bool half, index_t rows, index_t cols) {
+void corpus::add_shard(const void* data, bool half, index_t rows, index_t cols, std::string name) {
   shard_start.push_back(n);
-  shards.push_back({static_cast<const unsigned char*>(data), half, rows});
+  shards.push_back({static_cast<const unsigned char*>(data), half, rows, std::move(name)});
   n += rows;
   d = cols;
 }
@@ -145,6 +146,7 @@ std::pair<index_t, index_t> planned_rows(const datamask::corpus_layout& layout, 
 }
 
 std::optional<double> prune_threshold(const corpus& k, double prune, const planning& p) {
+  if (prune <= 0.0) return std::nullopt;  // before the columns: a worker's rows may not be p.rows then
   const auto columns = k.quality_rows(p.rows);
   return datamask::corpus_prune_threshold(prune, k.n, columns, k.quality_weights, p.all);
 }
@@ -161,6 +163,20 @@ datamask::block_data exchange_rows(const corpus& k, std::span<const index_t> row
   }
   const datamask::block_data have = k.block(mine, false, threads);
   const std::size_t cols = k.quality.size(), d = static_cast<std::size_t>(k.d), words = 2 + cols + (d + 1) / 2;
+  // A sample row may lie in a shard no worker has checked yet (a plan step, a shard without a
+  // plan): said as the worker that reads its shard says it.
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const float* x = have.embeddings.data + i * static_cast<std::size_t>(have.embeddings.stride);
+    for (std::size_t j = 0; j < d; ++j) {
+      if (std::isfinite(x[j])) continue;
+      const auto s = static_cast<std::size_t>(
+          std::upper_bound(k.shard_start.begin(), k.shard_start.end(), mine[i]) - k.shard_start.begin() - 1);
+      throw datamask::invalid_input(k.shards[s].name,
+                                    datamask::detail::concat("row ", mine[i] - k.shard_start[s], ", column ", j, " is ",
+                                                             std::isnan(x[j]) ? "NaN" : "infinite",
+                                                             "; every value must be finite"));
+    }
+  }
   std::vector<std::uint64_t> packed;
   packed.reserve(mine.size() * words);
   for (std::size_t i = 0; i < mine.size(); ++i) {

@@ -289,8 +289,10 @@ constexpr double from_order_key(std::uint64_t k) {
 /// @param prune the quantile dropped, in (0, 1)
 [[nodiscard]] inline double prune_threshold(std::span<const double> mine, index_t n, double prune,
                                             const allgather_fn& all = {}) {
-  DATAMASK_EXPECTS(n > 0, "prune", "the corpus has no quality scores to rank");
-  DATAMASK_EXPECTS(std::isfinite(prune) && prune > 0.0 && prune < 1.0, "prune", "must be in [0, 1), found ", prune);
+  DATAMASK_EXPECTS(std::isfinite(prune) && prune > 0.0 && prune < 1.0, "prune", "must be in (0, 1), found ", prune);
+  const std::uint64_t ranked = sum_all(all, mine.size());  // every worker asks: one exchange each
+  DATAMASK_EXPECTS(n > 0 && ranked == static_cast<std::uint64_t>(n), "prune", "the corpus has ", n,
+                   " rows, but ", ranked, " quality scores were given to rank");
   std::vector<std::uint64_t> keys(mine.size());
   std::transform(mine.begin(), mine.end(), keys.begin(), order_key);
   std::sort(keys.begin(), keys.end());

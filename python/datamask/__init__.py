@@ -491,17 +491,37 @@ class Plan:
                     doc["key"])
 
 
-def _plan_key(embeddings, quality, ids, request, block_size) -> str:
-    """The inputs' shapes and dtypes and the request (options, objectives, optimizer, neighbors),
-    hashed: what a plan was made for."""
-    shapes = [(list(a.shape), str(a.dtype)) for a in _shards(embeddings)]
+# Keywords that do not change the selection: a plan serves calls that differ in them.
+_NOT_SELECTION = ("threads", "facility_cache")
+
+
+def _plan_key(embeddings, quality, ids, quality_weights, request, block_size) -> str:
+    """The inputs' shapes and dtypes and everything that sets the selection (keywords, objectives
+    and their weights, the metric's name, quality weights, optimizer, neighbors, block size),
+    hashed: what a plan was made for. Read from the arrays as given (no conversion)."""
+    def shape(a):
+        a = _load(a)
+        return list(np.shape(a)), str(np.asarray(a).dtype) if hasattr(a, "dtype") else type(a).__name__
+    arrays = embeddings if isinstance(embeddings, (list, tuple)) and embeddings and all(
+        _is_path(a) or np.ndim(a) == 2 for a in embeddings) else [embeddings]
     q = quality if isinstance(quality, (list, tuple)) else ([] if quality is None else [quality])
-    cols = [(list(np.shape(_load(c))), str(np.asarray(_load(c)).dtype)) for c in q]
-    id_shape = None if ids is None else (list(np.shape(_load(ids))), str(np.asarray(_load(ids)).dtype))
     opts, names, weights, metric, optimizer, neighbors, _ = request
-    text = json.dumps([__version__, shapes, cols, id_shape, sorted((k, repr(v)) for k, v in opts.items()), names,
-                       weights, metric is not None and metric[-1], optimizer, neighbors, int(block_size)])
+    plain = lambda v: float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(  # noqa: E731
+        v, (bool, int, np.integer)) else repr(v)
+    text = json.dumps([__version__, [shape(a) for a in arrays], [shape(c) for c in q],
+                       None if ids is None else shape(ids),
+                       sorted((k, plain(v)) for k, v in opts.items() if k not in _NOT_SELECTION), names,
+                       [float(w) for w in weights], None if metric is None else [metric[0], float(metric[-1])],
+                       None if quality_weights is None else [float(w) for w in quality_weights], optimizer,
+                       int(neighbors), int(block_size)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _needs_plan(given: Mapping, lam: float, n: int, block_size: int, neighbors: int, graph: Any) -> bool:
+    """Whether a spread selection needs values of the whole corpus (datamask-select's rule): a
+    prune threshold, or f calibrated once over several blocks."""
+    calibrated = given.get("scaling") in (None, "calibrated") and given.get("scales") is None
+    return (given.get("prune") or 0) > 0 or (n > block_size and calibrated and lam < 1 and not neighbors and graph is None)
 
 
 def _options(given: Mapping) -> dict:
@@ -706,21 +726,22 @@ def select(
     rank, world = _worker(worker)
     if plan is not None and not isinstance(plan, Plan):
         raise TypeError(f"plan: expected a datamask.Plan (datamask.plan(...) or Plan.load), found {type(plan).__name__}")
-    if world > 1 and plan is None:
-        warnings.warn(f"worker={worker}: without plan= this worker reads every row's scores and ids for the "
-                      "corpus-wide values (prune threshold, calibration); make datamask.plan(...) once and pass it "
-                      "to every worker to read its own rows only", stacklevel=2)
     share = [rank, world, 0, -1]
 
     def rows(shards):  # the worker's groups' rows: from the layout of the shards
-        if world > 1 and plan is not None:
-            share[2:] = _core.worker_rows([a.shape[0] for a in shards], int(block_size), rank, world)
-            return slice(*share[2:])
-        return slice(None)
+        if world == 1:
+            return slice(None)
+        if plan is None and _needs_plan(given, lam, sum(a.shape[0] for a in shards), int(block_size), neighbors, graph):
+            warnings.warn(f"worker={worker}: without plan= this worker reads every row's scores and ids for the "
+                          "corpus-wide values (prune threshold, calibration); make datamask.plan(...) once and pass "
+                          "it to every worker to read its own rows only", stacklevel=3)
+            return slice(None)
+        share[2:] = _core.worker_rows([a.shape[0] for a in shards], int(block_size), rank, world)
+        return slice(*share[2:])
 
     corpus, request = _call(embeddings, quality, quality_weights, ids, "ids", given, objective, objective_weights,
                             optimizer, neighbors, graph, rows)
-    if plan is not None and plan.key != _plan_key(embeddings, quality, ids, request, block_size):
+    if plan is not None and plan.key != _plan_key(embeddings, quality, ids, quality_weights, request, block_size):
         raise InvalidInput("plan: made for other inputs or options than this call's (their shapes, dtypes, "
                            "keywords or block_size differ); make it with the same ones")
     given_plan = None if plan is None else (plan.prune_threshold, list(plan.calibration))
@@ -789,7 +810,8 @@ def plan(embeddings: Any, quality: Any = None, **keywords: Any) -> Plan:
                             v["objective_weights"], v["optimizer"], v["neighbors"], v["graph"])
     out = _core.plan(corpus, request, int(v["block_size"]))
     calibration = tuple((t["name"], t["weight"], t["scale"], t["raw"], t["constant"]) for t in out["calibration"])
-    return Plan(out["prune_threshold"], calibration, _plan_key(embeddings, quality, v["ids"], request, v["block_size"]))
+    return Plan(out["prune_threshold"], calibration,
+                _plan_key(embeddings, quality, v["ids"], v["quality_weights"], request, v["block_size"]))
 
 
 def evaluate(

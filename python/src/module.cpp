@@ -132,7 +132,7 @@ corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<col
       datamask::check_finite_values(
           name, {static_cast<const unsigned char*>(a.data()), a.nbytes()}, f16, cols, threads);
     }
-    k.add_shard(a.data(), f16, rows, cols);
+    k.add_shard(a.data(), f16, rows, cols, name);
   }
   k.close_shards();
   if (share.rows.second >= 0) k.hold(share.rows.first, share.rows.second);
@@ -651,10 +651,13 @@ nb::dict select_corpus(const corpus_args& corpus_in, const request_args& request
       for (const auto& [name, weight, scale, raw, constant] : std::get<1>(*given)) {
         r.calibration.push_back(datamask::term_value{name, weight, scale, raw, constant});
       }
-    } else {
-      DATAMASK_EXPECTS(every_row, "plan", "a worker given part of the rows needs the plan of the corpus");
+    } else if (every_row) {
       plan.prune_threshold = dmfront::prune_threshold(k, r.run.prune, {{0, k.n}, {}});
       dmfront::calibrate_corpus(k, plan, r, {{0, k.n}, {}});  // f calibrated once for a corpus of several blocks
+    } else {  // a worker's rows only: the run must need nothing of the whole corpus
+      DATAMASK_EXPECTS(r.run.prune <= 0.0 && !datamask::calibrates_corpus(layout.blocks(), r), "plan",
+                       "this worker was given its own rows only, but the run needs the corpus's prune threshold or "
+                       "calibration: give plan=datamask.plan(...)");
     }
     const auto optimizers = dmfront::block_optimizers(r, plan, k.d);
     dmfront::refuse_unread_on_blocks(c.request, plan, optimizers, python_spelling());

@@ -62,6 +62,13 @@ def test_a_plan_of_other_options_is_refused(corpus, tmp_path):
         datamask.select(files, q, ids=ids, block_size=2000, ratio=0.2, worker=(0, 2), plan=p)
     with pytest.raises(datamask.InvalidInput, match="plan: made for other inputs or options"):
         datamask.select(files[:4], q, ids=ids, block_size=2000, ratio=0.1, worker=(0, 2), plan=p)
+    two = [q, np.load(q) * 2]  # two score columns: the plan is for their weights too
+    p2 = datamask.plan(files, two, ids=ids, block_size=2000, ratio=0.1, prune=0.5)
+    with pytest.raises(datamask.InvalidInput, match="plan: made for other inputs or options"):
+        datamask.select(files, two, ids=ids, block_size=2000, ratio=0.1, prune=0.5, quality_weights=[1, 0],
+                        worker=(0, 2), plan=p2)
+    # threads do not change the selection: the plan serves a call that sets them
+    datamask.select(files, q, ids=ids, block_size=2000, ratio=0.1, threads=1, worker=(0, 2), plan=p)
     p.save(tmp_path / "plan.json")
     assert datamask.Plan.load(tmp_path / "plan.json") == p  # exact doubles
     with pytest.raises(datamask.InvalidInput, match="worker: \\(2, 2\\)"):
@@ -95,6 +102,17 @@ def test_a_worker_reads_its_rows_only(corpus):
         tracemalloc.stop()
     assert [b["block"] for b in sel.blocks] == [5]
     assert peak < 3 * n * 8, f"a worker of 40 allocated {peak} bytes: more than its rows' scores"
+
+
+def test_a_run_that_needs_nothing_of_the_corpus_needs_no_plan(corpus):
+    """Quality alone (lam=1) prunes nothing and calibrates nothing: a worker reads its rows, no warning."""
+    files, ids, q, _ = corpus
+    args = dict(ids=ids, block_size=2000, ratio=0.1, lam=1.0)
+    whole = datamask.select(files, q, **args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = [datamask.select(files, q, worker=(r, 3), **args) for r in range(3)]
+    np.testing.assert_array_equal(np.concatenate([g.ids for g in got]), whole.ids)
 
 
 @pytest.mark.skipif(not (PROGRAM and os.access(PROGRAM, os.X_OK)),

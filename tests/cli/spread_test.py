@@ -526,6 +526,21 @@ def test_groups():
     p = run([PROG] + other + GROUPED + CASES["pairwise"] + ["--shard", "0/2", "--parts", path("p-other"),
                                                              "--plan", path("plan.json")], expect=2)
     assert "made for other inputs" in p.stderr, p.stderr
+    # Scores changed after the plan (same names and sizes): each shard finds its groups' rows
+    # changed, and parts made with two plans do not merge.
+    opts = args + GROUPED + CASES["pairwise"] + PRUNE
+    run([PROG, "plan"] + opts + ["--plan", path("plan-old.json")])
+    run([PROG] + opts + ["--shard", "0/2", "--parts", path("p-two"), "--plan", path("plan-old.json")])
+    with open(columns[0][0], "r+b") as f:  # the last group's scores (shard 1's) to 1: another threshold
+        f.seek(-4 * SIZES[-1], os.SEEK_END)
+        f.write(struct.pack("<%df" % SIZES[-1], *([1.0] * SIZES[-1])))
+    p = run([PROG] + opts + ["--shard", "1/2", "--parts", path("p-two"), "--plan", path("plan-old.json")], expect=2)
+    assert "--plan %s: made for other inputs (the scores or ids of group 3" % path("plan-old.json") in p.stderr, p.stderr
+    run([PROG, "plan"] + opts + ["--plan", path("plan-new.json")])
+    run([PROG] + opts + ["--shard", "1/2", "--parts", path("p-two"), "--plan", path("plan-new.json")])
+    p = run([PROG, "merge", "--out", path("m.npy"), path("p-two")], expect=2)
+    assert "took other corpus-wide values" in p.stderr, p.stderr
+    no_outputs("m")
 
 
 def test_groups_read():

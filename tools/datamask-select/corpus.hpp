@@ -48,6 +48,7 @@ struct corpus : dmfront::corpus {
   std::string ids_source;
   std::uint64_t fingerprint = 0;              // the inputs' names, sizes and shapes (input_fingerprint)
   std::vector<std::pair<index_t, std::uint64_t>> group_hashes;  // the content hash of each group read
+  std::vector<std::pair<index_t, std::uint64_t>> rows_hashes;   // of each group's rows of the score and id files
   std::uint64_t hash = 0;                     // input_hash of the fingerprint and group_hashes (the program sets it)
   std::vector<float> demo_rows;  // the --demo corpus lives here
 
@@ -103,7 +104,7 @@ inline void open_shard(corpus& k, const std::string& path, const std::string& fi
     throw invalid_input(path, datamask::detail::concat("has ", f.cols(), " columns, but ", first, " has ", k.d,
                                                       "; every shard needs the same d"));
   }
-  k.add_shard(f.data_bytes().data(), dt == datamask::io::npy_dtype::float16, f.rows(), f.cols());
+  k.add_shard(f.data_bytes().data(), dt == datamask::io::npy_dtype::float16, f.rows(), f.cols(), path);
   k.files.push_back(std::move(f));
 }
 
@@ -282,6 +283,20 @@ inline corpus load_corpus(const config& c, const worker_reading& who = {}) {
   for (const auto& in : inputs) fp = mix64(fp ^ in.fingerprint);
   k.fingerprint = fp;
 
+  // Each group's rows of the score and id files, hashed: for the group's content hash and for the
+  // plan (which records every group's, so that a worker refuses a plan of other scores or ids).
+  const auto rows_of_group = [&](index_t g) {
+    const std::pair<index_t, index_t> rows{layout.group_row(g), layout.group_row(g + 1)};
+    std::vector<std::uint64_t> h;
+    for (const auto& in : inputs) h.push_back(in.rows_hash(rows));
+    std::uint64_t all = 0;
+    for (const std::uint64_t x : h) all = mix64(all ^ x);
+    k.rows_hashes.emplace_back(g, all);
+    return h;
+  };
+  if (!who.embeddings) {  // the plan step: every group's rows (it reads every score and id)
+    for (index_t g = 0; g < layout.groups(); ++g) (void)rows_of_group(g);
+  }
   if (who.embeddings) {
     for (index_t g = groups.first; g < groups.second; ++g) {
       std::uint64_t h = 0;
@@ -291,8 +306,7 @@ inline corpus load_corpus(const config& c, const worker_reading& who = {}) {
         datamask::check_finite_values(f.path(), f.data_bytes(), f.dtype() == datamask::io::npy_dtype::float16, f.cols(), threads);
         h = mix64(h ^ hash_bytes(f.file_bytes(), threads));
       }
-      const std::pair<index_t, index_t> rows{layout.group_row(g), layout.group_row(g + 1)};
-      for (const auto& in : inputs) h = mix64(h ^ in.rows_hash(rows));
+      for (const std::uint64_t x : rows_of_group(g)) h = mix64(h ^ x);
       k.group_hashes.emplace_back(g, h);
     }
   }
@@ -307,7 +321,7 @@ inline corpus demo_corpus(std::uint64_t seed) {
   auto g = datamask::make_synthetic_corpus(o);
   corpus k;
   k.demo_rows = std::move(g.embeddings);
-  k.add_shard(k.demo_rows.data(), false, g.n, g.d);
+  k.add_shard(k.demo_rows.data(), false, g.n, g.d, "the demo corpus");
   k.close_shards();
   k.add_quality("demo quality", std::move(g.quality), "the demo corpus");
   k.weigh_quality({}, "--quality-weights");

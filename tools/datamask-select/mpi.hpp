@@ -6,11 +6,11 @@
 // started the process, the world is this one process. MPI is initialised only when a launcher
 // (mpirun, srun) started the process, so a plain run never pays for it nor depends on it.
 //
-// What the ranks exchange: while loading, the hashes of the 1 MiB chunks of the embedding shards
-// (each rank checks and hashes only its run of the chunks: corpus.hpp; 8 bytes per chunk); then
-// nothing while they work (each rank reads the quality columns and ids whole and computes the
-// global prune threshold from every quality score, as one process does); at the end each rank
-// sends its finished blocks (spread.hpp's document) to rank 0, which writes the outputs. A rank that fails aborts the job: mpirun then exits non-zero, and no output exists,
+// What the ranks exchange: while loading, the content hash of each group of input files a rank
+// read (each rank reads its groups only: corpus.hpp); then the corpus-wide values they compute
+// together (the prune threshold's bisection counts, the calibration sample's candidates and rows:
+// dmfront::planning); nothing while they work; at the end each rank sends its finished blocks
+// (spread.hpp's document) to rank 0, which writes the outputs. A rank that fails aborts the job: mpirun then exits non-zero, and no output exists,
 // since rank 0 writes only after it has received every block.
 
 #include <algorithm>

@@ -9,6 +9,7 @@
 // and the options it was made for; a worker refuses a plan of other inputs or options. Doubles
 // are hexadecimal floats, so a worker reads the bits the plan step computed.
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ struct run_plan {
   std::string canonical;
   std::optional<double> prune_threshold;
   std::vector<datamask::term_value> calibration;  // empty: no calibration over the corpus
+  std::vector<std::pair<index_t, std::uint64_t>> rows_hashes;  // every group's rows of the score and id files
   std::string version = datamask::version_string;
 };
 
@@ -49,14 +51,19 @@ inline void write_plan(const std::string& path, const run_plan& p) {
   for (const auto& t : p.calibration) {
     j["calibration"].push_back({t.name, hexf(t.weight), hexf(t.scale), hexf(t.raw), t.constant});
   }
+  j["groups"] = nlohmann::ordered_json::array();
+  for (const auto& [g, h] : p.rows_hashes) j["groups"].push_back({g, hex64(h)});
   seal(j);
   datamask::io::write_file_atomic(path, j.dump(1) + "\n");
 }
 
-/// Reads the plan at `path` for a run of `c` on inputs of `fingerprint`. Throws usage_error naming
-/// the file when it is not a plan, is damaged, or was made by another version, for other inputs
-/// or with other options.
-inline run_plan read_plan(const std::string& path, const config& c, std::uint64_t fingerprint) {
+/// Reads the plan at `path` for a run of `c` on inputs of `fingerprint` whose groups' rows of the
+/// score and id files hash to `rows_hashes` (the groups this worker read). Throws usage_error
+/// naming the file when it is not a plan, is damaged, or was made by another version, for other
+/// inputs (names, sizes, shapes, or the content of this worker's scores and ids) or with other
+/// options.
+inline run_plan read_plan(const std::string& path, const config& c, std::uint64_t fingerprint,
+                          const std::vector<std::pair<index_t, std::uint64_t>>& rows_hashes) {
   run_plan p;
   try {
     const auto j = nlohmann::ordered_json::parse(datamask::io::read_file(path));
@@ -75,6 +82,9 @@ inline run_plan read_plan(const std::string& path, const config& c, std::uint64_
                                                    unhexf(t.at(2).get<std::string>()), unhexf(t.at(3).get<std::string>()),
                                                    t.at(4).get<bool>()});
     }
+    for (const auto& g : j.at("groups")) {
+      p.rows_hashes.emplace_back(g.at(0).get<index_t>(), std::stoull(g.at(1).get<std::string>(), nullptr, 16));
+    }
   } catch (const nlohmann::json::exception& e) {
     throw usage_error("--plan " + path + ": not a datamask-select plan, or damaged (" + e.what() + ")");
   } catch (const datamask::invalid_input& e) {
@@ -88,6 +98,13 @@ inline run_plan read_plan(const std::string& path, const config& c, std::uint64_
   if (p.fingerprint != fingerprint) {
     throw usage_error("--plan " + path + ": made for other inputs (their names, sizes or shapes differ); run "
                       "`datamask-select plan` on these");
+  }
+  for (const auto& [g, h] : rows_hashes) {
+    const auto at = std::find_if(p.rows_hashes.begin(), p.rows_hashes.end(), [g = g](const auto& e) { return e.first == g; });
+    if (at == p.rows_hashes.end() || at->second != h) {
+      throw usage_error("--plan " + path + ": made for other inputs (the scores or ids of group " + std::to_string(g) +
+                        " differ from the plan's: changed since it was made?); run `datamask-select plan` on these");
+    }
   }
   if (p.canonical != c.canonical()) {
     throw usage_error("--plan " + path + ": made with other options (" +

@@ -190,19 +190,20 @@ datamask::block_run_settings block_settings(const config& c, const knn_run& knn)
   return s;
 }
 
-/// The corpus's calibration into `s`: from --plan, or computed (dmfront::calibrate_corpus); says
-/// so unless quiet.
-void calibrate_corpus(const config& c, const corpus& k, const datamask::corpus_plan& plan,
-                      const std::optional<run_plan>& given, const dmfront::planning& p, datamask::block_run_settings& s) {
+/// The corpus's calibration into `s`: from --plan, or computed (dmfront::calibrate_corpus).
+/// Returns what the run says of it (empty: nothing, each block calibrates itself).
+std::string calibrate_corpus(const config& c, const corpus& k, const datamask::corpus_plan& plan,
+                             const std::optional<run_plan>& given, const dmfront::planning& p,
+                             datamask::block_run_settings& s) {
   if (given) {
     s.calibration = given->calibration;
-    if (!s.calibration.empty() && !c.quiet) std::fprintf(stderr, "scales: calibrated once for the corpus, read from %s\n", c.plan.c_str());
-    return;
+    return s.calibration.empty() ? "" : "scales: calibrated once for the corpus, read from " + c.plan;
   }
   const auto sample = dmfront::calibrate_corpus(k, plan, s, p);
-  if (sample.rows.empty() || c.quiet) return;
-  std::fprintf(stderr, "scales: calibrated once for the %lld blocks on %zu rows drawn from the corpus (subsets of %lld)\n",
-               static_cast<long long>(plan.layout.blocks()), sample.rows.size(), static_cast<long long>(sample.subset));
+  if (sample.rows.empty()) return "";
+  return "scales: calibrated once for the " + std::to_string(plan.layout.blocks()) + " blocks on " +
+         std::to_string(sample.rows.size()) + " rows drawn from the corpus (subsets of " +
+         std::to_string(sample.subset) + ")";
 }
 
 /// The program's side of a block run: progress, stop on a signal, and with --checkpoint the
@@ -460,9 +461,11 @@ int write_plan_file(const config& c, const mpi_world& world, const corpus& k, co
                     const dmfront::planning& p) {
   const auto t0 = clock_type::now();
   datamask::block_run_settings s = request_of(c).settings;
-  const auto sample = dmfront::calibrate_corpus(k, plan, s, p);  // under MPI: every rank takes part
+  // Collectives first (under MPI every rank takes part), then rank 0 writes.
+  const auto sample = dmfront::calibrate_corpus(k, plan, s, p);
+  auto rows_hashes = every_rank_groups(world, k.rows_hashes);
   if (world.rank() != 0) return 0;
-  write_plan(c.plan, run_plan{k.fingerprint, c.canonical(), plan.prune_threshold, s.calibration});
+  write_plan(c.plan, run_plan{k.fingerprint, c.canonical(), plan.prune_threshold, s.calibration, std::move(rows_hashes)});
   if (!c.quiet) {
     std::fprintf(stderr, "%s plan: %lld items in %lld files, %lld groups, %lld blocks; selecting %lld; prune threshold %s; "
                  "calibration %s (%.2f s); wrote %s\n", c.program.c_str(), static_cast<long long>(k.n),
@@ -506,7 +509,7 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
                                          [&world](const std::vector<std::uint64_t>& v) { return world.allgather(v); }}
                      : dmfront::planning{{0, k.n}, {}};
   std::optional<run_plan> given;
-  if (!c.plan.empty() && !c.planning) given = read_plan(c.plan, c, k.fingerprint);
+  if (!c.plan.empty() && !c.planning) given = read_plan(c.plan, c, k.fingerprint, k.rows_hashes);
   if (!world.spread() && !given && share.count > 1 && needs_corpus_values(c, layout) && !c.quiet) {
     std::fprintf(stderr, "%s: note: --shard without --plan: this shard read every row's scores and ids for the %s; "
                  "run `datamask-select plan --plan PLAN.json` once with these options and give every shard --plan "
@@ -521,8 +524,12 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
   knn_run knn = load_graph_option(c, k.n, blocks.size());  // before anything is written
   datamask::block_run_settings settings = block_settings(c, knn);
   const auto optimizers = block_optimizers(c, settings, plan, k.d);
+  const auto t_calibrate = clock_type::now();
+  const std::string calibrated = calibrate_corpus(c, k, plan, given, planners, settings);
+  rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));
 
-  run_header header = make_header(c, k.fingerprint, k.group_hashes, k.n, k.d, layout, total, threshold);
+  run_header header = make_header(c, k.fingerprint, k.group_hashes, k.n, k.d, layout, total, threshold,
+                                  settings.calibration);
   const auto block_ids = [&](index_t b) { return k.ids_of(blocks[static_cast<std::size_t>(b)]); };
   if (!c.shard.empty() && shard_finished(part, header, mine, block_ids, k.ids_unsigned, c.quiet)) {
     if (!c.quiet) std::fprintf(stderr, "%s: shard %s is finished (%s); skipped\n", c.program.c_str(), c.shard.c_str(), part.marker.c_str());
@@ -568,11 +575,9 @@ int run(int argc, char** argv, const std::string& program, const dmfront::object
                    settings.knn() ? "on a kNN graph" : "dense");
     }
   }
+  if (!calibrated.empty() && !c.quiet) std::fprintf(stderr, "%s\n", calibrated.c_str());
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const auto t_calibrate = clock_type::now();
-  calibrate_corpus(c, k, plan, given, planners, settings);
-  rep.seconds.emplace_back("calibrate", seconds_since(t_calibrate));
   run_context ctx{c, settings, k, ckpt, prog, blocks.size(), knn};
   std::vector<block_result> done = run_blocks(ctx, plan, mine, record);
   // A signal after the last block, before anything is written: no output, as during the blocks.

@@ -13,6 +13,7 @@
 // about 21), its blocks' ids in block order, each block's checksum in its record, so that merge
 // streams them into --out instead of holding them.
 
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -56,16 +57,33 @@ struct run_header {
   index_t blocks = 0;                         // the corpus's block count
   index_t selected = 0;                       // S over the corpus
   std::optional<double> prune_threshold;
+  std::uint64_t plan = 0;                     // the corpus-wide values: plan_hash of the threshold and calibration
   bool resumed = false;
   std::string version = datamask::version_string;  // of the datamask-select that ran the blocks
 };
 
+/// A hash of the corpus-wide values every block of a run takes: the prune threshold and f's
+/// calibration (bits of each double), so that parts made with other values (a stale --plan) are
+/// refused, not merged.
+inline std::uint64_t plan_hash(std::optional<double> threshold, const std::vector<datamask::term_value>& calibration) {
+  const auto bits = [](double v) { return std::bit_cast<std::uint64_t>(v); };
+  using datamask::mix64;
+  std::uint64_t h = mix64(threshold ? bits(*threshold) : 0x6E6F6E65ull);
+  for (const auto& t : calibration) {
+    for (const char ch : t.name) h = mix64(h ^ static_cast<unsigned char>(ch));
+    for (const double v : {t.weight, t.scale, t.raw}) h = mix64(h ^ bits(v));
+    h = mix64(h ^ static_cast<std::uint64_t>(t.constant));
+  }
+  return h;
+}
+
 /// The header of a run of `c` on a corpus (fingerprint, group hashes, rows, dims), before its blocks ran.
 inline run_header make_header(const config& c, std::uint64_t fingerprint,
                               std::vector<std::pair<index_t, std::uint64_t>> groups, index_t rows, index_t dims,
-                              const datamask::corpus_layout& layout, index_t selected, std::optional<double> threshold) {
+                              const datamask::corpus_layout& layout, index_t selected, std::optional<double> threshold,
+                              const std::vector<datamask::term_value>& calibration) {
   return run_header{fingerprint, std::move(groups), rows, dims, c.canonical(), configuration_json(c), layout.groups(),
-                    layout.blocks(), selected, threshold, c.resume};
+                    layout.blocks(), selected, threshold, plan_hash(threshold, calibration), c.resume};
 }
 
 /// A worker's document: the header, then its blocks (in block order), sealed as a whole and
@@ -86,6 +104,7 @@ inline nlohmann::ordered_json worker_json(const run_header& h, const std::vector
   j["blocks_total"] = h.blocks;
   j["selected"] = h.selected;
   j["prune_threshold"] = h.prune_threshold ? nlohmann::ordered_json(hexf(*h.prune_threshold)) : nlohmann::ordered_json(nullptr);
+  j["plan"] = hex64(h.plan);
   j["resumed"] = h.resumed;
   if (!ids_file.empty()) j["ids_file"] = ids_file;
   j["blocks"] = nlohmann::ordered_json::array();
@@ -130,6 +149,7 @@ inline run_header read_worker_json(const std::string& text, const std::string& s
     h.blocks = j.at("blocks_total").get<index_t>();
     h.selected = j.at("selected").get<index_t>();
     if (!j.at("prune_threshold").is_null()) h.prune_threshold = unhexf(j.at("prune_threshold").get<std::string>());
+    h.plan = std::stoull(j.at("plan").get<std::string>(), nullptr, 16);
     h.resumed = j.at("resumed").get<bool>();
     blocks.clear();
     if (apart != nullptr) *apart = {};
@@ -209,6 +229,10 @@ inline void check_same_run(const run_header& first, const std::string& first_nam
   if (h.canonical != first.canonical) {
     throw usage_error(name + ": refused: made with other options than " + first_name + " (" +
                       first_difference(first.canonical, h.canonical, first_name, name) + ")");
+  }
+  if (h.plan != first.plan) {
+    throw usage_error(name + ": refused: its blocks took other corpus-wide values (prune threshold or calibration) "
+                      "than " + first_name + "'s; give every shard the same --plan, made for these inputs");
   }
   if (h.blocks != first.blocks || h.groups != first.groups || h.selected != first.selected) {
     throw usage_error(name + ": refused: " + std::to_string(h.blocks) + " blocks selecting " +

@@ -31,6 +31,7 @@ struct corpus {
     const unsigned char* data = nullptr;
     bool half = false;
     index_t rows = 0;
+    std::string name;  ///< as messages name it (a file, `embeddings[2]`)
   };
   std::vector<shard> shards;
   std::vector<index_t> shard_start;  ///< the first row of each shard, then n (`add_shard`, `close_shards`)
@@ -43,8 +44,8 @@ struct corpus {
   std::span<const datamask::id_t> ids;       ///< one per row of the window (in memory the front end keeps); empty: the row numbers
   bool ids_unsigned = false;                 ///< the ids are uint64 (written back as such)
 
-  /// Appends a shard of `rows` rows (d as the others: the caller checks it).
-  void add_shard(const void* data, bool half, index_t rows, index_t cols);
+  /// Appends a shard of `rows` rows (d as the others: the caller checks it), `name` in messages.
+  void add_shard(const void* data, bool half, index_t rows, index_t cols, std::string name);
   /// Ends the list of shards; the window is every row until `hold` says otherwise.
   void close_shards() {
     shard_start.push_back(n);

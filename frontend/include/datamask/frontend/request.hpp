@@ -106,8 +106,9 @@ resolution resolve(run_request& r, const spelling& sp);
 
 /// @brief Refuses the options given in `r` that no block of `plan` reads: the continuous
 /// learner's where auto gives blocks to naive greedy (`optimizers`: `block_optimizers` of the
-/// whole corpus, so every worker of a spread run refuses alike), and the clustered kNN builder's
-/// where knn-build auto builds every block's graph exactly.
+/// blocks `plan` holds), and the clustered kNN builder's where knn-build auto builds every block's
+/// graph exactly. A worker of a spread run judges by its own blocks: one whose blocks all run
+/// greedy refuses what another worker's blocks read (a refusal, never a silent difference).
 /// @throws datamask::invalid_input naming the option as `sp` spells it.
 void refuse_unread_on_blocks(const run_request& r, const datamask::corpus_plan& plan,
                              std::span<const std::optional<datamask::block_optimizer>> optimizers, const spelling& sp);
