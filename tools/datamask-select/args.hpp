@@ -303,10 +303,8 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "as one corpus; the report lists each file read. Required unless --demo.")
       ->multi_option_policy(all);
   app.add_option("--quality", c.quality,
-                 "PATH: quality scores, a .npy float file (one column) or a CSV file (optional header, RFC 4180 quoting); "
-                 "FILE.csv:NAME reads the column NAME only (split at the last ':'), FILE.csv alone every "
-                 "column, refused if one is named like an id (id, *_id, idx). May repeat. Required unless "
-                 "--lambda 0.")
+                 "PATH: quality scores, .npy (one column) or CSV (FILE.csv:NAME one column, FILE.csv every one); "
+                 "may repeat; required unless --lambda 0")
       ->multi_option_policy(all);
   app.add_option_function<std::string>(
       "--quality-weights", [&c](const std::string& v) { c.quality_weights = parse_list("--quality-weights", v); },
@@ -330,19 +328,10 @@ inline void add_program_options(CLI::App& app, config& c) {
                  "PREFIX: facility location on the kNN graph in PREFIX.ids.npy (int64, n x K neighbour rows, "
                  "0-based, corpus order) and PREFIX.sims.npy (float, n x K similarities); one block only");
   app.add_option("--optimizer", c.optimizer,
-                 "auto | continuous | pg | greedy | lazy | stochastic. continuous: gradient ascent of a relaxation "
-                 "of f (--iterations); pg: the paper's policy gradient (--steps); auto: lazy when facility is the only "
-                 "--objective (dense or on a graph: f is submodular, and on real data lazy greedy beat the others there), "
-                 "else continuous when every --objective has a relaxation (pairwise, disf, facility with --neighbors or "
-                 "--graph), except on a block where naive greedy costs no more operations than the learner (two ascents: "
-                 "the ascent, then the polish of its starts): greedy there "
-                 "(S picks x n x g against 2 x --iterations x n x h, g and h an item's multiply-adds: pairwise d and 2d, "
-                 "disf 2d^2 and 2d^2, facility on a graph K and 3K; so S <= 4 x iterations for pairwise, S <= "
-                 "2 x iterations for disf; the report names each block's optimizer; measured on real data in "
-                 "benchmarks/RESULTS.md, \"DiSF: two starts and an exact ranking\": on digits, wine and breast cancer every pairwise and disf "
-                 "cell reaches 99.5% of naive greedy's gain, and auto took longer than greedy in 7 of 320 cells, at most 1.27 "
-                 "times), else (dense facility in a mix) "
-                 "stochastic. The greedy baselines optimise the same f and write ids in the order picked")
+                 "continuous: ascent of a relaxation of f (--iterations); pg: the paper's policy gradient (--steps); "
+                 "greedy, lazy, stochastic: the baselines on the same f. auto: lazy for facility alone, continuous "
+                 "where every term has a relaxation (naive greedy on a block where it costs less), else stochastic "
+                 "(docs/program.md, \"Optimizers\")")
       ->check(CLI::IsMember(spellings(datamask::enum_traits<datamask::block_optimizer>::choices)))
       ->capture_default_str();
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
@@ -353,35 +342,25 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f); not with a greedy");
   app.add_option("--plot", c.plot, "PATH: SVG of the log; not with a greedy");
   app.add_option("--checkpoint", c.checkpoint,
-                 "DIR: a manifest records finished blocks and hashes of the inputs and options; with the learners "
-                 "also each unfinished block's state (pg: logits and step; continuous: its iterate) every "
-                 "--checkpoint-every steps (continuous: iterations) and on SIGINT/SIGTERM (the greedies keep "
-                 "whole blocks only)");
+                 "DIR: records finished blocks, and the learners' state every --checkpoint-every steps and on "
+                 "SIGINT/SIGTERM, for --resume");
   app.add_flag("--resume", c.resume, "continue the run in --checkpoint DIR, to exactly the selection of an "
                                      "uninterrupted run; refused if inputs or options changed");
   app.add_flag("--certify", c.certify,
-               "after each block's selection, prove an upper bound on the best f of its size in the block "
-               "(datamask/certify.hpp) and report per block and in total certificate.{bound, gap, certified_share, "
-               "method, seconds}; certified_share = (f - mean f of random subsets) / (bound - that mean). DiSF has "
-               "no bound: method none. Off by default: on real data it took " + std::string(certify_cost::pairwise) +
-                   " of the optimising time for pairwise, " + certify_cost::knn + " for facility on a kNN graph, " +
-                   certify_cost::dense + " dense (benchmarks/RESULTS.md, \"The certificate's cost on real data\"); "
-                   "--certify-steps sets its budget");
+               "prove an upper bound on the best f of each block and report certificate.{bound, gap, "
+               "certified_share} (DiSF: none). It took " + std::string(certify_cost::pairwise) + " of the optimising "
+               "time for pairwise, " + certify_cost::knn + " for facility on a kNN graph, " + certify_cost::dense +
+               " dense (docs/certificates.md)");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
-                 "I/N: run only the blocks of shard I of N (0 <= I < N; shard I runs blocks [B I / N, B (I + 1) / N) "
-                 "of the B, so it reads only the input files they lie in) and write a part into --parts, plus a "
-                 "completion marker; a finished shard is skipped when run again. slurm: I and N from "
-                 "SLURM_ARRAY_TASK_ID/_MIN/_COUNT. Then `datamask-select merge` writes the outputs");
+                 "I/N: run shard I of N's blocks (it reads their input files only) and write a part into --parts; "
+                 "slurm: I and N from the array task. Then `datamask-select merge` (docs/many-machines.md)");
   app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-00002-of-00004.json for 2/4, its "
                                      "selected ids beside it in part-00002-of-00004.ids.npy) and its marker "
                                      "(completions/00002-of-00004)");
   app.add_option("--plan", c.plan,
-                 "PLAN.json: the corpus-wide values every worker must agree on (the prune threshold, f's "
-                 "calibration), as `datamask-select plan --plan PLAN.json` with the same inputs and options wrote "
-                 "them: a shard then reads only its own rows; without it a shard that prunes or calibrates over "
-                 "several blocks reads every score and id to compute them itself. Under mpirun the ranks compute "
-                 "them together");
+                 "PLAN.json from `datamask-select plan --plan PLAN.json` with the same inputs and options: the "
+                 "prune threshold and calibration every shard takes, so each reads its own rows only");
   app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/synthetic.hpp) "
                                  "and run on it");
 }
