@@ -111,12 +111,9 @@ struct block_run_settings {
   std::vector<term_value> calibration;
   /// Certify each block's selection (`block_result::certificate`, datamask/certify.hpp) after
   /// its evaluation, with the budget of `learn.certify_object()` (its seed and threads are the
-  /// run's). Off by default: on real data it took 1% to 19% of the optimising time for
-  /// pairwise similarity, 10% to 257% for facility location on a kNN graph and 31% to 594% dense
-  /// (benchmarks/RESULTS.md, "The certificate's cost on real data": the dual's steps read the
-  /// block's pairs whatever the optimizer took), above the 10% a default may add; 30 dual steps
-  /// instead of 100 (`learn.certify_steps`) took 17% on a 100,000-item kNN graph. It changes no
-  /// selection.
+  /// run's). Off by default: facility location's dual steps read the block's pairs whatever the
+  /// optimizer took, which can cost more than the optimising (benchmarks/RESULTS.md, "The
+  /// certificate's cost on real data"), above what a default may add. It changes no selection.
   bool certify = false;
   /// A diversity objective given at run time (a Python metric, or a C++ type registered by name:
   /// dmfront::objective_registry), weighed by `weights.external`; null: none.
@@ -146,11 +143,9 @@ template <class Entry, class Settings>
 /// @brief What `auto` runs for an f:
 /// - lazy greedy when facility location (dense or on a kNN graph) is the only diversity term that
 ///   counts: f is then submodular (mean quality is modular at a fixed size), lazy greedy picks
-///   naive greedy's set, and on real data the alternatives fell far short of it: the continuous
-///   learner on the kNN graph of a text corpus (22,707 manual pages) reached -110% to 99.6% of
-///   its gain over 15 cells (below random subsets at ratio 0.3), at up to 9 times its time, and
-///   stochastic greedy on dense facility location 81% to 83% in the worst cells of three
-///   scikit-learn sets (benchmarks/RESULTS.md, "Real data");
+///   naive greedy's set, and on real data the alternatives (the continuous learner on the kNN
+///   graph, stochastic greedy on dense facility location) fell far short of it in their worst
+///   cells (benchmarks/RESULTS.md, "Real data");
 /// - else the continuous learner when f is `relaxable`;
 /// - else (dense facility location mixed with other terms) stochastic greedy: on dense facility
 ///   location both the policy-gradient learner and stochastic greedy cost O(n^2 d) per block,
@@ -243,12 +238,10 @@ inline constexpr double learner_ascents = 2.0;
 /// benchmarks, so its full gain). Naive greedy costs S picks x n candidates x `item_costs::greedy`,
 /// the learner `learner_ascents` x `iterations` x n items x `item_costs::relaxed`, so greedy
 /// runs when S x greedy <= 2 x iterations x relaxed: S <= 4 x iterations (400 by default) for
-/// pairwise similarity, S <= 2 x iterations (200) for DiSF, in between for mixes. Measured on
-/// real data (benchmarks/RESULTS.md, "auto by cost"): with the model counting the ascent alone,
-/// the learner took up to 1.9 times naive greedy's time at digits' S = 359 (pairwise) and up to
-/// 1.4 (digits, S = 180) and 2.7 (breast cancer, S = 114 and 171) for DiSF, where it also reached
-/// up to 1.3 times greedy's gain: the bar of this choice is greedy's gain in no more than
-/// greedy's time, and `--optimizer continuous` is the choice for more gain in more time.
+/// pairwise similarity, S <= 2 x iterations (200) for DiSF, in between for mixes. Why two
+/// ascents: a model counting the ascent alone let the learner take longer than naive greedy on
+/// real data (benchmarks/RESULTS.md, "auto by cost"). The bar of this choice is greedy's gain in
+/// no more than greedy's time; `--optimizer continuous` is the choice for more gain in more time.
 [[nodiscard]] inline block_optimizer auto_block_optimizer(const block_run_settings& s, const block_shape& b) {
   const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
   // An objective given at run time has no cost model: the run's choice stands.

@@ -65,8 +65,8 @@ struct certify_settings {
   int threads = 0;  ///< 0: all
   /// What a bound may hold beyond O(n): dense facility location keeps the pairs its dual can
   /// read (those above a quarter of what the selection gives each item, 12 bytes each) when they
-  /// fit, else recomputes the similarities in every evaluation. 1 GiB holds the program's
-  /// 20,000-item demo block (about 0.7 GB), whose certificate then takes 13.6 s instead of 165.7 s
+  /// fit, else recomputes the similarities in every evaluation. 1 GiB holds the pairs of the
+  /// program's 20,000-item demo block, whose certificate is then an order of magnitude faster
   /// (benchmarks/RESULTS.md, "Certificates").
   std::size_t memory_bytes = std::size_t{1} << 30;
 };

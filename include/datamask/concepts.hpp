@@ -391,8 +391,8 @@ concept batched_marginal_objective =
 /// Why: `credit_mode::automatic` gives per-item credit only to such objectives. Per-item credit
 /// reaches a given f in fewer steps; it also reaches it in less time where a step costs about
 /// what the paper's estimator's does (measured for pairwise similarity and dense facility
-/// location; DiSF's marginals cost 6 to 7 times its evaluation, and there the paper's estimator
-/// is as good at equal time: benchmarks/RESULTS.md, "Policy gradient: per-item credit").
+/// location; DiSF's marginals cost several evaluations, and there the paper's estimator is as
+/// good at equal time: benchmarks/RESULTS.md, "Policy gradient: per-item credit").
 template <class D, class T = float>
 concept cheap_marginal_objective = marginal_objective<D, T> && requires { requires D::cheap_marginals; };
 

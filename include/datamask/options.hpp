@@ -351,7 +351,7 @@ inline void validate(const settings& s) {
 
 /// @brief Sets `s.threads` to the threads the run uses (`detail::resolve_threads`): 0 (all)
 /// becomes the CPUs this process may run on, and a larger request is capped to them. Why: more
-/// threads than CPUs only wait on each other (1000 threads on 2 CPUs ran 30 times slower), and
+/// threads than CPUs only wait on each other (docs/tuning.md, "Threads"), and
 /// the selection does not depend on the count.
 /// @return what a front end warns of when a request was capped ("1000 is more than ..."),
 /// empty otherwise

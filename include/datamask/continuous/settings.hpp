@@ -36,17 +36,11 @@ enum class step_decay {
 
 /// @brief Settings of the continuous ascent.
 ///
-/// Defaults chosen by benchmarks/continuous_tune.cpp (synthetic block, n = 20,000, d = 64,
-/// S = 2,000, lambda 0.5, 2 threads; share of naive greedy's gain, without polish):
-/// - pairwise, projected + normalised, lr 0.5 linear: 99.88% after 25 iterations (0.24 s),
-///   99.98% after 100 (0.78 s); with polish 100% (f above naive greedy's, 5.3 s);
-/// - projected + Adam (lr 0.05, linear): 73.9% / 77.8% after 25 / 100; logits + Adam (lr 0.3,
-///   constant): 46% / 77%, and 4x slower per iteration (no exact zeros: DiSF and the sums
-///   touch every row) -- the sigmoid saturates and items far from the boundary stop moving;
-/// - DiSF (d = 64), projected + normalised lr 0.5 linear: 99.77% / 99.96% after 25 / 100
-///   (1.1 s / 3.0 s; naive greedy 151 s); constant lr 0.2: 99.72% / 99.95%.
-/// The normalised step moves the most promising coordinate by lr whatever the scale of f, and
-/// the projection lets p reach exact 0 and 1, so the read-out rounds almost nothing.
+/// Defaults chosen by benchmarks/continuous_tune.cpp against Adam and other step sizes, on
+/// pairwise similarity and DiSF (RESULTS.md, "Continuous learner: time-quality fronts"). Why
+/// these: the normalised step moves the most promising coordinate by lr whatever the scale of f,
+/// and the projection lets p reach exact 0 and 1, so the read-out rounds almost nothing; on
+/// logits the sigmoid saturates and items far from the boundary stop moving.
 struct continuous_settings {
   index_t iterations = 100;
   continuous_parameterization parameterization = continuous_parameterization::projected;
@@ -81,12 +75,10 @@ struct continuous_settings {
 /// Why 30 rounds of 32 candidates (10 of 16 before): on real data the read-out can be far from a
 /// good set (the relaxation's maximisers form a large face when S exceeds the data's intrinsic
 /// dimension, and the S largest p of a point on it are no better than random), and polish does
-/// the work. benchmarks/real_data.py, pairwise similarity, share of naive greedy's gain, worst of
-/// 40 cells (ratios 0.05-0.3, lambda 0-0.9, three quality columns): standardised digits 49.5% ->
-/// 99.6%, breast cancer 98.8% -> 99.9%; a text corpus 99.4% -> 100.0% (at most 0.27 of naive
-/// greedy's time). DiSF's mean shares rise too, and its polish costs more (benchmarks/RESULTS.md,
-/// "Real data"). Polish stops at a round without a swap, so a read-out that is already good pays
-/// little for the larger limits.
+/// the work: the larger limits lifted the worst real-data cells to naive greedy's gain
+/// (benchmarks/RESULTS.md, "Real data", "After: auto runs lazy greedy on facility location alone;
+/// polish 30 rounds of 32 candidates"). Polish stops at a round without a swap, so a read-out that
+/// is already good pays little for them.
 struct polish_settings {
   bool enabled = true;
   index_t rounds = 30;      ///< at most this many rounds (each at most one refresh of the ranking)

@@ -69,7 +69,7 @@ struct only_sum {
 /// @brief `sums` reductions at once: out[k] = init op term(k, 0) op ... op term(k, n - 1), each
 /// by `tree_reduce`'s tree, so each has the bits of `tree_reduce` of term(k, .); one pass per
 /// level for all of them and one download. Why: on a GPU every `reduce` waits for the device
-/// and brings its value back (0.17 ms for 10^6 terms on an H200, benchmarks/GPU.md), so a
+/// and brings its value back (benchmarks/GPU.md times it), so a
 /// search that needs a sum per step is bound by round trips; it can ask for several at once.
 /// @param partials `sums * tree_reduce_scratch(n)` doubles in the executor's memory
 /// @param term callable `double(index_t k, index_t i)`

@@ -22,10 +22,9 @@ enum class greedy_method {
 /// @brief Settings of a greedy run.
 struct greedy_options {
   greedy_method method = greedy_method::lazy;
-  /// Stochastic greedy's epsilon, in (0, 1). 0.01 rather than the usual 0.1: at n = 20,000 it
-  /// reached 96.0% of lazy greedy's gain on facility location against 89.8% for 8% more time,
-  /// and more f on pairwise similarity and DiSF at a cost of a tenth of a second
-  /// (benchmarks/RESULTS.md, "Dense facility location: what auto runs").
+  /// Stochastic greedy's epsilon, in (0, 1). 0.01 rather than the usual 0.1: markedly more of
+  /// lazy greedy's gain for a little more time (benchmarks/RESULTS.md, "Dense facility location:
+  /// what auto runs").
   double epsilon = 0.01;
   std::uint64_t seed = 0;  ///< keys stochastic greedy's samples
   int threads = 0;         ///< 0: all available

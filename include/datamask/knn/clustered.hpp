@@ -62,12 +62,10 @@ namespace datamask {
                              std::max<index_t>(n, 1));
 }
 
-/// @brief The default P (at most C). Chosen by benchmarks/facility_knn.cpp (RESULTS.md, "Clustered
-/// graph settings: recall against build time"): at n = 10^5, d = 64, P = 16, 32, 64 reach
-/// recall@32 0.52, 0.67, 0.83 and 93.6%, 95.6%, 97.6% of the continuous learner's gain on the
-/// exact graph, for 4.3, 6.4, 10.3 CPU seconds (the exact graph: 29); at d = 256 P = 8, 16, 32
-/// cost 5.0, 7.1, 11.4 s. 16 gains 4 points over the former 8 for 1.4 times its time, and keeps
-/// the 10^6-item block's build (products P n^1.5 d) below twice P = 8's.
+/// @brief The default P (at most C): where more probes stop buying much of the exact graph's gain
+/// for their time, and the 10^6-item block's build (products P n^1.5 d) stays below twice
+/// P = 8's (benchmarks/facility_knn.cpp; RESULTS.md, "Clustered graph settings: recall against
+/// build time").
 [[nodiscard]] inline index_t default_probes(index_t clusters) { return std::min<index_t>(clusters, 16); }
 
 /// @brief Rows on which block_select.hpp estimates a clustered graph's recall (`knn_recall`):

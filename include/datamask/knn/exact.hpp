@@ -49,12 +49,10 @@ struct enum_traits<knn_build> {
       {{"exact", knn_build::exact}, {"clustered", knn_build::clustered}, {"auto", knn_build::automatic}}};
 };
 
-/// @brief Blocks of up to this many items get the exact graph under `knn_build::automatic`.
-/// Measured (benchmarks/RESULTS.md, "Clustered graph settings: recall against build time"), d = 64,
-/// K = 32, CPU seconds: the exact build takes 1.5 at n = 20,000, 7.6 at 50,000 and 29 at 10^5
-/// (n^2 growth), the clustered one at P = 16 0.6, 1.6 and 4.3 (recall 0.63, 0.56, 0.52). Up to
-/// 50,000 the exact graph costs seconds (about the learner's time) and loses nothing; above,
-/// its n^2 cost grows past the clustered graph's loss (6.4% of the learner's gain at 10^5).
+/// @brief Blocks of up to this many items get the exact graph under `knn_build::automatic`: up to
+/// here the exact build (n^2) costs about the learner's time and loses nothing; above, its cost
+/// grows past what the clustered graph loses (benchmarks/RESULTS.md, "Clustered graph settings:
+/// recall against build time").
 inline constexpr index_t knn_exact_up_to = 50000;
 
 /// @brief Settings of the builders.

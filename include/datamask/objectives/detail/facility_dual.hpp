@@ -51,8 +51,9 @@
 
 namespace datamask::detail::facility_dual {
 
-/// Steps of the method when the view asks for the default: within 0.5% of the LP's bound (of the
-/// gain over random) on every block of the study, both forms, at 100. Each step evaluates L but
+/// Steps of the method when the view asks for the default: enough to come close to the LP's bound
+/// on every block of the study, both forms (benchmarks/RESULTS.md, "The certificate's budget").
+/// Each step evaluates L but
 /// a restart, which returns to the best lambda and reuses its evaluation.
 inline constexpr index_t default_steps = 100;
 /// The step rule's settings, chosen by the study on two blocks (synth-2000-32 and digits, kNN)
