@@ -146,6 +146,7 @@ def render(results, mode, out_dir, elapsed, where):
               f"({mode} mode) on {where['date']}; its benchmarks took "
               f"{elapsed / 60:.1f} minutes. Every benchmark ran once, in its own process "
               "(`benchmarks/report.py`); raw numbers in `results.json`.\n")
+    md += by_question()
     md.append("## Machine\n")
     md.append("```")
     md.append(where["text"])
@@ -308,6 +309,37 @@ def render(results, mode, out_dir, elapsed, where):
         for b in errors:
             md.append(f"- `{b['name']}`: {b['error'][:300]}")
         md.append("")
+    return md
+
+
+# The report's sections by the question a reader brings (each section is written by the script
+# its text names; this index only points to them).
+QUESTIONS = [
+    ("How good is the selection?", ["1. Quality of solution", "Real data", "Certificates",
+                                    "Goals: met or missed, and what limits each"]),
+    ("How fast is it, against greedy?", ["2. Black-box speed", "3. Structured speed: time against n",
+                                         "Continuous learner: time-quality fronts",
+                                         "4. Kernels: reward evaluation against the machine's GEMM rate"]),
+    ("How does it scale (memory, many machines, the paper's corpus)?",
+     ["5. Memory", "Many machines: MPI ranks and shards", "One worker's cost at scale (issue 46)",
+      "Merge's memory (issue 46, item 4)"]),
+    ("What was each default chosen on?", ["Policy gradient: per-item credit against the paper's estimator",
+                                          "Facility location on a kNN graph", "Real data", "Certificates"]),
+    ("What does an objective of your own cost?", ["A metric of your own (Python)",
+                                                 "An objective of your own (C++, registered by name)"]),
+]
+
+
+def anchor(title):
+    """A heading's anchor as Markdown renderers make it: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^a-z0-9 _-]", "", title.lower()).replace(" ", "-")
+
+
+def by_question():
+    md = ["## By question\n"]
+    for q, titles in QUESTIONS:
+        md.append("- **%s** %s" % (q, "; ".join("[%s](#%s)" % (t, anchor(t)) for t in titles)))
+    md.append("- **On a GPU?** [GPU.md](GPU.md).\n")
     return md
 
 
