@@ -59,6 +59,7 @@ __all__ = [
     "backend",
     "demo_corpus",
     "evaluate",
+    "filter_parquet",
     "options",
     "plan",
     "read_parquet",
@@ -927,3 +928,91 @@ def read_parquet(
     quality = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in quality_columns]
     ids = _ids(table.column(id_column).to_numpy(), id_column) if id_column else None
     return ParquetCorpus(embeddings=emb, quality=quality, ids=ids)
+
+
+def _parquet_files(inputs: Any) -> list:
+    """Each input as given; a folder contributes its *.parquet files in name order."""
+    paths = [inputs] if _is_path(inputs) else list(inputs)
+    files = []
+    for p in paths:
+        p = os.fspath(p)
+        if os.path.isdir(p):
+            files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".parquet") and not f.startswith("."))
+        else:
+            files.append(p)
+    if not files:
+        raise InvalidInput(f"inputs: no Parquet file in {inputs!r}")
+    return files
+
+
+def _same_kind(ids: np.ndarray, dtype: np.dtype) -> tuple:
+    """``ids`` as ``dtype`` (int64 or uint64) without numpy's float comparison of mixed kinds, and
+    which of them that type can hold (a negative id is no uint64 id, and so on)."""
+    if ids.dtype.kind == np.dtype(dtype).kind:
+        return ids.astype(dtype, copy=False), np.ones(len(ids), bool)
+    valid = ids >= 0 if np.dtype(dtype).kind == "u" else ids <= np.iinfo(np.int64).max
+    return np.where(valid, ids, 0).astype(dtype), valid
+
+
+def filter_parquet(inputs: Any, selection: Any, out_dir: Union[str, os.PathLike], id_column: str = "chunk_id",
+                   batch_rows: int = 65536) -> list:
+    """Writes the selected documents: for each input Parquet file (or each ``*.parquet`` of a
+    folder), its rows whose ``id_column`` is among the selection's ids, to a file of the same name
+    in ``out_dir``, every column kept, in the input's order. One record batch at a time, so memory
+    is the selection's ids (8 bytes each) and a batch, not the corpus. Each output is written under
+    a temporary name and renamed; when the selection's ids are not each found exactly once across
+    the inputs (an id in no input, or in two rows), nothing is left in ``out_dir`` and InvalidInput
+    says how many. Needs pyarrow. Returns the paths written.
+
+    Args:
+        inputs: a Parquet file, a folder of them, or a list of either.
+        selection: a :class:`Selection`, or an array of the selected ids.
+        out_dir: the folder to write into (created); it may not hold an input.
+        id_column: the column holding the ids the selection was made with.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise ImportError("datamask.filter_parquet needs pyarrow: pip install pyarrow") from e
+    files = _parquet_files(inputs)
+    wanted = np.unique(np.asarray(selection.ids if isinstance(selection, Selection) else selection))
+    if wanted.size and wanted.dtype.kind not in "iu":
+        raise InvalidInput(f"selection: expected integer ids, found dtype '{wanted.dtype}'")
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    outs = [os.path.join(out_dir, os.path.basename(f)) for f in files]
+    if len(set(outs)) != len(outs):
+        raise InvalidInput("inputs: two input files have one name; out_dir would hold one output for both")
+    for f, o in zip(files, outs):
+        if os.path.exists(o) and os.path.samefile(f, o):
+            raise InvalidInput(f"out_dir: {o} is an input; writing it would replace the data this call reads")
+    written, kept = [], 0
+    try:
+        for f, o in zip(files, outs):
+            source = pq.ParquetFile(f)
+            if id_column not in source.schema_arrow.names:
+                raise InvalidInput(f"id_column: no column {id_column!r} in {f}; its columns: "
+                                   f"{', '.join(source.schema_arrow.names)}")
+            tmp = o + ".tmp"
+            with pq.ParquetWriter(tmp, source.schema_arrow) as sink:
+                for batch in source.iter_batches(batch_size=batch_rows):
+                    ids = batch.column(id_column).to_numpy(zero_copy_only=False)
+                    if ids.dtype.kind not in "iu":
+                        raise InvalidInput(f"{f}: column {id_column!r} holds {ids.dtype}, not integer ids")
+                    ids, valid = _same_kind(ids, wanted.dtype)
+                    at = np.minimum(np.searchsorted(wanted, ids), max(wanted.size - 1, 0))
+                    mask = (wanted[at] == ids) & valid if wanted.size else np.zeros(len(ids), bool)
+                    kept += int(mask.sum())
+                    sink.write_table(pa.Table.from_batches([batch]).filter(pa.array(mask)))
+            os.replace(tmp, o)
+            written.append(o)
+        if kept != wanted.size:
+            raise InvalidInput(f"selection: {wanted.size} ids selected, but {kept} rows of the inputs hold them: an id "
+                               "is in no input or in two rows (other inputs than the selection's?)")
+    except BaseException:
+        for path in written + [o + ".tmp" for o in outs]:
+            if os.path.exists(path):
+                os.remove(path)
+        raise
+    return written

@@ -87,3 +87,48 @@ def test_a_folder_of_parquet_files_is_read_as_one(tmp_path):
     assert sorted(c.ids.tolist()) == [0, 1, 2, 3]
     with pytest.raises(datamask.InvalidInput, match="no column 'nope'"):
         datamask.read_parquet(str(tmp_path), embedding_column="nope")
+
+
+def shards(tmp_path, n=3000, files=3):
+    """`files` Parquet files of a corpus with text, uint64 ids, scores and embeddings."""
+    rng = np.random.default_rng(8)
+    x, q = rng.standard_normal((n, 6)).astype(np.float32), rng.random(n)
+    ids = (np.uint64(1) << np.uint64(63)) + rng.permutation(n).astype(np.uint64) * np.uint64(3)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    per = n // files
+    for f in range(files):
+        lo, hi = f * per, (f + 1) * per
+        table = pa.table({"chunk_id": ids[lo:hi], "text": [f"doc {i}" for i in range(lo, hi)], "quality_score": q[lo:hi],
+                          "feature_arr": pa.FixedSizeListArray.from_arrays(pa.array(x[lo:hi].reshape(-1)), 6)})
+        pq.write_table(table, folder / f"part-{f}.parquet", row_group_size=400)
+    return folder, x, q, ids
+
+
+def test_filter_parquet_writes_the_selected_documents(tmp_path):
+    folder, x, q, ids = shards(tmp_path)
+    sel = datamask.select(x, q, ids=ids, ratio=0.1, seed=2)
+    written = datamask.filter_parquet(folder, sel, tmp_path / "out", batch_rows=256)
+    assert [p.rsplit("/", 1)[1] for p in written] == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
+    got = pq.read_table(tmp_path / "out")
+    assert got.schema == pq.read_table(folder).schema  # every column kept
+    want = np.isin(ids, sel.ids)  # the rows, in input order
+    np.testing.assert_array_equal(got.column("chunk_id").to_numpy(), ids[want])
+    assert got.column("text").to_pylist() == [f"doc {i}" for i in np.flatnonzero(want)]
+    np.testing.assert_array_equal(np.stack(got.column("feature_arr").to_numpy(zero_copy_only=False)), x[want])
+
+
+def test_filter_parquet_refuses_what_it_cannot_match(tmp_path):
+    folder, x, q, ids = shards(tmp_path)
+    out = tmp_path / "out"
+    stranger = np.append(ids[:10], np.uint64(5))  # an id in no input
+    with pytest.raises(datamask.InvalidInput, match="11 ids selected, but 10 rows"):
+        datamask.filter_parquet(folder, stranger, out)
+    assert list(out.iterdir()) == []  # nothing left
+    with pytest.raises(datamask.InvalidInput, match="id_column: no column 'idx'"):
+        datamask.filter_parquet(folder, ids[:10], out, id_column="idx")
+    with pytest.raises(datamask.InvalidInput, match="is an input"):
+        datamask.filter_parquet(folder, ids[:10], folder)
+    signed = ids[:10].astype(np.int64)  # the same bits as int64: other ids (negative), found nowhere
+    with pytest.raises(datamask.InvalidInput, match="10 ids selected, but 0 rows"):
+        datamask.filter_parquet(folder, signed, out)
