@@ -328,15 +328,6 @@ struct corpus_plan {
   std::vector<index_t> counts;              ///< S_b (`group_selection`, then `split_selection`); 0 outside `held`
   std::optional<double> prune_threshold;    ///< the global threshold when `run.prune` > 0
 
-  /// Whether block b's rows and S_b are planned here.
-  [[nodiscard]] bool holds(index_t b) const {
-    const index_t g = layout.group_of_block(b);
-    return g >= held.first && g < held.second;
-  }
-  /// The blocks of the held groups, in order.
-  [[nodiscard]] std::pair<index_t, index_t> held_blocks() const {
-    return {layout.group_block[static_cast<std::size_t>(held.first)], layout.group_block[static_cast<std::size_t>(held.second)]};
-  }
 };
 
 /// @brief The groups [first, last) of `layout` whose files the blocks `mine` (ascending) read.

@@ -36,8 +36,8 @@ constexpr std::uint64_t mix64(std::uint64_t x) {
   return x;
 }
 
-/// @brief The chunk size of hash_bytes: each 1 MiB chunk is hashed on its own, so workers (threads,
-/// or MPI ranks each reading a share of a file) can hash chunks apart and combine them in order.
+/// @brief The chunk size of hash_bytes: each 1 MiB chunk is hashed on its own, so threads hash
+/// chunks apart and a stream read piece by piece (a part's ids) combines them in order.
 inline constexpr std::size_t hash_chunk_bytes = std::size_t{1} << 20;
 
 /// @brief The number of hash chunks of a byte range of `size` bytes.
@@ -58,20 +58,6 @@ inline std::uint64_t hash_chunk(std::span<const unsigned char> chunk, std::size_
   return mix64(h);
 }
 
-/// @brief The hashes of chunks [first, last) of a byte range (`hash_chunk` of each), hashed in
-/// parallel; reads only those chunks' bytes.
-/// @param threads worker threads (0: all)
-inline std::vector<std::uint64_t> hash_chunks(std::span<const unsigned char> bytes, std::size_t first,
-                                              std::size_t last, int threads) {
-  std::vector<std::uint64_t> part(last - first);
-  detail::parallel_for(static_cast<index_t>(part.size()), threads, [&](index_t j) {
-    const std::size_t lo = (first + static_cast<std::size_t>(j)) * hash_chunk_bytes;
-    const std::size_t hi = std::min(bytes.size(), lo + hash_chunk_bytes);
-    part[static_cast<std::size_t>(j)] = hash_chunk(bytes.subspan(lo, hi - lo), hi);
-  });
-  return part;
-}
-
 /// @brief The hash of a byte range of `size` bytes from the hashes of all its chunks, in order.
 inline std::uint64_t combine_chunk_hashes(std::size_t size, std::span<const std::uint64_t> parts) {
   std::uint64_t h = mix64(size);
@@ -80,11 +66,17 @@ inline std::uint64_t combine_chunk_hashes(std::size_t size, std::span<const std:
 }
 
 /// @brief A content hash of a byte range, the same whatever the thread count: every chunk hashed
-/// (hash_chunks), the chunk hashes combined in order (combine_chunk_hashes).
+/// (hash_chunk of each, in parallel), the chunk hashes combined in order (combine_chunk_hashes).
 /// @param bytes the bytes (for example a memory-mapped input file)
 /// @param threads worker threads (0: all)
 inline std::uint64_t hash_bytes(std::span<const unsigned char> bytes, int threads) {
-  return combine_chunk_hashes(bytes.size(), hash_chunks(bytes, 0, hash_chunk_count(bytes.size()), threads));
+  std::vector<std::uint64_t> chunks(hash_chunk_count(bytes.size()));
+  detail::parallel_for(static_cast<index_t>(chunks.size()), threads, [&](index_t j) {
+    const std::size_t lo = static_cast<std::size_t>(j) * hash_chunk_bytes;
+    const std::size_t hi = std::min(bytes.size(), lo + hash_chunk_bytes);
+    chunks[static_cast<std::size_t>(j)] = hash_chunk(bytes.subspan(lo, hi - lo), hi);
+  });
+  return combine_chunk_hashes(bytes.size(), chunks);
 }
 
 /// @brief The number of items a run selects from n: `count` when it is positive, otherwise
