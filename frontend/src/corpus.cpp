@@ -20,6 +20,7 @@ namespace dmfront {
 
 void corpus::add_shard(const void* data, bool half, index_t rows, index_t cols, std::string name) {
   shard_start.push_back(n);
+  some_absent = some_absent || data == nullptr;
   shards.push_back({static_cast<const unsigned char*>(data), half, rows, std::move(name)});
   n += rows;
   d = cols;
@@ -88,7 +89,7 @@ std::vector<datamask::id_t> corpus::ids_of(std::span<const index_t> rows) const 
 }
 
 datamask::matrix_view<const float> corpus::whole_view() const {
-  if (shards.size() != 1 || shards[0].half ||
+  if (shards.size() != 1 || shards[0].half || shards[0].data == nullptr ||
       reinterpret_cast<std::uintptr_t>(shards[0].data) % alignof(float) != 0) {
     return {};
   }
@@ -97,6 +98,14 @@ datamask::matrix_view<const float> corpus::whole_view() const {
 
 void corpus::gather(std::span<const index_t> rows, float* out, int threads) const {
   const auto cols = static_cast<std::size_t>(d);
+  if (some_absent) {  // a clear error, never a read through null (the front end keeps such rows out)
+    for (const index_t r : rows) {
+      const auto s = static_cast<std::size_t>(std::upper_bound(shard_start.begin(), shard_start.end(), r) -
+                                              shard_start.begin() - 1);
+      DATAMASK_EXPECTS(shards[s].data != nullptr, shards[s].name, "was not given to this worker (another worker's "
+                       "rows), but its row ", r - shard_start[s], " is read");
+    }
+  }
   datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
     const shard& h = shards[s];
     if (!h.half) {

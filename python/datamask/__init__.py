@@ -52,15 +52,18 @@ __all__ = [
     "Objective",
     "Option",
     "ParquetCorpus",
+    "ParquetShards",
     "Plan",
     "ProgressEvent",
     "Selection",
+    "Shards",
     "Term",
     "backend",
     "demo_corpus",
     "evaluate",
     "filter_parquet",
     "options",
+    "parquet_shards",
     "plan",
     "read_parquet",
     "select",
@@ -230,26 +233,127 @@ def _shards(embeddings: Any) -> list:
         arrays = [_load(a) for a in embeddings]
     else:
         arrays = [_load(embeddings)]
-    out = []
-    for i, a in enumerate(arrays):
-        name = "embeddings" if len(arrays) == 1 else f"embeddings[{i}]"
-        a = np.asarray(a)
-        if a.ndim != 2:
-            raise InvalidInput(
-                f"{name}: embeddings must be a 2-D array (n x d), found {a.ndim} "
-                f"dimension{'' if a.ndim == 1 else 's'}"
-            )
-        if a.dtype.kind not in "fiu":
-            raise InvalidInput(
-                f"{name}: unsupported dtype '{a.dtype}' for embeddings; expected float32 or "
-                "float16 (other real types are converted to float32)"
-            )
-        native = a.dtype.byteorder in "=|" or (a.dtype.byteorder == "<") == (sys.byteorder == "little")
-        if not (a.dtype in (np.float32, np.float16) and native and a.flags.c_contiguous):
-            a = np.ascontiguousarray(a, dtype=np.float32)
-        out.append(a)
+    out = [_shard_array(a, "embeddings" if len(arrays) == 1 else f"embeddings[{i}]") for i, a in enumerate(arrays)]
     _refuse_shared_shards([np.asarray(a) for a in arrays])
     return out
+
+
+def _shard_array(a: Any, name: str) -> np.ndarray:
+    """One shard's embeddings as the core reads them (see :func:`_shards`)."""
+    a = np.asarray(a)
+    if a.ndim != 2:
+        raise InvalidInput(
+            f"{name}: embeddings must be a 2-D array (n x d), found {a.ndim} "
+            f"dimension{'' if a.ndim == 1 else 's'}"
+        )
+    if a.dtype.kind not in "fiu":
+        raise InvalidInput(
+            f"{name}: unsupported dtype '{a.dtype}' for embeddings; expected float32 or "
+            "float16 (other real types are converted to float32)"
+        )
+    native = a.dtype.byteorder in "=|" or (a.dtype.byteorder == "<") == (sys.byteorder == "little")
+    if not (a.dtype in (np.float32, np.float16) and native and a.flags.c_contiguous):
+        a = np.ascontiguousarray(a, dtype=np.float32)
+    return a
+
+
+@dataclass(frozen=True)
+class Shards:
+    """A corpus kept as shards, each with its own embeddings, scores and ids (as a pipeline's
+    tasks write them): pass it as ``embeddings`` to :func:`select`, :func:`plan` or
+    :func:`evaluate`, without ``quality`` and ``ids``. Shard i is ``embeddings[i]`` (an n_i x d
+    array or .npy path, memory-mapped), ``quality[i]`` (n_i scores, or n_i x k for k columns)
+    and ``ids[i]`` (n_i integer ids). The corpus is the shards in order, as if concatenated; the
+    layout groups consecutive shards (``block_size``), so with ``worker=`` a worker opens the
+    shards of its groups only and reads no other shard's scores or ids.
+    :func:`parquet_shards` gives the same for Parquet files."""
+
+    embeddings: Sequence
+    quality: Optional[Sequence] = None
+    ids: Optional[Sequence] = None
+
+    def __post_init__(self):
+        n = len(self.embeddings)
+        if n == 0:
+            raise InvalidInput("Shards.embeddings: no shard given")
+        for field in ("quality", "ids"):
+            v = getattr(self, field)
+            if v is not None and len(v) != n:
+                raise InvalidInput(f"Shards.{field}: {len(v)} entries for {n} embedding shards; give one per shard")
+
+    def _name(self, i: int) -> str:
+        e = self.embeddings[i]
+        return f"shard {i} ({os.fspath(e)})" if _is_path(e) else f"shard {i}"
+
+    def _rows(self, i: int) -> tuple:  # (rows, cols) without reading values (a .npy file: its header)
+        return tuple(np.shape(_load(self.embeddings[i])))
+
+    def _embeddings(self, i: int) -> Any:
+        return _load(self.embeddings[i])
+
+    def _quality(self, i: int) -> list:
+        return [] if self.quality is None else _columns(self.quality[i])
+
+    def _ids(self, i: int) -> Optional[np.ndarray]:
+        return None if self.ids is None else np.asarray(_load(self.ids[i]))
+
+    def _empty(self) -> tuple:  # the window of a worker with no block: k empty columns, empty ids
+        # of the corpus's id type (from the first shard's headers)
+        columns = [] if self.quality is None else _columns(self.quality[0], slice(0))
+        return columns, None if self.ids is None else np.asarray(_load(self.ids[0]))[:0]
+
+    def _key(self) -> list:  # what a plan is made for: each shard's embedding shape and dtype (no
+        # worker reads another's scores and ids), whether scores and ids are given
+        def shape(a):
+            a = _load(a)
+            return list(np.shape(a)), str(getattr(a, "dtype", type(a).__name__))
+        return [[shape(x) for x in self.embeddings], self.quality is None, self.ids is None]
+
+
+def _sharded(source: Any, quality: Any, ids: Any, ids_name: str, rows: Optional[Callable]) -> tuple:
+    """The core's corpus arguments of a :class:`Shards` (or :func:`parquet_shards`): the shards
+    the window holds loaded, each other one as its shape alone (never read); the window's scores
+    and ids gathered from its shards."""
+    for name, given in (("quality", quality), (ids_name, ids)):
+        if given is not None:
+            raise InvalidInput(f"{name}: give it in the shards (Shards({name.replace('corpus_', '')}=...)), "
+                               "not beside them")
+    shapes = [source._rows(i) for i in range(len(source.embeddings))]
+    for i, sh in enumerate(shapes):
+        if len(sh) != 2:
+            raise InvalidInput(f"{source._name(i)}: embeddings must be a 2-D array (n x d), found {len(sh)} dimensions")
+    counts = [int(r) for r, _ in shapes]
+    window = rows(counts) if rows else slice(None)
+    first, last = (0, sum(counts)) if window == slice(None) else (window.start, window.stop)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    held = [first <= starts[i] and starts[i + 1] <= last for i in range(len(counts))]
+    shards, given, columns, id_parts = [], [], [], []
+    for i, keep in enumerate(held):
+        if not keep:
+            shards.append((counts[i], int(shapes[i][1])))
+            continue
+        given.append(source._embeddings(i))
+        shards.append(_shard_array(given[-1], source._name(i)))
+        cols = source._quality(i)
+        if columns and len(cols) != len(columns[0]):
+            raise InvalidInput(f"{source._name(i)}: {len(cols)} quality columns, but the first shard held has "
+                               f"{len(columns[0])}")
+        for j, c in enumerate(cols):
+            if len(c) != counts[i]:
+                raise InvalidInput(f"{source._name(i)}: quality column {j} has {len(c)} scores for {counts[i]} rows")
+        columns.append(cols)
+        part = source._ids(i)
+        if part is not None and (part.ndim != 1 or len(part) != counts[i]):
+            raise InvalidInput(f"{source._name(i)}: ids of shape {part.shape} for {counts[i]} rows; expected ({counts[i]},)")
+        id_parts.append(part)
+    _refuse_shared_shards([np.asarray(a) for a in given])  # as given, before any conversion
+    if not columns:  # a worker with no block: its window is empty, the corpus's columns are not
+        empty_columns, empty_ids = source._empty()
+        columns, id_parts = [empty_columns], [empty_ids]
+    quality_out = [np.ascontiguousarray(np.concatenate([c[j] for c in columns]), np.float64)
+                   for j in range(len(columns[0]))]
+    ids_out = None if id_parts[0] is None else _ids(np.concatenate(id_parts), ids_name)
+    return shards, quality_out, ids_out
 
 
 def _is_path(a: Any) -> bool:
@@ -450,10 +554,15 @@ def _call(embeddings, quality, quality_weights, ids, ids_name, given, objective,
     quality columns, their weights, ids) and the request (options, objectives, their weights, the
     metric, optimizer, neighbors, graph). `rows`: a callable giving, from the shards, the rows
     (a slice) whose scores and ids are read (None: every row)."""
-    shards, opts = _shards(embeddings), _options(given)
-    window = rows(shards) if rows else slice(None)
+    opts = _options(given)
     weights = [float(w) for w in quality_weights] if quality_weights is not None else []
-    corpus = (shards, _columns(quality, window), weights, _ids(ids, ids_name, window))
+    if hasattr(embeddings, "_rows"):  # Shards, parquet_shards
+        shards, columns, id_array = _sharded(embeddings, quality, ids, ids_name, rows)
+        corpus = (shards, columns, weights, id_array)
+    else:
+        shards = _shards(embeddings)
+        window = rows([a.shape[0] for a in shards]) if rows else slice(None)
+        corpus = (shards, _columns(quality, window), weights, _ids(ids, ids_name, window))
     return corpus, (opts, *_objectives(objective, objective_weights), optimizer or "auto", int(neighbors), _graph(graph))
 
 
@@ -503,13 +612,17 @@ def _plan_key(embeddings, quality, ids, quality_weights, request, block_size) ->
     def shape(a):
         a = _load(a)
         return list(np.shape(a)), str(np.asarray(a).dtype) if hasattr(a, "dtype") else type(a).__name__
-    arrays = embeddings if isinstance(embeddings, (list, tuple)) and embeddings and all(
-        _is_path(a) or np.ndim(a) == 2 for a in embeddings) else [embeddings]
-    q = quality if isinstance(quality, (list, tuple)) else ([] if quality is None else [quality])
+    if hasattr(embeddings, "_key"):  # Shards, parquet_shards: each shard's
+        arrays, q, ids = embeddings._key(), [], None
+    else:
+        arrays = embeddings if isinstance(embeddings, (list, tuple)) and embeddings and all(
+            _is_path(a) or np.ndim(a) == 2 for a in embeddings) else [embeddings]
+        arrays = [shape(a) for a in arrays]
+        q = quality if isinstance(quality, (list, tuple)) else ([] if quality is None else [quality])
     opts, names, weights, metric, optimizer, neighbors, _ = request
     plain = lambda v: float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(  # noqa: E731
         v, (bool, int, np.integer)) else repr(v)
-    text = json.dumps([__version__, [shape(a) for a in arrays], [shape(c) for c in q],
+    text = json.dumps([__version__, arrays, [shape(c) for c in q],
                        None if ids is None else shape(ids),
                        sorted((k, plain(v)) for k, v in opts.items() if k not in _NOT_SELECTION), names,
                        [float(w) for w in weights], None if metric is None else [metric[0], float(metric[-1])],
@@ -729,15 +842,15 @@ def select(
         raise TypeError(f"plan: expected a datamask.Plan (datamask.plan(...) or Plan.load), found {type(plan).__name__}")
     share = [rank, world, 0, -1]
 
-    def rows(shards):  # the worker's groups' rows: from the layout of the shards
+    def rows(counts):  # the worker's groups' rows: from the layout of the shards (their row counts)
         if world == 1:
             return slice(None)
-        if plan is None and _needs_plan(given, lam, sum(a.shape[0] for a in shards), int(block_size), neighbors, graph):
+        if plan is None and _needs_plan(given, lam, sum(counts), int(block_size), neighbors, graph):
             warnings.warn(f"worker={worker}: without plan= this worker reads every row's scores and ids for the "
                           "corpus-wide values (prune threshold, calibration); make datamask.plan(...) once and pass "
                           "it to every worker to read its own rows only", stacklevel=3)
             return slice(None)
-        share[2:] = _core.worker_rows([a.shape[0] for a in shards], int(block_size), rank, world)
+        share[2:] = _core.worker_rows(counts, int(block_size), rank, world)
         return slice(*share[2:])
 
     corpus, request = _call(embeddings, quality, quality_weights, ids, "ids", given, objective, objective_weights,
@@ -866,153 +979,5 @@ def demo_corpus(seed: int = 0) -> tuple:
     return _core.demo_corpus(seed)
 
 
-@dataclass(frozen=True)
-class ParquetCorpus:
-    """What :func:`read_parquet` returns: arguments for :func:`select` (``ids=corpus.ids``)."""
-
-    embeddings: list  #: one 2-D array per record batch (shards), zero-copy where Arrow allows
-    quality: list  #: one float64 array per quality column
-    ids: Optional[np.ndarray]
-
-
-def _embedding_chunk(chunk: Any, column: str) -> np.ndarray:
-    import pyarrow as pa
-
-    if chunk.null_count:
-        raise InvalidInput(f"{column}: {chunk.null_count} rows are null")
-    n = len(chunk)
-    if pa.types.is_fixed_size_list(chunk.type):
-        d = chunk.type.list_size
-    elif pa.types.is_list(chunk.type) or pa.types.is_large_list(chunk.type):
-        lengths = np.diff(np.asarray(chunk.offsets))
-        if n and (lengths != lengths[0]).any():
-            raise InvalidInput(f"{column}: rows have different lengths ({lengths.min()} to {lengths.max()})")
-        d = int(lengths[0]) if n else 0
-    else:
-        raise InvalidInput(f"{column}: expected a list or fixed-size list of floats, found {chunk.type}")
-    values = chunk.flatten()
-    try:
-        flat = values.to_numpy(zero_copy_only=True)
-    except (pa.ArrowInvalid, NotImplementedError):
-        flat = values.to_numpy(zero_copy_only=False)
-    return flat.reshape(n, d)
-
-
-def read_parquet(
-    path: str,
-    embedding_column: str = "feature_arr",
-    quality_columns: Union[str, Sequence[str], None] = ("quality_score",),
-    id_column: Optional[str] = "chunk_id",
-) -> ParquetCorpus:
-    """Reads a Parquet file (the DATAMASK script's layout by default) through pyarrow.
-
-    List and fixed-size-list float columns become one n_i x d array per record batch, viewing
-    Arrow's buffers without a copy when Arrow allows (float values, no nulls); float64 values
-    are converted once by :func:`select`. Needs pyarrow (``pip install datamask[parquet]``).
-    """
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as e:
-        raise ImportError("datamask.read_parquet needs pyarrow: pip install pyarrow") from e
-    if isinstance(quality_columns, str):
-        quality_columns = [quality_columns]
-    quality_columns = list(quality_columns or [])
-    named = [("embedding_column", embedding_column)] + [("quality_columns", c) for c in quality_columns]
-    named += [("id_column", id_column)] if id_column else []
-    have = pq.ParquetDataset(path).schema.names  # a file or a folder of files, as read_table takes
-    for keyword, column in named:
-        if column not in have:
-            raise InvalidInput(f"{keyword}: no column {column!r} in {path}; its columns: {', '.join(have)}")
-    table = pq.read_table(path, columns=[column for _, column in named])
-    emb = [_embedding_chunk(c, embedding_column) for c in table.column(embedding_column).chunks if len(c)]
-    quality = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in quality_columns]
-    ids = _ids(table.column(id_column).to_numpy(), id_column) if id_column else None
-    return ParquetCorpus(embeddings=emb, quality=quality, ids=ids)
-
-
-def _parquet_files(inputs: Any) -> list:
-    """Each input as given; a folder contributes its *.parquet files in name order."""
-    paths = [inputs] if _is_path(inputs) else list(inputs)
-    files = []
-    for p in paths:
-        p = os.fspath(p)
-        if os.path.isdir(p):
-            files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".parquet") and not f.startswith("."))
-        else:
-            files.append(p)
-    if not files:
-        raise InvalidInput(f"inputs: no Parquet file in {inputs!r}")
-    return files
-
-
-def _same_kind(ids: np.ndarray, dtype: np.dtype) -> tuple:
-    """``ids`` as ``dtype`` (int64 or uint64) without numpy's float comparison of mixed kinds, and
-    which of them that type can hold (a negative id is no uint64 id, and so on)."""
-    if ids.dtype.kind == np.dtype(dtype).kind:
-        return ids.astype(dtype, copy=False), np.ones(len(ids), bool)
-    valid = ids >= 0 if np.dtype(dtype).kind == "u" else ids <= np.iinfo(np.int64).max
-    return np.where(valid, ids, 0).astype(dtype), valid
-
-
-def filter_parquet(inputs: Any, selection: Any, out_dir: Union[str, os.PathLike], id_column: str = "chunk_id",
-                   batch_rows: int = 65536) -> list:
-    """Writes the selected documents: for each input Parquet file (or each ``*.parquet`` of a
-    folder), its rows whose ``id_column`` is among the selection's ids, to a file of the same name
-    in ``out_dir``, every column kept, in the input's order. One record batch at a time, so memory
-    is the selection's ids (8 bytes each) and a batch, not the corpus. Each output is written under
-    a temporary name and renamed; when the selection's ids are not each found exactly once across
-    the inputs (an id in no input, or in two rows), nothing is left in ``out_dir`` and InvalidInput
-    says how many. Needs pyarrow. Returns the paths written.
-
-    Args:
-        inputs: a Parquet file, a folder of them, or a list of either.
-        selection: a :class:`Selection`, or an array of the selected ids.
-        out_dir: the folder to write into (created); it may not hold an input.
-        id_column: the column holding the ids the selection was made with.
-    """
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as e:
-        raise ImportError("datamask.filter_parquet needs pyarrow: pip install pyarrow") from e
-    files = _parquet_files(inputs)
-    wanted = np.unique(np.asarray(selection.ids if isinstance(selection, Selection) else selection))
-    if wanted.size and wanted.dtype.kind not in "iu":
-        raise InvalidInput(f"selection: expected integer ids, found dtype '{wanted.dtype}'")
-    out_dir = os.fspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    outs = [os.path.join(out_dir, os.path.basename(f)) for f in files]
-    if len(set(outs)) != len(outs):
-        raise InvalidInput("inputs: two input files have one name; out_dir would hold one output for both")
-    for f, o in zip(files, outs):
-        if os.path.exists(o) and os.path.samefile(f, o):
-            raise InvalidInput(f"out_dir: {o} is an input; writing it would replace the data this call reads")
-    written, kept = [], 0
-    try:
-        for f, o in zip(files, outs):
-            source = pq.ParquetFile(f)
-            if id_column not in source.schema_arrow.names:
-                raise InvalidInput(f"id_column: no column {id_column!r} in {f}; its columns: "
-                                   f"{', '.join(source.schema_arrow.names)}")
-            tmp = o + ".tmp"
-            with pq.ParquetWriter(tmp, source.schema_arrow) as sink:
-                for batch in source.iter_batches(batch_size=batch_rows):
-                    ids = batch.column(id_column).to_numpy(zero_copy_only=False)
-                    if ids.dtype.kind not in "iu":
-                        raise InvalidInput(f"{f}: column {id_column!r} holds {ids.dtype}, not integer ids")
-                    ids, valid = _same_kind(ids, wanted.dtype)
-                    at = np.minimum(np.searchsorted(wanted, ids), max(wanted.size - 1, 0))
-                    mask = (wanted[at] == ids) & valid if wanted.size else np.zeros(len(ids), bool)
-                    kept += int(mask.sum())
-                    sink.write_table(pa.Table.from_batches([batch]).filter(pa.array(mask)))
-            os.replace(tmp, o)
-            written.append(o)
-        if kept != wanted.size:
-            raise InvalidInput(f"selection: {wanted.size} ids selected, but {kept} rows of the inputs hold them: an id "
-                               "is in no input or in two rows (other inputs than the selection's?)")
-    except BaseException:
-        for path in written + [o + ".tmp" for o in outs]:
-            if os.path.exists(path):
-                os.remove(path)
-        raise
-    return written
+# Parquet in and out (needs pyarrow): datamask/_parquet.py.
+from ._parquet import ParquetCorpus, ParquetShards, filter_parquet, parquet_shards, read_parquet  # noqa: E402

@@ -15,6 +15,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -32,6 +33,7 @@
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include <datamask/block_select.hpp>
@@ -56,6 +58,14 @@ namespace {
 /// Any 2-D C-contiguous CPU array, accepted as it is (never converted here: the Python layer
 /// converts what is neither float32 nor float16, once, before the call).
 using shard_array = nb::ndarray<nb::ro, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+/// A shard as datamask/__init__.py passes it: its array, or its (rows, cols) alone for a shard
+/// another worker reads (`datamask.Shards` with worker=: its values are never loaded here).
+using shard_arg = std::variant<shard_array, std::pair<index_t, index_t>>;
+
+index_t shard_rows(const shard_arg& s) {
+  if (const auto* shape = std::get_if<std::pair<index_t, index_t>>(&s)) return shape->first;
+  return static_cast<index_t>(std::get<shard_array>(s).shape(0));
+}
 using column_array = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 /// Ids: int64 or uint64 (datamask/__init__.py converts any other integer type to one of them).
 using ids_array = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -87,6 +97,9 @@ std::string shard_name(std::size_t i, std::size_t count) {
 struct worker_share {
   index_t rank = 0, world = 1;
   std::pair<index_t, index_t> rows{0, -1};  // -1: every row
+  /// Scan the worker's shards for values that are not finite; false for the plan, which reads
+  /// the calibration sample's rows only and checks each as it reads it (`dmfront::calibrate_corpus`).
+  bool check_values = true;
 };
 
 /// The layout of shards of `rows` rows each in blocks of `block_size`, and worker `rank` of
@@ -101,23 +114,33 @@ std::pair<datamask::corpus_layout, std::pair<index_t, index_t>> worker_groups(co
   return {std::move(l), groups};
 }
 
-corpus make_corpus(const std::vector<shard_array>& shards, const std::vector<column_array>& quality,
+corpus make_corpus(const std::vector<shard_arg>& shards, const std::vector<column_array>& quality,
                    const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
                    const std::string& ids_name, int threads, const worker_share& share = {}, index_t block_size = 2) {
   corpus k;
   // A worker checks the values of its groups' shards only (the others' workers check theirs).
-  std::pair<std::size_t, std::size_t> checked{0, shards.size()};
+  std::pair<std::size_t, std::size_t> checked{0, share.check_values ? shards.size() : 0};
   if (share.world > 1) {
     std::vector<index_t> rows;
-    for (const auto& a : shards) rows.push_back(static_cast<index_t>(a.shape(0)));
+    for (const auto& a : shards) rows.push_back(shard_rows(a));
     const auto [l, g] = worker_groups(rows, block_size, share.rank, share.world);
     checked = {static_cast<std::size_t>(l.group_file[static_cast<std::size_t>(g.first)]),
                static_cast<std::size_t>(l.group_file[static_cast<std::size_t>(g.second)])};
   }
   DATAMASK_EXPECTS(!shards.empty(), "embeddings", "no arrays were given");
   for (std::size_t i = 0; i < shards.size(); ++i) {
-    const shard_array& a = shards[i];
     const std::string name = shard_name(i, shards.size());
+    if (const auto* shape = std::get_if<std::pair<index_t, index_t>>(&shards[i])) {
+      const auto [rows, cols] = *shape;
+      DATAMASK_EXPECTS(share.rows.second >= 0 && (i < checked.first || i >= checked.second), name,
+                       "was given as its shape alone, but this call reads its values");
+      DATAMASK_EXPECTS(rows > 0 && cols > 0, name, "empty array (", rows, " x ", cols, ")");
+      DATAMASK_EXPECTS(k.d == 0 || cols == k.d, name, "has ", cols, " columns, but embeddings[0] has ", k.d,
+                       "; every shard needs the same d");
+      k.add_shard(nullptr, false, rows, cols, name);
+      continue;
+    }
+    const shard_array& a = std::get<shard_array>(shards[i]);
     const auto dt = a.dtype();
     const bool f32 = dt == nb::dtype<float>();
     const bool f16 = dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float) && dt.bits == 16 && dt.lanes == 1;
@@ -496,10 +519,10 @@ nb::dict block_dict(const datamask::block_result& b) {
 /// graph=(ids, sims): the caller's kNN graph of the corpus's n rows, checked and sorted as
 /// datamask-select's --graph files are (`datamask::make_knn_graph`); null without one.
 std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph_arrays>& g,
-                                                       const std::vector<shard_array>& shards) {
+                                                       const std::vector<shard_arg>& shards) {
   if (!g) return nullptr;
   index_t n = 0;
-  for (const shard_array& a : shards) n += static_cast<index_t>(a.shape(0));
+  for (const shard_arg& a : shards) n += shard_rows(a);
   const auto shape = [](const auto& a) {
     std::vector<std::int64_t> out(a.ndim());
     for (std::size_t i = 0; i < a.ndim(); ++i) out[i] = static_cast<std::int64_t>(a.shape(i));
@@ -514,7 +537,7 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
 }
 
 /// datamask/__init__.py's corpus arguments: (shards, quality columns, their weights, ids or None).
-using corpus_args = std::tuple<std::vector<shard_array>, std::vector<column_array>, std::vector<double>,
+using corpus_args = std::tuple<std::vector<shard_arg>, std::vector<column_array>, std::vector<double>,
                                std::optional<ids_array>>;
 /// Its request arguments: (options, objectives, their weights, metric or None, optimizer,
 /// neighbors, graph or None).
@@ -602,7 +625,9 @@ using plan_args = std::tuple<std::optional<double>, std::vector<std::tuple<std::
 /// computed from every row as one process computes them.
 nb::dict plan_corpus(const corpus_args& corpus_in, const request_args& request_in, index_t block_size) {
   const auto side = std::make_shared<python_side>(nb::none(), nb::none());
-  call c = make_call(corpus_in, request_in, "ids", side);
+  worker_share everything;
+  everything.check_values = false;
+  call c = make_call(corpus_in, request_in, "ids", side, false, everything, block_size);
   DATAMASK_EXPECTS(block_size >= 2, "block_size", "must be at least 2, found ", block_size);
   datamask::block_run_settings& r = c.request.settings;
   datamask::corpus_plan plan;
@@ -750,7 +775,7 @@ NB_MODULE(_core, m) {
   m.def(
       "corpus_view_address",
       [](const std::vector<shard_array>& shards) {
-        const corpus k = make_corpus(shards, {}, {}, std::nullopt, "ids", 1);
+        const corpus k = make_corpus(std::vector<shard_arg>(shards.begin(), shards.end()), {}, {}, std::nullopt, "ids", 1);
         return reinterpret_cast<std::uintptr_t>(k.whole_view().data);
       },
       "shards"_a.noconvert(),

@@ -49,7 +49,7 @@ def test_float32_lists_are_views_of_arrows_buffer(layout):
     else:
         chunk = pa.ListArray.from_arrays(pa.array(np.arange(0, x.size + 1, x.shape[1], dtype=np.int32)), flat)
     chunk = chunk.slice(10)  # an offset into the values too
-    e = datamask._embedding_chunk(chunk, "feature_arr")
+    e = datamask._parquet._embedding_chunk(chunk, "feature_arr")
     values = chunk.flatten()
     assert e.dtype == np.float32 and e.shape == (30, 6)
     assert e.ctypes.data == values.buffers()[1].address + 4 * values.offset

@@ -26,7 +26,8 @@ using datamask::index_t;
 /// of a spread run holds the scores and ids of a window of rows (`hold`): its share.
 struct corpus {
   /// One shard: `rows` x d little-endian float32 (or float16, `half`) values, row-major, at
-  /// `data` (any alignment).
+  /// `data` (any alignment); null for a shard a worker was not given (another worker's rows,
+  /// outside the window: reading one of its rows is refused).
   struct shard {
     const unsigned char* data = nullptr;
     bool half = false;
@@ -43,6 +44,7 @@ struct corpus {
   std::vector<double> quality_weights;       ///< one per column
   std::span<const datamask::id_t> ids;       ///< one per row of the window (in memory the front end keeps); empty: the row numbers
   bool ids_unsigned = false;                 ///< the ids are uint64 (written back as such)
+  bool some_absent = false;                  ///< a shard has no data (`shard::data`)
 
   /// Appends a shard of `rows` rows (d as the others: the caller checks it), `name` in messages.
   void add_shard(const void* data, bool half, index_t rows, index_t cols, std::string name);
