@@ -64,9 +64,11 @@ __all__ = [
     "filter_parquet",
     "options",
     "parquet_shards",
+    "parquet_to_shards",
     "plan",
     "read_parquet",
     "select",
+    "shards_in",
 ]
 
 __version__: str = _core.version
@@ -980,4 +982,6 @@ def demo_corpus(seed: int = 0) -> tuple:
 
 
 # Parquet in and out (needs pyarrow): datamask/_parquet.py.
-from ._parquet import ParquetCorpus, ParquetShards, filter_parquet, parquet_shards, read_parquet  # noqa: E402
+from ._parquet import ParquetCorpus, ParquetShards, filter_parquet, parquet_shards, parquet_to_shards, read_parquet  # noqa: E402
+# A corpus on disk as .npy shards with their scores and ids: datamask/_shard_files.py.
+from ._shard_files import shards_in  # noqa: E402

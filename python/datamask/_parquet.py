@@ -183,6 +183,47 @@ def parquet_shards(
     return ParquetShards(tuple(_parquet_files(inputs)), embedding_column, tuple(quality_columns or ()), id_column)
 
 
+def parquet_to_shards(
+    inputs: Any,
+    folder: Union[str, os.PathLike],
+    embedding_column: str = "feature_arr",
+    quality_columns: Union[str, Sequence[str], None] = ("quality_score",),
+    id_column: str = "chunk_id",
+    worker: Optional[tuple] = None,
+    batch_rows: int = 65536,
+) -> list:
+    """Writes each Parquet file of ``inputs`` as a shard of .npy files in ``folder`` (the form
+    :class:`datamask.datatrove.WriteSelectionInputs` writes: :func:`datamask.shards_in` reads it,
+    memory-mapped, and datamask-select reads its embedding files), one record batch at a time, so
+    memory is a batch. ``worker=(rank, world)``: the files ``rank::world`` only, for a task array
+    to convert a corpus together. Embeddings keep float16 (else become float32), scores float64
+    (one column per quality column), ids their integer type. Returns the shards' names."""
+    pa, pq = _pyarrow("parquet_to_shards")
+    from ._shard_files import ShardWriter, shard_name
+
+    rank, world = (0, 1) if worker is None else worker
+    if isinstance(quality_columns, str):
+        quality_columns = [quality_columns]
+    source = ParquetShards(tuple(_parquet_files(inputs)), embedding_column, tuple(quality_columns or ()), id_column)
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    names = []
+    for i in range(rank, len(source.files), world):
+        f = source._file(i)
+        path = os.path.abspath(source.files[i])
+        writer = ShardWriter(folder, path)
+        for batch in f.iter_batches(batch_size=batch_rows, columns=[embedding_column, *source.quality_columns, id_column]):
+            x = _embedding_chunk(batch.column(0), f"{path}: {embedding_column}")
+            k = len(source.quality_columns)
+            cols = _columns([batch.column(1 + j).to_numpy() for j in range(k)]) if k else []
+            q = cols[0] if k == 1 else np.column_stack(cols) if k else np.zeros((len(x), 0))
+            writer.append(x, q, _ids(batch.column(1 + k).to_numpy(), f"{path}: {id_column}"))
+        if writer.close() == 0:
+            raise InvalidInput(f"{path}: no rows; leave empty files out of the inputs")
+        names.append(shard_name(path))
+    return names
+
+
 def _parquet_files(inputs: Any) -> list:
     """Each input as given; a folder contributes its *.parquet files in name order."""
     paths = [inputs] if _is_path(inputs) else list(inputs)

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import urllib.parse
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -36,67 +35,16 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.filters.base_filter import BaseFilter
 
 import datamask
+from datamask._shard_files import ShardWriter, shard_name, shards_in
 
 __all__ = ["MergeSelection", "PlanSelection", "SelectShare", "SelectedFilter", "WriteSelectionInputs", "document_id",
-           "shards_in"]
-
-KINDS = ("embeddings", "quality", "ids")  # the three files of a shard: NAME.KIND.npy
-
+           "shard_name", "shards_in"]
 
 def document_id(doc: Document) -> int:
     """A document's id as the selection knows it: the first 8 bytes of BLAKE2b of ``doc.id``, an
     unsigned 64-bit integer (ids must be unique: over 10^9 documents, give ``id_of`` an integer
     id of your own; the selection refuses two equal ids, naming them)."""
     return int.from_bytes(hashlib.blake2b(doc.id.encode(), digest_size=8).digest(), "little")
-
-
-def shards_in(folder: Union[str, os.PathLike]) -> datamask.Shards:
-    """The corpus :class:`WriteSelectionInputs` wrote to ``folder``: its shards in name order."""
-    folder = os.fspath(folder)
-    # In the order of the embedding files' names, as datamask-select reads a folder of them.
-    names = [f[: -len(".embeddings.npy")] for f in sorted(os.listdir(folder)) if f.endswith(".embeddings.npy")]
-    if not names:
-        raise datamask.InvalidInput(f"folder: no shard (NAME.embeddings.npy) in {folder}; run WriteSelectionInputs first")
-    paths = [[os.path.join(folder, f"{n}.{kind}.npy") for n in names] for kind in KINDS]
-    for path in (p for kind in paths for p in kind):
-        if not os.path.exists(path):
-            raise datamask.InvalidInput(f"folder: {path} is missing (a shard's three files are written together)")
-    return datamask.Shards(*paths)
-
-
-def shard_name(source: str) -> str:
-    """The name of an input file's shard: its path, quoted, cut to fit a file name, and a hash of
-    it. The shards' order is their names', whatever the tasks; two paths never share a name."""
-    digest = hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
-    return f"{urllib.parse.quote(source, safe='')[:160]}-{digest}"
-
-
-class _NpyStream:
-    """An .npy file written a batch of rows at a time: a fixed-size header, rewritten with the row
-    count at the end; the file appears under its name only then."""
-
-    HEADER = 128  # bytes: magic, version, length, and a header dict padded with spaces
-
-    def __init__(self, path: str, dtype: np.dtype, cols: Optional[int]):
-        self.path, self.dtype, self.cols, self.rows = path, np.dtype(dtype), cols, 0
-        self.file = open(path + ".tmp", "wb")
-        self.file.write(b"\0" * self.HEADER)
-
-    def append(self, rows: np.ndarray) -> None:
-        if rows.shape[1:] != (() if self.cols is None else (self.cols,)):
-            raise datamask.InvalidInput(f"{os.path.basename(self.path)}: rows of shape {rows.shape[1:]} after rows of "
-                                        f"{(self.cols,) if self.cols else ()}; every batch needs the same width")
-        self.file.write(np.ascontiguousarray(rows, dtype=self.dtype).tobytes())
-        self.rows += len(rows)
-
-    def close(self) -> None:
-        shape = (self.rows,) if self.cols is None else (self.rows, self.cols)
-        text = f"{{'descr': '{self.dtype.str}', 'fortran_order': False, 'shape': {shape!r}, }}"
-        header = b"\x93NUMPY\x01\x00" + (self.HEADER - 10).to_bytes(2, "little") + text.ljust(self.HEADER - 11).encode() + b"\n"
-        self.file.seek(0)
-        self.file.write(header)
-        self.file.close()
-        os.replace(self.path + ".tmp", self.path)
 
 
 def _values(docs: list, source: Union[str, Sequence[str], Callable], what: str) -> np.ndarray:
@@ -166,27 +114,20 @@ class WriteSelectionInputs(PipelineStep):
                 if source in open_shard["done"]:
                     raise datamask.InvalidInput(f"{source}: its documents came in two runs, apart; a shard is an input "
                                                 "file's documents, given one after another (as DataTrove's readers do)")
-                base = os.path.join(self.folder, shard_name(str(source)))
-                open_shard.update(source=source, files=[
-                    _NpyStream(f"{base}.embeddings.npy", self.dtype, x.shape[1]),
-                    _NpyStream(f"{base}.quality.npy", np.float64, None if q.ndim == 1 else q.shape[1]),
-                    _NpyStream(f"{base}.ids.npy", np.uint64, None)])
-            for stream, values in zip(open_shard["files"], (x, q, ids)):
-                stream.append(values[rows])
+                open_shard.update(source=source, writer=ShardWriter(self.folder, str(source)))
+            open_shard["writer"].append(x[rows], q[rows], ids[rows])
 
     def _finish(self, open_shard: dict) -> None:
         if open_shard.get("source") is None:
             return
-        for stream in open_shard["files"]:
-            stream.close()
-        open_shard["done"].add(open_shard["source"])
+        self.stat_update("rows", value=open_shard["writer"].close())
         self.stat_update("shards")
-        self.stat_update("rows", value=open_shard["files"][0].rows)
-        open_shard.update(source=None, files=None)
+        open_shard["done"].add(open_shard["source"])
+        open_shard.update(source=None, writer=None)
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         os.makedirs(self.folder, exist_ok=True)
-        open_shard: dict = {"source": None, "files": None, "done": set()}
+        open_shard: dict = {"source": None, "writer": None, "done": set()}
         batch = []
         for doc in data or ():
             batch.append(doc)

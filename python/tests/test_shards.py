@@ -2,6 +2,8 @@
 """A corpus kept as shards, each with its own scores and ids (``datamask.Shards``, and Parquet
 files through ``datamask.parquet_shards``): the same selection as the shards concatenated, and a
 worker that loads the shards of its own groups only."""
+import os
+
 import numpy as np
 import pytest
 
@@ -152,3 +154,17 @@ def test_parquet_shards_without_scores_or_with_an_empty_file(parquet, tmp_path):
     pq.write_table(pq.read_table(files[0]).slice(0, 0), empty)
     with pytest.raises(datamask.InvalidInput, match=r"empty.parquet: no rows"):
         datamask.select(datamask.parquet_shards(files + [empty]), **ARGS)
+
+
+def test_parquet_to_shards_selects_what_parquet_selects(parquet, tmp_path):
+    """Converted by two tasks, a batch at a time: the same corpus, the same selection, and the plan
+    of the .npy shards memory-maps them."""
+    files = datamask.parquet_shards(parquet)
+    names = [datamask.parquet_to_shards(parquet, tmp_path / "npy", worker=(r, 2), batch_rows=100) for r in range(2)]
+    assert [len(n) for n in names] == [2, 2]  # files 0, 2 and 1, 3
+    assert sorted(f"{n}.embeddings.npy" for n in names[0] + names[1]) == sorted(
+        f for f in os.listdir(tmp_path / "npy") if f.endswith(".embeddings.npy"))
+    shards = datamask.shards_in(tmp_path / "npy")
+    assert [np.load(e, mmap_mode="r").shape for e in shards.embeddings] == [(n, 10) for n in SIZES]
+    np.testing.assert_array_equal(datamask.select(shards, **ARGS).ids, datamask.select(files, **ARGS).ids)
+    assert np.load(shards.ids[0]).dtype == np.int64
