@@ -21,9 +21,9 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
+#include <datamask/core/wait_policy.hpp>
 #if defined(DATAMASK_BENCH_THRUST)
-#include <datamask/backend/thrust.hpp>
+#include <datamask/exec/backend/thrust.hpp>
 #endif
 
 namespace {
@@ -126,7 +126,7 @@ void register_backend(const std::string& name, index_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   // Sizes outermost, so each block is generated once for all backends.
   for (index_t n : {index_t{10000}, index_t{100000}, index_t{1000000}}) {
     register_backend<datamask::eigen_backend>("eigen", n);

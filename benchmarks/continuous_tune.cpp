@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include <datamask/continuous.hpp>
+#include <datamask/learners/continuous.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
-#include <datamask/greedy/greedy.hpp>
+#include <datamask/core/wait_policy.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
 
 #include "bench_common.hpp"
 #include "synthetic.hpp"
@@ -156,7 +156,7 @@ int run(const settings& s, const D& div) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   const settings s = parse(argc, argv);
   return dm_bench::run_objective("datamask_bench_continuous_tune", s.objective, [&](const auto& div) { return run(s, div); });
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // datamask_bench_facility_knn: dense facility location against facility location on a kNN
-// graph (knn/graph.hpp, objectives/sparse_facility.hpp) on the benchmark's synthetic block
+// graph (objectives/knn/graph.hpp, objectives/sparse_facility.hpp) on the benchmark's synthetic block
 // (synthetic.hpp), f = 0.5 quality + 0.5 facility location (cosine), S = 0.1 n. Every selection
 // is scored by the same f with DENSE facility location (whole block as reference set, scales
 // calibrated as the policy-gradient learner calibrates them, seed 0), so sparse runs are judged
@@ -12,7 +12,7 @@
 //   datamask_bench_facility_knn --n 20000 --d 64 --neighbors 16,64 --iterations 100,300
 //       --dense lazy --sparse lazy,s0.1 --threads 2
 //
-// Graphs: --build LIST of builders, exact|clustered [exact] (knn/graph.hpp, knn/clustered.hpp),
+// Graphs: --build LIST of builders, exact|clustered [exact] (objectives/knn/graph.hpp, objectives/knn/clustered.hpp),
 // each with every K; clustered once per P of --probes LIST [0: the default], with --clusters C
 // [0: about sqrt(n)]; each graph's build time (wall and CPU) and its recall@K estimated on --recall ROWS
 // sampled rows against their exact neighbours [1000; 0: none]. --dense-f 0 scores every
@@ -43,12 +43,12 @@
 
 #include <sys/resource.h>
 
-#include <datamask/continuous.hpp>
+#include <datamask/learners/continuous.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
-#include <datamask/greedy/greedy.hpp>
-#include <datamask/knn/clustered.hpp>
-#include <datamask/knn/build.hpp>
+#include <datamask/core/wait_policy.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
+#include <datamask/objectives/knn/clustered.hpp>
+#include <datamask/objectives/knn/build.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "bench_common.hpp"
@@ -299,7 +299,7 @@ struct bench_run {
 };
 
 int main(int argc, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   const auto start = clk::now();
   const settings s = parse(argc, argv);
   try {

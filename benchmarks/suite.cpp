@@ -22,10 +22,10 @@
 
 #include <Eigen/Core>
 
-#include <datamask/continuous.hpp>
+#include <datamask/learners/continuous.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
-#include <datamask/greedy/greedy.hpp>
+#include <datamask/core/wait_policy.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
 
 #include "synthetic.hpp"
 
@@ -445,7 +445,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   benchmark::Initialize(&argc, argv);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dm_mode=full") == 0) full_mode = true;

@@ -9,7 +9,7 @@
 //
 // Options: --objective pws|fl|disf [pws], --n [20000], --seeds LIST [1,2,3,4],
 // --reference naive|lazy|stochastic [stochastic, epsilon 0.01], and every setting of the library's
-// settings table (datamask/settings.hpp: --steps, --rollouts, --active-fraction, --min-active,
+// settings table (datamask/run/settings.hpp: --steps, --rollouts, --active-fraction, --min-active,
 // --lr-max, --lr-min, --schedule, --init, --logprob, --scaling, ...; a flag takes no value), with
 // the library's defaults and ranges. --scaling fixed uses the evaluation f's scales.
 #include <chrono>
@@ -23,10 +23,10 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
-#include <datamask/greedy/greedy.hpp>
-#include <datamask/pipeline.hpp>
-#include <datamask/settings.hpp>
+#include <datamask/core/wait_policy.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
+#include <datamask/run/pipeline.hpp>
+#include <datamask/run/settings.hpp>
 
 #include "bench_common.hpp"
 #include "synthetic.hpp"
@@ -184,7 +184,7 @@ int run(const tune_args& s, const D& div) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   const tune_args s = parse(argc, argv);
   try {
     if (s.objective == "pws") return run(s, dm::pairwise_similarity{});

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include <datamask/concepts.hpp>
-#include <datamask/executor/ops.hpp>
+#include <datamask/core/concepts.hpp>
+#include <datamask/exec/ops.hpp>
 
 namespace dm = datamask;
 

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // How far can a selection be from the best possible one? Selects 10% of a generated corpus twice
 // -- pairwise similarity + quality with the continuous learner, facility location on a kNN graph
-// + quality with lazy greedy -- and certifies each (datamask/certify.hpp): f of the selection,
+// + quality with lazy greedy -- and certifies each (datamask/objectives/certify.hpp): f of the selection,
 // an upper bound on the optimum of the same f, the gap, and the share of the best possible gain
 // over random subsets that the selection is proven to reach.
 //
 //   certify [n] [d]      (n items, default 20,000; d dimensions, default 64)
-#include <datamask/certify.hpp>
+#include <datamask/objectives/certify.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/greedy/greedy.hpp>
-#include <datamask/wait_policy.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
+#include <datamask/core/wait_policy.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -44,7 +44,7 @@ void print(const char* label, double optimise_seconds, const datamask::certifica
 }  // namespace
 
 int main(int argc, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   using namespace datamask;
   const index_t n = argc > 1 ? std::atoll(argv[1]) : 20000;
   const index_t d = argc > 2 ? std::atoll(argv[2]) : 64;

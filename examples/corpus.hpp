@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// The examples' corpus: the library's one synthetic generator (datamask/synthetic.hpp) with the
+// The examples' corpus: the library's one synthetic generator (datamask/core/synthetic.hpp) with the
 // examples' shape: clusters of very uneven size (a few dense topics, many rare ones), the dense
 // clusters the good ones. Quality-only selection then piles into the best clusters;
 // diversity-only selection ignores quality; joint selection does both.
 
 #include <cstdint>
 
-#include <datamask/synthetic.hpp>
+#include <datamask/core/synthetic.hpp>
 
 namespace example {
 

@@ -2,7 +2,7 @@
 // Plugging in your own metrics: a per-document quality functor and a set-level diversity
 // functor, mixed with a built-in objective.
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
+#include <datamask/core/wait_policy.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -50,7 +50,7 @@ struct spread {
 static_assert(datamask::diversity_objective<spread, float>);
 
 int main(int, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   using namespace datamask;
   const example::corpus c = example::make_corpus(5000, 32, 30, 11);
   std::vector<double> length(static_cast<std::size_t>(c.n));

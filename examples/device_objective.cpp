@@ -9,9 +9,9 @@
 //   - with g++ against datamask::thrust_omp (Thrust on OpenMP threads): device_objective_omp;
 //   - with nvcc against datamask::cuda (device_objective.cu includes this file): runs on the GPU.
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
-#include <datamask/backend/thrust.hpp>
-#include <datamask/device_objective.hpp>
+#include <datamask/core/wait_policy.hpp>
+#include <datamask/exec/backend/thrust.hpp>
+#include <datamask/core/device_objective.hpp>
 
 #include <cstdio>
 #include <random>
@@ -48,7 +48,7 @@ static_assert(datamask::device_objective<spread, float>,
               "spread must be trivially copyable, DATAMASK_HOST_DEVICE and device_callable");
 
 int main(int, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
 #if defined(__CUDACC__)
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

@@ -2,7 +2,7 @@
 // Selects 10% of a generated corpus three ways (quality only, diversity only, jointly) and
 // prints what each gives: mean quality, each diversity term and how many topics survive.
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
+#include <datamask/core/wait_policy.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -15,7 +15,7 @@
 #include "corpus.hpp"
 
 int main(int, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   using namespace datamask;
   const example::corpus c = example::make_corpus(20000, 64, 60, 7);
   std::printf("corpus: %lld documents, %lld-d embeddings, %d topics of very uneven size\n",

@@ -6,14 +6,14 @@
 #include <span>
 #include <vector>
 
-#include <datamask/continuous.hpp>
+#include <datamask/learners/continuous.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/wait_policy.hpp>
+#include <datamask/core/wait_policy.hpp>
 
 #include "centred_mean.hpp"
 
 int main(int, char** argv) {
-  datamask::passive_wait_unless_set(argv);  // first: see datamask/wait_policy.hpp
+  datamask::passive_wait_unless_set(argv);  // first: see datamask/core/wait_policy.hpp
   const dm::index_t n = 2000;
   const dm::index_t d = 16;
   std::mt19937_64 g(1);

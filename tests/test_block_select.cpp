@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// block_select.hpp: the run-level rules every front end shares (objective weights, auto
+// run/block_select.hpp: the run-level rules every front end shares (objective weights, auto
 // optimizer, corpus plan), a block's selection through each optimizer against the evaluation of
 // its rows, the stop hook, and a policy-gradient or continuous block resumed from a snapshot
 // against the uninterrupted run.
@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include <datamask/block_select.hpp>
+#include <datamask/run/block_select.hpp>
 
 #include "helpers.hpp"
 

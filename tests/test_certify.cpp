@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Certified selections (datamask/certify.hpp, docs/method.md section 7): the bound against the
+// Certified selections (datamask/objectives/certify.hpp, docs/method.md section 7): the bound against the
 // exhaustive optimum on tiny blocks, against every optimizer's selection on random blocks, on a
 // constructed instance whose optimum is known, and against the numpy reference
 // (benchmarks/certificates/certify.py) on fixed blocks.
@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include <datamask/certify.hpp>
+#include <datamask/objectives/certify.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/greedy/greedy.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
 #include <datamask/io/npy.hpp>
 
 #include "helpers.hpp"

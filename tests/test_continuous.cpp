@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include <datamask/continuous.hpp>
+#include <datamask/learners/continuous.hpp>
 
 #include "helpers.hpp"
 

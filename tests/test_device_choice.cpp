@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The GPU a process of a multi-process run uses (datamask/backend/device_choice.hpp): its local
+// The GPU a process of a multi-process run uses (datamask/exec/backend/device_choice.hpp): its local
 // rank from the launcher's environment, modulo the node's device count. Pure functions: no GPU.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include <datamask/backend/device_choice.hpp>
+#include <datamask/exec/backend/device_choice.hpp>
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include <datamask/block_select.hpp>
+#include <datamask/run/block_select.hpp>
 
 #include "external_replica.hpp"
 #include "helpers.hpp"

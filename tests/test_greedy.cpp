@@ -14,7 +14,7 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/greedy/greedy.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
 
 namespace dm = datamask;
 using dm::index_t;

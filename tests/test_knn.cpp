@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The kNN graph (knn/graph.hpp): the exact builder against brute force in double for each
+// The kNN graph (objectives/knn/graph.hpp): the exact builder against brute force in double for each
 // kernel, ties to the smaller id, independence of tiles and threads; the loader's round trip and
-// its refusals of bad files. The clustered builder (knn/clustered.hpp): the exact graph when
+// its refusals of bad files. The clustered builder (objectives/knn/clustered.hpp): the exact graph when
 // every cluster is probed, the same graph on 1 and 2 threads, full and valid rows when the
 // probed clusters hold fewer than K items, its settings checked; the recall estimate against a
 // count by hand.
@@ -21,9 +21,9 @@
 
 #include <datamask/datamask.hpp>
 #include <datamask/io/npy.hpp>
-#include <datamask/knn/clustered.hpp>
+#include <datamask/objectives/knn/clustered.hpp>
 #include <datamask/io/knn_graph.hpp>
-#include <datamask/knn/build.hpp>
+#include <datamask/objectives/knn/build.hpp>
 
 #include "helpers.hpp"
 

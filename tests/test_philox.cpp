@@ -2,7 +2,7 @@
 // Philox-4x32-10 against the published known-answer vectors, and the uniform and key helpers.
 #include <catch2/catch.hpp>
 
-#include <datamask/rng/philox.hpp>
+#include <datamask/core/philox.hpp>
 
 using datamask::rng::philox4x32_10;
 using datamask::rng::philox_key;

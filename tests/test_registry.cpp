@@ -16,7 +16,7 @@
 
 #include <datamask/frontend/registry.hpp>
 #include <datamask/frontend/request.hpp>
-#include <datamask/greedy/scorers.hpp>
+#include <datamask/learners/greedy/scorers.hpp>
 
 namespace dm = datamask;
 using dm::index_t;

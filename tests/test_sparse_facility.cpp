@@ -12,8 +12,8 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/greedy/greedy.hpp>
-#include <datamask/knn/build.hpp>
+#include <datamask/learners/greedy/greedy.hpp>
+#include <datamask/objectives/knn/build.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "helpers.hpp"

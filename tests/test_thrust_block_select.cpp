@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A block's selection as every front end runs it (block_select.hpp) on Thrust-on-OMP against the
+// A block's selection as every front end runs it (run/block_select.hpp) on Thrust-on-OMP against the
 // CPU default: the same ids and objective for the continuous learner (facility location on a kNN
 // graph included) and the policy-gradient learner, on 1 and 2 threads; evaluate_rows on the same
 // backend reproduces the block's objective.
@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include <datamask/block_select.hpp>
+#include <datamask/run/block_select.hpp>
 
 #include "external_replica.hpp"
 #include "thrust_support.hpp"
@@ -87,7 +87,7 @@ TEST_CASE("select_block on Thrust-on-OMP: the CPU default's ids and objective, o
     CHECK(two.objective == one.objective);
     // The rows are the same and evaluated on the host, so the raw terms are the same bits; the
     // calibrated scales may differ in the last bits (the device scores the calibration subsets
-    // in double, the CPU in float: backend/thrust.hpp; measured here: up to 5e-9 relative in f).
+    // in double, the CPU in float: exec/backend/thrust.hpp; measured here: up to 5e-9 relative in f).
     REQUIRE(one.terms.size() == cpu.terms.size());
     for (std::size_t t = 0; t < cpu.terms.size(); ++t) {
       CHECK(one.terms[t].raw == cpu.terms[t].raw);

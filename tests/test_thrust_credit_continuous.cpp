@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include <datamask/continuous.hpp>
+#include <datamask/learners/continuous.hpp>
 
 #include "centred_mean.hpp"  // examples/
 #include "thrust_support.hpp"
@@ -72,7 +72,7 @@ TEMPLATE_TEST_CASE("per-item credit: Thrust-on-OMP gives the CPU backend's selec
   });
   // The marginals and the update are the same host code in the same order; only the calibrated
   // scales of DiSF and facility location differ in the last bits (the device scores the
-  // calibration subsets in double, the CPU in float: backend/thrust.hpp), so the logits agree to
+  // calibration subsets in double, the CPU in float: exec/backend/thrust.hpp), so the logits agree to
   // rounding: 1e-7 against contributions of about lr / G = 0.6 (pairwise similarity: bit for bit).
   REQUIRE(one.logits.size() == cpu.logits.size());
   for (std::size_t i = 0; i < cpu.logits.size(); ++i) CHECK(one.logits[i] == Approx(cpu.logits[i]).margin(1e-7));
@@ -272,7 +272,7 @@ TEMPLATE_TEST_CASE("the continuous ascent on the Thrust executor: the CPU backen
     CHECK(one.objective == Approx(cpu.objective).epsilon(1e-7));
     // F per iteration: to rounding for pairwise similarity; DiSF's calibrated scale differs in
     // about the eighth digit (the device scores the calibration subsets in double, the CPU in
-    // float: backend/thrust.hpp), and F with it.
+    // float: exec/backend/thrust.hpp), and F with it.
     const double tol = std::is_same_v<TestType, datamask::disf> ? 1e-7 : 1e-9;
     REQUIRE(one.history.size() == cpu.history.size());
     for (std::size_t t = 0; t < cpu.history.size(); ++t)

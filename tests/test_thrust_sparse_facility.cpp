@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include <datamask/knn/build.hpp>
+#include <datamask/objectives/knn/build.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "thrust_support.hpp"

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/backend/thrust.hpp>
-#include <datamask/synthetic.hpp>
+#include <datamask/exec/backend/thrust.hpp>
+#include <datamask/core/synthetic.hpp>
 
 namespace dm_test {
 

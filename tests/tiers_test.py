@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The library's include tiers: every header of include/datamask includes only headers of its own
-tier or a lower one, as docs/architecture.md's map states them, and the learners' headers
-pull in no file reader and no kNN graph builder.
+tier or a lower one, as docs/architecture.md's map states them (one folder a tier: no header but
+the umbrella and the version above the folders), and the learners' headers pull in no file
+reader, no kNN graph builder and nothing of the run layer.
 
     tiers_test.py REPOSITORY_ROOT
 
@@ -16,9 +17,9 @@ import re
 import sys
 
 # The learners' headers, and what none of them may pull in (directly or through others).
-LEARNERS = ["learner.hpp", "continuous/learner.hpp", "continuous.hpp"]
-FORBIDDEN = re.compile(r"^(io/|knn/(exact|clustered|build)\.hpp$|settings\.hpp$|block_select\.hpp$|pipeline\.hpp$)")
-# How many of the library's headers `#include <datamask/learner.hpp>` may bring.
+LEARNERS = ["learners/pg/learner.hpp", "learners/continuous/learner.hpp", "learners/continuous.hpp"]
+FORBIDDEN = re.compile(r"^(io/|run/|objectives/knn/(exact|clustered|build)\.hpp$)")
+# How many of the library's headers `#include <datamask/learners/pg/learner.hpp>` may bring.
 LEARNER_HEADERS_MAX = 24
 
 
@@ -82,13 +83,17 @@ def main():
                 problems.append("%s includes datamask/%s, which does not exist" % (h, d))
             elif td is not None and td > th:
                 problems.append("%s (tier %d) includes %s (tier %d): against the grain" % (h, th, d, td))
+    loose = sorted(h for h in headers if "/" not in h and h not in ("datamask.hpp", "version.hpp"))
+    if loose:
+        problems.append("%s: outside the tiers' folders (only the umbrella and the version header are)" %
+                        ", ".join(loose))
     for h in LEARNERS:
         pulled = closure(root, h, graph)
         bad = sorted(d for d in pulled if FORBIDDEN.match(d))
         if bad:
             problems.append("%s pulls in %s" % (h, ", ".join(bad)))
-    learner = closure(root, "learner.hpp", graph)
-    print("datamask/learner.hpp brings %d of the library's %d headers" % (len(learner), len(headers)))
+    learner = closure(root, "learners/pg/learner.hpp", graph)
+    print("datamask/learners/pg/learner.hpp brings %d of the library's %d headers" % (len(learner), len(headers)))
     if len(learner) > LEARNER_HEADERS_MAX:
         problems.append("learner.hpp brings %d headers, more than %d: %s" %
                         (len(learner), LEARNER_HEADERS_MAX, ", ".join(sorted(learner))))

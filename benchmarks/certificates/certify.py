@@ -108,7 +108,7 @@ class DenseCosine:
 
 class KnnCosine:
     """The kNN graph (n x K ids and sims, each row sorted by similarity descending, the item
-    itself included, as knn/graph.hpp builds it); F = mean_v max(0, max_{j in U and N(v)} sim)."""
+    itself included, as objectives/knn/graph.hpp builds it); F = mean_v max(0, max_{j in U and N(v)} sim)."""
 
     def __init__(self, ids: np.ndarray, sims: np.ndarray):
         self.ids = np.asarray(ids, dtype=np.int64)

@@ -22,9 +22,9 @@
 #include <cuda_runtime.h>
 #include <thrust/device_vector.h>
 
-#include "datamask/backend/thrust.hpp"
-#include "datamask/continuous/ascent.hpp"
-#include "datamask/executor/ops.hpp"
+#include "datamask/exec/backend/thrust.hpp"
+#include "datamask/learners/continuous/ascent.hpp"
+#include "datamask/exec/ops.hpp"
 #include "datamask/objectives/pairwise.hpp"
 
 namespace {

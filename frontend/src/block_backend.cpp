@@ -6,10 +6,10 @@
 
 #include "datamask/frontend/block_backend.hpp"
 
-#include <datamask/backend/device_choice.hpp>
+#include <datamask/exec/backend/device_choice.hpp>
 
 #if defined(__CUDACC__) || defined(DATAMASK_BLOCK_BACKEND_THRUST)
-#include <datamask/backend/thrust.hpp>
+#include <datamask/exec/backend/thrust.hpp>
 #endif
 
 namespace dmfront {

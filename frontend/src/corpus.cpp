@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include <datamask/input_checks.hpp>
+#include <datamask/core/input_checks.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/io/shard_rows.hpp>
 

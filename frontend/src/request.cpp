@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include <datamask/error.hpp>
+#include <datamask/core/error.hpp>
 
 namespace dmfront {
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 # OpenMP's waiting threads sleep unless the user chose how they wait, as in datamask-select
-# (datamask/wait_policy.hpp): under the default policy a thread that finishes a parallel region
+# (datamask/core/wait_policy.hpp): under the default policy a thread that finishes a parallel region
 # spins for the next one, and on a machine whose cores other work also uses, each join waits for
 # a descheduled spinner (python/benchmarks/overhead.py beside one busy core of two: a demo call
 # took 0.56 s under libgomp's default spinning, 0.17 s passive). The OpenMP runtime reads the
@@ -149,7 +149,7 @@ class Objective:
 @dataclass(frozen=True)
 class Certificate:
     """How far a selection can be from the best one (``select(certify=True)``; the library's
-    ``datamask/certify.hpp``): ``bound`` >= the best f of the selection's size, ``gap`` =
+    ``datamask/objectives/certify.hpp``): ``bound`` >= the best f of the selection's size, ``gap`` =
     bound - f, ``certified_share`` = (f - mean f of random subsets) / (bound - that mean),
     ``method`` ("frank-wolfe", "lagrangian-dual", "top-S", joined by "+" for a mix; "none": no
     certificate, ``reason`` says why, and bound, gap, certified_share and random_mean are None),

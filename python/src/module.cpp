@@ -2,7 +2,7 @@
 //
 // datamask._core: the Python binding of the library (nanobind). It holds no selection logic:
 // the corpus plan, each block's selection and its evaluation are the library's
-// (datamask/block_select.hpp), called exactly as datamask-select calls them, so the same inputs,
+// (datamask/run/block_select.hpp), called exactly as datamask-select calls them, so the same inputs,
 // options and seed give the same ids. Here: numpy arrays viewed without a copy, options applied
 // through the library's settings table, the GIL released while selecting, progress and Ctrl-C
 // through the library's hooks, and the result as Python objects. The blocks run on the backend
@@ -36,12 +36,12 @@
 #include <variant>
 #include <vector>
 
-#include <datamask/block_select.hpp>
+#include <datamask/run/block_select.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/input_checks.hpp>
+#include <datamask/core/input_checks.hpp>
 #include <datamask/io/block_fields.hpp>
-#include <datamask/pipeline.hpp>
-#include <datamask/synthetic.hpp>
+#include <datamask/run/pipeline.hpp>
+#include <datamask/core/synthetic.hpp>
 
 #include <datamask/frontend/block_backend.hpp>
 #include <datamask/frontend/corpus.hpp>

@@ -14,9 +14,9 @@
 #include <fstream>
 #include <vector>
 
-#include <datamask/certify.hpp>
+#include <datamask/objectives/certify.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/synthetic.hpp>
+#include <datamask/core/synthetic.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 5 && argc != 6) {

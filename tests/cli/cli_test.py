@@ -93,7 +93,7 @@ def mix64(x):
 
 
 def hash_bytes(data):
-    """datamask::hash_bytes (pipeline.hpp), computed here independently of the program: each 1 MiB
+    """datamask::hash_bytes (run/pipeline.hpp), computed here independently of the program: each 1 MiB
     chunk's 8-byte words (then its last bytes) mixed in order, the chunks' hashes combined."""
     h = mix64(len(data))
     for lo in range(0, len(data), 1 << 20):

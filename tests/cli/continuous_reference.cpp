@@ -13,7 +13,7 @@
 #include <string>
 
 #include <datamask/datamask.hpp>
-#include <datamask/synthetic.hpp>
+#include <datamask/core/synthetic.hpp>
 
 int main(int argc, char** argv) {
   if (argc < 2) {

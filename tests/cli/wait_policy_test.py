@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The programs the README runs wait passively between OpenMP regions (datamask/wait_policy.hpp),
+"""The programs the README runs wait passively between OpenMP regions (datamask/core/wait_policy.hpp),
 and scripts/demo builds datamask-select, which the README uses next.
 
     wait_policy_test.py programs PROGRAM...   each, started with no wait policy of the user's,

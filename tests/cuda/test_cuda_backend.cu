@@ -10,8 +10,8 @@
 #include <span>
 #include <vector>
 
-#include <datamask/continuous.hpp>
-#include <datamask/knn/build.hpp>
+#include <datamask/learners/continuous.hpp>
+#include <datamask/objectives/knn/build.hpp>
 #include <datamask/objectives/sparse_facility.hpp>
 
 #include "thrust_support.hpp"
@@ -120,7 +120,7 @@ TEMPLATE_TEST_CASE("CUDA: the continuous learner's ascent on the device selects 
   const auto er = datamask::basic_continuous_learner<datamask::eigen_backend>(o).select(inst.problem(), TestType{});
   const auto tr = datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(inst.problem(), TestType{});
   // CUDA's FMA contraction and summation order change the last bits of F, the projection's tau
-  // and so p (DiSF's calibrated scale also differs in about the eighth digit: backend/thrust.hpp):
+  // and so p (DiSF's calibrated scale also differs in about the eighth digit: exec/backend/thrust.hpp):
   // the same items unless two fall within rounding of each other at the S-th place.
   CHECK(dm_test::overlap(er.rows, tr.rows) >= 0.99);
   CHECK(tr.objective == Approx(er.objective).epsilon(1e-6));

@@ -3,7 +3,7 @@
 // The installed Thrust-on-OpenMP component at work: quality-only selection on the Thrust backend
 // must return the two best rows. Prints "datamask <version>" for the install test.
 #include <datamask/datamask.hpp>
-#include <datamask/backend/thrust.hpp>
+#include <datamask/exec/backend/thrust.hpp>
 
 #include <cstdio>
 #include <vector>

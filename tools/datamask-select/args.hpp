@@ -2,7 +2,7 @@
 #pragma once
 
 // datamask-select: the command line (through CLI11) and the configuration. Every option that
-// sets a library setting is built from the library's settings table (datamask/settings.hpp:
+// sets a library setting is built from the library's settings table (datamask/run/settings.hpp:
 // name, help, default, range or choices); the program's own numeric options use the same entry
 // types in a small table of their own. Nothing here keeps a default, range or spelling twice.
 
@@ -25,10 +25,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <datamask/block_select.hpp>
+#include <datamask/run/block_select.hpp>
 #include <datamask/datamask.hpp>
 #include <datamask/io/report.hpp>
-#include <datamask/settings.hpp>
+#include <datamask/run/settings.hpp>
 #include <datamask/version.hpp>
 
 #include <datamask/frontend/block_backend.hpp>
@@ -361,7 +361,7 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_option("--plan", c.plan,
                  "PLAN.json from `datamask-select plan --plan PLAN.json` with the same inputs and options: the "
                  "prune threshold and calibration every shard takes, so each reads its own rows only");
-  app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/synthetic.hpp) "
+  app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/core/synthetic.hpp) "
                                  "and run on it");
 }
 

@@ -20,9 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <datamask/input_checks.hpp>
+#include <datamask/core/input_checks.hpp>
 #include <datamask/io/report.hpp>
-#include <datamask/pipeline.hpp>
+#include <datamask/run/pipeline.hpp>
 
 #include "args.hpp"
 #include "outputs.hpp"

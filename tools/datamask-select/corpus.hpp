@@ -20,12 +20,12 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/input_checks.hpp>
+#include <datamask/core/input_checks.hpp>
 #include <datamask/io/csv.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
-#include <datamask/pipeline.hpp>
-#include <datamask/synthetic.hpp>
+#include <datamask/run/pipeline.hpp>
+#include <datamask/core/synthetic.hpp>
 #include <datamask/frontend/corpus.hpp>
 
 #include "args.hpp"

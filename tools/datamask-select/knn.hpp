@@ -2,7 +2,7 @@
 #pragma once
 
 // datamask-select: facility location on a kNN graph (--neighbors K, --graph PREFIX). The library
-// (datamask/block_select.hpp) builds each block's graph before optimising it; a graph the user's
+// (datamask/run/block_select.hpp) builds each block's graph before optimising it; a graph the user's
 // pipeline wrote is loaded here, once. Each graph's time and size go to the progress output, and
 // K, the graph's origin, time and size to each block's record and so to the report (outputs.hpp).
 

@@ -27,7 +27,7 @@
 #include <mpi.h>
 #endif
 
-#include <datamask/backend/device_choice.hpp>
+#include <datamask/exec/backend/device_choice.hpp>
 
 #include "args.hpp"
 

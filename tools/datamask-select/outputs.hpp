@@ -20,11 +20,11 @@
 #include <vector>
 
 #include <datamask/datamask.hpp>
-#include <datamask/input_checks.hpp>
+#include <datamask/core/input_checks.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
 #include <datamask/io/report.hpp>
-#include <datamask/pipeline.hpp>
+#include <datamask/run/pipeline.hpp>
 
 #include "args.hpp"
 #include <datamask/frontend/block_backend.hpp>

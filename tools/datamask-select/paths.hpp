@@ -18,7 +18,7 @@
 
 #include <sys/stat.h>
 
-#include <datamask/error.hpp>
+#include <datamask/core/error.hpp>
 #include <datamask/io/file.hpp>
 
 #include "args.hpp"

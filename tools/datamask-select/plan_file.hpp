@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <datamask/io/file.hpp>
-#include <datamask/options.hpp>
+#include <datamask/core/options.hpp>
 
 #include "args.hpp"
 #include "block_record.hpp"

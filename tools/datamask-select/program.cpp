@@ -36,9 +36,9 @@
 #include <datamask/datamask.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/report.hpp>
-#include <datamask/block_select.hpp>
-#include <datamask/pipeline.hpp>
-#include <datamask/wait_policy.hpp>
+#include <datamask/run/block_select.hpp>
+#include <datamask/run/pipeline.hpp>
+#include <datamask/core/wait_policy.hpp>
 #include <datamask/frontend/program.hpp>
 
 #include "args.hpp"

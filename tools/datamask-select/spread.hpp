@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <datamask/io/report.hpp>
-#include <datamask/pipeline.hpp>
+#include <datamask/run/pipeline.hpp>
 
 #include "args.hpp"
 #include "block_record.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "datamask/pipeline.hpp"
+#include "datamask/run/pipeline.hpp"
 
 namespace datamask::io {
 

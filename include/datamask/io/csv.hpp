@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "datamask/error.hpp"
+#include "datamask/core/error.hpp"
 #include "datamask/io/file.hpp"
 
 namespace datamask::io {

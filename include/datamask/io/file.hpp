@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "datamask/error.hpp"
+#include "datamask/core/error.hpp"
 
 #if __has_include(<unistd.h>)
 #include <fcntl.h>

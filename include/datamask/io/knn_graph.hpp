@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "datamask/error.hpp"
+#include "datamask/core/error.hpp"
 #include "datamask/io/npy.hpp"
-#include "datamask/knn/graph.hpp"
+#include "datamask/objectives/knn/graph.hpp"
 
 namespace datamask {
 

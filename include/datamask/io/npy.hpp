@@ -24,9 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "datamask/error.hpp"
+#include "datamask/core/error.hpp"
 #include "datamask/io/file.hpp"
-#include "datamask/types.hpp"
+#include "datamask/core/types.hpp"
 
 #if __has_include(<sys/mman.h>) && __has_include(<unistd.h>)
 #include <fcntl.h>

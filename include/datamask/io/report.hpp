@@ -32,10 +32,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <datamask/error.hpp>
+#include <datamask/core/error.hpp>
 #include <datamask/io/block_fields.hpp>
 #include <datamask/io/file.hpp>
-#include <datamask/pipeline.hpp>
+#include <datamask/run/pipeline.hpp>
 #include <datamask/version.hpp>
 
 namespace datamask::io {

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <span>
 
-#include <datamask/detail/parallel.hpp>
-#include <datamask/types.hpp>
+#include <datamask/core/detail/parallel.hpp>
+#include <datamask/core/types.hpp>
 
 namespace datamask::io {
 

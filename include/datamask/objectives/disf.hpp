@@ -18,14 +18,14 @@
 
 #include <Eigen/Core>
 
-#include "datamask/concepts.hpp"
-#include "datamask/config.hpp"
-#include "datamask/detail/parallel.hpp"
-#include "datamask/detail/row_map.hpp"
-#include "datamask/error.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/config.hpp"
+#include "datamask/core/detail/parallel.hpp"
+#include "datamask/core/detail/row_map.hpp"
+#include "datamask/core/error.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
-#include "datamask/executor/dense.hpp"
-#include "datamask/executor/ops.hpp"
+#include "datamask/exec/dense.hpp"
+#include "datamask/exec/ops.hpp"
 
 #if __has_include(<unistd.h>)
 #include <unistd.h>

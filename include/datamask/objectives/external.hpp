@@ -18,9 +18,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "datamask/concepts.hpp"
-#include "datamask/error.hpp"
-#include "datamask/executor/host.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/error.hpp"
+#include "datamask/exec/host.hpp"
 
 namespace datamask {
 

@@ -19,15 +19,15 @@
 
 #include <Eigen/Core>
 
-#include "datamask/concepts.hpp"
-#include "datamask/config.hpp"
-#include "datamask/detail/parallel.hpp"
-#include "datamask/enum_names.hpp"
-#include "datamask/kernels.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/config.hpp"
+#include "datamask/core/detail/parallel.hpp"
+#include "datamask/core/enum_names.hpp"
+#include "datamask/core/kernels.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/facility_dual.hpp"
 #include "datamask/objectives/detail/facility_mean.hpp"
-#include "datamask/error.hpp"
+#include "datamask/core/error.hpp"
 
 namespace datamask {
 

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "datamask/concepts.hpp"
+#include "datamask/core/concepts.hpp"
 
 namespace datamask {
 

@@ -15,14 +15,14 @@
 
 #include <Eigen/Core>
 
-#include "datamask/concepts.hpp"
-#include "datamask/config.hpp"
-#include "datamask/detail/parallel.hpp"
-#include "datamask/detail/row_map.hpp"
-#include "datamask/executor/host.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/config.hpp"
+#include "datamask/core/detail/parallel.hpp"
+#include "datamask/core/detail/row_map.hpp"
+#include "datamask/exec/host.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/pairwise_bound.hpp"
-#include "datamask/executor/ops.hpp"
+#include "datamask/exec/ops.hpp"
 
 namespace datamask {
 

@@ -38,12 +38,12 @@
 #include <utility>
 #include <vector>
 
-#include "datamask/concepts.hpp"
-#include "datamask/config.hpp"
-#include "datamask/detail/parallel.hpp"
-#include "datamask/error.hpp"
-#include "datamask/executor/ops.hpp"
-#include "datamask/knn/graph.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/config.hpp"
+#include "datamask/core/detail/parallel.hpp"
+#include "datamask/core/error.hpp"
+#include "datamask/exec/ops.hpp"
+#include "datamask/objectives/knn/graph.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/facility_dual.hpp"
 #include "datamask/objectives/detail/facility_mean.hpp"

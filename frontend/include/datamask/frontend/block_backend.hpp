@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include <datamask/block_select.hpp>
+#include <datamask/run/block_select.hpp>
 
 namespace dmfront {
 

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include <datamask/block_select.hpp>
-#include <datamask/pipeline.hpp>
+#include <datamask/run/block_select.hpp>
+#include <datamask/run/pipeline.hpp>
 
 namespace dmfront {
 

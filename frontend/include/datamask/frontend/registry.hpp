@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include <datamask/block_select.hpp>
-#include <datamask/detail/parallel.hpp>
+#include <datamask/run/block_select.hpp>
+#include <datamask/core/detail/parallel.hpp>
 
 namespace dmfront {
 

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include <datamask/block_select.hpp>
+#include <datamask/run/block_select.hpp>
 
 namespace dmfront {
 

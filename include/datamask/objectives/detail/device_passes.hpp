@@ -7,11 +7,11 @@
 /// Trivially copyable functors with `DATAMASK_HOST_DEVICE` call operators, for an executor's
 /// `for_each`; they know nothing of Thrust.
 
-#include "datamask/concepts.hpp"
-#include "datamask/config.hpp"
-#include "datamask/detail/sorted_search.hpp"
-#include "datamask/executor/ops.hpp"
-#include "datamask/types.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/config.hpp"
+#include "datamask/core/detail/sorted_search.hpp"
+#include "datamask/exec/ops.hpp"
+#include "datamask/core/types.hpp"
 
 namespace datamask::detail::device_passes {
 

@@ -42,12 +42,12 @@
 
 #include <Eigen/Core>
 
-#include "datamask/concepts.hpp"
-#include "datamask/detail/parallel.hpp"
-#include "datamask/error.hpp"
-#include "datamask/kernels.hpp"
-#include "datamask/knn/graph.hpp"
-#include "datamask/types.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/detail/parallel.hpp"
+#include "datamask/core/error.hpp"
+#include "datamask/core/kernels.hpp"
+#include "datamask/objectives/knn/graph.hpp"
+#include "datamask/core/types.hpp"
 
 namespace datamask::detail::facility_dual {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "datamask/objectives/detail/facility_dual.hpp"
-#include "datamask/types.hpp"
+#include "datamask/core/types.hpp"
 
 namespace datamask::detail::facility_mean {
 

@@ -20,11 +20,11 @@
 #include <span>
 #include <vector>
 
-#include "datamask/concepts.hpp"
-#include "datamask/config.hpp"
-#include "datamask/error.hpp"
-#include "datamask/executor/ops.hpp"
-#include "datamask/types.hpp"
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/config.hpp"
+#include "datamask/core/error.hpp"
+#include "datamask/exec/ops.hpp"
+#include "datamask/core/types.hpp"
 
 namespace datamask::detail::pairwise_bound {
 

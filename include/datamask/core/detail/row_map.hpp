@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief A row of a block as an Eigen vector, for the host code of the objectives and the polish,
+/// and a prefetch of scattered rows.
+
+#include <Eigen/Core>
+
+#include "datamask/core/types.hpp"
+
+namespace datamask::detail {
+
+/// Row `i` of `x` as an Eigen column vector of T (no copy).
+template <class T>
+[[nodiscard]] auto row_map(const matrix_view<const T>& x, index_t i) {
+  return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols);
+}
+
+/// Asks the CPU to start loading `count` values at `p` (one request per 64-byte line), for a
+/// loop over rows scattered in memory, which the hardware prefetcher cannot predict. A no-op on
+/// compilers without `__builtin_prefetch`.
+template <class T>
+void prefetch(const T* p, index_t count) {
+#if defined(__GNUC__) || defined(__clang__)
+  constexpr index_t line = 64 / static_cast<index_t>(sizeof(T)) > 0 ? 64 / static_cast<index_t>(sizeof(T)) : 1;
+  for (index_t j = 0; j < count; j += line) __builtin_prefetch(p + j);
+#else
+  (void)p;
+  (void)count;
+#endif
+}
+
+}  // namespace datamask::detail

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The continuous learner (docs/method.md section 6): the phases every optimiser of a block
+/// shares (phases.hpp) around the continuous ascent of the relaxation of f on the backend's
+/// executor (continuous/ascent.hpp, continuous/relaxation.hpp), its read-out (the S largest p)
+/// and the swap polish (continuous/polish.hpp).
+///
+/// Why: the policy-gradient learner gives every item of a rollout the same scalar credit, so it
+/// needs about 10^5 steps to come near greedy quality (benchmarks/RESULTS.md). Where each term of
+/// f has a relaxation (`relaxable_objective`), the exact gradient of F costs one or two passes
+/// over the block and carries a separate signal for every item.
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "datamask/exec/backend/concept.hpp"
+#include "datamask/exec/backend/default.hpp"
+#include "datamask/learners/continuous/ascent.hpp"
+#include "datamask/learners/continuous/iterate.hpp"
+#include "datamask/learners/continuous/polish.hpp"
+#include "datamask/learners/continuous/relaxation.hpp"
+#include "datamask/learners/greedy/greedy.hpp"
+#include "datamask/learners/pg/learner.hpp"
+#include "datamask/objectives/function.hpp"
+#include "datamask/objectives/mix.hpp"
+#include "datamask/core/options.hpp"
+#include "datamask/learners/phases.hpp"
+#include "datamask/learners/continuous/settings.hpp"
+
+namespace datamask {
+
+/// @brief Settings of `continuous_learner`.
+struct continuous_options {
+  /// The settings shared with the policy-gradient learner: ratio or count, lambda, prune or
+  /// prune_threshold, scaling and scales, calibration_subsets, quality aggregate, seed and block
+  /// (they key the calibration subsets), active_fraction and min_active (the calibration
+  /// batch), threads, normalized, and snapshot_every (here in iterations). Its rollout settings
+  /// and hooks (rollouts, steps, init, readout, on_step, stop, on_snapshot, first_step,
+  /// initial_logits, initial_best) are not used: the members below take their place.
+  options common;
+  continuous_settings ascent;
+  polish_settings polish;
+  std::function<void(const continuous_step_info&)> on_step;  ///< after each iteration
+  std::function<bool(const continuous_step_info&)> stop;     ///< return true to stop early
+  /// Checkpoints, as `options::on_snapshot` for the policy gradient: the whole iterate and the
+  /// best tracked read-out (rows and f; `continuous_settings::track_every`), every
+  /// `common.snapshot_every` iterations and after the iteration at which `stop` ended the run.
+  std::function<void(const continuous_iterate&, const best_rollout&)> on_snapshot;
+  /// A run to continue: a snapshot's iterate (empty `p`: start afresh) and best read-out. The
+  /// selection and the history are those of the uninterrupted run.
+  continuous_iterate initial;
+  best_rollout initial_best;
+};
+
+/// @brief The read-out: the S candidates with the largest key (p, or the logits, which order
+/// alike but resolve more), ties to the smaller id, in that order.
+[[nodiscard]] inline std::vector<index_t> read_out(std::span<const double> key, std::span<const id_t> ids,
+                                                   std::span<const index_t> candidates, index_t s) {
+  // When S candidates have a positive key, the S largest are among them: the projected iterate
+  // keeps exact zeros, so a tracked read-out then selects from fewer rows than the block.
+  std::vector<index_t> positive;
+  for (index_t i : candidates) {
+    if (key[i] > 0.0) positive.push_back(i);
+  }
+  if (static_cast<index_t>(positive.size()) >= s) return detail::continuous::top_by(key, ids, positive, s, true);
+  return detail::continuous::top_by(key, ids, candidates, s, true);
+}
+
+
+/// @brief Selection by the continuous learner (docs/method.md section 6): the phases every optimiser
+/// of a block shares (phases.hpp: validation, kept rows, S, calibrated or fixed scales, read-out
+/// order, final evaluation into a `selection_result`) around the continuous ascent of the
+/// relaxation of f, its read-out and the polish.
+///
+/// Every diversity term with a positive weight must be a `relaxable_objective` (pairwise
+/// similarity, DiSF, facility location on a kNN graph (`sparse_facility_location`), or a user
+/// objective with `relax`); dense facility location has none (use `learner`, or give it a graph).
+///
+/// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
+///         evaluation) and the ascent, on its executor (`eigen_backend`: the host's threads;
+///         `thrust_backend`: its device): the iterate, the gradient, the step, the projection
+///         and every term's relaxation stay there, and per iteration only scalars come back
+///         (and p at the tracked read-outs). The same code runs on every backend: on
+///         `thrust_backend` over OpenMP the selection is the CPU backend's
+///         (tests/test_thrust_credit_continuous.cpp). The polish runs on the host.
+template <backend Backend = default_backend>
+class basic_continuous_learner {
+ public:
+  explicit basic_continuous_learner(continuous_options opt = {}, Backend b = {})
+      : opt_(std::move(opt)), backend_(std::move(b)) {}
+
+  [[nodiscard]] const continuous_options& settings() const { return opt_; }
+
+  /// @brief Selects S items of one block.
+  /// @param p the block: embeddings, quality columns, ids
+  /// @param diversity a relaxable diversity objective or a `diversity_mix` of them
+  /// @return the selection, filled as the policy-gradient learner fills it (ids and rows in
+  ///         read-out order, terms, objective when `evaluate_selection`, kept, prune_threshold);
+  ///         `history` holds one record per iteration (reward_mean = reward_max = the relaxed f
+  ///         before the step, term_means empty); `steps_run` counts iterations; `logits` holds
+  ///         logit(p) clamped to [-40, 40] (projected) or L - tau (logits), -infinity for pruned
+  ///         rows
+  /// @throws invalid_input for bad input or settings (term_scaling::group is refused: f must be
+  ///         a fixed function)
+  template <class T, class Diversity>
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity) const {
+    static_assert(std::is_floating_point_v<T>, "datamask: embeddings must be float or double");
+    static_assert(detail::mix_models<Diversity, T>::value,
+                  "datamask::continuous_learner::select: the diversity argument does not model "
+                  "datamask::diversity_objective<D, T>");
+    return run(p, detail::as_mix(diversity));
+  }
+
+ private:
+  template <class T, class Mix>
+  selection_result run(const problem<T>& p, const Mix& mix) const {
+    const options& o = opt_.common;
+    DATAMASK_EXPECTS(o.scaling != term_scaling::group, "scaling",
+                     "group scaling makes f a different function at every step; the continuous "
+                     "learner needs calibrated, fixed or raw scales");
+    validate(opt_.ascent);
+    validate(opt_.polish);
+    auto ctx = phases::make_context(backend_, p, mix, o, o.prepared.get());
+    const phases::block_plan& blk = ctx.blk;
+    const Backend& b = ctx.backend;
+    selection_result res;
+    res.active = blk.kept_count();  // every kept item takes part in every iteration
+    res.rollout_size = blk.selected;
+    std::vector<double> key(static_cast<std::size_t>(blk.rows()), 0.0);
+    std::vector<index_t> rows;
+    if (phases::learns(blk, o)) {
+      const phases::batch_size size = phases::batch_sizes(blk, o);
+      // The scales of the policy-gradient learner with the same settings: one f for both.
+      phases::calibrate_scales(ctx, size.active, size.rollout);
+      rows = ascend(ctx, key, res);
+    }
+    const auto key_dev = b.to_device(std::span<const double>(key));
+    // Read-out order: the key, ties to the smaller id (the top S by quality when f is modular).
+    std::vector<index_t> ordered =
+        phases::learns(blk, o)
+            ? b.top_rows(key_dev, ctx.dev.ds, b.to_device(std::span<const index_t>(rows)), blk.selected)
+            : phases::read_out(ctx, key_dev);
+    // No candidate rows: a typed null, as nvcc (13.0) deduces nothing through a bare nullptr here.
+    const typename Backend::template vector<index_t>* no_candidates = nullptr;
+    phases::finish(ctx, phases::scored_rows{std::move(ordered), {}, false}, std::move(key), no_candidates, res);
+    return res;
+  }
+
+  /// The ascent, its read-out and the polish on f with the block's scales. Fills `key` (the
+  /// read-out key per row), the history and the counters; returns the selected rows.
+  template <class T, class Mix>
+  std::vector<index_t> ascend(const phases::block_context<Backend, T, Mix>& ctx, std::vector<double>& key,
+                              selection_result& res) const {
+    const options& o = opt_.common;
+    const phases::block_plan& blk = ctx.blk;
+    const Backend& b = ctx.backend;
+    const index_t s = blk.selected;
+    // f on the rows the context prepared (no second pass over the block).
+    objective_function<T, Mix> f(ctx.block.embeddings, blk.data, ctx.mix, o.lambda, o.quality, o.threads);
+    std::vector<double> scales;
+    for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
+    f.set_scales(scales);
+    const auto relaxed = relaxed_objective(f, s, o.threads);  // on the host, for the polish
+    best_rollout best = opt_.initial_best;  // the best tracked read-out: rows and f
+    phases::check_resumed_best(blk, best, "initial_best");
+    const index_t every = opt_.ascent.track_every;
+    ascent_hooks hooks{opt_.on_step, opt_.stop, {}, o.snapshot_every, {}};
+    hooks.on_iterate = [&](index_t t, std::span<const double> pcur) {
+      if (every == 0 || t % every != 0) return;
+      std::vector<index_t> r = read_out(pcur, f.ids(), blk.kept, s);
+      const double fv = f(std::span<const index_t>(r));
+      if (fv > best.reward) {
+        best.reward = fv;
+        best.rows = std::move(r);
+      }
+    };
+    if (opt_.on_snapshot) hooks.on_snapshot = [&](const continuous_iterate& it) { opt_.on_snapshot(it, best); };
+    hooks.iterate_every = every;
+    continuous_iterate start =
+        opt_.initial.p.empty() ? first_iterate(blk.rows(), blk.kept, s, opt_.ascent) : opt_.initial;
+    // The ascent on the backend's executor: f's quality uploaded once, the block read where the
+    // backend keeps it.
+    auto exec = b.make_executor(ctx.dev.ds);
+    const double* quality = f.has_quality_term() ? exec.upload(f.quality()) : nullptr;
+    const continuous_state st = datamask::ascend(exec, relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality), blk.rows(),
+                                       blk.kept, s, opt_.ascent, std::move(start), hooks);
+    res.steps_run = st.iterations_run;
+    res.stopped_early = st.stopped_early;
+    res.history.reserve(st.relaxed.size());
+    for (std::size_t t = 0; t < st.relaxed.size(); ++t) {
+      const auto it = static_cast<index_t>(t + 1);
+      res.history.push_back(step_record{it, schedule_of(opt_.ascent)(it, opt_.ascent.iterations), st.relaxed[t],
+                                        st.relaxed[t], {}});
+    }
+    if (st.logits.empty()) {
+      for (index_t i : blk.kept) {
+        const double pi = std::clamp(st.p[i], 1e-300, 1.0);
+        key[i] = std::clamp(std::log(pi) - std::log1p(-std::min(pi, 1.0 - 1e-17)), -40.0, 40.0);
+      }
+    } else {
+      key = st.logits;
+    }
+    // Projected: p itself (ties among the exact ones go to the smaller id); logits: L - tau,
+    // which orders as p does but does not round to 1.
+    std::vector<std::vector<index_t>> starts;
+    starts.push_back(read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s));
+    starts.push_back(std::move(best.rows));
+    // A stopped run skips the start: its greedy has no stop check and would delay the stop.
+    if (opt_.polish.enabled && opt_.polish.stochastic_start && !st.stopped_early) {
+      starts.push_back(stochastic_start(f, blk.kept, s));
+    }
+    return polish_best(f, relaxed, blk.kept, std::move(starts));
+  }
+
+  /// Stochastic greedy's selection of `s` kept rows on f (`polish_settings::stochastic_start`),
+  /// keyed as the greedy baseline of the same run and block is (`greedy_seed`).
+  template <class F>
+  std::vector<index_t> stochastic_start(const F& f, std::span<const index_t> kept, index_t s) const {
+    greedy_options g;
+    g.method = greedy_method::stochastic;
+    g.epsilon = opt_.common.epsilon;
+    g.seed = greedy_seed(opt_.common);
+    g.threads = opt_.common.threads;
+    if (static_cast<index_t>(kept.size()) < f.size()) g.candidates.assign(kept.begin(), kept.end());
+    return greedy_select(f, s, g).rows;
+  }
+
+  /// Polishes each start set (the final read-out first; empty and repeated sets dropped) and
+  /// returns the best by f, ties to the earlier start.
+  template <class F, class Relaxed>
+  std::vector<index_t> polish_best(const F& f, const Relaxed& relaxed, std::span<const index_t> kept,
+                                   std::vector<std::vector<index_t>> starts) const {
+    std::vector<index_t> best;
+    double best_f = 0.0;
+    std::vector<std::vector<index_t>> seen;
+    for (std::vector<index_t>& rows : starts) {
+      std::vector<index_t> sorted(rows);
+      std::sort(sorted.begin(), sorted.end());
+      if (rows.empty() || std::find(seen.begin(), seen.end(), sorted) != seen.end()) continue;
+      seen.push_back(std::move(sorted));
+      if (opt_.polish.enabled) (void)polish_swaps(f, relaxed, rows, kept, opt_.polish, opt_.common.threads);
+      const double value = f(std::span<const index_t>(rows));
+      if (best.empty() || value > best_f) {
+        best = std::move(rows);
+        best_f = value;
+      }
+    }
+    return best;
+  }
+
+  continuous_options opt_;
+  Backend backend_;
+};
+
+/// @brief The continuous learner on the default backend (`default_backend`, as `learner<>`).
+using continuous_learner = basic_continuous_learner<>;
+
+}  // namespace datamask

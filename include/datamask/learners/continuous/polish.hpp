@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The swap polish after the continuous ascent's read-out: 1-swaps while one clearly
+/// improves f, then one 2-swap search at a 1-swap optimum, each applied swap raising f by its
+/// exact gain. Candidates are ranked by exact one-sided changes where every term's swap state
+/// gives them (`ranked_swap_state`), else by the relaxation's gradient at the selection; each
+/// diversity term gives its exact swap gains through its `swap_state` (`swappable_objective`),
+/// or, without one, by evaluation on the swapped set.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "datamask/core/concepts.hpp"
+#include "datamask/core/detail/parallel.hpp"
+#include "datamask/objectives/function.hpp"
+#include "datamask/objectives/mix.hpp"
+#include "datamask/learners/continuous/settings.hpp"
+
+namespace datamask {
+
+/// @brief What the polish did.
+struct polish_report {
+  index_t rounds = 0;
+  index_t swaps = 0;
+  index_t evaluations = 0;  ///< swap gains computed
+  double gain = 0.0;        ///< sum of the exact gains of the swaps applied
+};
+
+
+namespace detail::continuous {
+
+/// Rows ordered by key descending, ties to the smaller id; the first `s` of them.
+inline std::vector<index_t> top_by(std::span<const double> key, std::span<const id_t> ids,
+                                   std::span<const index_t> candidates, index_t s, bool largest) {
+  std::vector<index_t> rows(candidates.begin(), candidates.end());
+  auto before = [&](index_t a, index_t b) {
+    if (key[a] != key[b]) return largest ? key[a] > key[b] : key[a] < key[b];
+    return ids[a] < ids[b];
+  };
+  s = std::min<index_t>(s, static_cast<index_t>(rows.size()));
+  // The order is total (ties to the smaller id), so selecting the first s and sorting them gives
+  // partial_sort's result, in O(n + s log s) instead of O(n log s).
+  std::nth_element(rows.begin(), rows.begin() + s, rows.end(), before);
+  rows.resize(static_cast<std::size_t>(s));
+  std::sort(rows.begin(), rows.end(), before);
+  return rows;
+}
+
+
+/// Swap gains of a term without a `swap_state`, by evaluation on the swapped set: O(cost of the
+/// objective) per swap. A batched objective scores the swaps `prepare` announces (removals x
+/// additions) in `evaluate_batch` calls, the same values as one at a time: an objective given at
+/// run time (a Python metric) is then called once per batch, not once per swap.
+template <class D, class T>
+struct evaluated_swaps {
+  const D* objective;
+  subset_view<T> base;
+  std::vector<index_t> rows;
+  double value = 0.0;
+  // The deltas of the swaps last prepared (batched objectives): removals x additions.
+  std::vector<index_t> prepared_r, prepared_a;
+  std::vector<double> prepared;
+
+  evaluated_swaps(const D& o, const subset_view<T>& v, std::span<const index_t> sel)
+      : objective(&o), base(v), rows(sel.begin(), sel.end()), value(eval(rows)) {}
+  [[nodiscard]] double eval(const std::vector<index_t>& r) const {
+    subset_view<T> s = base;
+    s.subset = index_view(std::span<const index_t>(r));
+    return static_cast<double>((*objective)(s));
+  }
+  void prepare(std::span<const index_t> removals, std::span<const index_t> additions) {
+    if constexpr (batched_diversity_objective<D, T>) {
+      prepared_r.assign(removals.begin(), removals.end());
+      prepared_a.assign(additions.begin(), additions.end());
+      prepared.assign(removals.size() * additions.size(), 0.0);
+      const auto k = static_cast<std::size_t>(rows.size());
+      const std::size_t per_batch =
+          std::max<std::size_t>(1, static_cast<std::size_t>(evaluation_batch_rows) / std::max<std::size_t>(k, 1));
+      std::vector<index_t> subsets;
+      for (std::size_t first = 0; first < prepared.size(); first += per_batch) {
+        const std::size_t g = std::min(prepared.size() - first, per_batch);
+        subsets.resize(g * k);
+        for (std::size_t c = 0; c < g; ++c) {
+          const std::size_t pair = first + c;
+          const auto out = subsets.begin() + static_cast<std::ptrdiff_t>(c * k);
+          const auto end = std::copy(rows.begin(), rows.end(), out);
+          // A removal no longer in the set (a state copied after a first swap) is never asked.
+          const auto at = std::find(out, end, prepared_r[pair / additions.size()]);
+          if (at != end) *at = prepared_a[pair % additions.size()];
+        }
+        const batch_view<T> b{base.embeddings, base.inv_norms, base.sq_norms,
+                              make_matrix_view(static_cast<const index_t*>(subsets.data()), static_cast<index_t>(g),
+                                               static_cast<index_t>(k)),
+                              base.reference, base.threads};
+        objective->evaluate_batch(b, std::span<double>(prepared).subspan(first, g));
+      }
+      for (double& v : prepared) v -= value;
+    }
+  }
+  [[nodiscard]] double delta(index_t r, index_t a) const {
+    const auto ri = std::find(prepared_r.begin(), prepared_r.end(), r);
+    const auto ai = std::find(prepared_a.begin(), prepared_a.end(), a);
+    if (ri != prepared_r.end() && ai != prepared_a.end()) {
+      return prepared[static_cast<std::size_t>(ri - prepared_r.begin()) * prepared_a.size() +
+                      static_cast<std::size_t>(ai - prepared_a.begin())];
+    }
+    std::vector<index_t> swapped = rows;
+    *std::find(swapped.begin(), swapped.end(), r) = a;
+    return eval(swapped) - value;
+  }
+  void apply(index_t r, index_t a) {
+    *std::find(rows.begin(), rows.end(), r) = a;
+    value = eval(rows);
+    prepared_r.clear();  // the deltas were from the set before this swap
+    prepared_a.clear();
+    prepared.clear();
+  }
+};
+
+/// A term's swap state on a selection: its own (`swappable_objective`), else by evaluation.
+template <class D, class T>
+auto swap_state_for(const D& objective, const subset_view<T>& block, std::span<const index_t> selection) {
+  if constexpr (swappable_objective<D, T>) {
+    return objective.swap_state(block, selection);
+  } else {
+    return evaluated_swaps<D, T>(objective, block, selection);
+  }
+}
+
+/// One optional swap state per term of a mix (a term with weight 0 has none).
+template <class T, class... Ds>
+std::tuple<std::optional<decltype(swap_state_for(std::declval<const Ds&>(), std::declval<const subset_view<T>&>(),
+                                                 std::span<const index_t>()))>...>
+swap_states_for(const diversity_mix<Ds...>&);
+
+/// The state of one `polish_swaps` run, in steps: the term states on the selection, the exact
+/// gain of a swap, the candidates' ranking (`refresh_if_due`), the scans of single swaps, the
+/// double-swap search, and the round loop. Not copyable or movable: the term states view `all`.
+template <class T, class Diversity>
+struct polisher {
+  using objective_t = objective_function<T, Diversity>;
+  using states_t = decltype(swap_states_for<T>(std::declval<const typename objective_t::mix_type&>()));
+
+  const objective_t& f;
+  std::vector<index_t>& rows;
+  std::span<const index_t> candidates;
+  const polish_settings& cfg;
+  int threads;
+  polish_report rep;
+  const index_t n;
+  const index_t k;
+  const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::vector<index_t> all;  ///< every row, in order: the states' base view points into it
+  states_t states;
+  std::vector<char> in;
+  std::vector<double> p;
+  std::vector<double> grad;
+  const double qdiv;
+  index_t last_refresh = -1;
+  bool force_refresh = false;
+  bool exact_ranking = true;  ///< every term of f's state gives one-sided changes (`exact_keys`)
+
+  polisher(const objective_t& f_, std::vector<index_t>& rows_, std::span<const index_t> candidates_,
+           const polish_settings& cfg_, int threads_)
+      : f(f_), rows(rows_), candidates(candidates_), cfg(cfg_), threads(threads_), n(f_.size()),
+        k(static_cast<index_t>(rows_.size())), all(static_cast<std::size_t>(n)),
+        in(static_cast<std::size_t>(n), 0), p(static_cast<std::size_t>(n), 0.0),
+        grad(static_cast<std::size_t>(n), 0.0),
+        qdiv(f_.aggregate() == quality_aggregate::mean ? static_cast<double>(k) : 1.0) {
+    std::iota(all.begin(), all.end(), index_t{0});
+    const subset_view<T> base{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), index_view{},
+                              index_view(std::span<const index_t>(all))};
+    f.mix().for_each([&](auto i, const auto& objective, double /*v*/) {
+      if (f.term_slots()[i] < 0) return;
+      auto& state = std::get<decltype(i)::value>(states);
+      state.emplace(swap_state_for(objective, base, rows));
+      exact_ranking = exact_ranking && ranked_swap_state<typename std::remove_reference_t<decltype(state)>::value_type>;
+    });
+    for (index_t r : rows) in[r] = 1;
+  }
+  polisher(const polisher&) = delete;
+  polisher& operator=(const polisher&) = delete;
+
+  [[nodiscard]] bool out_of_time() const {
+    return cfg.seconds > 0.0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > cfg.seconds;
+  }
+
+  /// Only clear improvements: a gain at rounding level could cycle.
+  [[nodiscard]] bool clear_gain(double gain) const { return gain > 1e-12 * std::max(1.0, std::abs(rep.gain)); }
+
+  /// The exact change of f when r leaves and a joins, from the term states `st` (thread-safe).
+  double pair_gain(const states_t& st, index_t r, index_t a) const {
+    const auto& terms = f.terms();
+    double gain = 0.0;
+    if (f.has_quality_term()) {
+      gain += terms[0].weight / terms[0].scale * (f.quality()[a] - f.quality()[r]) / qdiv;
+    }
+    f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
+      const int t = f.term_slots()[i];
+      if (t < 0) return;
+      const double dlt = std::get<decltype(i)::value>(st)->delta(r, a);
+      gain += terms[static_cast<std::size_t>(t)].weight / terms[static_cast<std::size_t>(t)].scale * dlt;
+    });
+    return gain;
+  }
+
+  void apply_to(states_t& st, index_t r, index_t a) const {
+    f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
+      if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(st)->apply(r, a);
+    });
+  }
+
+  void prepare_all(states_t& st, std::span<const index_t> rm, std::span<const index_t> ad) const {
+    f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
+      if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(st)->prepare(rm, ad);
+    });
+  }
+
+  /// Row r leaves the selection (states, rows, membership) and row a takes its place.
+  void swap_in(index_t r, index_t a) {
+    apply_to(states, r, a);
+    *std::find(rows.begin(), rows.end(), r) = a;
+    in[r] = 0;
+    in[a] = 1;
+  }
+
+  /// The exact ranking, where every term's state gives one-sided changes: a selected row's key
+  /// is what f loses without it, another row's what f gains with it (quality included as in
+  /// `pair_gain`), so the best swaps pair the smallest keys inside with the largest outside.
+  void exact_keys() {
+    const auto& terms = f.terms();
+    detail::parallel_for(static_cast<index_t>(candidates.size()), threads, [&](index_t c) {
+      const index_t i = candidates[static_cast<std::size_t>(c)];
+      const bool inside = in[i] != 0;
+      double key = 0.0;
+      if (f.has_quality_term()) key += terms[0].weight / terms[0].scale * f.quality()[i] / qdiv;
+      f.mix().for_each([&](auto t, const auto& /*o*/, double /*v*/) {
+        const int slot = f.term_slots()[t];
+        if (slot < 0) return;
+        const auto& state = *std::get<decltype(t)::value>(states);
+        if constexpr (ranked_swap_state<std::remove_cvref_t<decltype(state)>>) {
+          const double change = state.one_sided(i, inside);
+          const auto& term = terms[static_cast<std::size_t>(slot)];
+          key += term.weight / term.scale * (inside ? -change : change);
+        }
+      });
+      grad[i] = key;
+    }, static_cast<double>(f.embeddings().cols) * static_cast<double>(f.embeddings().cols));
+  }
+
+  /// The ranking at the selection, when due (or forced): exact (`exact_keys`) where every term
+  /// offers it, else the relaxation's gradient; true when refreshed.
+  template <class Relaxed>
+  bool refresh_if_due(const Relaxed& relaxed, index_t round) {
+    const bool fresh = force_refresh || last_refresh < 0 || round - last_refresh >= cfg.refresh_every;
+    if (fresh) {
+      if (exact_ranking) {
+        exact_keys();
+      } else {
+        for (index_t i = 0; i < n; ++i) p[i] = in[i] ? 1.0 : 0.0;
+        (void)relaxed(std::span<const double>(p), std::span<double>(grad));
+      }
+      last_refresh = round;
+      force_refresh = false;
+    }
+    return fresh;
+  }
+
+  /// The candidates outside the selection, in candidate order.
+  [[nodiscard]] std::vector<index_t> outside_rows() const {
+    std::vector<index_t> outside;
+    outside.reserve(candidates.size() - rows.size());
+    for (index_t i : candidates) {
+      if (!in[i]) outside.push_back(i);
+    }
+    return outside;
+  }
+
+  /// A swap among the candidates: indices into the removals and additions, and its gain.
+  struct single_move {
+    std::size_t r = 0;
+    std::size_t a = 0;
+    double gain = 0.0;
+  };
+
+  /// Exact gains of every pair, in parallel over the removals; the clearly improving ones,
+  /// best first (ties by removal, then addition order).
+  std::vector<single_move> improving_pairs(const std::vector<index_t>& rems, const std::vector<index_t>& adds) {
+    std::vector<std::vector<single_move>> found(rems.size());
+    detail::parallel_for(static_cast<index_t>(rems.size()), threads, [&](index_t ri) {
+      const auto r = static_cast<std::size_t>(ri);
+      for (std::size_t a = 0; a < adds.size(); ++a) {
+        const double gain = pair_gain(states, rems[r], adds[a]);
+        if (clear_gain(gain)) found[r].push_back({r, a, gain});
+      }
+    });
+    rep.evaluations += static_cast<index_t>(rems.size() * adds.size());
+    std::vector<single_move> moves;
+    for (const auto& some : found) moves.insert(moves.end(), some.begin(), some.end());
+    std::stable_sort(moves.begin(), moves.end(),
+                     [](const single_move& x, const single_move& y) { return x.gain > y.gain; });
+    return moves;
+  }
+
+  /// Single swaps while they clearly improve f: each scan scores every pair of the remaining
+  /// candidates once, then applies its improving swaps best first, each on rows no earlier swap
+  /// of the scan moved and after its gain is checked again on the current set (only the first
+  /// is unchanged). Why: rescoring all C^2 pairs after every swap made the polish cost C^3 / 3
+  /// exact gains a round; DiSF's are d^2 / 2 each. @return the number applied
+  index_t single_swaps(std::vector<index_t>& adds, std::vector<index_t>& rems) {
+    index_t swaps = 0;
+    while (!adds.empty() && !rems.empty() && !out_of_time()) {
+      prepare_all(states, rems, adds);
+      const std::vector<single_move> moves = improving_pairs(rems, adds);
+      std::vector<char> moved_r(rems.size(), 0);
+      std::vector<char> moved_a(adds.size(), 0);
+      index_t applied = 0;
+      for (const single_move& m : moves) {
+        if (moved_r[m.r] || moved_a[m.a]) continue;
+        const index_t r = rems[m.r];
+        const index_t a = adds[m.a];
+        double gain = m.gain;
+        if (applied > 0) {
+          const index_t one_r[1] = {r};
+          const index_t one_a[1] = {a};
+          prepare_all(states, one_r, one_a);
+          gain = pair_gain(states, r, a);
+          ++rep.evaluations;
+          if (!clear_gain(gain)) continue;
+        }
+        swap_in(r, a);
+        rep.gain += gain;
+        ++rep.swaps;
+        ++applied;
+        moved_r[m.r] = 1;
+        moved_a[m.a] = 1;
+      }
+      if (applied == 0) break;
+      swaps += applied;
+      std::erase_if(rems, [&](index_t i) { return !in[i]; });
+      std::erase_if(adds, [&](index_t i) { return in[i] != 0; });
+    }
+    return swaps;
+  }
+
+  /// For each first swap c = (r2[c / nb], a2[c % nb]), the best gain of it followed by a second
+  /// swap (a later removal, another addition) in best2[c], that second swap in arg2[c] (exact,
+  /// through a copy of the states; in parallel over the first swaps).
+  void best_doubles(const std::vector<index_t>& r2, const std::vector<index_t>& a2, std::vector<double>& best2,
+                    std::vector<std::size_t>& arg2) {
+    const std::size_t nb = r2.size();
+    detail::parallel_for(static_cast<index_t>(nb * nb), threads, [&](index_t c) {
+      const std::size_t i1 = static_cast<std::size_t>(c) / nb;
+      const std::size_t j1 = static_cast<std::size_t>(c) % nb;
+      const double g1 = pair_gain(states, r2[i1], a2[j1]);
+      states_t copy = states;
+      apply_to(copy, r2[i1], a2[j1]);
+      prepare_all(copy, r2, a2);
+      for (std::size_t i2 = i1 + 1; i2 < nb; ++i2) {
+        for (std::size_t j2 = 0; j2 < nb; ++j2) {
+          if (j2 == j1) continue;
+          const double g = g1 + pair_gain(copy, r2[i2], a2[j2]);
+          if (g > best2[static_cast<std::size_t>(c)]) {
+            best2[static_cast<std::size_t>(c)] = g;
+            arg2[static_cast<std::size_t>(c)] = i2 * nb + j2;
+          }
+        }
+      }
+    });
+  }
+
+  /// At a 1-swap local optimum: the best double swap among the `pair_candidates` best-ranked
+  /// items on each side (two removals, two additions), applied if it clearly improves f.
+  /// @return whether one was applied
+  bool double_swap(const std::vector<index_t>& outside) {
+    const index_t b2 = std::min(cfg.pair_candidates, std::min<index_t>(k, static_cast<index_t>(outside.size())));
+    if (b2 < 2) return false;
+    const std::vector<index_t> r2 = top_by(grad, f.ids(), rows, b2, false);
+    const std::vector<index_t> a2 = top_by(grad, f.ids(), outside, b2, true);
+    prepare_all(states, r2, a2);
+    const std::size_t nb = static_cast<std::size_t>(b2);
+    std::vector<double> best2(nb * nb, -std::numeric_limits<double>::infinity());
+    std::vector<std::size_t> arg2(nb * nb, 0);
+    best_doubles(r2, a2, best2, arg2);
+    rep.evaluations += static_cast<index_t>(nb * nb * nb * nb / 2);
+    std::size_t bc = 0;
+    for (std::size_t c = 1; c < best2.size(); ++c) {
+      if (best2[c] > best2[bc]) bc = c;
+    }
+    if (!clear_gain(best2[bc])) return false;
+    const std::pair<index_t, index_t> moves[2] = {{r2[bc / nb], a2[bc % nb]},
+                                                  {r2[arg2[bc] / nb], a2[arg2[bc] % nb]}};
+    for (const auto& [r, a] : moves) swap_in(r, a);
+    rep.gain += best2[bc];
+    rep.swaps += 2;
+    return true;
+  }
+
+  /// The rounds: rank by the (possibly stale) ranking, apply single swaps; with none, refresh a
+  /// stale ranking and retry, else try one double swap and stop without one.
+  template <class Relaxed>
+  void run(const Relaxed& relaxed) {
+    for (index_t round = 0; round < cfg.rounds && !out_of_time(); ++round) {
+      ++rep.rounds;
+      const bool fresh = refresh_if_due(relaxed, round);
+      const std::vector<index_t> outside = outside_rows();
+      std::vector<index_t> adds = top_by(grad, f.ids(), outside, cfg.candidates, true);
+      std::vector<index_t> rems = top_by(grad, f.ids(), rows, cfg.candidates, false);
+      if (single_swaps(adds, rems) > 0) continue;
+      if (!fresh) {  // no single swap by the stale ranking: refresh before giving up
+        force_refresh = true;
+        continue;
+      }
+      if (!double_swap(outside)) break;
+    }
+  }
+};
+
+}  // namespace detail::continuous
+
+/// @brief Swap local search on a selection (see `polish_settings`): 1-swaps, then a 2-swap search
+/// at a 1-swap optimum; each applied swap raises f
+/// by its exact gain; candidates are ranked by exact one-sided changes where every term's swap
+/// state gives them (`ranked_swap_state`), else by the gradient of `relaxed` at the selection.
+///
+/// @param f the objective (terms, weights, scales)
+/// @param relaxed its relaxation on host spans (`relaxed_objective(f, S, threads)`), to rank the
+///        candidates where the ranking is not exact
+/// @param rows the selection, changed in place (the same number of rows)
+/// @param candidates the rows that may be selected (sorted, distinct)
+/// @param threads as `options::threads` (0: all); the result does not depend on it
+/// @return rounds, swaps and the total gain
+template <class T, class Diversity, class Relaxed>
+polish_report polish_swaps(const objective_function<T, Diversity>& f, const Relaxed& relaxed,
+                           std::vector<index_t>& rows, std::span<const index_t> candidates,
+                           const polish_settings& cfg, int threads = 0) {
+  validate(cfg);
+  const auto k = static_cast<index_t>(rows.size());
+  if (k == 0 || k >= static_cast<index_t>(candidates.size())) return polish_report{};
+  detail::continuous::polisher<T, Diversity> polish(f, rows, candidates, cfg, threads);
+  polish.run(relaxed);
+  return polish.rep;
+}
+
+}  // namespace datamask

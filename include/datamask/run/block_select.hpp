@@ -1,0 +1,839 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief A corpus's plan (selection size, blocks, their quotas, the global prune threshold)
+/// and one block's selection as every front end runs it: the optimizer a run names (the
+/// continuous learner, the policy gradient, or a greedy baseline) on the diversity mix the run's
+/// objective weights choose, with the learner's options for that block, its per-step history,
+/// then the evaluation of the selection (whole block as reference set).
+///
+/// Why here and not in a program: datamask-select, the Python package and a scale-out run must
+/// give the same ids for the same inputs, options and seed; they share this code and keep only
+/// their own side (a signal flag, a checkpoint folder, a progress bar) behind `block_hooks`.
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "datamask/exec/backend/eigen.hpp"
+#include "datamask/learners/continuous/learner.hpp"
+#include "datamask/objectives/knn/build.hpp"
+#include "datamask/learners/pg/learner.hpp"
+#include "datamask/objectives/disf.hpp"
+#include "datamask/objectives/external.hpp"
+#include "datamask/objectives/facility.hpp"
+#include "datamask/objectives/mix.hpp"
+#include "datamask/objectives/pairwise.hpp"
+#include "datamask/objectives/sparse_facility.hpp"
+#include "datamask/run/pipeline.hpp"
+#include "datamask/run/settings.hpp"
+
+namespace datamask {
+
+/// @brief The optimizer of a block (`auto` is resolved before a run: `resolve_optimizer`).
+enum class block_optimizer {
+  automatic,   ///< lazy for facility location alone, else continuous (naive greedy on a block where it
+               ///< costs less) or stochastic (`auto_optimizer`, `auto_block_optimizer`)
+  continuous,  ///< the continuous learner (continuous.hpp)
+  pg,          ///< the policy-gradient learner (learner.hpp)
+  greedy,      ///< naive greedy on the same f
+  lazy,        ///< lazy greedy
+  stochastic   ///< stochastic greedy
+};
+
+template <>
+struct enum_traits<block_optimizer> {
+  static constexpr std::array<enum_choice<block_optimizer>, 6> choices{
+      {{"auto", block_optimizer::automatic},
+       {"continuous", block_optimizer::continuous},
+       {"pg", block_optimizer::pg},
+       {"greedy", block_optimizer::greedy},
+       {"lazy", block_optimizer::lazy},
+       {"stochastic", block_optimizer::stochastic}}};
+};
+
+/// @brief The weight of each diversity objective of f (0: not in f); the front ends fill it from the
+/// names a run gives (dmfront::objective_registry).
+struct objective_weights {
+  double pairwise = 1.0;
+  double facility = 0.0;
+  double disf = 0.0;
+  double external = 0.0;  ///< the objective given at run time (`block_run_settings::external`)
+};
+
+/// @brief Whether the continuous learner can ascend f: every diversity term that counts
+/// (lambda < 1, positive weight) has a relaxation, as its type says (`relaxable_objective`):
+/// pairwise similarity, DiSF and facility location on a kNN graph (`knn`) have one, dense
+/// facility location none; an objective given at run time has one when it says so
+/// (`external_relaxes`).
+[[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false,
+                                    bool external_relaxes = true) {
+  const auto relaxed = [](double weight, bool has_relax) { return weight <= 0.0 || has_relax; };
+  constexpr bool dense_facility = relaxable_objective<facility_location, float>;
+  constexpr bool knn_facility = relaxable_objective<sparse_facility_location, float>;
+  return lambda >= 1.0 || (relaxed(w.pairwise, relaxable_objective<pairwise_similarity, float>) &&
+                           relaxed(w.disf, relaxable_objective<disf, float>) &&
+                           relaxed(w.facility, knn ? knn_facility : dense_facility) &&
+                           relaxed(w.external, external_relaxes));
+}
+
+/// @brief Everything besides its data and hooks that determines a block's selection.
+struct block_run_settings {
+  settings run;                  ///< ratio or count, lambda, steps, seed, prune, ...
+  learner_settings learn;        ///< the policy, schedule and facility-location kernel
+  continuous_settings ascent;    ///< the continuous learner's ascent
+  polish_settings polish;        ///< and its polish
+  block_optimizer optimizer = block_optimizer::automatic;
+  objective_weights weights;
+  /// Facility location on a kNN graph (objectives/sparse_facility.hpp) instead of dense: each
+  /// block's graph with this many neighbours under `learn.kernel` (capped at the block's size),
+  /// built as `learn.knn_builder` says (exact, or clustered with `learn.knn_clusters` and
+  /// `learn.knn_probes`, seeded by `run.seed`; a clustered graph's source names its estimated
+  /// recall), or `graph` (its rows the block's rows) when given; 0 and null: dense.
+  index_t neighbors = 0;
+  std::shared_ptr<const knn_graph> graph;
+  /// The terms of f as calibrated once for a corpus of several blocks (`calibrate_sample` on
+  /// `calibration_rows`): every block divides by their scales. Empty: each block's own scaling.
+  std::vector<term_value> calibration;
+  /// Certify each block's selection (`block_result::certificate`, datamask/objectives/certify.hpp) after
+  /// its evaluation, with the budget of `learn.certify_object()` (its seed and threads are the
+  /// run's). Off by default: facility location's dual steps read the block's pairs whatever the
+  /// optimizer took, which can cost more than the optimising (benchmarks/RESULTS.md, "The
+  /// certificate's cost on real data"), above what a default may add. It changes no selection.
+  bool certify = false;
+  /// A diversity objective given at run time (a Python metric, or a C++ type registered by name:
+  /// dmfront::objective_registry), weighed by `weights.external`; null: none.
+  std::shared_ptr<const external_objective> external;
+  [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
+  [[nodiscard]] bool external_relaxes() const { return !external || external->has_relaxation(); }
+};
+
+/// @brief The member of `s` that holds the settings of table entry `Entry` (settings.hpp):
+/// `run`, `learn`, `ascent` or `polish`.
+template <class Entry, class Settings>
+  requires std::same_as<std::remove_const_t<Settings>, block_run_settings>
+[[nodiscard]] auto& settings_of(Settings& s) {
+  using O = typename Entry::owner_type;
+  if constexpr (std::is_same_v<O, settings>) {
+    return s.run;
+  } else if constexpr (std::is_same_v<O, learner_settings>) {
+    return s.learn;
+  } else if constexpr (std::is_same_v<O, continuous_settings>) {
+    return s.ascent;
+  } else {
+    static_assert(std::is_same_v<O, polish_settings>, "datamask::settings_of: not an entry of the settings table");
+    return s.polish;
+  }
+}
+
+/// @brief What `auto` runs for an f:
+/// - lazy greedy when facility location (dense or on a kNN graph) is the only diversity term that
+///   counts: f is then submodular (mean quality is modular at a fixed size), lazy greedy picks
+///   naive greedy's set, and on real data the alternatives (the continuous learner on the kNN
+///   graph, stochastic greedy on dense facility location) fell far short of it in their worst
+///   cells (benchmarks/RESULTS.md, "Real data");
+/// - else the continuous learner when f is `relaxable`;
+/// - else (dense facility location mixed with other terms) stochastic greedy: on dense facility
+///   location both the policy-gradient learner and stochastic greedy cost O(n^2 d) per block,
+///   and stochastic greedy reached more of lazy greedy's gain in an eighth of the time
+///   (benchmarks/RESULTS.md, "Dense facility location: what auto runs").
+[[nodiscard]] inline block_optimizer auto_optimizer(const objective_weights& w, double lambda, bool knn,
+                                                    bool external_relaxes = true) {
+  const bool facility_alone =
+      lambda < 1.0 && w.facility > 0.0 && w.pairwise <= 0.0 && w.disf <= 0.0 && w.external <= 0.0;
+  if (facility_alone) return block_optimizer::lazy;
+  return relaxable(w, lambda, knn, external_relaxes) ? block_optimizer::continuous : block_optimizer::stochastic;
+}
+
+/// @brief The term of f the continuous learner cannot ascend, if any: its name as messages say
+/// it ("dense facility location", or the run-time objective's name), empty when f is `relaxable`
+/// (`knn`: facility location is on a kNN graph). Every refusal of continuous names it.
+struct unrelaxed {
+  std::string name;
+  bool dense_facility = false;
+};
+[[nodiscard]] inline unrelaxed unrelaxed_term(const block_run_settings& s, bool knn) {
+  if (relaxable(s.weights, s.run.lambda, knn, s.external_relaxes())) return {};
+  if (s.weights.external > 0.0 && !s.external_relaxes()) return {s.external->label, false};
+  return {"dense facility location", true};
+}
+
+/// @brief `auto` made concrete for a run (`auto_optimizer`); the others as given. A block of a
+/// run whose `auto` resolves to continuous may still run naive greedy (`auto_block_optimizer`):
+/// front ends use this to check the run's options, `select_block` resolves each block.
+/// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
+[[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
+  if (s.optimizer == block_optimizer::automatic) {
+    return auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+  }
+  const unrelaxed term = unrelaxed_term(s, s.knn());
+  DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || term.name.empty(), "optimizer", "continuous: ",
+                   term.name, " has no relaxation; ", term.dense_facility ? "give it a kNN graph" : "give it one",
+                   ", or use pg, greedy, lazy or stochastic");
+  return s.optimizer;
+}
+
+/// @brief A block as `auto` weighs it: n items of d dimensions, S of them to select.
+struct block_shape {
+  index_t items = 0;
+  index_t dims = 0;
+  index_t selected = 0;
+};
+
+/// @brief Multiply-adds per item of f's terms that count (lambda < 1, weight > 0; quality 1 each):
+/// `greedy`, naive greedy's gain of one candidate at one pick (greedy/scorers.hpp and the
+/// objectives' greedy states), and `relaxed`, the relaxation's gradient at one item in one
+/// ascent iteration (the objectives' `relax`):
+/// - pairwise similarity: d (one dot product with the selection's sum) and 2 d (the weighted
+///   column sums, then the row dots);
+/// - DiSF: 2 d^2 (two products with d x d matrices) and 2 d^2 (the weighted scatter and the
+///   quadratic form; the scatter skips rows with p = 0, counted here as at the uniform start);
+/// - facility location on a graph of K neighbours: K (the candidate's reverse neighbours, K on
+///   average) and 3 K (two passes over the item's row, then the gather of its entries).
+struct item_costs {
+  double greedy = 0.0;
+  double relaxed = 0.0;
+};
+
+[[nodiscard]] inline item_costs auto_item_costs(const objective_weights& w, double lambda, index_t d, index_t k) {
+  item_costs c{1.0, 1.0};  // the quality term
+  if (lambda >= 1.0) return c;
+  const auto dd = static_cast<double>(d);
+  if (w.pairwise > 0.0) {
+    c.greedy += dd;
+    c.relaxed += 2.0 * dd;
+  }
+  if (w.disf > 0.0) {
+    c.greedy += 2.0 * dd * dd;
+    c.relaxed += 2.0 * dd * dd;
+  }
+  if (w.facility > 0.0 && k > 0) {
+    c.greedy += static_cast<double>(k);
+    c.relaxed += 3.0 * static_cast<double>(k);
+  }
+  return c;
+}
+
+/// @brief The continuous learner's cost in `auto_block_optimizer`'s model, in ascents: the
+/// ascent, then the polish of its starts (the read-out, the best tracked read-out and stochastic
+/// greedy's set), which on scikit-learn's digits and breast cancer took about as long again.
+inline constexpr double learner_ascents = 2.0;
+
+/// @brief What `auto` runs on one block: `auto_optimizer`, except that where that is the
+/// continuous learner and naive greedy costs no more, naive greedy (the exact reference of the
+/// benchmarks, so its full gain). Naive greedy costs S picks x n candidates x `item_costs::greedy`,
+/// the learner `learner_ascents` x `iterations` x n items x `item_costs::relaxed`, so greedy
+/// runs when S x greedy <= 2 x iterations x relaxed: S <= 4 x iterations (400 by default) for
+/// pairwise similarity, S <= 2 x iterations (200) for DiSF, in between for mixes. Why two
+/// ascents: a model counting the ascent alone let the learner take longer than naive greedy on
+/// real data (benchmarks/RESULTS.md, "auto by cost"). The bar of this choice is greedy's gain in
+/// no more than greedy's time; `--optimizer continuous` is the choice for more gain in more time.
+[[nodiscard]] inline block_optimizer auto_block_optimizer(const block_run_settings& s, const block_shape& b) {
+  const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+  // An objective given at run time has no cost model: the run's choice stands.
+  if (o != block_optimizer::continuous || (s.weights.external > 0.0 && s.run.lambda < 1.0)) return o;
+  const index_t k = s.graph ? s.graph->k : std::min(s.neighbors, b.items);
+  const item_costs c = auto_item_costs(s.weights, s.run.lambda, b.dims, k);
+  const double greedy = static_cast<double>(b.selected) * c.greedy;
+  const double learner = learner_ascents * static_cast<double>(s.ascent.iterations) * c.relaxed;
+  return greedy <= learner ? block_optimizer::greedy : o;
+}
+
+/// @brief The optimizer that runs on a block of shape `b`: `auto_block_optimizer` for `auto`,
+/// else `resolve_optimizer(s)`.
+[[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s, const block_shape& b) {
+  if (s.optimizer == block_optimizer::automatic) return auto_block_optimizer(s, b);
+  return resolve_optimizer(s);
+}
+
+/// @brief The diversity mix of every front end: every objective is present, those not chosen
+/// weigh 0 (so the terms of f, their order and the random streams are the same for every run).
+/// Facility location on a kNN graph, then the objective given at run time, come last, so runs
+/// without them keep their terms.
+using standard_mix =
+    diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location, external_objective>;
+
+/// @brief The mix the weights and the kernel settings choose; with `knn`, facility location's
+/// weight on its kNN form (whose graph the caller sets); `external`: the objective given at run
+/// time (weighed by `w.external`), or null.
+/// @throws invalid_input ("objective_weights") when `w.external` weighs an objective not given
+[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls, bool knn = false,
+                                           const external_objective* external = nullptr) {
+  DATAMASK_EXPECTS(w.external <= 0.0 || external != nullptr, "objective_weights",
+                   "weighs an objective given at run time (", w.external, "), but none is given");
+  return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), knn ? 0.0 : w.facility},
+             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, knn ? w.facility : 0.0},
+             weighted{external != nullptr ? *external : external_objective{}, external != nullptr ? w.external : 0.0});
+}
+
+/// @brief `credit_mode::automatic` made concrete for a run's f (`phases::resolve_credit` on the
+/// standard mix, the learner's own rule): per-item credit when only pairwise similarity and
+/// dense facility location count in f (`knn`: facility location on a graph) and the policy
+/// gradient is relaxed, else the paper's estimator. Front ends resolve it to report it.
+[[nodiscard]] inline credit_mode resolve_credit(credit_mode c, const objective_weights& w, double lambda, bool knn,
+                                                gradient_mode g) {
+  const external_objective any;  // a stand-in: its weight only
+  const standard_mix m = make_mix(w, learner_settings{}, knn, &any);  // its weights only
+  return phases::resolve_credit<float, standard_mix>(c, g == gradient_mode::relaxed, [&](std::size_t i) {
+    return lambda < 1.0 && m.weights[i] > 0.0;
+  });
+}
+
+/// @brief The block size of a run that does not name one: the paper's blocks of 1M documents.
+inline constexpr index_t default_block_size = 1000000;
+
+/// @brief Settings of the table that `select_block` sets itself for every block (from its
+/// arguments and hooks): a front end offers no option for them.
+[[nodiscard]] constexpr bool set_per_block(std::string_view name) {
+  return name == "block" || name == "prune-threshold" || name == "snapshot-every" || name == "evaluate-selection";
+}
+
+/// @brief Settings of the table that only the policy-gradient learner reads (the calibration
+/// settings, which both learners use, are not among them): a front end refuses them with
+/// another optimizer instead of ignoring them (read through `dmfront::applies_to`).
+[[nodiscard]] constexpr bool policy_gradient_only(std::string_view name) {
+  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "credit", "readout", "keep-best-rollout",
+                             "reference-size", "lr-max", "lr-min", "schedule", "logprob"}) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+/// @brief Settings of the table that only stochastic greedy reads, as the baseline or as the
+/// continuous learner's stochastic start (`polish_settings::stochastic_start`): refused with
+/// another optimizer.
+[[nodiscard]] constexpr bool stochastic_greedy_setting(std::string_view name) { return name == "epsilon"; }
+
+/// @brief How a corpus is split for a run: what `select_block` is called with, block by block.
+/// A worker plans the groups it runs (`held`), so it holds their rows and no others.
+struct corpus_plan {
+  index_t total = 0;                        ///< S over the corpus (`selection_size`)
+  corpus_layout layout;                     ///< the groups and their blocks (`layout_corpus`)
+  std::pair<index_t, index_t> held{0, 0};   ///< the groups [first, last) whose blocks are planned here
+  std::vector<std::vector<index_t>> blocks; ///< the rows of each block (`assign_blocks`); empty outside `held`
+  std::vector<index_t> counts;              ///< S_b (`group_selection`, then `split_selection`); 0 outside `held`
+  std::optional<double> prune_threshold;    ///< the global threshold when `run.prune` > 0
+
+};
+
+/// @brief The groups [first, last) of `layout` whose files the blocks `mine` (ascending) read.
+[[nodiscard]] inline std::pair<index_t, index_t> groups_of_blocks(const corpus_layout& layout, std::span<const index_t> mine) {
+  if (mine.empty()) return {0, 0};
+  return {layout.group_of_block(mine.front()), layout.group_of_block(mine.back()) + 1};
+}
+
+/// @brief The global prune threshold over the corpus's combined quality, when `prune` > 0.
+/// @param n the corpus's rows
+/// @param quality this worker's rows of each column (the workers' rows partition the corpus)
+/// @param weights their weights
+[[nodiscard]] inline std::optional<double> corpus_prune_threshold(double prune, index_t n,
+                                                                  std::span<const std::span<const double>> quality,
+                                                                  std::span<const double> weights,
+                                                                  const allgather_fn& all = {}) {
+  if (prune <= 0.0) return std::nullopt;
+  return prune_threshold(combined_quality(quality, weights), n, prune, all);
+}
+
+/// @brief Plans the groups `held` of a run over a corpus of `layout`: S over the corpus, S_g of
+/// every group, and the rows and S_b of every block of the held groups. Reads the ids of the
+/// held groups' rows only. The prune threshold is set apart (`corpus_prune_threshold`).
+/// @param id_of callable `id_t(index_t row)`, called for the held groups' rows
+/// @throws invalid_input ("count", "ratio") as `selection_size` does
+template <class IdOf>
+[[nodiscard]] corpus_plan plan_corpus(const corpus_layout& layout, std::pair<index_t, index_t> held, const settings& run,
+                                      IdOf&& id_of) {
+  corpus_plan plan;
+  plan.layout = layout;
+  plan.held = held;
+  plan.total = selection_size(layout.rows(), run.ratio, run.count);
+  plan.blocks.resize(static_cast<std::size_t>(layout.blocks()));
+  plan.counts.assign(static_cast<std::size_t>(layout.blocks()), 0);
+  const std::vector<index_t> per_group = group_selection(layout, plan.total);
+  for (index_t g = held.first; g < held.second; ++g) {
+    auto rows = assign_blocks(layout, g, id_of);
+    std::vector<index_t> sizes;
+    for (const auto& b : rows) sizes.push_back(static_cast<index_t>(b.size()));
+    const auto counts = split_selection(sizes, layout.group_rows(g), per_group[static_cast<std::size_t>(g)]);
+    const auto first = static_cast<std::size_t>(layout.group_block[static_cast<std::size_t>(g)]);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      plan.blocks[first + i] = std::move(rows[i]);
+      plan.counts[first + i] = counts[i];
+    }
+  }
+  return plan;
+}
+
+/// @brief The most rows a corpus's calibration sample holds (`calibration_rows`): up to a
+/// corpus of about 1.3 million items at the default active fraction (0.05) the sample is
+/// exactly the first active batch the corpus would have as one block.
+inline constexpr index_t max_calibration_rows = index_t{1} << 16;
+
+/// @brief The rows a run over a corpus calibrates f's scales on, once for every block, and the
+/// size of the calibration subsets drawn from them.
+struct calibration_sample {
+  std::vector<index_t> rows;  ///< corpus rows, ascending; empty: nothing to calibrate for the corpus
+  index_t subset = 0;         ///< k, the size of each calibration subset
+};
+
+/// @brief Whether a run of `blocks` blocks calibrates f once over its corpus
+/// (`calibration_rows`): several blocks, calibrated scaling, lambda < 1 and no kNN graph (built
+/// per block, so the corpus has none to calibrate on).
+[[nodiscard]] inline bool calibrates_corpus(index_t blocks, const block_run_settings& s) {
+  return blocks > 1 && s.run.scaling == term_scaling::calibrated && s.run.lambda < 1.0 && !s.knn();
+}
+
+/// @brief The calibration sample of a corpus (`term_scaling::calibrated` over several blocks):
+/// the first active batch the corpus would have as one block (block 0's key, step 1: the m kept
+/// rows with the smallest draws, ties to the smaller id; m and k = round(m S / kept) as
+/// `phases::batch_sizes` gives them, m at most `max_calibration_rows`). A one-block run's learner
+/// draws exactly these rows and subsets itself, so its f and that of the same corpus in several
+/// blocks are one function: f compares across block sizes, shards and ranks (with
+/// `reference_size` > 0 the facility term's reference rows are drawn from the sample, not the
+/// corpus, so its scale is close to the one-block run's, not equal). Empty (each block scales f
+/// itself) unless `calibrates_corpus`, or when every kept row is selected.
+///
+/// Workers that hold the corpus's rows in parts each draw the m smallest of their own and
+/// exchange them (`all`): O(m) memory per worker and O(m x workers) exchanged, for any n.
+/// @param rows this worker's rows [first, last) (the workers' rows partition the corpus)
+/// @param id_of callable `id_t(index_t row)`; @param combined callable `double(index_t row)`:
+/// the row's combined quality (called only when the plan prunes)
+template <class IdOf, class Combined>
+[[nodiscard]] calibration_sample calibration_rows(const corpus_plan& plan, const block_run_settings& s,
+                                                  std::pair<index_t, index_t> rows, IdOf&& id_of,
+                                                  Combined&& combined, const allgather_fn& all = {}) {
+  calibration_sample c;
+  if (!calibrates_corpus(plan.layout.blocks(), s)) return c;
+  const rng::philox_key key = rng::block_key(s.run.seed, 0);
+  struct drawn {
+    double u;
+    id_t id;
+    index_t row;
+    bool operator<(const drawn& o) const { return u != o.u ? u < o.u : id < o.id; }
+  };
+  // The m smallest (draw, id) of this worker's kept rows, in a bounded max-heap.
+  std::vector<drawn> heap;
+  std::uint64_t kept = 0;
+  const index_t cap = max_calibration_rows;  // m is at most this: the heap holds every candidate
+  for (index_t r = rows.first; r < rows.second; ++r) {
+    if (plan.prune_threshold && !(combined(r) >= *plan.prune_threshold)) continue;
+    ++kept;
+    const id_t id = id_of(r);
+    const drawn d{rng::uniform01(key, id, 1u, rng::stream_active_batch), id, r};
+    if (static_cast<index_t>(heap.size()) < cap) {
+      heap.push_back(d);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (d < heap.front()) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = d;
+      std::push_heap(heap.begin(), heap.end());
+    }
+  }
+  // Every worker's count and candidates: [kept, m, (draw, id, row) x m] each.
+  std::vector<std::uint64_t> mine{kept, heap.size()};
+  for (const auto& d : heap) {
+    mine.insert(mine.end(), {std::bit_cast<std::uint64_t>(d.u), static_cast<std::uint64_t>(d.id),
+                             static_cast<std::uint64_t>(d.row)});
+  }
+  const std::vector<std::uint64_t> every = gather_all(all, mine);
+  std::vector<drawn> candidates;
+  kept = 0;
+  for (std::size_t at = 0; at < every.size();) {
+    kept += every[at];
+    const auto m = static_cast<std::size_t>(every[at + 1]);
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::uint64_t* v = &every[at + 2 + 3 * i];
+      candidates.push_back({std::bit_cast<double>(v[0]), static_cast<id_t>(v[1]), static_cast<index_t>(v[2])});
+    }
+    at += 2 + 3 * m;
+  }
+  if (static_cast<index_t>(kept) <= plan.total) return c;  // every kept row is selected: nothing is learned
+  const phases::batch_size z = phases::batch_sizes(static_cast<index_t>(kept), plan.total, s.run, max_calibration_rows);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.resize(static_cast<std::size_t>(z.active));
+  for (const auto& d : candidates) c.rows.push_back(d.row);
+  std::sort(c.rows.begin(), c.rows.end());
+  c.subset = z.rollout;
+  return c;
+}
+
+/// @brief f's terms calibrated on a corpus's calibration sample (`calibration_rows`), gathered
+/// as a problem in row order: as the learner of a one-block run calibrates them on its first
+/// active batch (`learner::calibrate` with the whole sample active and subsets of `subset`).
+/// Set the result as `block_run_settings::calibration` for every block.
+/// @tparam Backend the backend the blocks run on (it scores the calibration subsets)
+template <backend Backend = eigen_backend>
+[[nodiscard]] std::vector<term_value> calibrate_sample(const problem<float>& sample, index_t subset,
+                                                       const block_run_settings& s) {
+  options o;
+  static_cast<settings&>(o) = s.run;
+  o.count = subset;
+  o.prune = 0.0;  // the sample holds kept rows only
+  o.active_fraction = 1.0;
+  o.block = 0;
+  o.evaluate_selection = false;
+  return learner<Backend>(o).calibrate(sample, make_mix(s.weights, s.learn, false, s.external.get()));
+}
+
+/// @brief A block's error as a run over several blocks reports it: "block b: " before the
+/// problem, the input named as before.
+[[nodiscard]] inline invalid_input in_block(const invalid_input& e, index_t b) {
+  return invalid_input(e.input(), "block " + std::to_string(b) + ": " + std::string(e.what()).substr(e.input().size() + 2));
+}
+
+/// @brief What a block's selection calls back. None changes the selection; every member may be
+/// empty.
+struct block_hooks {
+  /// After each policy-gradient step or continuous iteration.
+  std::function<void(const step_record&)> on_step;
+  /// The greedy baselines: after each pick, with the rows picked so far in the block.
+  std::function<void(index_t)> on_pick;
+  /// Polled after every step or iteration and, for the greedy baselines and a kNN graph's build,
+  /// about every 0.1 s: returning true stops the block (`run_stopped` is thrown once the
+  /// optimizer returns, or at once from the build).
+  std::function<bool()> stop;
+  // Snapshots and resume serve both learners through one pair of hooks: a learner's state is a
+  // vector of doubles the front end stores and hands back unread (policy gradient: the logits,
+  // one per row; continuous: `continuous_iterate::pack()`), with the step or iteration, the
+  // history and the best selection so far, so a checkpoint store has one format for both.
+  // The optimizer is part of a run's settings: a state comes back to the learner that saved it.
+
+  /// Learners only: a snapshot every this many steps or iterations (0: only when stopped).
+  index_t snapshot_every = 0;
+  /// Learners only: receives the block (its history so far), the step or iteration, the
+  /// learner's state and its best selection so far (pg: the best rollout; continuous: the best
+  /// tracked read-out), every `snapshot_every` steps and at the step at which `stop` ended it.
+  std::function<void(const block_result&, index_t, std::span<const double>, const best_rollout&)> on_snapshot;
+  /// Learners only, before the block starts: fills the last step done, the state, the history
+  /// and the best selection of a snapshot of this block and returns true to continue it (the
+  /// result, history included, is that of an uninterrupted run); false to start afresh.
+  std::function<bool(block_result&, index_t&, std::vector<double>&, best_rollout&)> resume;
+  /// While a block's kNN graph is built (`block_run_settings::neighbors`): the rows compared so
+  /// far, of the block's (`knn_build_hooks::on_rows`: about every 0.1 s, none for a short build).
+  std::function<void(index_t done, index_t total)> on_graph_progress;
+  /// After a block's kNN graph is built: the graph and the seconds it took (a front end keeps
+  /// them out of the optimizer's rate).
+  std::function<void(const knn_graph&, double)> on_graph;
+};
+
+/// @brief The learner's options for block `b`: the run's settings, S_b, and the corpus-level
+/// prune threshold in place of the per-block quantile.
+/// With a corpus calibration (`block_run_settings::calibration`), its scales, fixed.
+[[nodiscard]] inline options block_options(const block_run_settings& s, index_t b, index_t s_b,
+                                           std::optional<double> threshold) {
+  options o;
+  static_cast<settings&>(o) = s.run;
+  o.count = s_b;
+  o.prune = 0.0;  // the corpus-level threshold replaces the per-block quantile
+  o.prune_threshold = threshold;
+  o.block = static_cast<std::uint64_t>(b);
+  o.evaluate_selection = false;  // evaluated by evaluate_block, timed on its own
+  if (!s.calibration.empty()) {
+    o.scaling = term_scaling::fixed;
+    o.scales = scales_of(s.calibration);
+  }
+  return o;
+}
+
+namespace detail::blocks {
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The block's mix: `make_mix`, with facility location's weight moved to its kNN form and the
+/// graph set (given, or built here for this block) when the settings ask for a graph.
+inline standard_mix block_mix(const problem<float>& p, const block_run_settings& s, const block_hooks& h) {
+  standard_mix m = make_mix(s.weights, s.learn, s.knn(), s.external.get());
+  if (!s.knn()) return m;
+  auto& sparse = std::get<sparse_facility_location>(m.objectives);
+  sparse.graph = s.graph;
+  if (!sparse.graph) {
+    const index_t n = p.embeddings.rows;
+    knn_settings ks;
+    ks.neighbors = std::min(s.neighbors, n);
+    ks.kernel = s.learn.kernel;
+    ks.gamma = s.learn.gamma;
+    ks.threads = s.run.threads;
+    ks.build = s.learn.knn_builder;
+    ks.clusters = std::min(s.learn.knn_clusters, n);
+    ks.probes = s.learn.knn_probes;
+    ks.seed = s.run.seed;
+    const auto t0 = std::chrono::steady_clock::now();
+    knn_graph g = build_knn_graph(p, ks, s.run.normalized, knn_build_hooks{h.on_graph_progress, h.stop});
+    if (!builds_exact(ks, n)) {
+      // An approximate graph says how approximate: recall on a few rows (2 r n d products).
+      const index_t rows = std::min<index_t>(n, knn_recall_rows);
+      g.recall = knn_recall(p, g, ks, rows, s.run.normalized);
+      g.source += detail::concat(", recall@K ", *g.recall, " (estimated on ", rows, " rows)");
+    }
+    const double seconds = seconds_since(t0);
+    sparse.graph = std::make_shared<const knn_graph>(std::move(g));
+    if (h.on_graph) h.on_graph(*sparse.graph, seconds);
+  }
+  return m;
+}
+
+/// The certificate of a block's selection `rows` (`certify` on the f `evaluate_block` evaluated
+/// it with); random subsets, where f's terms need them, drawn from the run's seed and the block.
+inline block_certificate certify_rows(const objective_function<float, standard_mix>& f, const options& o,
+                                      std::span<const index_t> rows, const block_run_settings& s,
+                                      double objective) {
+  certify_settings cs = s.learn.certify_object();
+  cs.seed = greedy_seed(o);  // one stream per block, as the greedies'
+  cs.threads = o.threads;
+  return block_certificate_of(certify(f, rows, cs), objective);
+}
+
+/// The block's record of the graph its kNN facility term runs on.
+inline block_graph graph_record(const standard_mix& m, double seconds) {
+  const knn_graph& g = *std::get<sparse_facility_location>(m.objectives).graph;
+  return block_graph{g.k, g.source, seconds, g.bytes(), g.recall};
+}
+
+/// Under a corpus calibration, the block's terms (scaled by its fixed scales) carry its
+/// `constant` marks.
+inline void corpus_marks(const block_run_settings& s, std::vector<term_value>& terms) {
+  for (std::size_t t = 0; t < s.calibration.size() && t < terms.size(); ++t) {
+    terms[t].constant = s.calibration[t].constant;
+  }
+}
+
+/// The stop hook, latched: once it has said stop, the block stays stopped, so a hook that says
+/// so only once still ends the block instead of leaving a partial selection behind.
+class stop_latch {
+ public:
+  explicit stop_latch(const block_hooks& h) : hook_(h.stop) {}
+  bool operator()() { return hit_ = hit_ || (hook_ && hook_()); }
+
+ private:
+  const std::function<bool()>& hook_;
+  bool hit_ = false;
+};
+
+/// Copies what a learner returned into the block's result and its terms (their scales) into
+/// `terms`; returns the rows selected.
+inline std::vector<index_t> take(selection_result&& res, block_result& r, std::vector<term_value>& terms) {
+  r.ids = std::move(res.ids);
+  r.kept = res.kept;
+  r.steps_run = res.steps_run;
+  r.zero_variance_steps = res.zero_variance_steps;
+  r.nonfinite_steps = res.nonfinite_steps;
+  terms = std::move(res.terms);
+  return std::move(res.rows);
+}
+
+/// The policy-gradient learner on `Backend`, resumed from the hook's state when it has one.
+template <backend Backend>
+std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_settings& s, const standard_mix& m,
+                           const block_hooks& h, stop_latch& stop, block_result& r, std::vector<term_value>& terms) {
+  if (h.resume) {
+    index_t step = 0;
+    std::vector<double> logits;
+    if (h.resume(r, step, logits, o.initial_best)) {
+      o.first_step = step + 1;
+      o.initial_logits = std::move(logits);
+    }
+  }
+  o.on_step = [&](const step_info& si) {
+    r.history.push_back(step_record{si.step, si.lr, si.reward_mean, si.reward_max,
+                                    std::vector<double>(si.term_means.begin(), si.term_means.end())});
+    if (h.on_step) h.on_step(r.history.back());
+  };
+  o.stop = [&](const step_info&) { return stop(); };
+  o.snapshot_every = h.snapshot_every;
+  o.on_snapshot = [&](const step_info& si, std::span<const double> logits, const best_rollout& best) {
+    if (h.on_snapshot) h.on_snapshot(r, si.step, logits, best);
+  };
+  const learner<Backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
+  auto res = L.select(p, m);
+  if (res.stopped_early || stop()) throw run_stopped();
+  return take(std::move(res), r, terms);
+}
+
+/// The continuous learner on `Backend`, resumed from the hook's state when it has one. Its mix holds only the
+/// relaxable objectives (dense facility location is refused by `resolve_optimizer`); its terms
+/// are those of the standard mix, whose dense facility term then weighs 0.
+template <backend Backend>
+std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
+                            const standard_mix& sm, const block_hooks& h, stop_latch& stop, block_result& r,
+                            std::vector<term_value>& terms) {
+  continuous_options co;
+  static_cast<settings&>(co.common) = static_cast<const settings&>(o);
+  co.common.prepared = o.prepared;
+  co.common.snapshot_every = h.snapshot_every;
+  co.ascent = s.ascent;
+  co.polish = s.polish;
+  if (h.resume) {
+    index_t done = 0;
+    std::vector<double> state;
+    if (h.resume(r, done, state, co.initial_best)) {
+      // The relaxed values of the iterations done are the history's (one record per iteration).
+      std::vector<double> relaxed;
+      for (const step_record& rec : r.history) relaxed.push_back(rec.reward_mean);
+      co.initial = continuous_iterate::unpack(state, p.embeddings.rows, s.ascent, done, std::move(relaxed));
+    }
+  }
+  co.on_step = [&](const continuous_step_info& si) {
+    r.history.push_back(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
+    if (h.on_step) h.on_step(r.history.back());
+  };
+  co.stop = [&](const continuous_step_info&) { return stop(); };
+  co.on_snapshot = [&](const continuous_iterate& it, const best_rollout& best) {
+    if (h.on_snapshot) h.on_snapshot(r, it.iteration, it.pack(), best);
+  };
+  const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
+                     weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]},
+                     weighted{std::get<external_objective>(sm.objectives), sm.weights[4]});
+  const basic_continuous_learner<Backend> L(std::move(co));
+  auto res = L.select(p, m);
+  if (stop()) throw run_stopped();
+  return take(std::move(res), r, terms);
+}
+
+/// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend;
+/// its scales are calibrated on `Backend`, as a learner's would be).
+template <backend Backend>
+std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
+                                   const standard_mix& m, const block_hooks& h, stop_latch& stop,
+                                   block_result& r, std::vector<term_value>& terms) {
+  greedy_options g;
+  g.method = which == block_optimizer::greedy ? greedy_method::naive
+             : which == block_optimizer::lazy ? greedy_method::lazy
+                                              : greedy_method::stochastic;
+  g.epsilon = o.epsilon;
+  g.stop = [&] { return stop(); };
+  g.on_pick = h.on_pick;
+  std::vector<index_t> rows = greedy_select_block<Backend>(p, m, o, g, terms, r.kept);
+  if (stop()) throw run_stopped();
+  for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
+  return rows;
+}
+
+/// A block whose S_b is all of it: nothing to choose, so no optimizer runs. Its rows in a
+/// learner's read-out order when there is nothing to learn (quality descending, ties to the
+/// smaller id), f's terms with the scales the run fixes (1 where it calibrates: every subset is
+/// the block, so no term varies, and each is marked constant).
+template <backend Backend>
+std::vector<index_t> every_row(const problem<float>& p, const options& o, const standard_mix& m, block_result& r,
+                               std::vector<term_value>& terms) {
+  if (o.prune_threshold) {  // as every optimizer refuses it: S_b is the block, the prune keeps less
+    const auto kept = static_cast<index_t>(kept_rows(p, *o.prune_threshold).size());
+    DATAMASK_EXPECTS(kept >= o.count, "prune", "keeps ", kept, " items of block ", o.block, ", fewer than its S = ",
+                     o.count);
+  }
+  terms = learner<Backend>(o).calibrate(p, m);
+  for (auto& t : terms) t.constant = calibrates(o.scaling);
+  const detail::prepared& prep = *o.prepared;
+  std::vector<index_t> rows(static_cast<std::size_t>(p.embeddings.rows));
+  std::iota(rows.begin(), rows.end(), index_t{0});
+  const auto q = [&](index_t i) { return prep.quality.empty() ? 0.0 : prep.quality[static_cast<std::size_t>(i)]; };
+  const auto id = [&](index_t i) { return prep.ids[static_cast<std::size_t>(i)]; };
+  std::sort(rows.begin(), rows.end(), [&](index_t a, index_t b) { return q(a) != q(b) ? q(a) > q(b) : id(a) < id(b); });
+  r.kept = p.embeddings.rows;
+  for (index_t row : rows) r.ids.push_back(id(row));
+  return rows;
+}
+
+}  // namespace detail::blocks
+
+/// @brief Selects S_b items of block `b` and evaluates the selection.
+/// @param p the block (`block_data::view()`); its ids are the ids reported
+/// @param b the block number (part of the random key)
+/// @param s_b the items to select (`split_selection`); 0 returns an empty result, and the whole
+///        block runs no optimizer (`optimizer` empty: nothing to choose)
+/// @param threshold the corpus-level prune threshold (`prune_threshold`), if any
+/// @param s the run's settings; `auto` is resolved for this block (`resolve_optimizer(s, shape)`)
+/// @param h progress, stop, snapshot and resume hooks
+/// @tparam Backend where the learners run (`eigen_backend`, the CPU, unless named; `thrust_backend`
+///         on the GPU under nvcc, or on OpenMP threads with `datamask::thrust_omp`); the greedy
+///         baselines and the evaluation of the selection run on the host with every backend
+/// @return the block's result: ids in selection order, terms (raw, scale, weight), objective,
+///         history, counters and seconds
+/// @throws invalid_input for bad input or settings; run_stopped when `h.stop` stopped it
+template <backend Backend = eigen_backend>
+[[nodiscard]] block_result select_block(const problem<float>& p, index_t b, index_t s_b,
+                                        std::optional<double> threshold, const block_run_settings& s,
+                                        const block_hooks& h = {}) {
+  block_result r;
+  r.block = b;
+  r.items = p.embeddings.rows;
+  r.selected = s_b;
+  if (s_b == 0) return r;
+  const bool everything = s_b == p.embeddings.rows;  // nothing to choose: no optimizer runs
+  const block_optimizer which = resolve_optimizer(s, block_shape{p.embeddings.rows, p.embeddings.cols, s_b});
+  if (!everything) r.optimizer = std::string(enum_name(which));
+  options o = block_options(s, b, s_b, threshold);
+  const auto t_graph = std::chrono::steady_clock::now();
+  const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
+  if (s.knn()) r.graph = detail::blocks::graph_record(m, s.graph ? 0.0 : detail::blocks::seconds_since(t_graph));
+  const auto t0 = std::chrono::steady_clock::now();
+  // One pass over the block for the optimizer, the evaluation and the certificate.
+  o.prepared = std::make_shared<const detail::prepared>(detail::prepare(p, o.normalized, o.threads));
+  std::vector<index_t> rows;
+  std::vector<term_value> terms;  // f's terms as the optimizer scaled them
+  detail::blocks::stop_latch stop(h);
+  if (everything) {
+    rows = detail::blocks::every_row<Backend>(p, o, m, r, terms);
+  } else if (which == block_optimizer::pg) {
+    rows = detail::blocks::learn<Backend>(p, o, s, m, h, stop, r, terms);
+  } else if (which == block_optimizer::continuous) {
+    rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, terms);
+  } else {
+    rows = detail::blocks::greedy<Backend>(p, o, which, m, h, stop, r, terms);
+  }
+  r.optimize_seconds = detail::blocks::seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  detail::blocks::corpus_marks(s, terms);
+  const auto f = evaluate_block(p, m, o, terms, rows, r);
+  r.evaluate_seconds = detail::blocks::seconds_since(t1);
+  if (s.certify) r.certificate = detail::blocks::certify_rows(f, o, rows, s, r.objective);
+  return r;
+}
+
+/// @brief Evaluates f and its terms on any subset of a block, with the scales a selection of
+/// that size would use (calibrated as the learners calibrate them for block `b`, or fixed/raw).
+/// With the rows `select_block` selected, the result's terms and objective are its own.
+/// @param rows the subset, as rows of `p` (any order, no row twice)
+/// @tparam Backend the backend that calibrates the scales: that of the `select_block` run whose
+///         terms are to be reproduced (the calibration subsets are scored on it)
+/// @throws invalid_input ("rows") for a row outside the block or given twice
+template <backend Backend = eigen_backend>
+[[nodiscard]] block_result evaluate_rows(const problem<float>& p, index_t b, std::span<const index_t> rows,
+                                         std::optional<double> threshold, const block_run_settings& s) {
+  std::vector<char> seen(static_cast<std::size_t>(p.embeddings.rows), 0);
+  for (index_t r : rows) {
+    DATAMASK_EXPECTS(r >= 0 && r < p.embeddings.rows, "rows", "row ", r, " is outside the block of ",
+                     p.embeddings.rows, " rows");
+    DATAMASK_EXPECTS(!seen[static_cast<std::size_t>(r)], "rows", "row ", r, " is given twice");
+    seen[static_cast<std::size_t>(r)] = 1;
+  }
+  block_result r;
+  r.block = b;
+  r.items = p.embeddings.rows;
+  r.selected = static_cast<index_t>(rows.size());
+  DATAMASK_EXPECTS(!rows.empty(), "rows", "the subset is empty; f needs at least one item");
+  options o = block_options(s, b, r.selected, threshold);
+  o.prepared = std::make_shared<const detail::prepared>(detail::prepare(p, o.normalized, o.threads));
+  const standard_mix m = detail::blocks::block_mix(p, s, {});  // select_block's f: the kNN term when s.knn()
+  std::vector<term_value> terms = learner<Backend>(o).calibrate(p, m);
+  detail::blocks::corpus_marks(s, terms);
+  for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
+  evaluate_block(p, m, o, terms, rows, r);
+  return r;
+}
+
+}  // namespace datamask

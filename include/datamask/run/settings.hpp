@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The settings table: one entry per setting a user can give (its command-line name,
+/// help text, default, valid range or enum choices), and the one validation path built on it.
+///
+/// Why a table: the library, the command-line program and the benchmarks' tune tool used to
+/// keep their own defaults, string maps and range checks, which drifted apart. Here each
+/// setting is described once; defaults stay the member initialisers of `settings` and
+/// `learner_settings` (read through `default_value()`), enum spellings stay next to each enum
+/// (`enum_traits`, enum_names.hpp).
+///
+/// A program builds its flags from the table (sketch for CLI11; any parser works the same way):
+/// @code
+///   datamask::options o;              // the library's defaults
+///   datamask::learner_settings ls;
+///   datamask::visit_settings([&](const auto& s) {
+///     using entry = std::remove_cvref_t<decltype(s)>;
+///     auto& target = datamask::setting_owner(s, o, ls);  // o or ls, by the entry's owner
+///     auto& field = target.*s.member;
+///     std::string help = std::string(s.help) + " (default " + s.default_text() + ")";
+///     if constexpr (entry::kind == datamask::setting_kind::choice) {
+///       // map every s.choices[i].name to s.choices[i].value: app.add_option(...)->transform
+///     } else if constexpr (entry::kind == datamask::setting_kind::flag) {
+///       app.add_flag("--" + std::string(s.name), field, help);
+///     } else {
+///       app.add_option("--" + std::string(s.name), field, help + ", " + s.range_text());
+///     }
+///   });
+///   // after parsing:
+///   datamask::validate(o);   // every range and the cross-field rules; throws invalid_input
+///   datamask::validate(ls);
+/// @endcode
+
+#include <string>
+#include <type_traits>
+
+#include "datamask/objectives/certify.hpp"
+#include "datamask/learners/continuous/settings.hpp"
+#include "datamask/core/enum_names.hpp"
+#include "datamask/core/error.hpp"
+#include "datamask/core/kernels.hpp"
+#include "datamask/objectives/knn/exact.hpp"
+#include "datamask/objectives/facility.hpp"
+#include "datamask/core/options.hpp"
+#include "datamask/learners/pg/softmax.hpp"
+#include "datamask/learners/schedule.hpp"
+#include "datamask/core/setting_entries.hpp"
+
+namespace datamask {
+
+/// @brief The constructor settings of the policy, the schedule, facility location and the
+/// certificate's budget that a program exposes (the learner and `certify` take the objects
+/// themselves; this group builds them). The defaults are those of `runtime_lr`, `softmax_policy`,
+/// `facility_location` and `certify_settings`, read from them.
+struct learner_settings {
+  double lr_max = runtime_lr{}.max_lr;                    ///< first learning rate
+  double lr_min = runtime_lr{}.min_lr;                    ///< last learning rate
+  schedule_kind schedule = runtime_lr{}.kind;             ///< linear, cosine or constant
+  gradient_mode logprob = softmax_policy{}.mode;          ///< gradient of ln P(mask)
+  similarity_kernel kernel = facility_location{}.kernel;  ///< facility location's kernel
+  double gamma = facility_location{}.gamma;               ///< rbf bandwidth
+  /// Dense facility location's greedy similarity cache, in MiB (`facility_location::cache_bytes`).
+  double facility_cache = static_cast<double>(facility_location{}.cache_bytes) / double(1 << 20);
+  /// How a block's kNN graph is built (facility location on a kNN graph), and the clustered
+  /// builder's C and P (0: its defaults); knn/graph.hpp and knn/clustered.hpp.
+  knn_build knn_builder = knn_build::automatic;
+  index_t knn_clusters = 0;
+  index_t knn_probes = 0;
+  /// The certificate's budget (`certify_settings::iterations`, 0: each method's default) and
+  /// dense facility location's memory for the pairs its dual reads, in MiB
+  /// (`certify_settings::memory_bytes`).
+  index_t certify_steps = certify_settings{}.iterations;
+  double certify_memory = static_cast<double>(certify_settings{}.memory_bytes) / double(1 << 20);
+
+  [[nodiscard]] runtime_lr schedule_object() const { return runtime_lr{schedule, lr_max, lr_min}; }
+  [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
+  /// Facility location with this kernel, gamma and cache budget.
+  [[nodiscard]] facility_location facility_object() const {
+    facility_location f;
+    f.kernel = kernel;
+    f.gamma = gamma;
+    f.cache_bytes = static_cast<std::size_t>(facility_cache * double(1 << 20));
+    return f;
+  }
+  /// The certificate's settings with this budget (random subsets, seed and threads: defaults).
+  [[nodiscard]] certify_settings certify_object() const {
+    certify_settings c;
+    c.iterations = certify_steps;
+    c.memory_bytes = static_cast<std::size_t>(certify_memory * double(1 << 20));
+    return c;
+  }
+};
+
+namespace detail {
+inline bool uses_gamma(const learner_settings& s) { return s.kernel == similarity_kernel::rbf; }
+}  // namespace detail
+
+/// @brief Visits the table entries of `learner_settings`.
+template <class F>
+void visit_learner_settings(F&& f) {
+  using L = learner_settings;
+  using detail::inf;
+  f(number_setting<L, double>{"lr-max", "lr_max", "first learning rate", &L::lr_max, 0.0, inf,
+                              true, true});
+  f(number_setting<L, double>{"lr-min", "lr_min",
+                              "last learning rate (not above lr-max; unused by constant)",
+                              &L::lr_min, 0.0, inf, false, true});
+  f(choice_setting<L, schedule_kind>{"schedule", "schedule",
+                                     "learning-rate schedule (constant uses lr-max)",
+                                     &L::schedule});
+  f(choice_setting<L, gradient_mode>{"logprob", "logprob", "gradient of the log-probability",
+                                     &L::logprob});
+  f(choice_setting<L, similarity_kernel>{"kernel", "kernel", "facility-location similarity",
+                                         &L::kernel});
+  f(number_setting<L, double>{"gamma", "gamma", "rbf bandwidth (checked with kernel rbf)",
+                              &L::gamma, 0.0, inf, true, true, {}, &detail::uses_gamma});
+  f(number_setting<L, double>{"facility-cache", "facility_cache",
+                              "MiB: the greedy baselines keep dense facility location's n x n similarities "
+                              "when they fit this budget (same selection, faster re-scoring); 0: never",
+                              &L::facility_cache, 0.0, 1e9});
+  f(choice_setting<L, knn_build>{"knn-build", "knn_build",
+                                 "how each block's kNN graph is built (with neighbors): exact, clustered "
+                                 "(approximate: C clusters, each compared with its P most similar), or auto "
+                                 "(exact up to 50000 items, clustered above)",
+                                 &L::knn_builder});
+  f(number_setting<L, index_t>{"knn-clusters", "knn_clusters",
+                               "clustered kNN graph: clusters C, capped at the block's size (0: about sqrt(n))",
+                               &L::knn_clusters, 0, detail::index_max});
+  f(number_setting<L, index_t>{"knn-probes", "knn_probes",
+                               "clustered kNN graph: clusters each cluster is compared with, itself included "
+                               "(0: 16, at most C)",
+                               &L::knn_probes, 0, detail::index_max});
+  f(number_setting<L, index_t>{"certify-steps", "certify_steps",
+                               "with certify: each bound's steps, Frank-Wolfe for pairwise similarity, the dual's for "
+                               "facility location (0: 30 and 100); fewer cost less and bound less tightly, never "
+                               "wrongly",
+                               &L::certify_steps, 0, detail::index_max});
+  f(number_setting<L, double>{"certify-memory", "certify_memory",
+                              "with certify: MiB for the pairs dense facility location's bound reads in every step "
+                              "(those above a quarter of what the selection gives each item); when they do not fit, "
+                              "every step recomputes them: slower, and from other products, whose last bits can "
+                              "steer the steps elsewhere (a bound as valid, not the same digits)",
+                              &L::certify_memory, 0.0, 1e9});
+}
+
+/// @brief The settings table: calls `f(entry)` for every setting, those of `settings` first,
+/// then those of `learner_settings`. An entry is a `number_setting`, `choice_setting` or
+/// `flag_setting` (tell them apart by the static `kind`); each has `name` (command-line spelling),
+/// `field` (C++ member), `help`, `member`, `default_value()`, `default_text()`, `range_text()`
+/// and `check(owner)`.
+template <class F>
+void visit_settings(F&& f) {
+  visit_run_settings(f);
+  visit_learner_settings(f);
+}
+
+/// @brief Checks the policy, schedule and kernel settings: ranges, then lr_min <= lr_max
+/// (unless the schedule is constant, which uses lr_max only).
+/// @throws invalid_input naming the setting.
+inline void validate(const learner_settings& s) {
+  visit_learner_settings([&](const auto& entry) { entry.check(s); });
+  DATAMASK_EXPECTS(s.schedule == schedule_kind::constant || s.lr_min <= s.lr_max, "lr_min",
+                   "must not exceed lr_max (", s.lr_max, "), found ", s.lr_min);
+}
+
+}  // namespace datamask
