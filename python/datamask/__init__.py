@@ -553,18 +553,19 @@ def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
 def _call(embeddings, quality, quality_weights, ids, ids_name, given, objective, objective_weights, optimizer,
           neighbors, graph, rows=None) -> tuple:
     """The core's arguments of a call, each checked and converted once: the corpus (shards,
-    quality columns, their weights, ids) and the request (options, objectives, their weights, the
+    quality columns, their weights, ids, the shards' names in messages) and the request (options, objectives, their weights, the
     metric, optimizer, neighbors, graph). `rows`: a callable giving, from the shards, the rows
     (a slice) whose scores and ids are read (None: every row)."""
     opts = _options(given)
     weights = [float(w) for w in quality_weights] if quality_weights is not None else []
     if hasattr(embeddings, "_rows"):  # Shards, parquet_shards
         shards, columns, id_array = _sharded(embeddings, quality, ids, ids_name, rows)
-        corpus = (shards, columns, weights, id_array)
+        names = [embeddings._name(i) for i in range(len(shards))]
+        corpus = (shards, columns, weights, id_array, names)
     else:
         shards = _shards(embeddings)
         window = rows([a.shape[0] for a in shards]) if rows else slice(None)
-        corpus = (shards, _columns(quality, window), weights, _ids(ids, ids_name, window))
+        corpus = (shards, _columns(quality, window), weights, _ids(ids, ids_name, window), [])
     return corpus, (opts, *_objectives(objective, objective_weights), optimizer or "auto", int(neighbors), _graph(graph))
 
 

@@ -116,7 +116,8 @@ std::pair<datamask::corpus_layout, std::pair<index_t, index_t>> worker_groups(co
 
 corpus make_corpus(const std::vector<shard_arg>& shards, const std::vector<column_array>& quality,
                    const std::vector<double>& quality_weights, const std::optional<ids_array>& ids,
-                   const std::string& ids_name, int threads, const worker_share& share = {}, index_t block_size = 2) {
+                   const std::string& ids_name, int threads, const worker_share& share = {}, index_t block_size = 2,
+                   const std::vector<std::string>& names = {}) {
   corpus k;
   // A worker checks the values of its groups' shards only (the others' workers check theirs).
   std::pair<std::size_t, std::size_t> checked{0, share.check_values ? shards.size() : 0};
@@ -129,7 +130,7 @@ corpus make_corpus(const std::vector<shard_arg>& shards, const std::vector<colum
   }
   DATAMASK_EXPECTS(!shards.empty(), "embeddings", "no arrays were given");
   for (std::size_t i = 0; i < shards.size(); ++i) {
-    const std::string name = shard_name(i, shards.size());
+    const std::string name = i < names.size() ? names[i] : shard_name(i, shards.size());
     if (const auto* shape = std::get_if<std::pair<index_t, index_t>>(&shards[i])) {
       const auto [rows, cols] = *shape;
       DATAMASK_EXPECTS(share.rows.second >= 0 && (i < checked.first || i >= checked.second), name,
@@ -536,9 +537,10 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
       "given as arrays, K = " + std::to_string(k)));
 }
 
-/// datamask/__init__.py's corpus arguments: (shards, quality columns, their weights, ids or None).
+/// datamask/__init__.py's corpus arguments: (shards, quality columns, their weights, ids or None,
+/// the shards' names in messages: empty for `embeddings[i]`).
 using corpus_args = std::tuple<std::vector<shard_arg>, std::vector<column_array>, std::vector<double>,
-                               std::optional<ids_array>>;
+                               std::optional<ids_array>, std::vector<std::string>>;
 /// Its request arguments: (options, objectives, their weights, metric or None, optimizer,
 /// neighbors, graph or None).
 using request_args = std::tuple<nb::dict, std::vector<std::string>, std::vector<double>, nb::object, std::string,
@@ -557,7 +559,7 @@ struct call {
 call make_call(const corpus_args& corpus_in, const request_args& request_in, const std::string& ids_name,
                const std::shared_ptr<python_side>& side, bool certify = false, const worker_share& share = {},
                index_t block_size = 2) {
-  const auto& [shards, quality, quality_weights, ids] = corpus_in;
+  const auto& [shards, quality, quality_weights, ids, names] = corpus_in;
   const auto& [options, objectives, objective_weights, metric, optimizer, neighbors, graph] = request_in;
   call c;
   const auto t_graph = std::chrono::steady_clock::now();
@@ -581,7 +583,7 @@ call make_call(const corpus_args& corpus_in, const request_args& request_in, con
       PyErr_WarnEx(PyExc_UserWarning, ("threads: " + res.threads_capped).c_str(), 1) != 0) {
     throw nb::python_error();  // warnings turned into errors
   }
-  c.k = make_corpus(shards, quality, quality_weights, ids, ids_name, r.run.threads, share, block_size);
+  c.k = make_corpus(shards, quality, quality_weights, ids, ids_name, r.run.threads, share, block_size, names);
   return c;
 }
 

@@ -79,7 +79,7 @@ def test_the_plan_reads_no_embeddings_it_does_not_need(corpus, tmp_path):
     plan = datamask.plan(shards, **args)
     assert plan.prune_threshold is not None
     datamask.select(shards, worker=(0, 2), plan=plan, **args)
-    with pytest.raises(datamask.InvalidInput, match=r"embeddings\[3\]: row 5, column 2 is NaN"):
+    with pytest.raises(datamask.InvalidInput, match=r"shard 3 \(.*nan.npy\): row 5, column 2 is NaN"):
         datamask.select(shards, worker=(1, 2), plan=plan, **args)
 
 
@@ -103,7 +103,7 @@ def test_a_shard_given_by_its_shape_is_never_read(corpus):
     request = datamask._call(x, q, None, None, "ids", dict(ratio=0.1), "pairwise", None, None, 0, None)[1]
     shards = [(900, 10), np.load(corpus[1][0]), np.load(corpus[2][0]), np.load(corpus[3][0])]
     with pytest.raises(datamask.InvalidInput, match=r"embeddings\[0\]: was given as its shape alone"):
-        datamask._core.select((shards, [np.ascontiguousarray(q)], [], None), request, 1000, False, None, None,
+        datamask._core.select((shards, [np.ascontiguousarray(q)], [], None, []), request, 1000, False, None, None,
                               (0, 1, 0, -1), None)
 
 
