@@ -312,13 +312,31 @@ void validate(const datamask::block_run_settings& s, const spelling& sp) {
 
 }  // namespace
 
+/// The optimizers that read the settings of struct `Owner` (the struct that declares a table
+/// entry): the policy-gradient learner its own; stochastic greedy's epsilon, also read by the
+/// continuous learner's stochastic start; the continuous learner its ascent and polish; every
+/// optimizer the rest.
+template <class Owner>
+constexpr optimizer_set readers() {
+  if constexpr (std::is_same_v<Owner, datamask::pg_settings> || std::is_same_v<Owner, datamask::pg_step_settings>) {
+    return bit(block_optimizer::pg);
+  } else if constexpr (std::is_same_v<Owner, datamask::stochastic_settings>) {
+    return bit(block_optimizer::stochastic) | bit(block_optimizer::continuous);
+  } else if constexpr (std::is_same_v<Owner, datamask::continuous_settings> ||
+                       std::is_same_v<Owner, datamask::polish_settings>) {
+    return bit(block_optimizer::continuous);
+  } else {
+    return every_optimizer;
+  }
+}
+
 optimizer_set applies_to(std::string_view name) {
   if (step_output(name)) return learners;
-  if (datamask::policy_gradient_only(name)) return bit(block_optimizer::pg);
-  if (datamask::stochastic_greedy_setting(name)) return bit(block_optimizer::stochastic) | bit(block_optimizer::continuous);
-  bool continuous = false;
-  datamask::visit_continuous_settings([&](const auto& s) { continuous = continuous || s.name == name; });
-  return continuous ? bit(block_optimizer::continuous) : every_optimizer;
+  optimizer_set found = every_optimizer;
+  visit_options([&](const auto& s) {
+    if (s.name == name) found = readers<typename std::remove_cvref_t<decltype(s)>::owner_type>();
+  });
+  return found;
 }
 
 resolution resolve(run_request& r, const spelling& sp) {

@@ -155,10 +155,10 @@ void visit_options(F&& f) {
 /// The object of `c` that holds the members of table entry `Entry`.
 template <class Entry, class C>
 auto& owner(C& c) {
-  using O = typename Entry::owner_type;
-  if constexpr (std::is_same_v<O, datamask::settings>) {
+  using O = typename Entry::owner_type;  // the struct that declares the entry, or one of its bases
+  if constexpr (std::is_base_of_v<O, datamask::settings>) {
     return c.run;
-  } else if constexpr (std::is_same_v<O, datamask::learner_settings>) {
+  } else if constexpr (std::is_base_of_v<O, datamask::learner_settings>) {
     return c.learn;
   } else if constexpr (std::is_same_v<O, datamask::continuous_settings>) {
     return c.ascent;

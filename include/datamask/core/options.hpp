@@ -137,32 +137,21 @@ struct best_rollout {
   double reward = -std::numeric_limits<double>::infinity();
 };
 
-/// @brief The plain values of a run, with the reference script's defaults where it has one.
-///
-/// Each member's default is written here and nowhere else; its command-line name, help text
-/// and valid range are in the settings table (settings.hpp, `visit_settings`), and
-/// `validate(const settings&)` checks a whole set against that table. Only values: no
-/// callbacks and no state of an earlier run (see `hooks` and `resume_state`).
-struct settings {
-  double ratio = 0.1;        ///< rho: the fraction of items selected, in (0, 1]
-  index_t count = 0;         ///< when > 0, select exactly this many items (overrides ratio)
-  double lambda = 0.5;       ///< weight of quality against diversity, in [0, 1]
+/// @brief The policy-gradient learner's own settings (`basic_learner`; no other optimizer reads
+/// them, so a front end refuses them with another). Their table entries are declared with
+/// this struct as their owner (`visit_pg_settings`).
+struct pg_settings {
   index_t rollouts = 128;    ///< G, at least 2
   /// E, in [0, 2^32 - 1). 0 runs no policy-gradient step: the scales are still calibrated (the
   /// reported f needs them) and the selection is the read-out of the initial logits (under
   /// `init_mode::quality` the top S by quality; under `uniform` the first S kept rows).
   index_t steps = 1000;
-  double active_fraction = 0.05;  ///< beta, in (0, 1]
-  index_t min_active = 1024;      ///< floor of the active batch size m (clipped to the kept items)
   /// The reference set V of objectives that compare a subset with a population (facility
   /// location) while learning: 0, the step's active batch (docs/method.md); R > 0, R kept rows
   /// (at most all of them) drawn anew each step, independently of the active batch, so a
   /// rollout's reward is its coverage of a sample of the block. The calibration uses step 1's.
   index_t reference_size = 0;
   init_mode init = init_mode::uniform;
-  double prune = 0.0;  ///< drop items whose quality is below this quantile, in [0, 1)
-  /// A quality threshold computed elsewhere (global quantile over blocks); overrides `prune`.
-  std::optional<double> prune_threshold;
   advantage_mode advantage = advantage_mode::group_normalized;
   /// Per-rollout credit (the paper's estimator) or per-item credit from the objectives' marginals
   /// (see `basic_learner`; the policy's relaxed gradient form, every diversity term a
@@ -170,6 +159,47 @@ struct settings {
   /// evaluation (pairwise similarity, dense facility location), where it reaches a given f in
   /// less time (benchmarks/RESULTS.md, "Policy gradient: per-item credit"), else the paper's.
   credit_mode credit = credit_mode::automatic;
+  readout_mode readout = readout_mode::top_logits;
+  /// When every rollout is a complete candidate selection (the active batch is all kept items and
+  /// k = S, as in blocks no larger than `min_active`), remember the best rollout evaluated and
+  /// return it if it beats the logit read-out on the final evaluation. Not with group scaling,
+  /// whose rewards are not values of a fixed f, nor with the sampled read-out.
+  bool keep_best_rollout = true;
+};
+
+/// @brief Stochastic greedy's own setting, read by the baseline and by the continuous learner's
+/// stochastic start (`polish_settings::stochastic_start`); the policy-gradient learner ignores it.
+struct stochastic_settings {
+  double epsilon = greedy_options{}.epsilon;  ///< `greedy_options::epsilon`
+};
+
+/// @brief What a run over blocks sets for each block from its own arguments and hooks
+/// (`select_block`), not from a user's option: a front end offers none of them.
+struct per_block_settings {
+  std::uint64_t block = 0;  ///< block number, part of the random key
+  /// A quality threshold computed elsewhere (global quantile over blocks); overrides `prune`.
+  std::optional<double> prune_threshold;
+  bool evaluate_selection = true;  ///< evaluate each term on the selection (whole block as V)
+  index_t snapshot_every = 0;      ///< call `hooks::on_snapshot` after every this many steps (0: never)
+};
+
+/// @brief The plain values of a run, with the reference script's defaults where it has one: what
+/// every optimizer reads (the size of the selection, lambda, the prune, f's scales, the seed,
+/// threads), and, as bases, what one optimizer owns (`pg_settings`, `stochastic_settings`) and
+/// what a run over blocks sets per block (`per_block_settings`).
+///
+/// Each member's default is written here and nowhere else; its command-line name, help text
+/// and valid range are in the settings table (settings.hpp, `visit_settings`), declared with
+/// the struct that owns it, and `validate(const settings&)` checks a whole set against that
+/// table. Only values: no callbacks and no state of an earlier run (see `hooks` and
+/// `resume_state`).
+struct settings : pg_settings, stochastic_settings, per_block_settings {
+  double ratio = 0.1;        ///< rho: the fraction of items selected, in (0, 1]
+  index_t count = 0;         ///< when > 0, select exactly this many items (overrides ratio)
+  double lambda = 0.5;       ///< weight of quality against diversity, in [0, 1]
+  double active_fraction = 0.05;  ///< beta, in (0, 1]
+  index_t min_active = 1024;      ///< floor of the active batch size m (clipped to the kept items)
+  double prune = 0.0;  ///< drop items whose quality is below this quantile, in [0, 1)
   term_scaling scaling = term_scaling::calibrated;
   /// With `term_scaling::fixed`: one divisor per term of f, finite and > 0, in the order of
   /// `selection_result::terms` (quality first when there are scores, then the diversity
@@ -177,22 +207,9 @@ struct settings {
   std::vector<double> scales;
   index_t calibration_subsets = 256;
   quality_aggregate quality = quality_aggregate::mean;
-  readout_mode readout = readout_mode::top_logits;
   std::uint64_t seed = 0;
-  std::uint64_t block = 0;   ///< block number, part of the random key
   int threads = 0;           ///< 0: all available
   bool normalized = false;   ///< the caller declares the embeddings already unit-normalised
-  bool evaluate_selection = true;  ///< evaluate each term on the selection (whole block as V)
-  /// When every rollout is a complete candidate selection (the active batch is all kept items and
-  /// k = S, as in blocks no larger than `min_active`), remember the best rollout evaluated and
-  /// return it if it beats the logit read-out on the final evaluation. Not with group scaling,
-  /// whose rewards are not values of a fixed f, nor with the sampled read-out.
-  bool keep_best_rollout = true;
-  index_t snapshot_every = 0;  ///< call `hooks::on_snapshot` after every this many steps (0: never)
-  /// Stochastic greedy's epsilon (`greedy_options::epsilon`), for front ends that run it from
-  /// these settings (block_select.hpp) and for the continuous learner's stochastic start
-  /// (`polish_settings::stochastic_start`); the policy-gradient learner ignores it.
-  double epsilon = greedy_options{}.epsilon;
 };
 
 /// @brief The key of stochastic greedy's samples on block `s.block` of a run seeded `s.seed`:
@@ -243,6 +260,8 @@ inline bool uses_ratio(const settings& s) { return s.count == 0; }
 template <class F>
 void visit_selection_settings(F& f) {
   using S = settings;
+  using P = pg_settings;
+  using B = per_block_settings;
   f(number_setting<S, double>{"ratio", "ratio", "fraction of items to select (rho)", &S::ratio,
                               0.0, 1.0, true, false, {}, &detail::uses_ratio});
   f(number_setting<S, index_t>{"count", "count",
@@ -252,38 +271,38 @@ void visit_selection_settings(F& f) {
                               "weight of quality against diversity (1: top by quality, 0: "
                               "diversity only)",
                               &S::lambda, 0.0, 1.0});
-  f(number_setting<S, index_t>{"rollouts", "rollouts", "masks sampled per step (G)",
-                               &S::rollouts, 2, (index_t{1} << 31) - 1, false, false, "G"});
-  f(number_setting<S, index_t>{"steps", "steps",
+  f(number_setting<P, index_t>{"rollouts", "rollouts", "masks sampled per step (G)",
+                               &P::rollouts, 2, (index_t{1} << 31) - 1, false, false, "G"});
+  f(number_setting<P, index_t>{"steps", "steps",
                                "policy-gradient steps per block (E); 0: calibrate and read out "
                                "the initial logits",
-                               &S::steps, 0, (index_t{1} << 32) - 2, false, false, "E"});
+                               &P::steps, 0, (index_t{1} << 32) - 2, false, false, "E"});
   f(number_setting<S, double>{"active-fraction", "active_fraction",
                               "share of a block that is active at each step (beta)",
                               &S::active_fraction, 0.0, 1.0, true, false});
   f(number_setting<S, index_t>{"min-active", "min_active",
                                "floor of the active batch size m (clipped to the kept items)",
                                &S::min_active, 1, index_max});
-  f(number_setting<S, index_t>{"reference-size", "reference_size",
+  f(number_setting<P, index_t>{"reference-size", "reference_size",
                                "facility location's reference set while learning: 0 the step's active "
                                "batch (the paper's), else this many kept items drawn anew each step",
-                               &S::reference_size, 0, index_max});
-  f(choice_setting<S, init_mode>{"init", "init", "initial logits", &S::init});
+                               &P::reference_size, 0, index_max});
+  f(choice_setting<P, init_mode>{"init", "init", "initial logits", &P::init});
   f(number_setting<S, double>{"prune", "prune",
                               "drop items below this quantile of quality (0: keep all)",
                               &S::prune, 0.0, 1.0, false, true});
-  f(number_setting<S, double, std::optional<double>>{
+  f(number_setting<B, double, std::optional<double>>{
       "prune-threshold", "prune_threshold",
       "a quality threshold computed elsewhere (global over blocks); overrides prune",
-      &S::prune_threshold, -inf, inf});
-  f(choice_setting<S, advantage_mode>{"advantage", "advantage", "how rewards become advantages",
-                                      &S::advantage});
-  f(choice_setting<S, credit_mode>{"credit", "credit",
+      &B::prune_threshold, -inf, inf});
+  f(choice_setting<P, advantage_mode>{"advantage", "advantage", "how rewards become advantages",
+                                      &P::advantage});
+  f(choice_setting<P, credit_mode>{"credit", "credit",
                                    "who gets a rollout's credit: every item its advantage (rollout, the "
                                    "paper's), each item its own marginal gain (item), or auto: item when "
                                    "every diversity term is pairwise or dense facility location (their "
                                    "marginals cost one evaluation) and logprob is relaxed, else rollout",
-                                   &S::credit});
+                                   &P::credit});
 }
 
 /// The table's entries of f's scales, the read-out and the run (`settings` from `scaling` to
@@ -291,6 +310,9 @@ void visit_selection_settings(F& f) {
 template <class F>
 void visit_scale_and_run_settings(F& f) {
   using S = settings;
+  using P = pg_settings;
+  using B = per_block_settings;
+  using G = stochastic_settings;
   f(choice_setting<S, term_scaling>{"scaling", "scaling",
                                     "how the terms of f are put on one scale", &S::scaling});
   f(number_setting<S, double, std::vector<double>>{
@@ -304,31 +326,31 @@ void visit_scale_and_run_settings(F& f) {
   f(choice_setting<S, quality_aggregate>{"quality-aggregate", "quality",
                                          "the quality term: mean or sum over the subset",
                                          &S::quality});
-  f(choice_setting<S, readout_mode>{"readout", "readout",
+  f(choice_setting<P, readout_mode>{"readout", "readout",
                                     "how the selection is read from the final logits",
-                                    &S::readout});
+                                    &P::readout});
   f(number_setting<S, std::uint64_t>{"seed", "seed", "random seed; same seed, same selection",
                                      &S::seed, 0, std::numeric_limits<std::uint64_t>::max()});
-  f(number_setting<S, std::uint64_t>{"block", "block", "block number, part of the random key",
-                                     &S::block, 0, std::numeric_limits<std::uint64_t>::max()});
+  f(number_setting<B, std::uint64_t>{"block", "block", "block number, part of the random key",
+                                     &B::block, 0, std::numeric_limits<std::uint64_t>::max()});
   f(number_setting<S, int>{"threads", "threads",
                            "CPU threads (0: all available; more are capped to the CPUs this process may run on); "
                            "does not change the selection",
                            &S::threads, 0, std::numeric_limits<int>::max()});
   f(flag_setting<S>{"normalized", "normalized", "the embeddings are already unit-normalised",
                     &S::normalized});
-  f(flag_setting<S>{"evaluate-selection", "evaluate_selection",
+  f(flag_setting<B>{"evaluate-selection", "evaluate_selection",
                     "evaluate each term on the selection (whole block as reference)",
-                    &S::evaluate_selection});
-  f(flag_setting<S>{"keep-best-rollout", "keep_best_rollout",
+                    &B::evaluate_selection});
+  f(flag_setting<P>{"keep-best-rollout", "keep_best_rollout",
                     "return the best complete rollout when it beats the read-out",
-                    &S::keep_best_rollout});
-  f(number_setting<S, index_t>{"snapshot-every", "snapshot_every",
-                               "steps between snapshots (0: never)", &S::snapshot_every, 0,
+                    &P::keep_best_rollout});
+  f(number_setting<B, index_t>{"snapshot-every", "snapshot_every",
+                               "steps between snapshots (0: never)", &B::snapshot_every, 0,
                                index_max});
-  f(number_setting<S, double>{"epsilon", "epsilon",
+  f(number_setting<G, double>{"epsilon", "epsilon",
                               "stochastic greedy: ceil((n / S) ln(1 / epsilon)) candidates per round",
-                              &S::epsilon, 0.0, 1.0, true, true});
+                              &G::epsilon, 0.0, 1.0, true, true});
 }
 }  // namespace detail
 

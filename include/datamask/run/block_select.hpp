@@ -127,10 +127,10 @@ struct block_run_settings {
 template <class Entry, class Settings>
   requires std::same_as<std::remove_const_t<Settings>, block_run_settings>
 [[nodiscard]] auto& settings_of(Settings& s) {
-  using O = typename Entry::owner_type;
-  if constexpr (std::is_same_v<O, settings>) {
+  using O = typename Entry::owner_type;  // the struct that declares the entry, or one of its bases
+  if constexpr (std::is_base_of_v<O, settings>) {
     return s.run;
-  } else if constexpr (std::is_same_v<O, learner_settings>) {
+  } else if constexpr (std::is_base_of_v<O, learner_settings>) {
     return s.learn;
   } else if constexpr (std::is_same_v<O, continuous_settings>) {
     return s.ascent;
@@ -295,28 +295,6 @@ using standard_mix =
 
 /// @brief The block size of a run that does not name one: the paper's blocks of 1M documents.
 inline constexpr index_t default_block_size = 1000000;
-
-/// @brief Settings of the table that `select_block` sets itself for every block (from its
-/// arguments and hooks): a front end offers no option for them.
-[[nodiscard]] constexpr bool set_per_block(std::string_view name) {
-  return name == "block" || name == "prune-threshold" || name == "snapshot-every" || name == "evaluate-selection";
-}
-
-/// @brief Settings of the table that only the policy-gradient learner reads (the calibration
-/// settings, which both learners use, are not among them): a front end refuses them with
-/// another optimizer instead of ignoring them (read through `dmfront::applies_to`).
-[[nodiscard]] constexpr bool policy_gradient_only(std::string_view name) {
-  for (std::string_view n : {"steps", "rollouts", "init", "advantage", "credit", "readout", "keep-best-rollout",
-                             "reference-size", "lr-max", "lr-min", "schedule", "logprob"}) {
-    if (n == name) return true;
-  }
-  return false;
-}
-
-/// @brief Settings of the table that only stochastic greedy reads, as the baseline or as the
-/// continuous learner's stochastic start (`polish_settings::stochastic_start`): refused with
-/// another optimizer.
-[[nodiscard]] constexpr bool stochastic_greedy_setting(std::string_view name) { return name == "epsilon"; }
 
 /// @brief How a corpus is split for a run: what `select_block` is called with, block by block.
 /// A worker plans the groups it runs (`held`), so it holds their rows and no others.

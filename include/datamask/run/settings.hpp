@@ -50,15 +50,25 @@
 
 namespace datamask {
 
-/// @brief The constructor settings of the policy, the schedule, facility location and the
-/// certificate's budget that a program exposes (the learner and `certify` take the objects
-/// themselves; this group builds them). The defaults are those of `runtime_lr`, `softmax_policy`,
-/// `facility_location` and `certify_settings`, read from them.
-struct learner_settings {
-  double lr_max = runtime_lr{}.max_lr;                    ///< first learning rate
-  double lr_min = runtime_lr{}.min_lr;                    ///< last learning rate
-  schedule_kind schedule = runtime_lr{}.kind;             ///< linear, cosine or constant
-  gradient_mode logprob = softmax_policy{}.mode;          ///< gradient of ln P(mask)
+/// @brief The policy-gradient learner's step: its learning-rate schedule and its policy's
+/// gradient (the defaults of `runtime_lr` and `softmax_policy`). Only that learner reads them, so
+/// a front end refuses them with another optimizer; their table entries are declared with this
+/// struct as their owner.
+struct pg_step_settings {
+  double lr_max = runtime_lr{}.max_lr;            ///< first learning rate
+  double lr_min = runtime_lr{}.min_lr;            ///< last learning rate
+  schedule_kind schedule = runtime_lr{}.kind;     ///< linear, cosine or constant
+  gradient_mode logprob = softmax_policy{}.mode;  ///< gradient of ln P(mask)
+
+  [[nodiscard]] runtime_lr schedule_object() const { return runtime_lr{schedule, lr_max, lr_min}; }
+  [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
+};
+
+/// @brief The constructor settings of the policy, the schedule (`pg_step_settings`), facility
+/// location and the certificate's budget that a program exposes (the learner and `certify` take
+/// the objects themselves; this group builds them). The defaults are those of `runtime_lr`,
+/// `softmax_policy`, `facility_location` and `certify_settings`, read from them.
+struct learner_settings : pg_step_settings {
   similarity_kernel kernel = facility_location{}.kernel;  ///< facility location's kernel
   double gamma = facility_location{}.gamma;               ///< rbf bandwidth
   /// Dense facility location's greedy similarity cache, in MiB (`facility_location::cache_bytes`).
@@ -74,8 +84,6 @@ struct learner_settings {
   index_t certify_steps = certify_settings{}.iterations;
   double certify_memory = static_cast<double>(certify_settings{}.memory_bytes) / double(1 << 20);
 
-  [[nodiscard]] runtime_lr schedule_object() const { return runtime_lr{schedule, lr_max, lr_min}; }
-  [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
   /// Facility location with this kernel, gamma and cache budget.
   [[nodiscard]] facility_location facility_object() const {
     facility_location f;
@@ -101,17 +109,18 @@ inline bool uses_gamma(const learner_settings& s) { return s.kernel == similarit
 template <class F>
 void visit_learner_settings(F&& f) {
   using L = learner_settings;
+  using P = pg_step_settings;
   using detail::inf;
-  f(number_setting<L, double>{"lr-max", "lr_max", "first learning rate", &L::lr_max, 0.0, inf,
+  f(number_setting<P, double>{"lr-max", "lr_max", "first learning rate", &P::lr_max, 0.0, inf,
                               true, true});
-  f(number_setting<L, double>{"lr-min", "lr_min",
+  f(number_setting<P, double>{"lr-min", "lr_min",
                               "last learning rate (not above lr-max; unused by constant)",
-                              &L::lr_min, 0.0, inf, false, true});
-  f(choice_setting<L, schedule_kind>{"schedule", "schedule",
+                              &P::lr_min, 0.0, inf, false, true});
+  f(choice_setting<P, schedule_kind>{"schedule", "schedule",
                                      "learning-rate schedule (constant uses lr-max)",
-                                     &L::schedule});
-  f(choice_setting<L, gradient_mode>{"logprob", "logprob", "gradient of the log-probability",
-                                     &L::logprob});
+                                     &P::schedule});
+  f(choice_setting<P, gradient_mode>{"logprob", "logprob", "gradient of the log-probability",
+                                     &P::logprob});
   f(choice_setting<L, similarity_kernel>{"kernel", "kernel", "facility-location similarity",
                                          &L::kernel});
   f(number_setting<L, double>{"gamma", "gamma", "rbf bandwidth (checked with kernel rbf)",

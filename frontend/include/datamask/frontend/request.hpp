@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,12 +33,14 @@ struct spelling {
 };
 
 /// @brief Visits the settings-table entries a front end offers as options, in the table's
-/// order: the library's (less those `select_block` sets per block), then the continuous
-/// learner's.
+/// order: the library's (less those `select_block` sets per block: `per_block_settings`), then
+/// the continuous learner's.
 template <class F>
 void visit_options(F&& f) {
   datamask::visit_settings([&](const auto& s) {
-    if (!datamask::set_per_block(s.name)) f(s);
+    if constexpr (!std::is_same_v<typename std::remove_cvref_t<decltype(s)>::owner_type, datamask::per_block_settings>) {
+      f(s);
+    }
   });
   datamask::visit_continuous_settings(f);
 }
