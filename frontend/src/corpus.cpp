@@ -100,6 +100,9 @@ void corpus::gather(std::span<const index_t> rows, float* out, int threads) cons
   const auto cols = static_cast<std::size_t>(d);
   if (some_absent) {  // a clear error, never a read through null (the front end keeps such rows out)
     for (const index_t r : rows) {
+      // The window's rows are in shards this worker holds (the binding gives no shape-only shard
+      // inside it), so only a row outside it is looked up.
+      if (r >= window.first && r < window.second) continue;
       const auto s = static_cast<std::size_t>(std::upper_bound(shard_start.begin(), shard_start.end(), r) -
                                               shard_start.begin() - 1);
       DATAMASK_EXPECTS(shards[s].data != nullptr, shards[s].name, "was not given to this worker (another worker's "

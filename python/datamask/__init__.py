@@ -358,6 +358,14 @@ def _sharded(source: Any, quality: Any, ids: Any, ids_name: str, rows: Optional[
     return shards, quality_out, ids_out
 
 
+def _in_sorted(wanted: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Which of ``ids`` are in ``wanted`` (sorted, unique, of the same dtype): a binary search per
+    id, so a selection is sorted once and matched a batch of documents at a time."""
+    if not wanted.size:
+        return np.zeros(len(ids), bool)
+    return wanted[np.minimum(np.searchsorted(wanted, ids), wanted.size - 1)] == ids
+
+
 def _is_path(a: Any) -> bool:
     return isinstance(a, (str, os.PathLike))
 

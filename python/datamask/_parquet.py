@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import InvalidInput, Selection, _columns, _ids, _is_path
+from . import InvalidInput, Selection, _columns, _ids, _in_sorted, _is_path
 
 
 @dataclass(frozen=True)
@@ -46,33 +46,71 @@ def _embedding_chunk(chunk: Any, column: str) -> np.ndarray:
     return flat.reshape(n, d)
 
 
+def _embedding_names(embedding_column: Union[str, Sequence[str]]) -> list:
+    """The embedding's columns: one list column, or one float column per dimension."""
+    return [embedding_column] if isinstance(embedding_column, str) else list(embedding_column)
+
+
+def _embedding_rows(table: Any, columns: list, name: str) -> np.ndarray:
+    """n x d embeddings of a table or record batch: a list column's rows (each chunk viewed
+    without a copy where Arrow allows, then joined), or one float column per dimension stacked."""
+    if len(columns) == 1:
+        col = table.column(columns[0])
+        parts = [_embedding_chunk(c, f"{name}: {columns[0]}") for c in getattr(col, "chunks", [col]) if len(c)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    stacked = []
+    for c in columns:
+        v = table.column(c)
+        if v.null_count:
+            raise InvalidInput(f"{name}: column {c!r} has {v.null_count} null rows")
+        a = np.asarray(v.to_numpy())
+        if a.dtype.kind != "f":
+            raise InvalidInput(f"{name}: column {c!r} holds {a.dtype}; an embedding column holds floats")
+        stacked.append(a)
+    return np.column_stack(stacked)
+
+
+def _score_columns(table: Any, columns: Sequence[str]) -> list:
+    """The quality columns of a table or record batch, float64."""
+    return _columns([table.column(c).to_numpy() for c in columns]) if columns else []
+
+
 def read_parquet(
     path: str,
-    embedding_column: str = "feature_arr",
+    embedding_column: Union[str, Sequence[str]] = "feature_arr",
     quality_columns: Union[str, Sequence[str], None] = ("quality_score",),
     id_column: Optional[str] = "chunk_id",
 ) -> ParquetCorpus:
     """Reads a Parquet file (the DATAMASK script's layout by default) through pyarrow.
 
     List and fixed-size-list float columns become one n_i x d array per record batch, viewing
-    Arrow's buffers without a copy when Arrow allows (float values, no nulls); float64 values
-    are converted once by :func:`select`. Needs pyarrow (``pip install datamask[parquet]``).
+    Arrow's buffers without a copy when Arrow allows (float values, no nulls); a list of column
+    names is one float column per dimension, stacked into one array. float64 values are
+    converted once by :func:`select`. Needs pyarrow (``pip install datamask[parquet]``).
     """
     _, pq = _pyarrow("read_parquet")
     if isinstance(quality_columns, str):
         quality_columns = [quality_columns]
     quality_columns = list(quality_columns or [])
-    named = [("embedding_column", embedding_column)] + [("quality_columns", c) for c in quality_columns]
-    named += [("id_column", id_column)] if id_column else []
-    have = pq.ParquetDataset(path).schema.names  # a file or a folder of files, as read_table takes
-    for keyword, column in named:
-        if column not in have:
-            raise InvalidInput(f"{keyword}: no column {column!r} in {path}; its columns: {', '.join(have)}")
-    table = pq.read_table(path, columns=[column for _, column in named])
-    emb = [_embedding_chunk(c, embedding_column) for c in table.column(embedding_column).chunks if len(c)]
-    quality = [np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in quality_columns]
+    embedding = _embedding_names(embedding_column)
+    _check_columns(pq.ParquetDataset(path).schema.names, path, embedding, quality_columns, id_column)
+    table = pq.read_table(path, columns=[*embedding, *quality_columns, *([id_column] if id_column else [])])
+    if len(embedding) == 1:  # one array per record batch: each a view of Arrow's buffers where it can be
+        emb = [_embedding_chunk(c, embedding[0]) for c in table.column(embedding[0]).chunks if len(c)]
+    else:
+        emb = [_embedding_rows(table, embedding, path)]
+    quality = _score_columns(table, quality_columns)
     ids = _ids(table.column(id_column).to_numpy(), id_column) if id_column else None
     return ParquetCorpus(embeddings=emb, quality=quality, ids=ids)
+
+
+def _check_columns(have: list, where: str, embedding: list, quality_columns: Sequence[str],
+                   id_column: Optional[str]) -> None:
+    """Refuses a column the call names that ``where`` does not have, naming the keyword."""
+    named = [("embedding_column", c) for c in embedding] + [("quality_columns", c) for c in quality_columns]
+    for keyword, column in named + ([("id_column", id_column)] if id_column else []):
+        if column not in have:
+            raise InvalidInput(f"{keyword}: no column {column!r} in {where}; its columns: {', '.join(have)}")
 
 
 def _pyarrow(what: str):
@@ -90,7 +128,7 @@ class ParquetShards:
     :class:`datamask.Shards`), its values read only when a call needs them."""
 
     files: tuple
-    embedding_column: str
+    embedding_column: Union[str, tuple]  #: a list column, or one float column per dimension
     quality_columns: tuple
     id_column: Optional[str]
     _shapes: dict = field(default_factory=dict, compare=False, repr=False)  # (rows, d) of the files read
@@ -105,12 +143,8 @@ class ParquetShards:
     def _file(self, i: int):
         _, pq = _pyarrow("parquet_shards")
         f = pq.ParquetFile(self.files[i])
-        have = f.schema_arrow.names
-        for keyword, column in ([("embedding_column", self.embedding_column)] +
-                                [("quality_columns", c) for c in self.quality_columns] +
-                                ([("id_column", self.id_column)] if self.id_column else [])):
-            if column not in have:
-                raise InvalidInput(f"{keyword}: no column {column!r} in {self.files[i]}; its columns: {', '.join(have)}")
+        _check_columns(f.schema_arrow.names, self.files[i], _embedding_names(self.embedding_column),
+                       self.quality_columns, self.id_column)
         return f
 
     def _rows(self, i: int) -> tuple:
@@ -122,30 +156,29 @@ class ParquetShards:
             f = self._file(i)
             if f.metadata.num_rows == 0:
                 raise InvalidInput(f"{self.files[i]}: no rows; leave empty files out of the inputs")
-            kind = f.schema_arrow.field(self.embedding_column).type
-            if pa.types.is_fixed_size_list(kind):
+            columns = _embedding_names(self.embedding_column)
+            kind = f.schema_arrow.field(columns[0]).type
+            if len(columns) > 1:
+                d = len(columns)
+            elif pa.types.is_fixed_size_list(kind):
                 d = kind.list_size
             elif i > 0:
                 d = self._rows(0)[1]
             else:
-                first = next(f.iter_batches(batch_size=1, columns=[self.embedding_column]))
-                d = _embedding_chunk(first.column(0), f"{self.files[i]}: {self.embedding_column}").shape[1]
+                first = next(f.iter_batches(batch_size=1, columns=columns))
+                d = _embedding_chunk(first.column(0), f"{self.files[i]}: {columns[0]}").shape[1]
             self._shapes[i] = (f.metadata.num_rows, d)
         return self._shapes[i]
 
-    def _column(self, i: int, column: str):
-        return self._file(i).read(columns=[column]).column(column)
-
     def _embeddings(self, i: int) -> np.ndarray:
-        name = f"{self.files[i]}: {self.embedding_column}"
-        parts = [_embedding_chunk(c, name) for c in self._column(i, self.embedding_column).chunks if len(c)]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        columns = _embedding_names(self.embedding_column)
+        return _embedding_rows(self._file(i).read(columns=columns), columns, self.files[i])
 
     def _quality(self, i: int) -> list:
-        return _columns([self._column(i, c).to_numpy() for c in self.quality_columns]) if self.quality_columns else []
+        return _score_columns(self._file(i).read(columns=list(self.quality_columns)), self.quality_columns)
 
     def _ids(self, i: int) -> Optional[np.ndarray]:
-        return None if not self.id_column else self._column(i, self.id_column).to_numpy()
+        return None if not self.id_column else self._file(i).read(columns=[self.id_column]).column(0).to_numpy()
 
     @property
     def ids(self) -> Optional[str]:  # whether ids are given, as Shards.ids says
@@ -160,12 +193,12 @@ class ParquetShards:
 
     def _key(self) -> list:  # what a plan is made for: each file's shape, and the columns read
         return [[list(self._rows(i)) for i in range(len(self.files))],
-                [self.embedding_column, list(self.quality_columns), self.id_column]]
+                [_embedding_names(self.embedding_column), list(self.quality_columns), self.id_column]]
 
 
 def parquet_shards(
     inputs: Any,
-    embedding_column: str = "feature_arr",
+    embedding_column: Union[str, Sequence[str]] = "feature_arr",
     quality_columns: Union[str, Sequence[str], None] = ("quality_score",),
     id_column: Optional[str] = "chunk_id",
 ) -> ParquetShards:
@@ -174,19 +207,20 @@ def parquet_shards(
     or ``ids``), :func:`datamask.plan` and :func:`datamask.evaluate`. Nothing is read here. A call
     with ``worker=(rank, world)`` and a plan reads every file's footer (row counts) and the files
     of its own groups; a call over the whole corpus (one process, :func:`datamask.plan`) reads
-    every file's columns into memory. Embeddings: a list or fixed-size list of floats per row;
-    each quality column one score per row; ids integers (the DATAMASK script's column names by
+    every file's columns into memory. Embeddings: a list or fixed-size list of floats per row,
+    or (a list of names) one float column per dimension; each quality column one score per row; ids integers (the DATAMASK script's column names by
     default). Needs pyarrow."""
     _pyarrow("parquet_shards")
     if isinstance(quality_columns, str):
         quality_columns = [quality_columns]
-    return ParquetShards(tuple(_parquet_files(inputs)), embedding_column, tuple(quality_columns or ()), id_column)
+    embedding = embedding_column if isinstance(embedding_column, str) else tuple(embedding_column)
+    return ParquetShards(tuple(_parquet_files(inputs)), embedding, tuple(quality_columns or ()), id_column)
 
 
 def parquet_to_shards(
     inputs: Any,
     folder: Union[str, os.PathLike],
-    embedding_column: str = "feature_arr",
+    embedding_column: Union[str, Sequence[str]] = "feature_arr",
     quality_columns: Union[str, Sequence[str], None] = ("quality_score",),
     id_column: str = "chunk_id",
     worker: Optional[tuple] = None,
@@ -198,13 +232,12 @@ def parquet_to_shards(
     memory is a batch. ``worker=(rank, world)``: the files ``rank::world`` only, for a task array
     to convert a corpus together. Embeddings keep float16 (else become float32), scores float64
     (one column per quality column), ids their integer type. Returns the shards' names."""
-    pa, pq = _pyarrow("parquet_to_shards")
+    _pyarrow("parquet_to_shards")
     from ._shard_files import ShardWriter, shard_name
 
     rank, world = (0, 1) if worker is None else worker
-    if isinstance(quality_columns, str):
-        quality_columns = [quality_columns]
-    source = ParquetShards(tuple(_parquet_files(inputs)), embedding_column, tuple(quality_columns or ()), id_column)
+    source = parquet_shards(inputs, embedding_column, quality_columns, id_column)
+    embedding = _embedding_names(embedding_column)
     folder = os.fspath(folder)
     os.makedirs(folder, exist_ok=True)
     names = []
@@ -212,12 +245,11 @@ def parquet_to_shards(
         f = source._file(i)
         path = os.path.abspath(source.files[i])
         writer = ShardWriter(folder, path)
-        for batch in f.iter_batches(batch_size=batch_rows, columns=[embedding_column, *source.quality_columns, id_column]):
-            x = _embedding_chunk(batch.column(0), f"{path}: {embedding_column}")
-            k = len(source.quality_columns)
-            cols = _columns([batch.column(1 + j).to_numpy() for j in range(k)]) if k else []
-            q = cols[0] if k == 1 else np.column_stack(cols) if k else np.zeros((len(x), 0))
-            writer.append(x, q, _ids(batch.column(1 + k).to_numpy(), f"{path}: {id_column}"))
+        for batch in f.iter_batches(batch_size=batch_rows, columns=[*embedding, *source.quality_columns, id_column]):
+            x = _embedding_rows(batch, embedding, path)
+            cols = _score_columns(batch, source.quality_columns)
+            q = cols[0] if len(cols) == 1 else np.column_stack(cols) if cols else np.zeros((len(x), 0))
+            writer.append(x, q, _ids(batch.column(id_column).to_numpy(), f"{path}: {id_column}"))
         if writer.close() == 0:
             raise InvalidInput(f"{path}: no rows; leave empty files out of the inputs")
         names.append(shard_name(path))
@@ -291,8 +323,7 @@ def filter_parquet(inputs: Any, selection: Any, out_dir: Union[str, os.PathLike]
                     if ids.dtype.kind not in "iu":
                         raise InvalidInput(f"{f}: column {id_column!r} holds {ids.dtype}, not integer ids")
                     ids, valid = _same_kind(ids, wanted.dtype)
-                    at = np.minimum(np.searchsorted(wanted, ids), max(wanted.size - 1, 0))
-                    mask = (wanted[at] == ids) & valid if wanted.size else np.zeros(len(ids), bool)
+                    mask = _in_sorted(wanted, ids) & valid
                     kept += int(mask.sum())
                     sink.write_table(pa.Table.from_batches([batch]).filter(pa.array(mask)))
             os.replace(tmp, o)

@@ -35,6 +35,7 @@ from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.filters.base_filter import BaseFilter
 
 import datamask
+from datamask import _in_sorted
 from datamask._shard_files import ShardWriter, shard_name, shards_in
 
 __all__ = ["MergeSelection", "PlanSelection", "SelectShare", "SelectedFilter", "WriteSelectionInputs", "document_id",
@@ -284,9 +285,7 @@ class SelectedFilter(BaseFilter):
     def filter_batch(self, batch: list) -> list:
         wanted = self._ids()
         ids = np.array([self.id_of(doc) for doc in batch], dtype=np.uint64)  # as the writer made them
-        at = np.minimum(np.searchsorted(wanted, ids), max(len(wanted) - 1, 0))
-        keep = (wanted[at] == ids) if len(wanted) else np.zeros(len(ids), bool)
-        return keep.tolist()
+        return _in_sorted(wanted, ids).tolist()
 
     def filter(self, doc: Document) -> bool:
         return self.filter_batch([doc])[0]

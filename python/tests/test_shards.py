@@ -168,3 +168,25 @@ def test_parquet_to_shards_selects_what_parquet_selects(parquet, tmp_path):
     assert [np.load(e, mmap_mode="r").shape for e in shards.embeddings] == [(n, 10) for n in SIZES]
     np.testing.assert_array_equal(datamask.select(shards, **ARGS).ids, datamask.select(files, **ARGS).ids)
     assert np.load(shards.ids[0]).dtype == np.int64
+
+
+def test_parquet_embeddings_one_column_per_dimension(corpus, parquet, tmp_path):
+    """Embeddings stored as d float columns select what the list column selects, in place, read
+    whole and converted."""
+    folder = tmp_path / "wide"
+    folder.mkdir()
+    for f in sorted(parquet.glob("*.parquet")):
+        t = pq.read_table(f)
+        x = np.stack(t.column("feature_arr").to_numpy(zero_copy_only=False))
+        wide = {f"e{j}": x[:, j] for j in range(x.shape[1])}
+        pq.write_table(pa.table({"chunk_id": t.column("chunk_id"), "quality_score": t.column("quality_score"), **wide}),
+                       folder / f.name, row_group_size=256)
+    dims = [f"e{j}" for j in range(10)]
+    want = datamask.select(datamask.parquet_shards(parquet), **ARGS).ids
+    np.testing.assert_array_equal(datamask.select(datamask.parquet_shards(folder, embedding_column=dims), **ARGS).ids, want)
+    one = datamask.read_parquet(str(folder / "part-0.parquet"), embedding_column=dims)
+    np.testing.assert_array_equal(one.embeddings[0], np.load(corpus[0][0]))
+    datamask.parquet_to_shards(folder, tmp_path / "npy", embedding_column=dims, batch_rows=100)
+    np.testing.assert_array_equal(datamask.select(datamask.shards_in(tmp_path / "npy"), **ARGS).ids, want)
+    with pytest.raises(datamask.InvalidInput, match="embedding_column: no column 'e10'"):
+        datamask.select(datamask.parquet_shards(folder, embedding_column=dims + ["e10"]), **ARGS)
