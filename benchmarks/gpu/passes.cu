@@ -4,7 +4,7 @@
 // device's measured copy bandwidth: the profile of an iteration of pairwise + quality on the
 // Thrust backend under CUDA (benchmarks/GPU.md). Plain CUDA (no Google Benchmark), so that
 // scripts/gpu-check builds and runs it on a machine with the toolkit only. Exit 77 without a GPU.
-//   datamask_gpu_passes [rows (1000000)] [dims (768)] [repeats (10)]
+//   datamask_gpu_passes [rows (1000000)] [dims (768)] [repeats (10)] [no-disf]
 // Each line: the pass, its median time over the repeats, the bytes of the block it reads per
 // millisecond (GB/s) and that as a share of the copy bandwidth (a device-to-device copy of the
 // block reads and writes it: 2 bytes moved per byte).
@@ -117,6 +117,33 @@ void time_products(exec_t& exec, const datamask::matrix_view<const float>& x, co
   exec.for_each(n, datamask::ops::fill{w, 1.0 / static_cast<double>(n)});
   exec.for_each(d, datamask::ops::fill{s, 1.0});
   line("column_sums X^T w, every w_i != 0", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes);
+  {  // the kernel's shapes side by side: V values per load, B rows of loads in flight, T threads
+    namespace cd = datamask::detail::cuda_dense;
+    const index_t rows = datamask::dense::chunk_rows(n, datamask::dense::column_chunks);
+    const index_t chunks = (n + rows - 1) / rows;
+    double* part = exec.scratch<double>(chunks * d);
+    line("column partials, V 1, B 32, T 128",
+         median_ms(repeats, [&] { cd::column_chunks_with<float, 1, 32, 128>(x, w, rows, chunks, part); }), block_bytes);
+    line("column partials, V 4, B 16, T 64",
+         median_ms(repeats, [&] { cd::column_chunks_with<float, 4, 16, 64>(x, w, rows, chunks, part); }), block_bytes);
+    line("column partials, V 4, B 32, T 64",
+         median_ms(repeats, [&] { cd::column_chunks_with<float, 4, 32, 64>(x, w, rows, chunks, part); }), block_bytes);
+    line("column partials, V 4, B 8, T 192",
+         median_ms(repeats, [&] { cd::column_chunks_with<float, 4, 8, 192>(x, w, rows, chunks, part); }), block_bytes);
+    line("column partials, V 2, B 32, T 128",
+         median_ms(repeats, [&] { cd::column_chunks_with<float, 2, 32, 128>(x, w, rows, chunks, part); }), block_bytes);
+  }
+  line("column_sums X^T w (generic for_each pass)",
+       median_ms(repeats, [&] { datamask::dense::column_sums(exec, x, w, s); }), block_bytes);
+  {  // the kernel's promise: the generic pass's bits
+    double* t = exec.scratch<double>(d);
+    exec.column_sums(x, w, t);
+    std::vector<double> a(static_cast<std::size_t>(d));
+    std::vector<double> b(static_cast<std::size_t>(d));
+    exec.download(static_cast<const double*>(s), std::span<double>(a));
+    exec.download(static_cast<const double*>(t), std::span<double>(b));
+    std::printf("column_sums: the kernel's bits %s the generic pass's\n", a == b ? "equal" : "DIFFER FROM");
+  }
   exec.for_each(n, every_kth{w, 10, 0.1});
   line("column_sums X^T w, 1 row in 10", median_ms(repeats, [&] { exec.column_sums(x, w, s); }), block_bytes / 10.0);
   line("row_dots X s (executor's: tiled)", median_ms(repeats, [&] { exec.row_dots(x, s, out); }), block_bytes);
@@ -174,6 +201,28 @@ double time_ascent(exec_t& exec, const datamask::matrix_view<const float>& x, co
   return sum;
 }
 
+/// DiSF's two O(n d^2) passes (its relaxation's iteration is one of each), with their FP64 rates.
+void time_disf(exec_t& exec, const datamask::matrix_view<const float>& x, report_line& line) {
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  double* w = exec.scratch<double>(n);
+  double* mu = exec.scratch<double>(d);
+  double* g = exec.scratch<double>(d * d);
+  double* out = exec.scratch<double>(n);
+  exec.for_each(n, datamask::ops::fill{w, 1.0 / static_cast<double>(n)});
+  exec.for_each(d, datamask::ops::fill{mu, 0.0});
+  exec.for_each(d * d, datamask::ops::fill{g, 1e-3});
+  const double bytes = static_cast<double>(n * d) * 4.0;
+  const double half = static_cast<double>(n) * static_cast<double>(d) * static_cast<double>(d + 1) / 2.0;
+  const double ms_scatter = median_ms(2, [&] { exec.scatter(x, mu, w, g); });
+  line("DiSF scatter X^T diag(w) X", ms_scatter, bytes);
+  std::printf("  %.1f GFLOP/s in double (n d (d + 1) / 2 multiply-adds)\n", 2.0 * half / (ms_scatter * 1e6));
+  const double ms_quad = median_ms(2, [&] { exec.quadratic_forms(x, mu, g, out); });
+  line("DiSF quadratic_forms (x_i - mu)^T G (x_i - mu)", ms_quad, bytes);
+  std::printf("  %.1f GFLOP/s in double (n d^2 multiply-adds)\n",
+              2.0 * static_cast<double>(n) * static_cast<double>(d) * static_cast<double>(d) / (ms_quad * 1e6));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,5 +255,6 @@ int main(int argc, char** argv) {
   report_line line;
   time_products(exec, x, inv, repeats, line);
   std::printf("(checksum %.6g)\n", time_ascent(exec, x, inv, sq, repeats, line));
+  if (argc <= 4 || std::string(argv[4]) != "no-disf") time_disf(exec, x, line);
   return 0;
 }

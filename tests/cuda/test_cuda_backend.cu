@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <datamask/learners/continuous.hpp>
@@ -127,4 +128,33 @@ TEMPLATE_TEST_CASE("CUDA: the continuous learner's ascent on the device selects 
   REQUIRE(tr.history.size() == er.history.size());
   for (std::size_t t = 0; t < er.history.size(); ++t)
     CHECK(tr.history[t].reward_mean == Approx(er.history[t].reward_mean).epsilon(1e-6).margin(1e-6));
+}
+
+TEST_CASE("CUDA: column_sums' kernel gives the generic pass's bits", "[cuda][dense]") {
+  // Shapes around the kernel's edges: one row, columns not a multiple of its 128, chunks longer
+  // than its weight slice (more than 64 x 1024 rows), a remainder of fewer than 32 rows; weights
+  // with zeros (skipped rows) and of mixed sign.
+  for (const auto& [n, d] : std::vector<std::pair<index_t, index_t>>{{1, 1}, {37, 5}, {3001, 130}, {70001, 40}}) {
+    const dm_test::instance inst(n, d, 3, 1);
+    std::vector<double> w(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i) w[i] = i % 3 == 1 ? 0.0 : (i % 2 == 0 ? 1.0 : -0.5) / static_cast<double>(i + 1);
+    datamask::thrust_backend::executor exec;
+    const float* xs = exec.upload(std::span<const float>(inst.x));
+    const datamask::matrix_view<const float> x(xs, n, d);
+    const double* wd = exec.upload(std::span<const double>(w));
+    double* kernel = exec.scratch<double>(d);
+    double* generic = exec.scratch<double>(d);
+    exec.column_sums(x, wd, kernel);
+    datamask::dense::column_sums(exec, x, wd, generic);
+    std::vector<double> a(static_cast<std::size_t>(d));
+    std::vector<double> b(static_cast<std::size_t>(d));
+    exec.download(static_cast<const double*>(kernel), std::span<double>(a));
+    exec.download(static_cast<const double*>(generic), std::span<double>(b));
+    INFO("n = " << n << ", d = " << d);
+    CHECK(a == b);
+    std::vector<double> ref(static_cast<std::size_t>(d), 0.0);  // in double on the host
+    for (index_t i = 0; i < n; ++i)
+      for (index_t j = 0; j < d; ++j) ref[j] += w[i] * static_cast<double>(inst.x[i * d + j]);
+    for (index_t j = 0; j < d; ++j) CHECK(a[j] == Approx(ref[j]).epsilon(1e-12).margin(1e-12));
+  }
 }

@@ -168,17 +168,25 @@ struct quadratic_form {
 }  // namespace detail
 
 /// @brief out = sum_i w_i x_i over the rows with w_i != 0 (d doubles), in `column_chunks`
-/// fixed chunks, each in row order, the chunks added in order. One thread per (chunk, column):
-/// a row's columns are read side by side (coalesced on a GPU).
-template <class Exec, class T>
-void column_sums(Exec& exec, matrix_view<const T> x, const double* w, double* out) {
+/// fixed chunks, each in row order, the chunks added in order. By default one thread per
+/// (chunk, column): a row's columns are read side by side (coalesced on a GPU). An executor may
+/// give its own `chunk_pass(scope, rows, chunks, part)` that fills the same partials
+/// (`detail::column_chunk`'s, bit for bit), as the CUDA backend does with a kernel.
+template <class Exec, class T, class ChunkPass>
+void column_sums(Exec& exec, matrix_view<const T> x, const double* w, double* out, ChunkPass chunk_pass) {
   const index_t d = x.cols;
   const index_t rows = chunk_rows(x.rows, column_chunks);
   const index_t chunks = (x.rows + rows - 1) / rows;
   auto scope = exec.scope();
   double* part = scope.template scratch<double>(chunks * d);
-  scope.for_each(chunks * d, detail::column_chunk<T>{x, w, rows, part}, static_cast<double>(rows));
+  chunk_pass(scope, rows, chunks, part);
   scope.for_each(d, detail::chunk_totals{part, chunks, d, out}, static_cast<double>(chunks));
+}
+template <class Exec, class T>
+void column_sums(Exec& exec, matrix_view<const T> x, const double* w, double* out) {
+  column_sums(exec, x, w, out, [&](auto& scope, index_t rows, index_t chunks, double* part) {
+    scope.for_each(chunks * x.cols, detail::column_chunk<T>{x, w, rows, part}, static_cast<double>(rows));
+  });
 }
 
 /// @brief out[i] = x_i . s for every row (`lane_dot`).
