@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <span>
@@ -348,5 +349,46 @@ TEST_CASE("a user's relaxation written with the executor's passes runs the conti
     up[i] += h;
     down[i] -= h;
     CHECK(grad[i] == Approx((at(up, scratch) - at(down, scratch)) / (2.0 * h)).epsilon(1e-6).margin(1e-10));
+  }
+}
+
+TEMPLATE_TEST_CASE("the tracked read-outs on the backend: the best of the host's read-outs of every iterate, by f",
+                   "[continuous][thrust]", datamask::eigen_backend, datamask::thrust_backend) {
+  // The reference: each snapshot's p read out on the host (`read_out`: the S largest, ties to
+  // the smaller id) and scored by the host's f; the tracked best must be the first iterate's
+  // read-out with the largest f so far. Projected p has exact zeros (the backend reads out from
+  // the positive rows); sigmoid p has none (it reads out from every kept row).
+  const dm_test::instance inst(1200, 12, 17);
+  const auto p = inst.problem();
+  for (const auto par : {datamask::continuous_parameterization::projected, datamask::continuous_parameterization::logits}) {
+    datamask::continuous_options o;
+    o.common.ratio = 0.1;
+    o.common.scaling = datamask::term_scaling::raw;  // f's scales are 1: the test's f is the learner's
+    o.common.snapshot_every = 1;
+    o.ascent.iterations = 25;
+    o.ascent.parameterization = par;
+    o.ascent.rule = par == datamask::continuous_parameterization::logits ? datamask::step_rule::plain
+                                                                         : datamask::step_rule::normalized;
+    const datamask::objective_function<float, datamask::pairwise_similarity> f(p, datamask::pairwise_similarity{},
+                                                                               o.common.lambda);
+    std::vector<index_t> all(static_cast<std::size_t>(inst.n));
+    std::iota(all.begin(), all.end(), index_t{0});
+    const index_t s = inst.n / 10;
+    std::vector<index_t> want;
+    double want_f = -std::numeric_limits<double>::infinity();
+    index_t snapshots = 0;
+    o.on_snapshot = [&](const datamask::continuous_iterate& it, const datamask::best_rollout& best) {
+      std::vector<index_t> r = datamask::read_out(it.p, f.ids(), all, s);
+      const double fr = f(std::span<const index_t>(r));
+      if (fr > want_f) {
+        want_f = fr;
+        want = r;
+      }
+      CHECK(best.rows == want);
+      CHECK(best.reward == Approx(want_f).epsilon(1e-12));
+      ++snapshots;
+    };
+    (void)datamask::basic_continuous_learner<TestType>(o).select(p, datamask::pairwise_similarity{});
+    CHECK(snapshots == 25);
   }
 }

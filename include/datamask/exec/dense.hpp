@@ -171,9 +171,10 @@ struct quadratic_form {
 /// fixed chunks, each in row order, the chunks added in order. By default one thread per
 /// (chunk, column): a row's columns are read side by side (coalesced on a GPU). An executor may
 /// give its own `chunk_pass(scope, rows, chunks, part)` that fills the same partials
-/// (`detail::column_chunk`'s, bit for bit), as the CUDA backend does with a kernel.
+/// (`detail::column_chunk`'s of its weights, bit for bit), as the CUDA backend does with a
+/// kernel (`column_sums_with`).
 template <class Exec, class T, class ChunkPass>
-void column_sums(Exec& exec, matrix_view<const T> x, const double* w, double* out, ChunkPass chunk_pass) {
+void column_sums_with(Exec& exec, matrix_view<const T> x, double* out, ChunkPass chunk_pass) {
   const index_t d = x.cols;
   const index_t rows = chunk_rows(x.rows, column_chunks);
   const index_t chunks = (x.rows + rows - 1) / rows;
@@ -184,7 +185,7 @@ void column_sums(Exec& exec, matrix_view<const T> x, const double* w, double* ou
 }
 template <class Exec, class T>
 void column_sums(Exec& exec, matrix_view<const T> x, const double* w, double* out) {
-  column_sums(exec, x, w, out, [&](auto& scope, index_t rows, index_t chunks, double* part) {
+  column_sums_with(exec, x, out, [&](auto& scope, index_t rows, index_t chunks, double* part) {
     scope.for_each(chunks * x.cols, detail::column_chunk<T>{x, w, rows, part}, static_cast<double>(rows));
   });
 }

@@ -16,6 +16,7 @@
 #include <cuda/std/bit>
 
 #include "datamask/core/config.hpp"
+#include "datamask/core/detail/ordered_sum.hpp"
 #include "datamask/core/detail/sorted_search.hpp"
 #include "datamask/core/philox.hpp"
 #include "datamask/core/types.hpp"
@@ -99,9 +100,7 @@ struct gather_sum_rollout {
   const index_t* subsets;
   index_t k;
   DATAMASK_HOST_DEVICE double operator()(index_t g) const {
-    double s = 0.0;
-    for (index_t t = 0; t < k; ++t) s += values[subsets[g * k + t]];
-    return s;
+    return ordered_sum(k, [&](index_t t) { return values[subsets[g * k + t]]; });
   }
 };
 
