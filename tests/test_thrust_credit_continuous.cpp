@@ -352,12 +352,12 @@ TEST_CASE("a user's relaxation written with the executor's passes runs the conti
   }
 }
 
-TEMPLATE_TEST_CASE("the tracked read-outs on the backend: the best of the host's read-outs of every iterate, by f",
+TEMPLATE_TEST_CASE("the tracked read-outs: the best of every iterate's read-out by f, on both backends",
                    "[continuous][thrust]", datamask::eigen_backend, datamask::thrust_backend) {
-  // The reference: each snapshot's p read out on the host (`read_out`: the S largest, ties to
-  // the smaller id) and scored by the host's f; the tracked best must be the first iterate's
-  // read-out with the largest f so far. Projected p has exact zeros (the backend reads out from
-  // the positive rows); sigmoid p has none (it reads out from every kept row).
+  // The reference: each snapshot's p read out (`read_out`: the S largest, ties to the smaller
+  // id) and scored by f built in the test; the tracked best must be the first iterate's
+  // read-out with the largest f so far. Projected p has exact zeros (the read-out takes the
+  // positive rows); sigmoid p has none (it takes every kept row).
   const dm_test::instance inst(1200, 12, 17);
   const auto p = inst.problem();
   for (const auto par : {datamask::continuous_parameterization::projected, datamask::continuous_parameterization::logits}) {

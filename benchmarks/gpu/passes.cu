@@ -24,6 +24,7 @@
 
 #include "datamask/exec/backend/thrust.hpp"
 #include "datamask/learners/continuous/ascent.hpp"
+#include "datamask/learners/continuous/learner.hpp"
 #include "datamask/exec/ops.hpp"
 #include "datamask/objectives/pairwise.hpp"
 
@@ -201,6 +202,56 @@ double time_ascent(exec_t& exec, const datamask::matrix_view<const float>& x, co
   return sum;
 }
 
+/// The continuous learner's tracked read-out of one iterate (S = n / 10, 3 rows in 10 with p > 0),
+/// its parts timed both ways: on the host, as the learner runs it (download p, `read_out`, the
+/// pairwise term of the S rows on the host's threads), and on the device through the backend
+/// (the positive rows, `top_rows` of them, the pairwise term and the quality's `gather_sum` of
+/// one subset of S rows). Moving the read-out to the device as those parts ran slower in the
+/// program (77 against 51 ms per read-out, benchmarks/GPU.md, 2026-11-28): these lines say which
+/// part to write as a kernel first.
+void time_read_out(const datamask::matrix_view<const float>& x, report_line& line) {
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  const index_t s = n / 10;
+  std::vector<float> hx(static_cast<std::size_t>(n * d));
+  cudaMemcpy(hx.data(), x.data, hx.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  const datamask::problem<float> prob{datamask::matrix_view<const float>(hx.data(), n, d), {}, {}};
+  const auto prep = datamask::detail::prepare(prob, false, 0);
+  std::vector<double> hp(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) hp[i] = i % 10 < 3 ? static_cast<double>((i * 7919) % 1000 + 1) / 1000.0 : 0.0;
+  std::vector<index_t> all(static_cast<std::size_t>(n));
+  std::iota(all.begin(), all.end(), index_t{0});
+  const datamask::thrust_backend b;
+  const auto ds = b.make_dataset(prob.embeddings, std::span<const double>(prep.inv_norms),
+                                 std::span<const double>(prep.sq_norms), std::span<const datamask::id_t>(prep.ids));
+  const auto p = b.to_device(std::span<const double>(hp));
+  const auto kept = b.to_device(std::span<const index_t>(all));
+  const datamask::pairwise_similarity pw;
+  std::vector<index_t> rows;
+  line("read-out on the host: datamask::read_out",
+       median_ms(3, [&] { rows = datamask::read_out(hp, prep.ids, all, s); }), 8.0 * static_cast<double>(n));
+  const datamask::subset_view<float> sv{prob.embeddings, prep.inv_norms.data(), prep.sq_norms.data(),
+                                        datamask::index_view(std::span<const index_t>(rows)), {}, 0};
+  double fh = 0.0;
+  line("read-out on the host: pairwise term of S rows", median_ms(3, [&] { fh = pw(sv); }),
+       static_cast<double>(s * d) * 4.0);
+  std::vector<index_t> positive;
+  for (index_t i = 0; i < n; ++i) {
+    if (hp[i] > 0.0) positive.push_back(i);
+  }
+  const auto pos = b.to_device(std::span<const index_t>(positive));
+  line("read-out on the device: top_rows of the positive rows",
+       median_ms(3, [&] { rows = b.top_rows(p, ds, pos, s); }), 8.0 * static_cast<double>(positive.size()));
+  line("  (top_rows of every row)", median_ms(3, [&] { (void)b.top_rows(p, ds, kept, s); }), 8.0 * static_cast<double>(n));
+  const auto subset = b.to_device(std::span<const index_t>(rows));
+  std::vector<double> out(1);
+  line("read-out on the device: pairwise term of S rows",
+       median_ms(3, [&] { b.evaluate(pw, ds, subset, 1, s, kept, out); }), static_cast<double>(s * d) * 4.0);
+  std::printf("  (pairwise term: host %.17g, device %.17g)\n", fh, out[0]);
+  line("read-out on the device: gather_sum of S values",
+       median_ms(3, [&] { b.gather_sum(p, subset, 1, s, out); }), 16.0 * static_cast<double>(s));
+}
+
 /// DiSF's two O(n d^2) passes (its relaxation's iteration is one of each), with their FP64 rates.
 void time_disf(exec_t& exec, const datamask::matrix_view<const float>& x, report_line& line) {
   const index_t n = x.rows;
@@ -255,6 +306,7 @@ int main(int argc, char** argv) {
   report_line line;
   time_products(exec, x, inv, repeats, line);
   std::printf("(checksum %.6g)\n", time_ascent(exec, x, inv, sq, repeats, line));
+  time_read_out(x, line);
   if (argc <= 4 || std::string(argv[4]) != "no-disf") time_disf(exec, x, line);
   return 0;
 }

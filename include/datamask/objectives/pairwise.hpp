@@ -17,7 +17,6 @@
 
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/config.hpp"
-#include "datamask/core/detail/ordered_sum.hpp"
 #include "datamask/core/detail/parallel.hpp"
 #include "datamask/core/detail/row_map.hpp"
 #include "datamask/exec/host.hpp"
@@ -38,9 +37,11 @@ struct column_sum {
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
     const index_t d = b.embeddings.cols;
     const index_t* rows = b.subsets.row(i / d);
-    const index_t j = i % d;
-    s[i] = ordered_sum(b.subsets.cols,
-                       [&](index_t t) { return static_cast<double>(b.embeddings(rows[t], j)) * b.inv_norms[rows[t]]; });
+    double acc = 0.0;
+    for (index_t t = 0; t < b.subsets.cols; ++t) {
+      acc += static_cast<double>(b.embeddings(rows[t], i % d)) * b.inv_norms[rows[t]];
+    }
+    s[i] = acc;
   }
 };
 
@@ -53,11 +54,12 @@ struct finish {
   DATAMASK_HOST_DEVICE void operator()(index_t g) const {
     const index_t k = b.subsets.cols;
     const index_t d = b.embeddings.cols;
-    const double self = ordered_sum(k, [&](index_t t) {
+    double self = 0.0;
+    for (index_t t = 0; t < k; ++t) {
       const index_t r = b.subsets(g, t);
       const double w = b.inv_norms[r];
-      return b.sq_norms[r] * w * w;
-    });
+      self += b.sq_norms[r] * w * w;
+    }
     double sq = 0.0;
     for (index_t j = 0; j < d; ++j) sq += s[g * d + j] * s[g * d + j];
     out[g] = -(sq - self) / (static_cast<double>(k) * static_cast<double>(k - 1));

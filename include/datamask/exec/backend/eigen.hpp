@@ -238,13 +238,7 @@ struct eigen_backend {
   [[nodiscard]] std::vector<index_t> top_rows(const vector<double>& logits, const dataset<T>& ds,
                                               const vector<index_t>& candidates,
                                               index_t s) const {
-    return top_rows(logits.data(), ds, candidates.data(), static_cast<index_t>(candidates.size()), s);
-  }
-  /// @brief `top_rows` of keys and `m` candidates in an executor's memory.
-  template <class T>
-  [[nodiscard]] std::vector<index_t> top_rows(const double* logits, const dataset<T>& ds, const index_t* candidates,
-                                              index_t m, index_t s) const {
-    std::vector<index_t> rows(candidates, candidates + m);
+    std::vector<index_t> rows(candidates.begin(), candidates.end());
     auto greater = [&](index_t a, index_t b) {
       return logits[a] != logits[b] ? logits[a] > logits[b] : ds.ids[a] < ds.ids[b];
     };

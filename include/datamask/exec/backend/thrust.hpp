@@ -576,15 +576,9 @@ struct thrust_backend {
   [[nodiscard]] std::vector<index_t> top_rows(const vector<double>& logits, const dataset<T>& ds,
                                               const vector<index_t>& candidates,
                                               index_t s) const {
-    return top_rows(raw(logits), ds, raw(candidates), static_cast<index_t>(candidates.size()), s);
-  }
-  /// @brief `top_rows` of keys and `m` candidates in an executor's (device) memory.
-  template <class T>
-  [[nodiscard]] std::vector<index_t> top_rows(const double* logits, const dataset<T>& ds, const index_t* candidates,
-                                              index_t m, index_t s) const {
-    const auto first = thrust::device_pointer_cast(candidates);
-    vector<index_t> rows(first, first + m);
-    thrust::sort(thrust::device, rows.begin(), rows.end(), detail::thrust_impl::logit_then_id{logits, raw(ds.ids)});
+    vector<index_t> rows(candidates);
+    thrust::sort(thrust::device, rows.begin(), rows.end(),
+                 detail::thrust_impl::logit_then_id{raw(logits), raw(ds.ids)});
     const auto keep = std::min<index_t>(s, static_cast<index_t>(rows.size()));
     std::vector<index_t> out(static_cast<std::size_t>(keep));
     thrust::copy(rows.begin(), rows.begin() + keep, out.begin());

@@ -59,14 +59,6 @@ struct continuous_options {
   best_rollout initial_best;
 };
 
-namespace detail::continuous {
-/// Whether p_i > 0 (`keep_if`'s predicate of the tracked read-out).
-struct positive_at {
-  const double* p;
-  DATAMASK_HOST_DEVICE bool operator()(index_t i) const { return p[i] > 0.0; }
-};
-}  // namespace detail::continuous
-
 /// @brief The read-out: the S candidates with the largest key (p, or the logits, which order
 /// alike but resolve more), ties to the smaller id, in that order.
 [[nodiscard]] inline std::vector<index_t> read_out(std::span<const double> key, std::span<const id_t> ids,
@@ -178,28 +170,24 @@ class basic_continuous_learner {
     const auto relaxed = relaxed_objective(f, s, o.threads);  // on the host, for the polish
     best_rollout best = opt_.initial_best;  // the best tracked read-out: rows and f
     phases::check_resumed_best(blk, best, "initial_best");
-    // The ascent on the backend's executor: f's quality uploaded once, the block read where the
-    // backend keeps it.
-    auto exec = b.make_executor(ctx.dev.ds);
-    // The tracked read-outs where the ascent keeps p: the S largest and f of them on the
-    // backend (f's terms as the final evaluation scores them, whole block as reference), so
-    // only S rows and the terms' values come to the host.
-    const auto all = phases::all_rows(b, blk.rows());
+    const index_t every = opt_.ascent.track_every;
     ascent_hooks hooks{opt_.on_step, opt_.stop, {}, o.snapshot_every, {}};
-    hooks.on_iterate = [&](index_t /*t*/, const double* pcur) {
-      std::vector<index_t> r = tracked_read_out(ctx, exec, pcur);
-      std::vector<double> raw;
-      phases::score(ctx, b.to_device(std::span<const index_t>(r)), 1, s, all, raw);
-      const double fv = blk.plan.combine(raw);
+    hooks.on_iterate = [&](index_t t, std::span<const double> pcur) {
+      if (every == 0 || t % every != 0) return;
+      std::vector<index_t> r = read_out(pcur, f.ids(), blk.kept, s);
+      const double fv = f(std::span<const index_t>(r));
       if (fv > best.reward) {
         best.reward = fv;
         best.rows = std::move(r);
       }
     };
     if (opt_.on_snapshot) hooks.on_snapshot = [&](const continuous_iterate& it) { opt_.on_snapshot(it, best); };
-    hooks.iterate_every = opt_.ascent.track_every;
+    hooks.iterate_every = every;
     continuous_iterate start =
         opt_.initial.p.empty() ? first_iterate(blk.rows(), blk.kept, s, opt_.ascent) : opt_.initial;
+    // The ascent on the backend's executor: f's quality uploaded once, the block read where the
+    // backend keeps it.
+    auto exec = b.make_executor(ctx.dev.ds);
     const double* quality = f.has_quality_term() ? exec.upload(f.quality()) : nullptr;
     const continuous_state st = datamask::ascend(exec, relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality), blk.rows(),
                                        blk.kept, s, opt_.ascent, std::move(start), hooks);
@@ -229,21 +217,6 @@ class basic_continuous_learner {
       starts.push_back(stochastic_start(f, blk.kept, s));
     }
     return polish_best(f, relaxed, blk.kept, std::move(starts));
-  }
-
-  /// `read_out` of p in the executor's memory, on the backend: the S kept rows with the largest
-  /// p, ties to the smaller id, from the rows with p > 0 when S rows have it (rows outside the
-  /// candidates hold p = 0).
-  template <class T, class Mix, class Exec>
-  static std::vector<index_t> tracked_read_out(const phases::block_context<Backend, T, Mix>& ctx, Exec& exec,
-                                               const double* p) {
-    const index_t n = ctx.blk.rows();
-    const index_t s = ctx.blk.selected;
-    auto scope = exec.scope();
-    index_t* positive = scope.template scratch<index_t>(n);
-    const index_t count = scope.keep_if(n, detail::continuous::positive_at{p}, positive);
-    if (count >= s) return ctx.backend.top_rows(p, ctx.dev.ds, static_cast<const index_t*>(positive), count, s);
-    return ctx.backend.top_rows(p, ctx.dev.ds, Backend::data(ctx.dev.kept), ctx.blk.kept_count(), s);
   }
 
   /// Stochastic greedy's selection of `s` kept rows on f (`polish_settings::stochastic_start`),

@@ -16,7 +16,6 @@
 #include <cuda/std/bit>
 
 #include "datamask/core/config.hpp"
-#include "datamask/core/detail/ordered_sum.hpp"
 #include "datamask/core/detail/sorted_search.hpp"
 #include "datamask/core/philox.hpp"
 #include "datamask/core/types.hpp"
@@ -100,7 +99,9 @@ struct gather_sum_rollout {
   const index_t* subsets;
   index_t k;
   DATAMASK_HOST_DEVICE double operator()(index_t g) const {
-    return ordered_sum(k, [&](index_t t) { return values[subsets[g * k + t]]; });
+    double s = 0.0;
+    for (index_t t = 0; t < k; ++t) s += values[subsets[g * k + t]];
+    return s;
   }
 };
 
