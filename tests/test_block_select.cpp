@@ -594,37 +594,33 @@ TEST_CASE("select_block with certify: the selection unchanged, the certificate t
   }
 }
 
-TEST_CASE("options::prepared: learners on the caller's preparation select as on their own; another block's "
-          "preparation is refused", "[block_select]") {
+TEST_CASE("a caller's preparation: learners on it select as on their own; another block's is refused",
+          "[block_select]") {
   const block blk = random_block(300, 8, 11);
   const dm::problem<float> p = blk.problem();
   dm::options o;
   o.count = 30;
   o.steps = 5;
   o.threads = 1;
-  dm::options given = o;
-  given.prepared = std::make_shared<const dm::detail::prepared>(dm::detail::prepare(p, false, 1));
+  const dm::detail::prepared given = dm::detail::prepare(p, false, 1);
 
   const auto pg = dm::learner<>(o).select(p, dm::pairwise_similarity{});
-  const auto pg_given = dm::learner<>(given).select(p, dm::pairwise_similarity{});
+  const auto pg_given = dm::learner<>(o).select(p, dm::pairwise_similarity{}, &given);
   CHECK(pg_given.ids == pg.ids);
   CHECK(pg_given.objective == pg.objective);
 
   dm::continuous_options co;
   co.common = o;
   co.ascent.iterations = 10;
-  dm::continuous_options co_given = co;
-  co_given.common = given;
   const auto cont = dm::continuous_learner(co).select(p, dm::pairwise_similarity{});
-  const auto cont_given = dm::continuous_learner(co_given).select(p, dm::pairwise_similarity{});
+  const auto cont_given = dm::continuous_learner(co).select(p, dm::pairwise_similarity{}, &given);
   CHECK(cont_given.ids == cont.ids);
   CHECK(cont_given.objective == cont.objective);
 
   const block other = random_block(200, 8, 12);
-  dm::options wrong = o;
-  wrong.prepared = std::make_shared<const dm::detail::prepared>(dm::detail::prepare(other.problem(), false, 1));
-  CHECK_THROWS_WITH(dm::learner<>(wrong).select(p, dm::pairwise_similarity{}),
+  const dm::detail::prepared wrong = dm::detail::prepare(other.problem(), false, 1);
+  CHECK_THROWS_WITH(dm::learner<>(o).select(p, dm::pairwise_similarity{}, &wrong),
                     Catch::Contains("prepared") && Catch::Contains("200 x 8"));
-  co.common = wrong;
-  CHECK_THROWS_WITH(dm::continuous_learner(co).select(p, dm::pairwise_similarity{}), Catch::Contains("prepared"));
+  CHECK_THROWS_WITH(dm::continuous_learner(co).select(p, dm::pairwise_similarity{}, &wrong),
+                    Catch::Contains("prepared"));
 }

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -406,19 +405,10 @@ struct resume_state {
   best_rollout initial_best;
 };
 
-namespace detail {
-struct prepared;
-}  // namespace detail
-
 /// @brief Everything a run takes: its settings, its hooks and, when resumed, its resume state.
-/// `options o; o.steps = 5; o.on_step = ...; o.first_step = 3;` reads as one struct.
-struct options : settings, hooks, resume_state {
-  /// The block's per-row quantities (norms, combined quality, ids: `detail::prepare` of the
-  /// block under these settings' `normalized`) when the caller has them, so that the run does
-  /// not pass over the block again (`select_block` prepares a block once for its optimizer, its
-  /// evaluation and its certificate). Empty: the run prepares the block itself.
-  std::shared_ptr<const detail::prepared> prepared;
-};
+/// `options o; o.steps = 5; o.on_step = ...; o.first_step = 3;` reads as one struct. (The
+/// block's per-row quantities, when a caller has them, are an argument of `select`.)
+struct options : settings, hooks, resume_state {};
 
 /// @brief One term of f: its raw value on the selection, the divisor applied, and its weight
 /// in f (lambda * w for quality, (1 - lambda) * v_b for diversity objective b).

@@ -616,8 +616,9 @@ inline std::vector<index_t> take(selection_result&& res, block_result& r, std::v
 
 /// The policy-gradient learner on `Backend`, resumed from the hook's state when it has one.
 template <backend Backend>
-std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_settings& s, const standard_mix& m,
-                           const block_hooks& h, stop_latch& stop, block_result& r, std::vector<term_value>& terms) {
+std::vector<index_t> learn(const problem<float>& p, const detail::prepared& prep, options& o,
+                           const block_run_settings& s, const standard_mix& m, const block_hooks& h, stop_latch& stop,
+                           block_result& r, std::vector<term_value>& terms) {
   if (h.resume) {
     index_t step = 0;
     std::vector<double> logits;
@@ -637,7 +638,7 @@ std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_
     if (h.on_snapshot) h.on_snapshot(r, si.step, logits, best);
   };
   const learner<Backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
-  auto res = L.select(p, m);
+  auto res = L.select(p, m, &prep);
   if (res.stopped_early || stop()) throw run_stopped();
   return take(std::move(res), r, terms);
 }
@@ -646,12 +647,11 @@ std::vector<index_t> learn(const problem<float>& p, options& o, const block_run_
 /// relaxable objectives (dense facility location is refused by `resolve_optimizer`); its terms
 /// are those of the standard mix, whose dense facility term then weighs 0.
 template <backend Backend>
-std::vector<index_t> ascend(const problem<float>& p, const options& o, const block_run_settings& s,
-                            const standard_mix& sm, const block_hooks& h, stop_latch& stop, block_result& r,
-                            std::vector<term_value>& terms) {
+std::vector<index_t> ascend(const problem<float>& p, const detail::prepared& prep, const options& o,
+                            const block_run_settings& s, const standard_mix& sm, const block_hooks& h,
+                            stop_latch& stop, block_result& r, std::vector<term_value>& terms) {
   continuous_options co;
   static_cast<settings&>(co.common) = static_cast<const settings&>(o);
-  co.common.prepared = o.prepared;
   co.common.snapshot_every = h.snapshot_every;
   co.ascent = s.ascent;
   co.polish = s.polish;
@@ -677,7 +677,7 @@ std::vector<index_t> ascend(const problem<float>& p, const options& o, const blo
                      weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]},
                      weighted{std::get<external_objective>(sm.objectives), sm.weights[4]});
   const basic_continuous_learner<Backend> L(std::move(co));
-  auto res = L.select(p, m);
+  auto res = L.select(p, m, &prep);
   if (stop()) throw run_stopped();
   return take(std::move(res), r, terms);
 }
@@ -685,9 +685,9 @@ std::vector<index_t> ascend(const problem<float>& p, const options& o, const blo
 /// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend;
 /// its scales are calibrated on `Backend`, as a learner's would be).
 template <backend Backend>
-std::vector<index_t> greedy(const problem<float>& p, const options& o, block_optimizer which,
-                                   const standard_mix& m, const block_hooks& h, stop_latch& stop,
-                                   block_result& r, std::vector<term_value>& terms) {
+std::vector<index_t> greedy(const problem<float>& p, const detail::prepared& prep, const options& o,
+                            block_optimizer which, const standard_mix& m, const block_hooks& h, stop_latch& stop,
+                            block_result& r, std::vector<term_value>& terms) {
   greedy_options g;
   g.method = which == block_optimizer::greedy ? greedy_method::naive
              : which == block_optimizer::lazy ? greedy_method::lazy
@@ -695,7 +695,7 @@ std::vector<index_t> greedy(const problem<float>& p, const options& o, block_opt
   g.epsilon = o.epsilon;
   g.stop = [&] { return stop(); };
   g.on_pick = h.on_pick;
-  std::vector<index_t> rows = greedy_select_block<Backend>(p, m, o, g, terms, r.kept);
+  std::vector<index_t> rows = greedy_select_block<Backend>(p, m, o, g, terms, r.kept, &prep);
   if (stop()) throw run_stopped();
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
   return rows;
@@ -706,16 +706,15 @@ std::vector<index_t> greedy(const problem<float>& p, const options& o, block_opt
 /// smaller id), f's terms with the scales the run fixes (1 where it calibrates: every subset is
 /// the block, so no term varies, and each is marked constant).
 template <backend Backend>
-std::vector<index_t> every_row(const problem<float>& p, const options& o, const standard_mix& m, block_result& r,
-                               std::vector<term_value>& terms) {
+std::vector<index_t> every_row(const problem<float>& p, const detail::prepared& prep, const options& o,
+                               const standard_mix& m, block_result& r, std::vector<term_value>& terms) {
   if (o.prune_threshold) {  // as every optimizer refuses it: S_b is the block, the prune keeps less
     const auto kept = static_cast<index_t>(kept_rows(p, *o.prune_threshold).size());
     DATAMASK_EXPECTS(kept >= o.count, "prune", "keeps ", kept, " items of block ", o.block, ", fewer than its S = ",
                      o.count);
   }
-  terms = learner<Backend>(o).calibrate(p, m);
+  terms = learner<Backend>(o).calibrate(p, m, &prep);
   for (auto& t : terms) t.constant = calibrates(o.scaling);
-  const detail::prepared& prep = *o.prepared;
   std::vector<index_t> rows(static_cast<std::size_t>(p.embeddings.rows));
   std::iota(rows.begin(), rows.end(), index_t{0});
   const auto q = [&](index_t i) { return prep.quality.empty() ? 0.0 : prep.quality[static_cast<std::size_t>(i)]; };
@@ -760,23 +759,23 @@ template <backend Backend = eigen_backend>
   if (s.knn()) r.graph = detail::blocks::graph_record(m, s.graph ? 0.0 : detail::blocks::seconds_since(t_graph));
   const auto t0 = std::chrono::steady_clock::now();
   // One pass over the block for the optimizer, the evaluation and the certificate.
-  o.prepared = std::make_shared<const detail::prepared>(detail::prepare(p, o.normalized, o.threads));
+  const detail::prepared prep = detail::prepare(p, o.normalized, o.threads);
   std::vector<index_t> rows;
   std::vector<term_value> terms;  // f's terms as the optimizer scaled them
   detail::blocks::stop_latch stop(h);
   if (everything) {
-    rows = detail::blocks::every_row<Backend>(p, o, m, r, terms);
+    rows = detail::blocks::every_row<Backend>(p, prep, o, m, r, terms);
   } else if (which == block_optimizer::pg) {
-    rows = detail::blocks::learn<Backend>(p, o, s, m, h, stop, r, terms);
+    rows = detail::blocks::learn<Backend>(p, prep, o, s, m, h, stop, r, terms);
   } else if (which == block_optimizer::continuous) {
-    rows = detail::blocks::ascend<Backend>(p, o, s, m, h, stop, r, terms);
+    rows = detail::blocks::ascend<Backend>(p, prep, o, s, m, h, stop, r, terms);
   } else {
-    rows = detail::blocks::greedy<Backend>(p, o, which, m, h, stop, r, terms);
+    rows = detail::blocks::greedy<Backend>(p, prep, o, which, m, h, stop, r, terms);
   }
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   detail::blocks::corpus_marks(s, terms);
-  const auto f = evaluate_block(p, m, o, terms, rows, r);
+  const auto f = evaluate_block(p, m, o, terms, rows, r, &prep);
   r.evaluate_seconds = detail::blocks::seconds_since(t1);
   if (s.certify) r.certificate = detail::blocks::certify_rows(f, o, rows, s, r.objective);
   return r;
@@ -805,12 +804,12 @@ template <backend Backend = eigen_backend>
   r.selected = static_cast<index_t>(rows.size());
   DATAMASK_EXPECTS(!rows.empty(), "rows", "the subset is empty; f needs at least one item");
   options o = block_options(s, b, r.selected, threshold);
-  o.prepared = std::make_shared<const detail::prepared>(detail::prepare(p, o.normalized, o.threads));
+  const detail::prepared prep = detail::prepare(p, o.normalized, o.threads);
   const standard_mix m = detail::blocks::block_mix(p, s, {});  // select_block's f: the kNN term when s.knn()
-  std::vector<term_value> terms = learner<Backend>(o).calibrate(p, m);
+  std::vector<term_value> terms = learner<Backend>(o).calibrate(p, m, &prep);
   detail::blocks::corpus_marks(s, terms);
   for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
-  evaluate_block(p, m, o, terms, rows, r);
+  evaluate_block(p, m, o, terms, rows, r, &prep);
   return r;
 }
 

@@ -254,12 +254,12 @@ struct block_result {
   return scales;
 }
 
-/// @brief f of block `p` under `o`, on `o.prepared` when the caller prepared the block.
+/// @brief f of block `p` under `o`, on `prepared` when the caller prepared the block.
 template <class Mix>
 [[nodiscard]] objective_function<float, Mix> block_objective(const problem<float>& p, const Mix& mix,
-                                                             const options& o) {
-  return objective_function<float, Mix>(p.embeddings,
-                                        detail::prepared_of(p, o.prepared.get(), o.normalized, o.threads),
+                                                             const options& o,
+                                                             const detail::prepared* prepared = nullptr) {
+  return objective_function<float, Mix>(p.embeddings, detail::prepared_of(p, prepared, o.normalized, o.threads),
                                         mix, o.lambda, o.quality, o.threads);
 }
 
@@ -271,13 +271,15 @@ template <class Mix>
 /// @param[out] terms the terms of f, in order, with their scales (`learner::calibrate` on
 ///             `Backend`, the backend a learner of the same run would use: the same scales)
 /// @param[out] kept the number of candidate rows
+/// @param prepared the block's per-row quantities when the caller has them (else null)
 /// @return the rows picked, in order
 /// @throws invalid_input ("prune") when the prune keeps fewer rows than S_b
 template <backend Backend = default_backend, class Mix>
 [[nodiscard]] std::vector<index_t> greedy_select_block(const problem<float>& p, const Mix& mix, const options& o,
-                                                greedy_options g, std::vector<term_value>& terms, index_t& kept) {
-  terms = learner<Backend>(o).calibrate(p, mix);
-  objective_function<float, Mix> f = block_objective(p, mix, o);
+                                                greedy_options g, std::vector<term_value>& terms, index_t& kept,
+                                                const detail::prepared* prepared = nullptr) {
+  terms = learner<Backend>(o).calibrate(p, mix, prepared);
+  objective_function<float, Mix> f = block_objective(p, mix, o, prepared);
   f.set_scales(scales_of(terms));
   g.seed = greedy_seed(o);
   g.threads = o.threads;
@@ -295,11 +297,13 @@ template <backend Backend = default_backend, class Mix>
 /// result's terms (raw, and the scale, weight and `constant` mark of `calibrated`) and objective,
 /// and returns that f (scaled), for what else needs it on the same block (a certificate).
 /// @param calibrated the terms of f as the optimizer scaled them, in order
+/// @param prepared the block's per-row quantities when the caller has them (else null)
 template <class Mix>
 objective_function<float, Mix> evaluate_block(const problem<float>& p, const Mix& mix, const options& o,
                                               std::span<const term_value> calibrated,
-                                              std::span<const index_t> rows, block_result& r) {
-  objective_function<float, Mix> f = block_objective(p, mix, o);
+                                              std::span<const index_t> rows, block_result& r,
+                                              const detail::prepared* prepared = nullptr) {
+  objective_function<float, Mix> f = block_objective(p, mix, o, prepared);
   f.set_scales(scales_of(calibrated));
   const std::vector<double> raw = f.raw(rows);
   r.terms = f.terms();

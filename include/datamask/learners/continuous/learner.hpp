@@ -107,27 +107,29 @@ class basic_continuous_learner {
   ///         before the step, term_means empty); `steps_run` counts iterations; `logits` holds
   ///         logit(p) clamped to [-40, 40] (projected) or L - tau (logits), -infinity for pruned
   ///         rows
+  /// @param prepared as `basic_learner::select`'s: the block's per-row quantities, or null
   /// @throws invalid_input for bad input or settings (term_scaling::group is refused: f must be
   ///         a fixed function)
   template <class T, class Diversity>
-  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity) const {
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
+                                        const detail::prepared* prepared = nullptr) const {
     static_assert(std::is_floating_point_v<T>, "datamask: embeddings must be float or double");
     static_assert(detail::mix_models<Diversity, T>::value,
                   "datamask::continuous_learner::select: the diversity argument does not model "
                   "datamask::diversity_objective<D, T>");
-    return run(p, detail::as_mix(diversity));
+    return run(p, detail::as_mix(diversity), prepared);
   }
 
  private:
   template <class T, class Mix>
-  selection_result run(const problem<T>& p, const Mix& mix) const {
+  selection_result run(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
     const options& o = opt_.common;
     DATAMASK_EXPECTS(o.scaling != term_scaling::group, "scaling",
                      "group scaling makes f a different function at every step; the continuous "
                      "learner needs calibrated, fixed or raw scales");
     validate(opt_.ascent);
     validate(opt_.polish);
-    auto ctx = phases::make_context(backend_, p, mix, o, o.prepared.get());
+    auto ctx = phases::make_context(backend_, p, mix, o, prepared);
     const phases::block_plan& blk = ctx.blk;
     const Backend& b = ctx.backend;
     selection_result res;

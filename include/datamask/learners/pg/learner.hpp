@@ -83,9 +83,14 @@ class basic_learner {
   /// @param p the block: embeddings, quality columns, ids
   /// @param diversity a `diversity_objective` or a `diversity_mix` of them (`no_diversity{}` for
   ///        quality only)
-  /// @throws invalid_input for bad input or settings; the message names the input.
+  /// @param prepared the block's per-row quantities (norms, combined quality, ids:
+  ///        `detail::prepare(p, normalized, threads)`) when the caller has them, so that the run
+  ///        does not pass over the block again; null: the run prepares the block itself
+  /// @throws invalid_input for bad input or settings; the message names the input ("prepared"
+  ///         for the preparation of another block).
   template <class T, class Diversity>
-  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity) const {
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
+                                        const detail::prepared* prepared = nullptr) const {
     static_assert(std::is_floating_point_v<T>, "datamask: embeddings must be float or double");
     constexpr bool ok = detail::mix_models<Diversity, T>::value;
     static_assert(ok,
@@ -94,7 +99,7 @@ class basic_learner {
                   "double(const datamask::subset_view<T>&), or must be a datamask::diversity_mix "
                   "of such objectives");
     if constexpr (ok) {
-      return run(p, detail::as_mix(diversity));
+      return run(p, detail::as_mix(diversity), prepared);
     } else {
       return {};
     }
@@ -104,14 +109,15 @@ class basic_learner {
   /// uniform subsets of the first active batch, `options::scales` under fixed scaling, or 1
   /// under raw and group scaling), without learning: only the prepare and calibrate phases run.
   /// Greedy baselines and checks use it to optimise exactly the f a run optimises.
+  /// @param prepared as `select`'s
   template <class T, class Diversity>
-  [[nodiscard]] std::vector<term_value> calibrate(const problem<T>& p,
-                                                  const Diversity& diversity) const {
+  [[nodiscard]] std::vector<term_value> calibrate(const problem<T>& p, const Diversity& diversity,
+                                                  const detail::prepared* prepared = nullptr) const {
     static_assert(detail::mix_models<Diversity, T>::value,
                   "datamask::learner::calibrate: the diversity argument does not model "
                   "datamask::diversity_objective<D, T>");
     const auto mix = detail::as_mix(diversity);
-    auto st = start(p, mix);
+    auto st = start(p, mix, prepared);
     if (phases::learns(st.ctx.blk, opt_)) phases::calibrate_scales(st.ctx, st.size.active, st.size.rollout);
     return std::move(st.ctx.blk.plan.terms);
   }
@@ -135,10 +141,10 @@ class basic_learner {
 
   /// The block's context, batch sizes, initial logits.
   template <class T, class Mix>
-  run_state<T, Mix> start(const problem<T>& p, const Mix& mix) const {
+  run_state<T, Mix> start(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
     DATAMASK_EXPECTS(opt_.first_step >= 1, "first_step", "must be at least 1, found ",
                      opt_.first_step);
-    auto ctx = phases::make_context(backend_, p, mix, opt_, opt_.prepared.get());
+    auto ctx = phases::make_context(backend_, p, mix, opt_, prepared);
     const phases::batch_size size = phases::batch_sizes(ctx.blk, opt_);
     const std::vector<double> init = phases::initial_logits(ctx.blk, opt_, opt_);
     dvec logits = ctx.backend.to_device(std::span<const double>(init));
@@ -147,8 +153,8 @@ class basic_learner {
   }
 
   template <class T, class Mix>
-  selection_result run(const problem<T>& p, const Mix& mix) const {
-    run_state<T, Mix> st = start(p, mix);
+  selection_result run(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
+    run_state<T, Mix> st = start(p, mix, prepared);
     st.credit = resolved_credit<T, Mix>(st.ctx.blk.plan);
     if (st.credit == credit_mode::item) check_item_credit<T>(mix, st.ctx.blk.plan);
     st.res.active = st.size.active;
