@@ -131,10 +131,12 @@ TEMPLATE_TEST_CASE("CUDA: the continuous learner's ascent on the device selects 
 }
 
 TEST_CASE("CUDA: column_sums' kernel gives the generic pass's bits", "[cuda][dense]") {
-  // Shapes around the kernel's edges: one row, columns not a multiple of its 128, chunks longer
-  // than its weight slice (more than 64 x 1024 rows), a remainder of fewer than 32 rows; weights
-  // with zeros (skipped rows) and of mixed sign.
-  for (const auto& [n, d] : std::vector<std::pair<index_t, index_t>>{{1, 1}, {37, 5}, {3001, 130}, {70001, 40}}) {
+  // Shapes around the kernel's edges: one row; one value per load (d = 1, 5, 130: not a multiple
+  // of 4) with columns over two blocks of 128; 16-byte loads (d = 40, 260) with columns over two
+  // blocks of 256, the second partial; chunks longer than the weight slice (more than 64 x 1024
+  // rows); remainders of fewer than 32 rows; weights with zeros (skipped rows) and of mixed sign.
+  for (const auto& [n, d] :
+       std::vector<std::pair<index_t, index_t>>{{1, 1}, {37, 5}, {3001, 130}, {2999, 260}, {70001, 40}}) {
     const dm_test::instance inst(n, d, 3, 1);
     std::vector<double> w(static_cast<std::size_t>(n));
     for (index_t i = 0; i < n; ++i) w[i] = i % 3 == 1 ? 0.0 : (i % 2 == 0 ? 1.0 : -0.5) / static_cast<double>(i + 1);

@@ -4,10 +4,12 @@
 /// @file
 /// @brief The four dense products of an executor (`executor` concept): X^T w, X s, the weighted
 /// scatter of the rows about a centre and the rows' quadratic forms with a d x d matrix, written
-/// as `for_each` passes. A device executor runs these as they are (a cuBLAS call may replace one
-/// later); the host executor runs Eigen's blocked products instead, with the same definitions
-/// (executor/host.hpp). Both sum X^T w in the same fixed chunks and X s in the same four lanes,
-/// so those two give the same bits on every executor.
+/// as `for_each` passes. The Thrust executor runs these, or under CUDA a kernel with the same
+/// order of additions for X^T w and X s (exec/backend/detail/cuda_dense.hpp); the host executor
+/// runs Eigen's products instead, with the same definitions (exec/host.hpp). All sum X^T w in
+/// the same fixed chunks and X s in the same four lanes, so those two add the same terms in the
+/// same order on every executor: the same bits on the CPU's executors; under CUDA, nvcc's
+/// contraction of a*b+c into one rounding can change the last bit.
 
 #include <algorithm>
 
@@ -167,12 +169,9 @@ struct quadratic_form {
 
 }  // namespace detail
 
-/// @brief out = sum_i w_i x_i over the rows with w_i != 0 (d doubles), in `column_chunks`
-/// fixed chunks, each in row order, the chunks added in order. By default one thread per
-/// (chunk, column): a row's columns are read side by side (coalesced on a GPU). An executor may
-/// give its own `chunk_pass(scope, rows, chunks, part)` that fills the same partials
-/// (`detail::column_chunk`'s of its weights, bit for bit), as the CUDA backend does with a
-/// kernel (`column_sums_with`).
+/// @brief `column_sums` with an executor's own pass over the chunks: `chunk_pass(scope, rows,
+/// chunks, part)` fills part[c d + j] as `detail::column_chunk` does (the same terms in the same
+/// order), as the CUDA backend's kernel does; the chunks are then added in order.
 template <class Exec, class T, class ChunkPass>
 void column_sums_with(Exec& exec, matrix_view<const T> x, double* out, ChunkPass chunk_pass) {
   const index_t d = x.cols;
@@ -183,6 +182,9 @@ void column_sums_with(Exec& exec, matrix_view<const T> x, double* out, ChunkPass
   chunk_pass(scope, rows, chunks, part);
   scope.for_each(d, detail::chunk_totals{part, chunks, d, out}, static_cast<double>(chunks));
 }
+/// @brief out = sum_i w_i x_i over the rows with w_i != 0 (d doubles), in `column_chunks`
+/// fixed chunks, each in row order, the chunks added in order. One thread per (chunk, column):
+/// a row's columns are read side by side (coalesced on a GPU).
 template <class Exec, class T>
 void column_sums(Exec& exec, matrix_view<const T> x, const double* w, double* out) {
   column_sums_with(exec, x, out, [&](auto& scope, index_t rows, index_t chunks, double* part) {

@@ -113,8 +113,9 @@ prepared prepare(const problem<T>& p, bool normalized, int threads) {
   return out;
 }
 
-/// The preparation of `p`: `given` (a caller's, `options::prepared`) when there is one, after a
-/// check that it is of `p`'s shape, else `prepare`'s.
+/// The preparation of `p`: `given` (a caller's, the `prepared` argument of a learner's `select`)
+/// when there is one, after a check that it is of `p`'s shape (the caller vouches for the rest:
+/// that it is `p`'s, under the same `normalized`), else `prepare`'s.
 template <class T>
 prepared prepared_of(const problem<T>& p, const prepared* given, bool normalized, int threads) {
   if (given == nullptr) return prepare(p, normalized, threads);

@@ -84,10 +84,11 @@ class basic_learner {
   /// @param diversity a `diversity_objective` or a `diversity_mix` of them (`no_diversity{}` for
   ///        quality only)
   /// @param prepared the block's per-row quantities (norms, combined quality, ids:
-  ///        `detail::prepare(p, normalized, threads)`) when the caller has them, so that the run
-  ///        does not pass over the block again; null: the run prepares the block itself
+  ///        `detail::prepare(p, normalized, threads)`, which also checks the values) when the
+  ///        caller has them, so that the run does not pass over the block again; only its shape
+  ///        is checked, the caller vouches that it is p's. Null: the run prepares the block.
   /// @throws invalid_input for bad input or settings; the message names the input ("prepared"
-  ///         for the preparation of another block).
+  ///         for a preparation of another shape).
   template <class T, class Diversity>
   [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
                                         const detail::prepared* prepared = nullptr) const {

@@ -3,8 +3,9 @@
 
 /// @file
 /// @brief CUDA kernels the Thrust backend's executor runs in place of a generic pass of
-/// executor/dense.hpp when Thrust's device system is CUDA (included by backend/thrust.hpp under
-/// nvcc only). Each gives the generic pass's bits: the same terms added in the same order.
+/// exec/dense.hpp when Thrust's device system is CUDA (included by exec/backend/thrust.hpp under
+/// nvcc only). Each adds the generic pass's terms in its order, so it gives the generic pass's
+/// bits on the device (nvcc contracts both alike).
 
 #include <cstdint>
 #include <stdexcept>
@@ -83,8 +84,9 @@ struct alignas(sizeof(T) * V) lanes {
 /// (chunk c, Threads x V columns) copies its chunk's weights to shared memory a slice at a time,
 /// and each thread issues the loads of `Batch` rows of its V columns (those with a weight: a
 /// warp skips a zero-weight row together) before adding them, each column in row order: the
-/// same terms in the same order, so the same bits as the generic pass and the CPU's. V > 1
-/// needs V | d, V | stride and rows aligned to V values (`column_chunks` checks).
+/// same terms in the same order as the generic pass (and the CPU's executors), so the generic
+/// pass's bits on the device. V > 1 needs V | d, V | stride and rows aligned to V values
+/// (`column_chunks_with` checks).
 template <class T, int V, int Batch, int Threads>
 __global__ void __launch_bounds__(Threads) column_chunks_batched(matrix_view<const T> x, const double* w, index_t rows,
                                                                  double* part) {
