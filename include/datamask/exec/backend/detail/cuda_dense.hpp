@@ -55,6 +55,14 @@ __global__ void row_dots_tiled(matrix_view<const T> x, const double* s, double* 
   if (i < x.rows) out[i] = (part[0] + part[1]) + (part[2] + part[3]);
 }
 
+/// @throws std::runtime_error naming `kernel` when its launch failed (the launch's own error: a
+/// launch does not wait for the kernel)
+inline void check_launch(const char* kernel) {
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    throw std::runtime_error(std::string("datamask: ") + kernel + " kernel: " + cudaGetErrorString(e));
+  }
+}
+
 /// Launches `row_dots_tiled` on the default stream (ordered with the executor's other passes;
 /// it does not wait for the kernel).
 /// @throws std::runtime_error when the launch fails
@@ -63,9 +71,7 @@ void row_dots(matrix_view<const T> x, const double* s, double* out) {
   if (x.rows == 0) return;
   const auto blocks = static_cast<unsigned>((x.rows + tile_rows - 1) / tile_rows);
   row_dots_tiled<T><<<blocks, tile_rows>>>(x, s, out);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    throw std::runtime_error(std::string("datamask: row_dots kernel: ") + cudaGetErrorString(e));
-  }
+  check_launch("row_dots");
 }
 
 /// Rows of a chunk whose weights a block of `column_sums` holds in shared memory at a time.
@@ -143,9 +149,7 @@ bool column_chunks_with(matrix_view<const T> x, const double* w, index_t rows, i
   const index_t per_block = static_cast<index_t>(Threads) * V;
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((x.cols + per_block - 1) / per_block));
   column_chunks_batched<T, V, Batch, Threads><<<grid, Threads>>>(x, w, rows, part);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    throw std::runtime_error(std::string("datamask: column_sums kernel: ") + cudaGetErrorString(e));
-  }
+  check_launch("column_sums");
   return true;
 }
 
