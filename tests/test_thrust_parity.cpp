@@ -3,9 +3,13 @@
 // step's masks of whole runs, and the final selections and objective values of three instances.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "thrust_support.hpp"
@@ -156,4 +160,73 @@ TEST_CASE("final selections and objectives agree on three instances", "[parity]"
     check(dm_test::instance(1500, 8, 32), datamask::facility_location{}, o);
   }
   SECTION("DiSF + quality") { check(dm_test::instance(2000, 12, 33), datamask::disf{}, dm_test::parity_options()); }
+}
+
+TEST_CASE("the executor's passes over a 16-bit block give the float32 block's bits", "[parity][half]") {
+  // The same values in float16 (or bfloat16) and in float32: each generic pass widens an element
+  // where it reads it, so it adds the float32 block's terms in its order; X^T w and X s also give
+  // the host executor's bits (its AVX2 kernels for the 16-bit block).
+  const auto bits_equal = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](double u, double v) {
+             return std::bit_cast<std::uint64_t>(u) == std::bit_cast<std::uint64_t>(v);
+           });
+  };
+  const auto check = [&](auto low) {
+    using T = decltype(low);
+    for (index_t d : {index_t{7}, index_t{44}}) {
+      const index_t n = 3001;
+      CAPTURE(d);
+      std::mt19937_64 gen(static_cast<std::uint64_t>(d));
+      std::vector<T> xl;
+      std::vector<float> xw;
+      std::vector<double> w(static_cast<std::size_t>(n));
+      std::vector<double> s(static_cast<std::size_t>(d));
+      std::vector<double> mu(static_cast<std::size_t>(d));
+      std::vector<double> g(static_cast<std::size_t>(d * d));
+      const auto unit = [&] { return static_cast<double>(gen() >> 11) * 0x1.0p-53; };
+      for (index_t k = 0; k < n * d; ++k) {
+        xl.push_back(T::from(static_cast<float>(2.0 * unit() - 1.0)));
+        xw.push_back(xl.back());
+      }
+      for (auto& v : w) v = unit() < 0.3 ? 0.0 : unit();
+      for (auto& v : s) v = unit() - 0.5;
+      for (auto& v : mu) v = 0.1 * (unit() - 0.5);
+      for (auto& v : g) v = unit() - 0.5;
+      auto exec = thrust_backend{}.make_executor();
+      const auto view = [&](const auto& host) {
+        using U = typename std::decay_t<decltype(host)>::value_type;
+        return datamask::make_matrix_view(exec.upload(std::span<const U>(host)), n, d);
+      };
+      const auto xl_dev = view(xl);
+      const auto xw_dev = view(xw);
+      const double* w_dev = exec.upload(std::span<const double>(w));
+      const double* s_dev = exec.upload(std::span<const double>(s));
+      const double* mu_dev = exec.upload(std::span<const double>(mu));
+      const double* g_dev = exec.upload(std::span<const double>(g));
+      const auto pass = [&](index_t size, auto f) {
+        double* out = exec.template scratch<double>(size);
+        f(out);
+        std::vector<double> host(static_cast<std::size_t>(size));
+        exec.download(static_cast<const double*>(out), std::span<double>(host));
+        return host;
+      };
+      const auto sums = pass(d, [&](double* o) { exec.column_sums(xl_dev, w_dev, o); });
+      CHECK(bits_equal(sums, pass(d, [&](double* o) { exec.column_sums(xw_dev, w_dev, o); })));
+      const auto dots = pass(n, [&](double* o) { exec.row_dots(xl_dev, s_dev, o); });
+      CHECK(bits_equal(dots, pass(n, [&](double* o) { exec.row_dots(xw_dev, s_dev, o); })));
+      CHECK(bits_equal(pass(d * d, [&](double* o) { exec.scatter(xl_dev, mu_dev, w_dev, o); }),
+                       pass(d * d, [&](double* o) { exec.scatter(xw_dev, mu_dev, w_dev, o); })));
+      CHECK(bits_equal(pass(n, [&](double* o) { exec.quadratic_forms(xl_dev, mu_dev, g_dev, o); }),
+                       pass(n, [&](double* o) { exec.quadratic_forms(xw_dev, mu_dev, g_dev, o); })));
+      datamask::host_executor host(2);
+      std::vector<double> host_sums(static_cast<std::size_t>(d));
+      std::vector<double> host_dots(static_cast<std::size_t>(n));
+      host.column_sums(datamask::make_matrix_view(xl.data(), n, d), w.data(), host_sums.data());
+      host.row_dots(datamask::make_matrix_view(xl.data(), n, d), s.data(), host_dots.data());
+      CHECK(bits_equal(sums, host_sums));
+      CHECK(bits_equal(dots, host_dots));
+    }
+  };
+  check(datamask::float16{});
+  check(datamask::bfloat16{});
 }

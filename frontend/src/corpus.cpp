@@ -119,7 +119,7 @@ void corpus::gather(std::span<const index_t> rows, float* out, int threads) cons
     for (std::size_t j = 0; j < cols; ++j) {
       std::uint16_t v;
       std::memcpy(&v, row + j * sizeof v, sizeof v);
-      o[j] = datamask::io::half_to_float(v);
+      o[j] = datamask::half_to_float(v);
     }
   });
 }

@@ -9,6 +9,7 @@
 #include "datamask/core/config.hpp"
 #include "datamask/core/error.hpp"
 #include "datamask/core/types.hpp"
+#include "datamask/core/half.hpp"
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/philox.hpp"
 #include "datamask/core/enum_names.hpp"

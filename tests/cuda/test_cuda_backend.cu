@@ -160,3 +160,39 @@ TEST_CASE("CUDA: column_sums' kernel gives the generic pass's bits", "[cuda][den
     for (index_t j = 0; j < d; ++j) CHECK(a[j] == Approx(ref[j]).epsilon(1e-12).margin(1e-12));
   }
 }
+
+TEST_CASE("CUDA: the passes over a float16 block give the float32 block's bits", "[cuda][dense][half]") {
+  // The kernels (column_sums with 16-byte loads of 8 halves where d allows them, d = 40; one value
+  // per load, d = 5, 130; row_dots' tiles) and the generic scatter and quadratic forms, on the
+  // device, against the same passes over the float32 block holding the same values.
+  for (const auto& [n, d] : std::vector<std::pair<index_t, index_t>>{{37, 5}, {3001, 130}, {70001, 40}}) {
+    const dm_test::instance inst(n, d, 4, 1);
+    std::vector<datamask::float16> h;
+    std::vector<float> f;
+    for (float v : inst.x) {
+      h.push_back(datamask::float16::from(v));
+      f.push_back(h.back());
+    }
+    std::vector<double> w(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i) w[i] = i % 3 == 1 ? 0.0 : 1.0 / static_cast<double>(i + 1);
+    std::vector<double> s(static_cast<std::size_t>(d));
+    for (index_t j = 0; j < d; ++j) s[j] = 0.5 - static_cast<double>(j % 7) / 7.0;
+    datamask::thrust_backend::executor exec;
+    const datamask::matrix_view<const datamask::float16> xh(exec.upload(std::span<const datamask::float16>(h)), n, d);
+    const datamask::matrix_view<const float> xf(exec.upload(std::span<const float>(f)), n, d);
+    const double* wd = exec.upload(std::span<const double>(w));
+    const double* sd = exec.upload(std::span<const double>(s));
+    const auto pass = [&](index_t size, auto run) {
+      double* out = exec.scratch<double>(size);
+      run(out);
+      std::vector<double> host(static_cast<std::size_t>(size));
+      exec.download(static_cast<const double*>(out), std::span<double>(host));
+      return host;
+    };
+    INFO("n = " << n << ", d = " << d);
+    CHECK(pass(d, [&](double* o) { exec.column_sums(xh, wd, o); }) == pass(d, [&](double* o) { exec.column_sums(xf, wd, o); }));
+    CHECK(pass(n, [&](double* o) { exec.row_dots(xh, sd, o); }) == pass(n, [&](double* o) { exec.row_dots(xf, sd, o); }));
+    CHECK(pass(d * d, [&](double* o) { exec.scatter(xh, sd, wd, o); }) ==
+          pass(d * d, [&](double* o) { exec.scatter(xf, sd, wd, o); }));
+  }
+}

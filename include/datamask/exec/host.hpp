@@ -6,7 +6,9 @@
 /// which the CPU backend (`eigen_backend`) supplies. Every pass a learner or a relaxation writes
 /// against an executor runs here as it runs on a device, with the same functors and the same
 /// fixed-tree `reduce`; the dense products use Eigen's blocked kernels instead of the generic
-/// `for_each` forms (executor/dense.hpp), with the same definitions.
+/// `for_each` forms (executor/dense.hpp), with the same definitions. A block of 16-bit elements
+/// (core/half.hpp) is read as stored, each row widened to float in cache as a pass reaches it,
+/// so its passes give the bits of the float32 block holding the same values.
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +21,9 @@
 #include <Eigen/Core>
 
 #include "datamask/core/detail/parallel.hpp"
+#include "datamask/core/half.hpp"
 #include "datamask/exec/dense.hpp"
+#include "datamask/exec/detail/half_rows.hpp"
 #include "datamask/exec/reduce.hpp"
 #include "datamask/core/types.hpp"
 
@@ -120,8 +124,15 @@ class host_executor {
     const index_t chunks = (n + rows - 1) / rows;
     Eigen::MatrixXd part = Eigen::MatrixXd::Zero(d, chunks);
     for_each(chunks, [&](index_t c) {
+      if constexpr (half_precision<T>) {
+        if (detail::half_rows::available()) {
+          detail::half_rows::accumulate(x, c * rows, std::min(n, (c + 1) * rows), w, part.col(c).data());
+          return;
+        }
+      }
+      row_buffer<T> buf(d);
       for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
-        if (w[i] != 0.0) part.col(c) += row(x, i).template cast<double>() * w[i];
+        if (w[i] != 0.0) part.col(c) += row(x, i, buf).template cast<double>() * w[i];
       }
     }, static_cast<double>(rows * d));
     Eigen::Map<Eigen::VectorXd> total(out, d);
@@ -132,26 +143,44 @@ class host_executor {
   /// @brief `dense::row_dots` (the same four-lane dot), rows in chunks over the threads.
   template <class T>
   void row_dots(matrix_view<const T> x, const double* s, double* out) {
-    dense::row_dots(*this, x, s, out);
+    if constexpr (half_precision<T>) {
+      const index_t d = x.cols;
+      const index_t blocks = (x.rows + block_rows - 1) / block_rows;
+      for_each(blocks, [&](index_t bi) {
+        const index_t first = bi * block_rows;
+        const index_t end = std::min(x.rows, first + block_rows);
+        if (detail::half_rows::available()) {
+          detail::half_rows::dots(x, first, end, s, out);
+          return;
+        }
+        row_buffer<T> buf(d);
+        for (index_t i = first; i < end; ++i) {
+          out[i] = dense::lane_dot(row(x, i, buf).data(), s, d);
+        }
+      }, 2.0 * static_cast<double>(block_rows * d));
+    } else {
+      dense::row_dots(*this, x, s, out);
+    }
   }
 
-  /// @brief `dense::scatter` as one symmetric rank update per block of rows (in T from
-  /// `float_product_rows` rows on, else in double), accumulated in double per chunk.
+  /// @brief `dense::scatter` as one symmetric rank update per block of rows (in T, float for a
+  /// 16-bit T, from `float_product_rows` rows on, else in double), accumulated in double per
+  /// chunk.
   template <class T>
   void scatter(matrix_view<const T> x, const double* mu, const double* w, double* sigma) {
     if (x.rows >= float_product_rows) {
-      scatter_in<T>(x, mu, w, sigma);
+      scatter_in<widened_t<T>>(x, mu, w, sigma);
     } else {
       scatter_in<double>(x, mu, w, sigma);
     }
   }
 
-  /// @brief `dense::quadratic_forms` as one (block x d) (d x d) product per block of rows (in T
-  /// from `float_product_rows` rows on, else in double).
+  /// @brief `dense::quadratic_forms` as one (block x d) (d x d) product per block of rows (in T,
+  /// float for a 16-bit T, from `float_product_rows` rows on, else in double).
   template <class T>
   void quadratic_forms(matrix_view<const T> x, const double* mu, const double* g, double* out) {
     if (x.rows >= float_product_rows) {
-      quadratic_forms_in<T>(x, mu, g, out);
+      quadratic_forms_in<widened_t<T>>(x, mu, g, out);
     } else {
       quadratic_forms_in<double>(x, mu, g, out);
     }
@@ -165,9 +194,22 @@ class host_executor {
   /// small enough to balance a pass over a few thousand rows on the threads.
   static constexpr double block_work = 32768.0;
 
+  /// Room for one row widened to float: d floats for a 16-bit block, none otherwise.
   template <class T>
-  static auto row(matrix_view<const T> x, index_t i) {
-    return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols);
+  struct row_buffer {
+    explicit row_buffer(index_t d) : values(half_precision<T> ? static_cast<std::size_t>(d) : 0) {}
+    std::vector<float> values;
+  };
+
+  /// Row i of x as Eigen reads it: the block's own memory, or a 16-bit row widened into `buf`.
+  template <class T>
+  static auto row(matrix_view<const T> x, index_t i, row_buffer<T>& buf) {
+    if constexpr (half_precision<T>) {
+      widen(x.row(i), x.cols, buf.values.data());
+      return Eigen::Map<const Eigen::VectorXf>(buf.values.data(), x.cols);
+    } else {
+      return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols);
+    }
   }
 
   template <class C, class T>
@@ -183,6 +225,7 @@ class host_executor {
       Eigen::MatrixXd acc = Eigen::MatrixXd::Zero(d, d);
       Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> part(d, d);
       cmat y(block_rows, d);
+      row_buffer<T> buf(d);
       index_t cnt = 0;
       auto flush = [&] {
         if (cnt == 0) return;
@@ -193,7 +236,7 @@ class host_executor {
       };
       for (index_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i) {
         if (!(w[i] > 0.0)) continue;
-        y.row(cnt) = (row(x, i).template cast<C>() - muc).transpose() * static_cast<C>(std::sqrt(w[i]));
+        y.row(cnt) = (row(x, i, buf).template cast<C>() - muc).transpose() * static_cast<C>(std::sqrt(w[i]));
         if (++cnt == block_rows) flush();
       }
       flush();
@@ -218,7 +261,8 @@ class host_executor {
       const index_t r0 = bi * block_rows;
       const index_t r1 = std::min(n, r0 + block_rows);
       cmat y(r1 - r0, d);
-      for (index_t i = r0; i < r1; ++i) y.row(i - r0) = (row(x, i).template cast<C>() - muc).transpose();
+      row_buffer<T> buf(d);
+      for (index_t i = r0; i < r1; ++i) y.row(i - r0) = (row(x, i, buf).template cast<C>() - muc).transpose();
       cmat z(r1 - r0, d);
       z.noalias() = y * gc;
       for (index_t i = r0; i < r1; ++i) out[i] = static_cast<double>(y.row(i - r0).dot(z.row(i - r0)));

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "datamask/core/error.hpp"
+#include "datamask/core/half.hpp"
 #include "datamask/io/file.hpp"
 #include "datamask/core/types.hpp"
 
@@ -322,56 +323,6 @@ class npy_dict_parser {
   return h;
 }
 
-/// @brief IEEE half to single precision, exactly (subnormals, infinities and NaNs included).
-[[nodiscard]] inline float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1Fu;
-  std::uint32_t mant = h & 0x3FFu;
-  std::uint32_t bits = 0;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | (static_cast<std::uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3FFu) << 13);
-    }
-  } else if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-/// @brief Single to half precision, rounding to nearest even (for writing test data).
-[[nodiscard]] inline std::uint16_t float_to_half(float f) {
-  const auto x = std::bit_cast<std::uint32_t>(f);
-  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-  const std::uint32_t exp = (x >> 23) & 0xFFu;
-  std::uint32_t mant = x & 0x7FFFFFu;
-  if (exp == 0xFF) return static_cast<std::uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0u));
-  const int e = static_cast<int>(exp) - 127 + 15;
-  if (e >= 0x1F) return static_cast<std::uint16_t>(sign | 0x7C00u);
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000u;
-    const int shift = 14 - e;
-    std::uint32_t half = mant >> shift;
-    const std::uint32_t rem = mant & ((1u << shift) - 1u);
-    const std::uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) ++half;
-    return static_cast<std::uint16_t>(sign | half);
-  }
-  std::uint32_t half = (static_cast<std::uint32_t>(e) << 10) | (mant >> 13);
-  const std::uint32_t rem = mant & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
-  return static_cast<std::uint16_t>(sign | half);
-}
-
 /// @brief A `.npy` file opened read-only: memory-mapped where the platform allows it (nothing
 /// is read until it is used), read into memory otherwise. Move-only.
 class npy_file {
@@ -497,6 +448,9 @@ class npy_file {
   }
 
  private:
+  /// float16 values copied out of the file and widened at a time (8 KiB, in cache).
+  static constexpr std::size_t widen_chunk = 4096;
+
   void require_float() const {
     if (!npy_is_float(header_.dtype)) {
       throw invalid_input(path_, datamask::detail::concat("unsupported dtype '", npy_descr(header_.dtype),
@@ -528,6 +482,14 @@ class npy_file {
     const unsigned char* p = bytes_ + header_.data_offset;
     if (header_.dtype == npy_dtype::float32) {
       std::memcpy(out, p + 4 * off, 4 * n);
+    } else if (header_.dtype == npy_dtype::float16) {
+      // float16 is a 2-byte trivially copyable struct; the mapped bytes may be unaligned.
+      std::vector<float16> h(std::min<std::size_t>(n, widen_chunk));
+      for (std::size_t i = 0; i < n; i += h.size()) {
+        const std::size_t m = std::min(h.size(), n - i);
+        std::memcpy(h.data(), p + 2 * (off + i), 2 * m);
+        widen(h.data(), static_cast<index_t>(m), out + i);
+      }
     } else {
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(element_as_double(p, off + i));
     }

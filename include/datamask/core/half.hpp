@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief 16-bit embedding elements: IEEE binary16 (`float16`) and bfloat16, as pipelines store
+/// embeddings. A block of them is read as it is stored (half the bytes of float32 per pass over
+/// the block); every value widens to float exactly, so a pass over a 16-bit block sums the same
+/// terms as a pass over the float32 block holding the same values (docs/method.md, "Precision").
+
+#include <bit>
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "datamask/core/config.hpp"
+#include "datamask/core/types.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__CUDACC__) && !defined(__HIPCC__)
+#include <immintrin.h>
+/// 1 where the host widens float16 with the F16C instruction, chosen at run time: the library is
+/// compiled for baseline x86-64, which has no F16C.
+#define DATAMASK_X86_F16C 1
+#else
+#define DATAMASK_X86_F16C 0
+#endif
+
+namespace datamask {
+
+namespace detail {
+DATAMASK_HOST_DEVICE inline float float_of_bits(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+}  // namespace detail
+
+/// @brief IEEE binary16 to binary32, exactly (subnormals, infinities and NaNs included).
+[[nodiscard]] DATAMASK_HOST_DEVICE inline float half_to_float(std::uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1Fu;
+  std::uint32_t mant = h & 0x3FFu;
+  if (exp == 0x1F) return detail::float_of_bits(sign | 0x7F800000u | (mant << 13));
+  if (exp != 0) return detail::float_of_bits(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
+  if (mant == 0) return detail::float_of_bits(sign);
+  // Subnormal: shift the leading one into the implicit bit, one exponent step per shift.
+  std::uint32_t e = 127 - 14;
+  while ((mant & 0x400u) == 0) {
+    mant <<= 1;
+    --e;
+  }
+  return detail::float_of_bits(sign | (e << 23) | ((mant & 0x3FFu) << 13));
+#endif
+}
+
+/// @brief binary32 to binary16, rounding to nearest even (overflow to infinity, NaN stays NaN).
+[[nodiscard]] inline std::uint16_t float_to_half(float f) {
+  const auto x = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t exp = (x >> 23) & 0xFFu;
+  std::uint32_t mant = x & 0x7FFFFFu;
+  if (exp == 0xFF) return static_cast<std::uint16_t>(sign | 0x7C00u | (mant ? 0x200u : 0u));
+  const int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 0x1F) return static_cast<std::uint16_t>(sign | 0x7C00u);
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000u;
+    const int shift = 14 - e;
+    std::uint32_t half = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1u);
+    const std::uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) ++half;
+    return static_cast<std::uint16_t>(sign | half);
+  }
+  std::uint32_t half = (static_cast<std::uint32_t>(e) << 10) | (mant >> 13);
+  const std::uint32_t rem = mant & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+  return static_cast<std::uint16_t>(sign | half);
+}
+
+/// @brief bfloat16 to binary32, exactly: the high half of a float's bits.
+[[nodiscard]] DATAMASK_HOST_DEVICE inline float bfloat16_to_float(std::uint16_t h) {
+  return detail::float_of_bits(static_cast<std::uint32_t>(h) << 16);
+}
+
+/// @brief binary32 to bfloat16, rounding to nearest even (NaN stays NaN).
+[[nodiscard]] inline std::uint16_t float_to_bfloat16(float f) {
+  const auto x = std::bit_cast<std::uint32_t>(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
+  const std::uint32_t rounded = x + 0x7FFFu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>(rounded >> 16);
+}
+
+/// @brief An IEEE binary16 embedding element (numpy's float16, `<f2`): its bits, read as a float.
+struct float16 {
+  std::uint16_t bits;  // no initialiser: a trivial type, as CUDA's shared memory needs
+  /// @brief The nearest binary16 to `f` (ties to even).
+  [[nodiscard]] static float16 from(float f) { return float16{float_to_half(f)}; }
+  DATAMASK_HOST_DEVICE operator float() const { return half_to_float(bits); }  // NOLINT(implicit): exact
+};
+
+/// @brief A bfloat16 embedding element (the high 16 bits of a float; ml_dtypes' bfloat16, `<V2`
+/// in a .npy file): its bits, read as a float.
+struct bfloat16 {
+  std::uint16_t bits;  // no initialiser: a trivial type, as CUDA's shared memory needs
+  /// @brief The nearest bfloat16 to `f` (ties to even).
+  [[nodiscard]] static bfloat16 from(float f) { return bfloat16{float_to_bfloat16(f)}; }
+  DATAMASK_HOST_DEVICE operator float() const { return bfloat16_to_float(bits); }  // NOLINT(implicit): exact
+};
+
+static_assert(sizeof(float16) == 2 && std::is_trivially_copyable_v<float16>);
+static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16>);
+
+/// @brief The 16-bit element types.
+template <class T>
+concept half_precision = std::same_as<std::remove_cv_t<T>, float16> || std::same_as<std::remove_cv_t<T>, bfloat16>;
+
+/// @brief The element types a block of embeddings may hold: float, double, float16, bfloat16.
+template <class T>
+concept embedding_element = std::same_as<std::remove_cv_t<T>, float> || std::same_as<std::remove_cv_t<T>, double> ||
+                            half_precision<T>;
+
+/// @brief The type an element is computed in: float for the 16-bit types, the type itself
+/// otherwise.
+template <class T>
+using widened_t = std::conditional_t<half_precision<T>, float, std::remove_cv_t<T>>;
+
+namespace detail {
+
+#if DATAMASK_X86_F16C
+__attribute__((target("avx,f16c"))) inline void widen_f16c(const float16* in, index_t n, float* out) {
+  index_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = half_to_float(in[i].bits);
+}
+
+/// Whether this CPU has F16C (and the AVX state it needs), asked once.
+inline bool cpu_has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+#endif
+
+}  // namespace detail
+
+/// @brief out[i] = in[i] as float, i < n, exactly (with F16C where this CPU has it; a NaN may come
+/// back quiet).
+inline void widen(const float16* in, index_t n, float* out) {
+#if DATAMASK_X86_F16C
+  if (detail::cpu_has_f16c()) {
+    detail::widen_f16c(in, n, out);
+    return;
+  }
+#endif
+  for (index_t i = 0; i < n; ++i) out[i] = half_to_float(in[i].bits);
+}
+
+/// @brief out[i] = in[i] as float, i < n, exactly.
+inline void widen(const bfloat16* in, index_t n, float* out) {
+  for (index_t i = 0; i < n; ++i) out[i] = bfloat16_to_float(in[i].bits);
+}
+
+}  // namespace datamask

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The host executor's two streaming passes over a 16-bit block (X^T w and X s) with AVX2
+/// and F16C, chosen at run time (the library is compiled for baseline x86-64). Why: widening a
+/// row to float before the float32 block's code leaves the pass bound by its arithmetic, slower
+/// than the float32 block it should halve (benchmarks/RESULTS.md, "Half-precision blocks"). Each
+/// adds the same terms in the same order with the same roundings as the float32 block's pass (a
+/// product, then a sum: no fused multiply-add), so the bits are those of the float32 block
+/// holding the same values.
+
+#include <algorithm>
+#include <cstdint>
+
+#include "datamask/core/half.hpp"
+#include "datamask/core/types.hpp"
+
+namespace datamask::detail::half_rows {
+
+#if DATAMASK_X86_F16C
+
+/// Whether this CPU runs the kernels below, asked once.
+inline bool available() {
+  static const bool yes = cpu_has_f16c() && __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+/// Eight elements at `x` as eight floats.
+__attribute__((target("avx2,f16c"))) inline __m256 load8(const float16* x) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+}
+__attribute__((target("avx2,f16c"))) inline __m256 load8(const bfloat16* x) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+/// Rows requested ahead of the ones in use (the hardware's prefetch alone left a thread's pass
+/// at half the rate of its arithmetic).
+inline constexpr index_t ahead = 16;
+
+/// acc[j] += double(x_ij) * w_i for the `count` rows i in `rows`, in their order: 32 columns of acc
+/// held in registers over the rows (each element's additions in row order, as one row at a time
+/// would make them), so acc is read and written once per `count` rows.
+template <class T>
+__attribute__((target("avx2,f16c"))) void add_rows(matrix_view<const T> x, const index_t* rows, int count,
+                                                   const double* w, double* acc) {
+  const index_t d = x.cols;
+  index_t j = 0;
+  for (; j + 32 <= d; j += 32) {
+    __m256d a[8];
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) a[q] = _mm256_loadu_pd(acc + j + 4 * q);
+    for (int k = 0; k < count; ++k) {
+      const T* r = x.row(rows[k]) + j;
+      if (rows[k] + ahead < x.rows) _mm_prefetch(reinterpret_cast<const char*>(r + ahead * x.stride), _MM_HINT_T0);
+      const __m256d wk = _mm256_set1_pd(w[rows[k]]);
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        const __m256 f = load8(r + 8 * h);
+        a[2 * h] = _mm256_add_pd(a[2 * h], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), wk));
+        a[2 * h + 1] = _mm256_add_pd(a[2 * h + 1], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), wk));
+      }
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) _mm256_storeu_pd(acc + j + 4 * q, a[q]);
+  }
+  for (; j + 8 <= d; j += 8) {
+    __m256d lo = _mm256_loadu_pd(acc + j);
+    __m256d hi = _mm256_loadu_pd(acc + j + 4);
+    for (int k = 0; k < count; ++k) {
+      const __m256 f = load8(x.row(rows[k]) + j);
+      const __m256d wk = _mm256_set1_pd(w[rows[k]]);
+      lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), wk));
+      hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), wk));
+    }
+    _mm256_storeu_pd(acc + j, lo);
+    _mm256_storeu_pd(acc + j + 4, hi);
+  }
+  for (; j < d; ++j) {
+    for (int k = 0; k < count; ++k) acc[j] += static_cast<double>(static_cast<float>(x.row(rows[k])[j])) * w[rows[k]];
+  }
+}
+
+/// acc[j] += double(x_ij) * w_i for the rows i in [first, end) with w_i != 0, in row order
+/// (`dense::column_sums`' chunk), eight such rows at a time.
+template <class T>
+__attribute__((target("avx2,f16c"))) void accumulate(matrix_view<const T> x, index_t first, index_t end,
+                                                     const double* w, double* acc) {
+  constexpr int group = 8;
+  index_t rows[group];
+  int count = 0;
+  for (index_t i = first; i < end; ++i) {
+    if (w[i] == 0.0) continue;
+    rows[count++] = i;
+    if (count == group) {
+      add_rows(x, rows, count, w, acc);
+      count = 0;
+    }
+  }
+  add_rows(x, rows, count, w, acc);
+}
+
+/// out[r] = `dense::lane_dot`(x_r, s) for the K rows r = first .. first + K - 1, side by side, so
+/// the rows' independent sums hide the latency of each one's additions: lanes l = 0..3 over the
+/// eight-wide steps (columns j..j+3, then j+4..j+7), the rest of the four-wide steps, the
+/// remainder into lane 0, the lanes added in the fixed order. `prefetch`: request the K rows
+/// `ahead` rows on.
+template <int K, class T>
+__attribute__((target("avx2,f16c"))) void dot_rows(matrix_view<const T> x, index_t first, const double* s,
+                                                   double* out, bool prefetch) {
+  const index_t d = x.cols;
+  const index_t wide = d / 8 * 8;
+  __m256d part[K];
+  for (int k = 0; k < K; ++k) part[k] = _mm256_setzero_pd();
+  for (index_t j = 0; j < wide; j += 8) {
+    if (prefetch && j % 32 == 0) {
+      for (int k = 0; k < K; ++k) _mm_prefetch(reinterpret_cast<const char*>(x.row(first + ahead + k) + j), _MM_HINT_T0);
+    }
+    const __m256d s0 = _mm256_loadu_pd(s + j);
+    const __m256d s1 = _mm256_loadu_pd(s + j + 4);
+    for (int k = 0; k < K; ++k) {
+      const __m256 f = load8(x.row(first + k) + j);
+      part[k] = _mm256_add_pd(part[k], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), s0));
+      part[k] = _mm256_add_pd(part[k], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), s1));
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    const T* row = x.row(first + k);
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, part[k]);
+    index_t j = wide;
+    for (; j + 4 <= d; j += 4) {
+      for (index_t l = 0; l < 4; ++l) lanes[l] += static_cast<double>(static_cast<float>(row[j + l])) * s[j + l];
+    }
+    for (; j < d; ++j) lanes[0] += static_cast<double>(static_cast<float>(row[j])) * s[j];
+    out[first + k] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  }
+}
+
+/// out[i] = `dense::lane_dot`(x_i, s) for i in [first, end), four rows at a time.
+template <class T>
+__attribute__((target("avx2,f16c"))) void dots(matrix_view<const T> x, index_t first, index_t end, const double* s,
+                                               double* out) {
+  index_t i = first;
+  for (; i + 4 <= end; i += 4) dot_rows<4>(x, i, s, out, i + ahead + 4 <= end);
+  for (; i < end; ++i) dot_rows<1>(x, i, s, out, false);
+}
+
+#else
+
+inline bool available() { return false; }
+template <class T>
+void accumulate(matrix_view<const T>, index_t, index_t, const double*, double*) {}
+template <class T>
+void dots(matrix_view<const T>, index_t, index_t, const double*, double*) {}
+
+#endif
+
+}  // namespace datamask::detail::half_rows

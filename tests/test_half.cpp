@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: Apache-2.0
+// 16-bit embedding elements (datamask/core/half.hpp): every binary16 and bfloat16 value widens
+// exactly (against the value each bit pattern denotes, computed in double), rounding to them is to
+// nearest even, and the host executor's passes over a 16-bit block give the bits of the float32
+// block holding the same values.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "helpers.hpp"
+
+using datamask::bfloat16;
+using datamask::float16;
+using datamask::index_t;
+
+namespace {
+
+/// The value a binary16 pattern denotes, from the standard's definition (NaN for NaNs).
+double half_value(std::uint16_t h) {
+  const int sign = (h >> 15) != 0 ? -1 : 1;
+  const int exp = (h >> 10) & 0x1F;
+  const int mant = h & 0x3FF;
+  if (exp == 0x1F) return mant == 0 ? sign * HUGE_VAL : std::nan("");
+  if (exp == 0) return sign * std::ldexp(mant, -24);
+  return sign * std::ldexp(1024 + mant, exp - 25);
+}
+
+/// The value a bfloat16 pattern denotes: sign, 8 exponent bits, 7 mantissa bits.
+double bfloat16_value(std::uint16_t h) {
+  const int sign = (h >> 15) != 0 ? -1 : 1;
+  const int exp = (h >> 7) & 0xFF;
+  const int mant = h & 0x7F;
+  if (exp == 0xFF) return mant == 0 ? sign * HUGE_VAL : std::nan("");
+  if (exp == 0) return sign * std::ldexp(mant, -133);
+  return sign * std::ldexp(128 + mant, exp - 134);
+}
+
+/// Whether `h` is the nearest pattern to x among the finite neighbours of the format, ties to
+/// the even mantissa: |x - value(h)| <= |x - value(h +- 1)|, strictly unless h is even.
+template <class Value>
+bool nearest_even(double x, std::uint16_t h, Value value) {
+  const double v = value(h);
+  if (std::isinf(v)) return true;  // overflow: checked by the caller
+  for (int step : {-1, 1}) {
+    const int hn = static_cast<int>(h & 0x7FFF) + step;
+    if (hn < 0 || hn > 0x7FFF) continue;
+    const double vn = value(static_cast<std::uint16_t>((h & 0x8000) | hn));
+    if (std::isnan(vn) || std::isinf(vn)) continue;
+    const double dist = std::abs(x - v);
+    const double dn = std::abs(x - vn);
+    if (dn < dist || (dn == dist && (h & 1) != 0)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("every float16 and bfloat16 pattern widens to the value it denotes", "[half]") {
+  std::vector<float16> halves(65536);
+  std::vector<bfloat16> brains(65536);
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    halves[h].bits = static_cast<std::uint16_t>(h);
+    brains[h].bits = static_cast<std::uint16_t>(h);
+  }
+  std::vector<float> wide(65536);
+  std::vector<float> wide_b(65536);
+  datamask::widen(halves.data(), 65536, wide.data());  // F16C where this CPU has it
+  datamask::widen(brains.data(), 65536, wide_b.data());
+  index_t wrong = 0;
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const auto bits = static_cast<std::uint16_t>(h);
+    const double v = half_value(bits);
+    const float scalar = halves[h];
+    if (std::isnan(v)) {
+      wrong += !(std::isnan(scalar) && std::isnan(wide[h]));
+    } else {
+      wrong += !(static_cast<double>(scalar) == v && std::signbit(scalar) == std::signbit(v) &&
+                 std::bit_cast<std::uint32_t>(wide[h]) == std::bit_cast<std::uint32_t>(scalar));
+    }
+    const double vb = bfloat16_value(bits);
+    const float scalar_b = brains[h];
+    if (std::isnan(vb)) {
+      wrong += !(std::isnan(scalar_b) && std::isnan(wide_b[h]));
+    } else {
+      wrong += !(static_cast<double>(scalar_b) == vb && std::signbit(scalar_b) == std::signbit(vb) &&
+                 std::bit_cast<std::uint32_t>(wide_b[h]) == std::bit_cast<std::uint32_t>(scalar_b));
+    }
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("rounding to float16 and bfloat16 is to nearest, ties to even", "[half]") {
+  dmtest::rng r(11);
+  index_t wrong = 0;
+  // Every finite pattern round-trips; midpoints between neighbours go to the even one.
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const auto bits = static_cast<std::uint16_t>(h);
+    const double v = half_value(bits);
+    if (!std::isnan(v)) wrong += float16::from(static_cast<float>(v)).bits != bits;
+    const double vb = bfloat16_value(bits);
+    if (!std::isnan(vb)) wrong += bfloat16::from(static_cast<float>(vb)).bits != bits;
+  }
+  for (std::uint32_t h = 0; h + 1 < 0x7C00; ++h) {
+    const double mid = (half_value(static_cast<std::uint16_t>(h)) + half_value(static_cast<std::uint16_t>(h + 1))) / 2;
+    wrong += float16::from(static_cast<float>(mid)).bits != ((h & 1) == 0 ? h : h + 1);
+  }
+  for (int t = 0; t < 200000; ++t) {
+    // Values over the float16 range and beyond (log-uniform), both signs.
+    const double x = (r.uniform() < 0.5 ? -1 : 1) * std::exp2(-30 + 50 * r.uniform());
+    const auto xf = static_cast<float>(x);
+    const std::uint16_t h = float16::from(xf).bits;
+    if (std::abs(xf) >= 65520.0f) {
+      wrong += (h & 0x7FFF) != 0x7C00;  // past the largest finite half's rounding range: infinity
+    } else {
+      wrong += !nearest_even(xf, h, half_value);
+    }
+    wrong += !nearest_even(xf, bfloat16::from(xf).bits, bfloat16_value);
+  }
+  CHECK(wrong == 0);
+  CHECK(std::isnan(static_cast<float>(float16::from(std::nanf("")))));
+  CHECK(std::isnan(static_cast<float>(bfloat16::from(std::nanf("")))));
+}
+
+namespace {
+
+/// A random n x d block in T and the float32 block of the same values.
+template <class T>
+struct twin_blocks {
+  std::vector<T> low;
+  std::vector<float> wide;
+  twin_blocks(index_t n, index_t d, std::uint64_t seed) {
+    dmtest::rng r(seed);
+    for (index_t k = 0; k < n * d; ++k) {
+      low.push_back(T::from(static_cast<float>(r.normal())));
+      wide.push_back(low.back());
+    }
+  }
+};
+
+template <class T>
+void check_passes_match_float(index_t n, index_t d) {
+  const twin_blocks<T> b(n, d, static_cast<std::uint64_t>(n * 131 + d));
+  const auto xl = datamask::make_matrix_view(b.low.data(), n, d);
+  const auto xw = datamask::make_matrix_view(b.wide.data(), n, d);
+  dmtest::rng r(5);
+  std::vector<double> w(static_cast<std::size_t>(n));
+  for (auto& v : w) v = r.uniform() < 0.3 ? 0.0 : r.uniform();  // zero weights are skipped
+  std::vector<double> s(static_cast<std::size_t>(d));
+  std::vector<double> mu(static_cast<std::size_t>(d));
+  std::vector<double> g(static_cast<std::size_t>(d * d));
+  for (auto& v : s) v = r.normal();
+  for (auto& v : mu) v = 0.1 * r.normal();
+  for (auto& v : g) v = r.normal();
+  datamask::host_executor exec(2);
+  auto same = [](const std::vector<double>& a, const std::vector<double>& c) {
+    if (a.size() != c.size()) return false;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      if (std::bit_cast<std::uint64_t>(a[k]) != std::bit_cast<std::uint64_t>(c[k])) return false;
+    }
+    return true;
+  };
+  std::vector<double> lo(static_cast<std::size_t>(d));
+  std::vector<double> hi(static_cast<std::size_t>(d));
+  exec.column_sums(xl, w.data(), lo.data());
+  exec.column_sums(xw, w.data(), hi.data());
+  CHECK(same(lo, hi));
+  lo.assign(static_cast<std::size_t>(n), 0.0);
+  hi.assign(static_cast<std::size_t>(n), 0.0);
+  exec.row_dots(xl, s.data(), lo.data());
+  exec.row_dots(xw, s.data(), hi.data());
+  CHECK(same(lo, hi));
+  exec.quadratic_forms(xl, mu.data(), g.data(), lo.data());
+  exec.quadratic_forms(xw, mu.data(), g.data(), hi.data());
+  CHECK(same(lo, hi));
+  lo.assign(static_cast<std::size_t>(d * d), 0.0);
+  hi.assign(static_cast<std::size_t>(d * d), 0.0);
+  exec.scatter(xl, mu.data(), w.data(), lo.data());
+  exec.scatter(xw, mu.data(), w.data(), hi.data());
+  CHECK(same(lo, hi));
+  // The generic passes (a device's), each element widened where it is read.
+  lo.assign(static_cast<std::size_t>(d), 0.0);
+  hi.assign(static_cast<std::size_t>(d), 0.0);
+  datamask::dense::column_sums(exec, xl, w.data(), lo.data());
+  datamask::dense::column_sums(exec, xw, w.data(), hi.data());
+  CHECK(same(lo, hi));
+  lo.assign(static_cast<std::size_t>(n), 0.0);
+  hi.assign(static_cast<std::size_t>(n), 0.0);
+  datamask::dense::row_dots(exec, xl, s.data(), lo.data());
+  datamask::dense::row_dots(exec, xw, s.data(), hi.data());
+  CHECK(same(lo, hi));
+}
+
+}  // namespace
+
+TEST_CASE("the host executor's passes over a 16-bit block give the float32 block's bits", "[half][exec]") {
+  // Below and above `float_product_rows` (double and float d x d products); d with and without
+  // a tail after the 8-wide conversions and the four-lane dots.
+  for (index_t n : {index_t{1}, index_t{777}, index_t{5000}}) {
+    for (index_t d : {index_t{1}, index_t{5}, index_t{40}, index_t{44}, index_t{131}}) {
+      CAPTURE(n, d);
+      check_passes_match_float<float16>(n, d);
+      check_passes_match_float<bfloat16>(n, d);
+    }
+  }
+}
