@@ -4,6 +4,9 @@
 // machine's read rate measured in the same run:
 //
 //   datamask_bench_precision [n d rounds disf_n]     (defaults: 1000000 256 7 100000)
+//   datamask_bench_precision default ELEMENT [n d [ROWS]]   (ELEMENT: float32 or float16;
+//                                                     defaults 300000 256; ROWS: a file for the
+//                                                     selected rows, one a line, ascending)
 //
 // Pairwise similarity's relaxation is two passes over the block (X^T w and X s): its bytes per
 // iteration are 2 n d times the element's size, and its rate is printed as a share of the read
@@ -11,15 +14,25 @@
 // relaxation costs about 3 n d^2 flops (the scatter's symmetric rank updates and the quadratic
 // forms), printed against Eigen's float GEMM in this binary. The float16 pairwise relaxation over
 // a block that stays in the caches gives the rate of its arithmetic alone. Each figure is the median of
-// `rounds` rounds; each round times every element type once, in turn. RESULTS.md's "Half-precision
-// blocks" section reads its figures from this program.
+// `rounds` rounds; each round times every element type once, in turn.
+//
+// `default` runs the continuous learner with its defaults (pairwise similarity + quality, S = n / 10)
+// on the synthetic corpus of datamask-select's --demo at n x d, its block held in ELEMENT only
+// (a float16 block is rounded from the generated floats, which are then freed), and prints the
+// selection's seconds, the process's peak resident memory during it (Linux: the peak is reset
+// after the block is made) and the selection's f and rows' checksum. One process per element:
+// run them in turn. RESULTS.md's "Half-precision blocks" section reads its figures from this
+// program.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <Eigen/Core>
+
+#include <datamask/core/synthetic.hpp>
 
 #include "bench_common.hpp"
 
@@ -185,6 +198,60 @@ double in_cache_ms(const std::vector<float>& values, index_t d, int rounds) {
   return 1e3 * median(secs) / repeats * 1e6 / static_cast<double>(n);
 }
 
+/// The process's peak resident memory in MiB since the last `reset_peak` (Linux: VmHWM), or -1.
+double peak_mib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1.0;
+}
+/// Resets the peak resident memory to the current (Linux: clear_refs 5).
+void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+/// One default continuous run on the synthetic corpus held in T; prints time, peak memory, f.
+template <class T>
+int default_run(const char* element, index_t n, index_t d, const char* rows_file) {
+  dm::synthetic_options so;
+  so.n = n;
+  so.d = d;
+  so.seed = 1;
+  dm::synthetic_corpus corpus = dm::make_synthetic_corpus(so);
+  std::vector<T> low;
+  if constexpr (dm::half_precision<T>) {
+    low.reserve(corpus.embeddings.size());
+    for (float v : corpus.embeddings) low.push_back(T::from(v));
+    std::vector<float>().swap(corpus.embeddings);
+  }
+  dm::problem<T> p;
+  if constexpr (dm::half_precision<T>) {
+    p.embeddings = dm::make_matrix_view(static_cast<const T*>(low.data()), n, d);
+  } else {
+    p.embeddings = dm::make_matrix_view(static_cast<const T*>(corpus.embeddings.data()), n, d);
+  }
+  p.quality.push_back(dm::quality_column{std::span<const double>(corpus.quality), 1.0});
+  dm::continuous_options o;
+  o.common.ratio = 0.1;
+  const double before = peak_mib();
+  reset_peak();
+  const auto t0 = clk::now();
+  const auto res = dm::continuous_learner(o).select(p, dm::pairwise_similarity{});
+  const double sec = since(t0);
+  std::uint64_t sum = 0;
+  for (index_t r : res.rows) sum = sum * 1000003u + static_cast<std::uint64_t>(r);
+  std::printf("%s block %lld x %lld: %.2f s, peak resident %.0f MiB during the selection (%.0f MiB before), "
+              "f %.17g, rows checksum %016llx\n",
+              element, static_cast<long long>(n), static_cast<long long>(d), sec, peak_mib(), before, res.objective,
+              static_cast<unsigned long long>(sum));
+  if (rows_file != nullptr) {
+    std::vector<index_t> rows = res.rows;
+    std::sort(rows.begin(), rows.end());
+    std::ofstream out(rows_file);
+    for (index_t r : rows) out << r << '\n';
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,6 +259,15 @@ int main(int argc, char** argv) {
     auto arg = [&](int k, double fallback) {
       return argc > k ? number(argv[k], [](const std::string& m) { refuse("precision", m); }) : fallback;
     };
+    if (argc > 1 && std::string(argv[1]) == "default") {
+      const std::string element = argc > 2 ? argv[2] : "";
+      const auto n = static_cast<index_t>(arg(3, 3e5));
+      const auto d = static_cast<index_t>(arg(4, 256));
+      const char* rows = argc > 5 ? argv[5] : nullptr;
+      if (element == "float32") return default_run<float>("float32", n, d, rows);
+      if (element == "float16") return default_run<dm::float16>("float16", n, d, rows);
+      refuse("precision", "default: expected float32 or float16, found '" + element + "'");
+    }
     const auto n = static_cast<index_t>(arg(1, 1e6));
     const auto d = static_cast<index_t>(arg(2, 256));
     const int rounds = static_cast<int>(arg(3, 7));

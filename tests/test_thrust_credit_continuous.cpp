@@ -93,6 +93,40 @@ TEMPLATE_TEST_CASE("the continuous learner on Thrust-on-OMP: the CPU backend's s
   CHECK(one.objective == Approx(cpu.objective).epsilon(1e-6));
 }
 
+TEMPLATE_TEST_CASE("a float16 block on Thrust-on-OMP: the CPU backend's selection of its float32 twin",
+                   "[continuous][thrust][half]", datamask::pairwise_similarity, datamask::disf) {
+  // The block rounded to float16 and the float32 block of the same values: the ascent, its
+  // read-outs and the polish read each value as the float it is, so the same run on Thrust; and
+  // the CPU backend's f, as for float32 blocks (the test above).
+  const dm_test::instance inst(1500, 10, 7);
+  std::vector<datamask::float16> low;
+  std::vector<float> wide;
+  for (float v : inst.x) {
+    low.push_back(datamask::float16::from(v));
+    wide.push_back(low.back());
+  }
+  const auto with = [&](const auto& values) {
+    const auto p = inst.problem();
+    datamask::problem<typename std::decay_t<decltype(values)>::value_type> q;
+    q.embeddings = datamask::make_matrix_view(values.data(), inst.n, inst.d);
+    q.quality = p.quality;
+    q.ids = p.ids;
+    return q;
+  };
+  datamask::continuous_options o;
+  o.common.ratio = 0.1;
+  o.common.threads = 2;
+  o.ascent.iterations = 40;
+  const auto thrust_low =
+      datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(with(low), TestType{});
+  const auto thrust_wide =
+      datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(with(wide), TestType{});
+  const auto cpu_wide = datamask::basic_continuous_learner<datamask::eigen_backend>(o).select(with(wide), TestType{});
+  CHECK(thrust_low.rows == thrust_wide.rows);
+  CHECK(thrust_low.objective == thrust_wide.objective);
+  CHECK(thrust_low.objective == Approx(cpu_wide.objective).epsilon(1e-6));
+}
+
 namespace {
 
 /// p with zeros (non-candidates), ones and fractions.

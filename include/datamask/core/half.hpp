@@ -47,17 +47,13 @@ DATAMASK_HOST_DEVICE inline float float_of_bits(std::uint32_t u) {
 #else
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1Fu;
-  std::uint32_t mant = h & 0x3FFu;
-  if (exp == 0x1F) return detail::float_of_bits(sign | 0x7F800000u | (mant << 13));
-  if (exp != 0) return detail::float_of_bits(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
-  if (mant == 0) return detail::float_of_bits(sign);
-  // Subnormal: shift the leading one into the implicit bit, one exponent step per shift.
-  std::uint32_t e = 127 - 14;
-  while ((mant & 0x400u) == 0) {
-    mant <<= 1;
-    --e;
+  const std::uint32_t mant = h & 0x3FFu;
+  if (exp == 0) {  // zero or subnormal: mant 2^-24, exact in float (a normal float: no subnormal arithmetic)
+    const float v = static_cast<float>(mant) * 0x1p-24f;
+    return sign != 0 ? -v : v;
   }
-  return detail::float_of_bits(sign | (e << 23) | ((mant & 0x3FFu) << 13));
+  const std::uint32_t e = exp == 0x1F ? 0xFFu : exp + (127 - 15);  // infinity and NaN keep their mantissa
+  return detail::float_of_bits(sign | (e << 23) | (mant << 13));
 #endif
 }
 

@@ -113,7 +113,7 @@ struct state {
         threads(b.threads) {}
 
   [[nodiscard]] Eigen::VectorXd row(index_t i) const {
-    return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols).template cast<double>();
+    return detail::row_as<double>(x, i);
   }
 
   void chunk_values(const index_t* cands, index_t nc, double* val) const {
@@ -196,19 +196,20 @@ struct moments {
   }
 };
 
-/// Device pass 2, the gather: z[(g k + t) d + j] = T((x[r_t, j] - mean) * inv_sd).
+/// Device pass 2, the gather: z[(g k + t) d + j] = C((x[r_t, j] - mean) * inv_sd), C the block's
+/// element type (float for a 16-bit block).
 template <class T>
 struct standardize {
   batch_view<T> b;
   const double* mean;
   const double* inv_sd;
-  T* z;
+  widened_t<T>* z;
   DATAMASK_HOST_DEVICE void operator()(index_t i) const {
     const index_t d = b.embeddings.cols;
     const index_t gt = i / d;  // g k + t
     const index_t j = i % d;
     const index_t m = (gt / b.subsets.cols) * d + j;
-    z[i] = static_cast<T>((static_cast<double>(b.embeddings(b.subsets.data[gt], j)) - mean[m]) * inv_sd[m]);
+    z[i] = static_cast<widened_t<T>>((static_cast<double>(b.embeddings(b.subsets.data[gt], j)) - mean[m]) * inv_sd[m]);
   }
 };
 
@@ -288,7 +289,7 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
   const double kk = static_cast<double>(k);
   Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> y(k, d);
   for (index_t t = 0; t < k; ++t) {
-    y.row(t) = detail::row_map(s.embeddings, s.subset[t]).template cast<double>().transpose();
+    y.row(t) = detail::row_as<double>(s.embeddings, s.subset[t]).transpose();
   }
   const Eigen::RowVectorXd mean = y.colwise().sum() / kk;
   y.rowwise() -= mean;
@@ -346,7 +347,7 @@ struct swaps {
   index_t d = 0;
 
   Eigen::VectorXd row(index_t i) const {
-    return row_map(base.embeddings, i).template cast<double>() - c;
+    return row_as<double>(base.embeddings, i) - c;
   }
   double score(const Eigen::MatrixXd& msc, const Eigen::VectorXd& msum) const {
     if (k < 2.0) return 0.0;
@@ -395,7 +396,7 @@ struct swaps {
   swaps(const subset_view<T>& v, std::span<const index_t> sel)
       : base(v), k(static_cast<double>(sel.size())), d(v.embeddings.cols) {
     c = Eigen::VectorXd::Zero(d);
-    for (index_t i : sel) c += row_map(v.embeddings, i).template cast<double>();
+    for (index_t i : sel) c += row_as<double>(v.embeddings, i);
     c /= std::max(1.0, k);
     check_d_memory(d, 3, "the polish");  // the scatter, Sigma and a product in score
     mm = Eigen::MatrixXd::Zero(d, d);
@@ -459,22 +460,19 @@ struct disf {
   /// @brief Scores one subset.
   template <class T>
   [[nodiscard]] double operator()(const subset_view<T>& s) const {
-    using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using C = widened_t<T>;  // the product's precision: T, float for a 16-bit block
+    using mat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     const index_t k = s.subset.size;
     if (k < 2) return 0.0;
     const index_t d = s.embeddings.cols;
     Eigen::VectorXd mean = Eigen::VectorXd::Zero(d);
     for (index_t i : s.subset) {
-      mean += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d)
-                  .template cast<double>();
+      mean += detail::row_as<double>(s.embeddings, i);
     }
     mean /= static_cast<double>(k);
     Eigen::VectorXd var = Eigen::VectorXd::Zero(d);
     for (index_t i : s.subset) {
-      var += (Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d)
-                  .template cast<double>() -
-              mean)
-                 .cwiseAbs2();
+      var += (detail::row_as<double>(s.embeddings, i) - mean).cwiseAbs2();
     }
     var /= static_cast<double>(k - 1);
     const Eigen::VectorXd inv_sd = (var.array() + epsilon).rsqrt().matrix();
@@ -483,11 +481,7 @@ struct disf {
       Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> zd(k, d);
       index_t r = 0;
       for (index_t i : s.subset) {
-        zd.row(r++) = ((Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d)
-                            .template cast<double>() -
-                        mean)
-                           .cwiseProduct(inv_sd))
-                          .transpose();
+        zd.row(r++) = ((detail::row_as<double>(s.embeddings, i) - mean).cwiseProduct(inv_sd)).transpose();
       }
       Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(k, k);
       gram.selfadjointView<Eigen::Lower>().rankUpdate(zd);
@@ -499,20 +493,13 @@ struct disf {
       const double diag = zd.colwise().squaredNorm().squaredNorm();  // sum_a (Z^T Z)_aa^2
       return -scale * std::max(0.0, frob - diag) / (km1 * km1);
     }
-    detail::disf_impl::check_d_memory(d, 1, "scoring a subset of more than d / 4 items", sizeof(T));
+    detail::disf_impl::check_d_memory(d, 1, "scoring a subset of more than d / 4 items", sizeof(C));
     mat z(k, d);
     index_t r = 0;
     for (index_t i : s.subset) {
-      z.row(r++) =
-          ((Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d)
-                .template cast<double>() -
-            mean)
-               .cwiseProduct(inv_sd))
-              .transpose()
-              .template cast<T>();
+      z.row(r++) = ((detail::row_as<double>(s.embeddings, i) - mean).cwiseProduct(inv_sd)).transpose().template cast<C>();
     }
-    Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> c =
-        Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>::Zero(d, d);
+    Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic> c = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic>::Zero(d, d);
     c.template selfadjointView<Eigen::Lower>().rankUpdate(z.transpose());
     double off = 0.0;
     for (index_t b = 0; b < d; ++b) {
@@ -552,7 +539,7 @@ struct disf {
     const index_t chunk = std::clamp<index_t>((index_t{1} << 26) / std::max<index_t>(1, k * d), 1, g_count);
     double* mean = exec.template scratch<double>(chunk * d);
     double* inv_sd = exec.template scratch<double>(chunk * d);
-    T* z = exec.template scratch<T>(chunk * k * d);
+    widened_t<T>* z = exec.template scratch<widened_t<T>>(chunk * k * d);
     double* partial = exec.template scratch<double>(chunk * d);
     for (index_t g0 = 0; g0 < g_count; g0 += chunk) {
       const index_t cg = std::min(chunk, g_count - g0);
@@ -560,7 +547,7 @@ struct disf {
       part.subsets = matrix_view<const index_t>(b.subsets.row(g0), cg, k);
       exec.for_each(cg * d, di::moments<T>{part, mean, inv_sd});
       exec.for_each(cg * k * d, di::standardize<T>{part, mean, inv_sd, z});
-      exec.for_each(cg * d, di::column<T>{z, k, d, partial});
+      exec.for_each(cg * d, di::column<widened_t<T>>{z, k, d, partial});
       // -scale 2 sum_b partial / (k - 1)^2, the host's order of operations.
       exec.for_each(cg, detail::device_passes::scaled_row_sum{partial, d, -scale * 2.0, km1 * km1, out + g0});
     }

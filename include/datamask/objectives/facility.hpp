@@ -23,6 +23,7 @@
 #include "datamask/core/config.hpp"
 #include "datamask/core/detail/parallel.hpp"
 #include "datamask/core/enum_names.hpp"
+#include "datamask/core/half.hpp"
 #include "datamask/core/kernels.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/objectives/detail/facility_dual.hpp"
@@ -107,6 +108,7 @@ struct state {
   state(similarity_kernel kern, double gam, const greedy_block<T>& b, std::size_t cache_bytes = 0)
       : kernel(kern), gamma(gam), sq(b.sq_norms), best(static_cast<std::size_t>(b.embeddings.rows), 0.0),
         threads(b.threads) {
+    static_assert(!half_precision<T>, "datamask: facility location reads float or double blocks, not 16-bit ones yet");
     const matrix_view<const T> raw = b.embeddings;
     const index_t n = raw.rows;
     const index_t d = raw.cols;
@@ -362,6 +364,7 @@ struct facility_location {
   /// order, so neither G, the other subsets nor the thread count changes a value.
   template <class T>
   void evaluate_batch(const batch_view<T>& b, std::span<double> out) const {
+    static_assert(!half_precision<T>, "datamask: facility location reads float or double blocks, not 16-bit ones yet");
     const index_t g_count = b.subsets.rows;
     const index_t k = b.subsets.cols;
     const index_t nv = b.reference.size;

@@ -84,8 +84,7 @@ struct state {
       : x(b.embeddings), inv(b.inv_norms), s(Eigen::VectorXd::Zero(b.embeddings.cols)), threads(b.threads) {}
 
   [[nodiscard]] double dot(index_t i) const {
-    return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols).template cast<double>().dot(s) *
-           inv[i];
+    return detail::row_as<double>(x, i).dot(s) * inv[i];
   }
   [[nodiscard]] double value() const {
     return k < 2 ? 0.0 : -pairs / (static_cast<double>(k) * static_cast<double>(k - 1));
@@ -108,7 +107,7 @@ struct state {
   }
   void add(index_t j) {
     pairs += 2.0 * dot(j);
-    s += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(j), x.cols).template cast<double>() * inv[j];
+    s += detail::row_as<double>(x, j) * inv[j];
     ++k;
   }
 };
@@ -154,7 +153,7 @@ struct swaps {
   index_t d = 0;
 
   Eigen::VectorXd unit(index_t i) const {
-    return row_map(base.embeddings, i).template cast<double>() * base.inv_norms[i];
+    return row_as<double>(base.embeddings, i) * base.inv_norms[i];
   }
   double c(index_t i) const { return base.sq_norms[i] * base.inv_norms[i] * base.inv_norms[i]; }
   swaps(const subset_view<T>& v, std::span<const index_t> sel)
@@ -209,9 +208,7 @@ struct pairwise_similarity {
       for (index_t r = 0; r < k; ++r) {
         if (r + ahead < k) detail::prefetch(s.embeddings.row(s.subset[r + ahead]) + j0, len);
         const index_t i = s.subset[r];
-        part += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i) + j0, len)
-                    .template cast<double>() *
-                s.inv_norms[i];
+        part += detail::values_as<double>(s.embeddings.row(i) + j0, len) * s.inv_norms[i];
       }
     }, static_cast<double>(k) * static_cast<double>(slice));
     double self = 0.0;
@@ -242,8 +239,7 @@ struct pairwise_similarity {
     std::fill(out.begin(), out.end(), 0.0);
     if (k < 2) return 0.0;
     auto unit = [&](index_t i) {
-      return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(s.embeddings.row(i), d).template cast<double>() *
-             s.inv_norms[i];
+      return detail::row_as<double>(s.embeddings, i) * s.inv_norms[i];
     };
     Eigen::VectorXd acc = Eigen::VectorXd::Zero(d);
     double self = 0.0;

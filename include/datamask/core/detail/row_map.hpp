@@ -7,14 +7,27 @@
 
 #include <Eigen/Core>
 
+#include "datamask/core/half.hpp"
 #include "datamask/core/types.hpp"
 
 namespace datamask::detail {
 
-/// Row `i` of `x` as an Eigen column vector of T (no copy).
-template <class T>
-[[nodiscard]] auto row_map(const matrix_view<const T>& x, index_t i) {
-  return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(x.row(i), x.cols);
+/// `count` values at `p` as an Eigen column vector of C, without a copy: a cast of a map of them,
+/// or for a 16-bit element (which Eigen does not know) each value widened to float, then cast.
+template <class C, class T>
+[[nodiscard]] auto values_as(const T* p, index_t count) {
+  if constexpr (half_precision<T>) {
+    return Eigen::Matrix<C, Eigen::Dynamic, 1>::NullaryExpr(
+        count, [p](Eigen::Index j) { return static_cast<C>(static_cast<float>(p[j])); });
+  } else {
+    return Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(p, count).template cast<C>();
+  }
+}
+
+/// Row `i` of `x` as an Eigen column vector of C (`values_as`).
+template <class C, class T>
+[[nodiscard]] auto row_as(const matrix_view<const T>& x, index_t i) {
+  return values_as<C>(x.row(i), x.cols);
 }
 
 /// Asks the CPU to start loading `count` values at `p` (one request per 64-byte line), for a

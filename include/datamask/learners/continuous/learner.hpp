@@ -30,6 +30,7 @@
 #include "datamask/learners/pg/learner.hpp"
 #include "datamask/objectives/function.hpp"
 #include "datamask/objectives/mix.hpp"
+#include "datamask/core/half.hpp"
 #include "datamask/core/options.hpp"
 #include "datamask/learners/phases.hpp"
 #include "datamask/learners/continuous/settings.hpp"
@@ -113,7 +114,7 @@ class basic_continuous_learner {
   template <class T, class Diversity>
   [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
                                         const detail::prepared* prepared = nullptr) const {
-    static_assert(std::is_floating_point_v<T>, "datamask: embeddings must be float or double");
+    static_assert(embedding_element<T>, "datamask: embeddings must be float, double, float16 or bfloat16");
     static_assert(detail::mix_models<Diversity, T>::value,
                   "datamask::continuous_learner::select: the diversity argument does not model "
                   "datamask::diversity_objective<D, T>");

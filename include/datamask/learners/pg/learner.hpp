@@ -24,6 +24,7 @@
 #include "datamask/exec/backend/concept.hpp"
 #include "datamask/core/concepts.hpp"
 #include "datamask/objectives/mix.hpp"
+#include "datamask/core/half.hpp"
 #include "datamask/core/options.hpp"
 #include "datamask/learners/phases.hpp"
 #include "datamask/learners/pg/advantage.hpp"
@@ -92,7 +93,7 @@ class basic_learner {
   template <class T, class Diversity>
   [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
                                         const detail::prepared* prepared = nullptr) const {
-    static_assert(std::is_floating_point_v<T>, "datamask: embeddings must be float or double");
+    static_assert(embedding_element<T>, "datamask: embeddings must be float, double, float16 or bfloat16");
     constexpr bool ok = detail::mix_models<Diversity, T>::value;
     static_assert(ok,
                   "datamask::learner::select: the diversity argument does not model "
