@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // 16-bit embedding elements (datamask/core/half.hpp): every binary16 and bfloat16 value widens
 // exactly (against the value each bit pattern denotes, computed in double), rounding to them is to
-// nearest even, and the host executor's passes over a 16-bit block give the bits of the float32
-// block holding the same values.
+// nearest even, the host executor's passes and the learners' whole runs over a 16-bit block give
+// the bits of the float32 block holding the same values, and .npy files of either are read so.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
+
+#include <datamask/io/npy.hpp>
 
 #include "helpers.hpp"
 
@@ -70,7 +74,8 @@ TEST_CASE("every float16 and bfloat16 pattern widens to the value it denotes", "
   }
   std::vector<float> wide(65536);
   std::vector<float> wide_b(65536);
-  datamask::widen(halves.data(), 65536, wide.data());  // F16C where this CPU has it
+  datamask::widen(halves.data(), 13, wide.data());  // a tail after 8 values
+  datamask::widen(halves.data() + 13, 65536 - 13, wide.data() + 13);  // F16C where this CPU has it
   datamask::widen(brains.data(), 65536, wide_b.data());
   index_t wrong = 0;
   for (std::uint32_t h = 0; h < 65536; ++h) {
@@ -125,6 +130,16 @@ TEST_CASE("rounding to float16 and bfloat16 is to nearest, ties to even", "[half
   CHECK(wrong == 0);
   CHECK(std::isnan(static_cast<float>(float16::from(std::nanf("")))));
   CHECK(std::isnan(static_cast<float>(bfloat16::from(std::nanf("")))));
+  // bfloat16's ties (to the even top half), overflow past its largest finite value, and a NaN
+  // whose payload lies in the dropped half only.
+  const auto brain = [](std::uint32_t bits) { return bfloat16::from(std::bit_cast<float>(bits)).bits; };
+  CHECK(brain(0x3F808000u) == 0x3F80u);
+  CHECK(brain(0x3F818000u) == 0x3F82u);
+  CHECK(brain(0x3F808001u) == 0x3F81u);
+  CHECK(brain(0x7F7FFFFFu) == 0x7F80u);
+  CHECK(brain(0x7F7F7FFFu) == 0x7F7Fu);
+  CHECK(brain(0xFF800000u) == 0xFF80u);
+  CHECK(std::isnan(static_cast<float>(bfloat16{brain(0x7F800001u)})));
 }
 
 namespace {
@@ -143,11 +158,12 @@ struct twin_blocks {
   }
 };
 
+/// `stride`: elements between rows (>= d: rows that are a slice of wider ones).
 template <class T>
-void check_passes_match_float(index_t n, index_t d) {
-  const twin_blocks<T> b(n, d, static_cast<std::uint64_t>(n * 131 + d));
-  const auto xl = datamask::make_matrix_view(b.low.data(), n, d);
-  const auto xw = datamask::make_matrix_view(b.wide.data(), n, d);
+void check_passes_match_float(index_t n, index_t d, index_t stride) {
+  const twin_blocks<T> b(n, stride, static_cast<std::uint64_t>(n * 131 + d));
+  const datamask::matrix_view<const T> xl(b.low.data(), n, d, stride);
+  const datamask::matrix_view<const float> xw(b.wide.data(), n, d, stride);
   dmtest::rng r(5);
   std::vector<double> w(static_cast<std::size_t>(n));
   for (auto& v : w) v = r.uniform() < 0.3 ? 0.0 : r.uniform();  // zero weights are skipped
@@ -200,8 +216,9 @@ TEST_CASE("the host executor's passes over a 16-bit block give the float32 block
   for (index_t n : {index_t{1}, index_t{777}, index_t{5000}}) {
     for (index_t d : {index_t{1}, index_t{5}, index_t{40}, index_t{44}, index_t{131}}) {
       CAPTURE(n, d);
-      check_passes_match_float<float16>(n, d);
-      check_passes_match_float<bfloat16>(n, d);
+      check_passes_match_float<float16>(n, d, d);
+      check_passes_match_float<bfloat16>(n, d, d);
+      check_passes_match_float<float16>(n, d, d + 3);
     }
   }
 }
@@ -288,4 +305,41 @@ TEST_CASE("the learners and the greedies select on a 16-bit block what they sele
   check_learners_match_float<float16>(datamask::pairwise_similarity{});
   check_learners_match_float<bfloat16>(datamask::pairwise_similarity{});
   check_learners_match_float<float16>(datamask::disf{});
+}
+
+TEST_CASE("a float16 or bfloat16 .npy file is read as the floats it holds; its NaNs are named", "[half][npy]") {
+  // Values across both formats' ranges, subnormals included; a `<V2` file is bfloat16.
+  std::vector<float> values;
+  for (std::uint32_t h = 0; h < 65536; h += 7) {
+    const float f = float16{static_cast<std::uint16_t>(h)};
+    if (std::isfinite(f)) values.push_back(f);
+  }
+  const auto cols = static_cast<index_t>(values.size() / 8);
+  values.resize(static_cast<std::size_t>(8 * cols));
+  const std::vector<std::int64_t> shape{8, cols};
+  const auto check = [&](auto low, datamask::io::npy_dtype dtype, datamask::element_kind kind) {
+    using T = decltype(low);
+    std::vector<T> stored;
+    std::vector<float> want;
+    for (float v : values) {
+      stored.push_back(T::from(v));
+      want.push_back(stored.back());
+    }
+    const std::string bytes = datamask::io::npy_bytes(std::span<const T>(stored), std::span<const std::int64_t>(shape));
+    const auto file = datamask::io::npy_file::from_bytes(std::vector<unsigned char>(bytes.begin(), bytes.end()), "e.npy");
+    CHECK(file.dtype() == dtype);
+    std::vector<float> got(values.size());
+    file.read_rows(0, 8, got.data());
+    CHECK(std::equal(got.begin(), got.end(), want.begin(), [](float a, float b) {
+      return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+    }));
+    CHECK_NOTHROW(datamask::check_finite_values("e.npy", file.data_bytes(), kind, cols, 1));
+    stored[static_cast<std::size_t>(3 * cols + 5)] = T::from(std::nanf(""));
+    const std::string bad = datamask::io::npy_bytes(std::span<const T>(stored), std::span<const std::int64_t>(shape));
+    const auto nan_file = datamask::io::npy_file::from_bytes(std::vector<unsigned char>(bad.begin(), bad.end()), "e.npy");
+    CHECK_THROWS_WITH(datamask::check_finite_values("e.npy", nan_file.data_bytes(), kind, cols, 1),
+                      Catch::Contains("row 3, column 5 is NaN"));
+  };
+  check(float16{}, datamask::io::npy_dtype::float16, datamask::element_kind::float16);
+  check(bfloat16{}, datamask::io::npy_dtype::bfloat16, datamask::element_kind::bfloat16);
 }

@@ -18,10 +18,10 @@
 
 namespace dmfront {
 
-void corpus::add_shard(const void* data, bool half, index_t rows, index_t cols, std::string name) {
+void corpus::add_shard(const void* data, datamask::element_kind element, index_t rows, index_t cols, std::string name) {
   shard_start.push_back(n);
   some_absent = some_absent || data == nullptr;
-  shards.push_back({static_cast<const unsigned char*>(data), half, rows, std::move(name)});
+  shards.push_back({static_cast<const unsigned char*>(data), element, rows, std::move(name)});
   n += rows;
   d = cols;
 }
@@ -89,7 +89,7 @@ std::vector<datamask::id_t> corpus::ids_of(std::span<const index_t> rows) const 
 }
 
 datamask::matrix_view<const float> corpus::whole_view() const {
-  if (shards.size() != 1 || shards[0].half || shards[0].data == nullptr ||
+  if (shards.size() != 1 || shards[0].element != datamask::element_kind::float32 || shards[0].data == nullptr ||
       reinterpret_cast<std::uintptr_t>(shards[0].data) % alignof(float) != 0) {
     return {};
   }
@@ -111,15 +111,16 @@ void corpus::gather(std::span<const index_t> rows, float* out, int threads) cons
   }
   datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
     const shard& h = shards[s];
-    if (!h.half) {
-      std::memcpy(o, h.data + static_cast<std::size_t>(local) * cols * sizeof(float), cols * sizeof(float));
+    const unsigned char* row = h.data + static_cast<std::size_t>(local) * cols * datamask::element_bytes(h.element);
+    if (h.element == datamask::element_kind::float32) {
+      std::memcpy(o, row, cols * sizeof(float));
       return;
     }
-    const unsigned char* row = h.data + static_cast<std::size_t>(local) * cols * sizeof(std::uint16_t);
+    const bool half = h.element == datamask::element_kind::float16;
     for (std::size_t j = 0; j < cols; ++j) {
-      std::uint16_t v;
+      std::uint16_t v;  // copied out: the shard's bytes need not be aligned for 2-byte values
       std::memcpy(&v, row + j * sizeof v, sizeof v);
-      o[j] = datamask::half_to_float(v);
+      o[j] = half ? datamask::half_to_float(v) : datamask::bfloat16_to_float(v);
     }
   });
 }

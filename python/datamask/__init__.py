@@ -241,17 +241,21 @@ def _shards(embeddings: Any) -> list:
 
 
 def _shard_array(a: Any, name: str) -> np.ndarray:
-    """One shard's embeddings as the core reads them (see :func:`_shards`)."""
+    """One shard's embeddings as the core reads them (see :func:`_shards`). A 2-byte void dtype
+    (ml_dtypes' bfloat16, or a .npy file of them, '<V2') is bfloat16: widened to float32 exactly."""
     a = np.asarray(a)
     if a.ndim != 2:
         raise InvalidInput(
             f"{name}: embeddings must be a 2-D array (n x d), found {a.ndim} "
             f"dimension{'' if a.ndim == 1 else 's'}"
         )
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2 and a.dtype.names is None:
+        bits = np.ascontiguousarray(a).view("<u2")
+        return (bits.astype(np.uint32) << 16).view(np.float32)
     if a.dtype.kind not in "fiu":
         raise InvalidInput(
-            f"{name}: unsupported dtype '{a.dtype}' for embeddings; expected float32 or "
-            "float16 (other real types are converted to float32)"
+            f"{name}: unsupported dtype '{a.dtype}' for embeddings; expected float32, float16 "
+            "or bfloat16 (other real types are converted to float32)"
         )
     native = a.dtype.byteorder in "=|" or (a.dtype.byteorder == "<") == (sys.byteorder == "little")
     if not (a.dtype in (np.float32, np.float16) and native and a.flags.c_contiguous):

@@ -138,7 +138,7 @@ corpus make_corpus(const std::vector<shard_arg>& shards, const std::vector<colum
       DATAMASK_EXPECTS(rows > 0 && cols > 0, name, "empty array (", rows, " x ", cols, ")");
       DATAMASK_EXPECTS(k.d == 0 || cols == k.d, name, "has ", cols, " columns, but embeddings[0] has ", k.d,
                        "; every shard needs the same d");
-      k.add_shard(nullptr, false, rows, cols, name);
+      k.add_shard(nullptr, datamask::element_kind::float32, rows, cols, name);
       continue;
     }
     const shard_array& a = std::get<shard_array>(shards[i]);
@@ -146,6 +146,7 @@ corpus make_corpus(const std::vector<shard_arg>& shards, const std::vector<colum
     const bool f32 = dt == nb::dtype<float>();
     const bool f16 = dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float) && dt.bits == 16 && dt.lanes == 1;
     DATAMASK_EXPECTS(f32 || f16, name, "unsupported dtype; expected float32 or float16");
+    const datamask::element_kind kind = f16 ? datamask::element_kind::float16 : datamask::element_kind::float32;
     const auto rows = static_cast<index_t>(a.shape(0));
     const auto cols = static_cast<index_t>(a.shape(1));
     DATAMASK_EXPECTS(rows > 0 && cols > 0, name, "empty array (", rows, " x ", cols, ")");
@@ -154,9 +155,9 @@ corpus make_corpus(const std::vector<shard_arg>& shards, const std::vector<colum
     if (i >= checked.first && i < checked.second) {
       nb::gil_scoped_release nogil;
       datamask::check_finite_values(
-          name, {static_cast<const unsigned char*>(a.data()), a.nbytes()}, f16, cols, threads);
+          name, {static_cast<const unsigned char*>(a.data()), a.nbytes()}, kind, cols, threads);
     }
-    k.add_shard(a.data(), f16, rows, cols, name);
+    k.add_shard(a.data(), kind, rows, cols, name);
   }
   k.close_shards();
   if (share.rows.second >= 0) k.hold(share.rows.first, share.rows.second);

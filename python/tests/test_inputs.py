@@ -23,6 +23,20 @@ def test_float32_and_float16_are_read_without_a_copy(dtype):
     assert _core.buffer_address(seen) == x.ctypes.data  # the core reads the caller's buffer
 
 
+def test_bfloat16_is_widened_exactly_and_selects_as_float32():
+    # bfloat16 has no NumPy type: ml_dtypes' arrays, and .npy files of them ('<V2'), hold 2-byte
+    # voids; their bits are the top half of a float32's, which the widening restores exactly.
+    x, q = data(n=600, d=8)
+    bits = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncated: any bfloat16 values will do
+    wide = (bits.astype(np.uint32) << 16).view(np.float32)
+    (seen,) = datamask._shards(bits.view("V2"))
+    assert seen.dtype == np.float32 and np.array_equal(seen.view(np.uint32), wide.view(np.uint32))
+    run = dict(count=60, iterations=5, lam=0.5)
+    a = datamask.select(bits.view("V2"), q, **run)
+    b = datamask.select(wide, q, **run)
+    assert np.array_equal(a.ids, b.ids)
+
+
 def test_a_one_block_float32_corpus_is_read_in_place():
     # select reads a one-block corpus (n <= block_size) of one float32 shard where it lies: the
     # library's view of the corpus points into the caller's buffer.

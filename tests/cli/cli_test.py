@@ -376,11 +376,30 @@ def test_formats():
     npy_f32(path("emb_v2.npy"), rows, version=2)
     run(["--embeddings", path("emb_v2.npy"), "--out", path("v2.npy")] + base)
     assert read_npy_ids(path("v2.npy")) == a
-    # float16 embeddings run (values differ from float32, so only validity is checked).
+    # 16-bit embeddings: float16 ('<f2') and bfloat16 (ml_dtypes' '<V2', numpy's '|V2' view) are
+    # read as the floats they are, so each selects exactly what the float32 file of the same
+    # (rounded) values selects.
     half = b"".join(struct.pack("<%de" % len(r), *r) for r in rows)
     write(path("emb16.npy"), npy_bytes("<f2", (600, 16), half))
     run(["--embeddings", path("emb16.npy"), "--out", path("h.npy")] + base)
-    check_ids(read_npy_ids(path("h.npy")), ids, 60)
+    h = read_npy_ids(path("h.npy"))
+    check_ids(h, ids, 60)
+    widened = [list(struct.unpack("<%de" % len(r), struct.pack("<%de" % len(r), *r))) for r in rows]
+    run(["--embeddings", npy_f32(path("emb16as32.npy"), widened), "--out", path("h32.npy")] + base)
+    assert read_npy_ids(path("h32.npy")) == h
+
+    def bfloat16_bits(x):  # float32's bits rounded to their top 16, to nearest even
+        u = struct.unpack("<I", struct.pack("<f", x))[0]
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+    bits = [[bfloat16_bits(x) for x in r] for r in rows]
+    brain = b"".join(struct.pack("<%dH" % len(r), *r) for r in bits)
+    widened = [[struct.unpack("<f", struct.pack("<I", b << 16))[0] for b in r] for r in bits]
+    run(["--embeddings", npy_f32(path("embbf16as32.npy"), widened), "--out", path("b32.npy")] + base)
+    b32 = read_npy_ids(path("b32.npy"))
+    for descr in ["<V2", "|V2"]:
+        write(path("embbf16.npy"), npy_bytes(descr, (600, 16), brain))
+        run(["--embeddings", path("embbf16.npy"), "--out", path("b.npy")] + base)
+        assert read_npy_ids(path("b.npy")) == b32, descr
     # Quality as CSV with two columns and weights == two .npy columns with the same weights.
     q2 = [x * 0.5 + 0.1 for x in q]
     with open(path("q.csv"), "w") as f:

@@ -173,12 +173,12 @@ def test_folder_of_shards():
 
 
 def test_dtype_messages():
-    """Each input kind's refusal names what it takes (embeddings: float32 and float16 only)."""
+    """Each input kind's refusal names what it takes (embeddings: float32, float16, bfloat16)."""
     rows, q, e, qf = files()
     i8 = c.write(c.path("i8.npy"), c.npy_bytes("|i1", (len(rows), 2), bytes(2 * len(rows))))
     f8 = c.npy_vec(c.path("f8.npy"), [1.0] * len(rows), "<f8")
-    c.expect_bad(["--embeddings", i8, "--lambda", "0"], ["i8.npy", "'|i1' for embeddings", "float32 (<f4) or float16"])
-    c.expect_bad(["--embeddings", e, "--quality", i8], ["'|i1' for quality scores", "float32, float64 or float16"])
+    c.expect_bad(["--embeddings", i8, "--lambda", "0"], ["i8.npy", "'|i1' for embeddings", "float32 (<f4), float16 (<f2) or bfloat16 (<V2)"])
+    c.expect_bad(["--embeddings", e, "--quality", i8], ["'|i1' for quality scores", "float32, float64, float16 or bfloat16"])
     c.expect_bad(["--embeddings", e, "--quality", qf, "--ids", f8], ["'<f8' for ids", "int64 (or int32, uint64)"])
 
 

@@ -163,8 +163,8 @@ TEST_CASE("CUDA: column_sums' kernel gives the generic pass's bits", "[cuda][den
 
 TEST_CASE("CUDA: the passes over a float16 block give the float32 block's bits", "[cuda][dense][half]") {
   // The kernels (column_sums with 16-byte loads of 8 halves where d allows them, d = 40; one value
-  // per load, d = 5, 130; row_dots' tiles) and the generic scatter and quadratic forms, on the
-  // device, against the same passes over the float32 block holding the same values.
+  // per load, d = 5, 130; row_dots' tiles) and the generic scatter, on the device, against the
+  // same passes over the float32 block holding the same values.
   for (const auto& [n, d] : std::vector<std::pair<index_t, index_t>>{{37, 5}, {3001, 130}, {70001, 40}}) {
     const dm_test::instance inst(n, d, 4, 1);
     std::vector<datamask::float16> h;

@@ -298,7 +298,7 @@ struct certify_cost {
 inline void add_program_options(CLI::App& app, config& c) {
   constexpr auto all = CLI::MultiOptionPolicy::TakeAll;
   app.add_option("--embeddings", c.embeddings,
-                 "PATH: .npy float32 or float16, C order, n x d; memory-mapped. Repeat, or give a directory "
+                 "PATH: .npy float32, float16 or bfloat16 (<V2), C order, n x d; memory-mapped. Repeat, or give a directory "
                  "(its *.npy files but hidden ones, in bytewise name order: p10.npy before p2.npy), to read shards "
                  "as one corpus; the report lists each file read. Required unless --demo.")
       ->multi_option_policy(all);

@@ -21,10 +21,12 @@
 #endif
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__CUDACC__) && !defined(__HIPCC__)
+    !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include <cpuid.h>
 #include <immintrin.h>
 /// 1 where the host widens float16 with the F16C instruction, chosen at run time: the library is
-/// compiled for baseline x86-64, which has no F16C.
+/// compiled for baseline x86-64, which has no F16C. Host code only (in a CUDA translation unit
+/// too, so that every translation unit defines the host functions alike).
 #define DATAMASK_X86_F16C 1
 #else
 #define DATAMASK_X86_F16C 0
@@ -115,6 +117,12 @@ struct bfloat16 {
 static_assert(sizeof(float16) == 2 && std::is_trivially_copyable_v<float16>);
 static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16>);
 
+/// @brief How an array of embeddings is stored, as the front ends read files and arrays.
+enum class element_kind { float32, float16, bfloat16 };
+
+/// @brief Bytes per value of `k`.
+[[nodiscard]] constexpr std::size_t element_bytes(element_kind k) { return k == element_kind::float32 ? 4 : 2; }
+
 /// @brief The 16-bit element types.
 template <class T>
 concept half_precision = std::same_as<std::remove_cv_t<T>, float16> || std::same_as<std::remove_cv_t<T>, bfloat16>;
@@ -141,11 +149,35 @@ __attribute__((target("avx,f16c"))) inline void widen_f16c(const float16* in, in
   for (; i < n; ++i) out[i] = half_to_float(in[i].bits);
 }
 
-/// Whether this CPU has F16C (and the AVX state it needs), asked once.
-inline bool cpu_has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return yes;
+/// What this CPU offers the 16-bit kernels, asked once (CPUID and XGETBV: older compilers'
+/// `__builtin_cpu_supports` does not know "f16c").
+struct x86_features {
+  bool f16c = false;  ///< F16C, with AVX and the YMM state saved by the OS
+  bool avx2 = false;
+};
+inline x86_features cpu_features() {
+  static const x86_features found = [] {
+    x86_features f;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0) return f;
+    const bool osxsave = (c & (1u << 27)) != 0;
+    const bool avx = (c & (1u << 28)) != 0;
+    if (!osxsave || !avx) return f;
+    unsigned xcr0 = 0, high = 0;
+    __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(high) : "c"(0));
+    if ((xcr0 & 6u) != 6u) return f;  // the OS saves neither XMM nor YMM registers
+    f.f16c = (c & (1u << 29)) != 0;
+    if (__get_cpuid_max(0, nullptr) >= 7) {
+      __cpuid_count(7, 0, a, b, c, d);
+      f.avx2 = (b & (1u << 5)) != 0;
+    }
+    return f;
+  }();
+  return found;
 }
+
+/// Whether this CPU has F16C (and the AVX state it needs).
+inline bool cpu_has_f16c() { return cpu_features().f16c; }
 #endif
 
 }  // namespace detail

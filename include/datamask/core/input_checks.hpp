@@ -17,17 +17,21 @@
 
 #include <datamask/core/error.hpp>
 #include <datamask/core/detail/parallel.hpp>
+#include <datamask/core/half.hpp>
 #include <datamask/core/types.hpp>
 
 namespace datamask {
 
-/// @brief Throws invalid_input naming `name` at the first value of a row-major float32 (or,
-/// with `half`, float16) array of `cols` columns that is NaN or infinite; reads the raw bits
+/// @brief Throws invalid_input naming `name` at the first value of a row-major array of `kind`
+/// (float32, float16 or bfloat16) of `cols` columns that is NaN or infinite; reads the raw bits
 /// (no conversion), in parallel chunks. `first_row`: the row `bytes` starts at, for a part of an
 /// array (the message names rows of the whole array).
-inline void check_finite_values(const std::string& name, std::span<const unsigned char> bytes, bool half,
+inline void check_finite_values(const std::string& name, std::span<const unsigned char> bytes, element_kind kind,
                                 index_t cols, int threads, index_t first_row = 0) {
-  const std::size_t item = half ? 2 : 4;
+  const std::size_t item = element_bytes(kind);
+  // The exponent and mantissa bits of a 16-bit kind (an exponent of all ones: infinite or NaN).
+  const std::uint16_t exp16 = kind == element_kind::bfloat16 ? 0x7F80u : 0x7C00u;
+  const std::uint16_t mant16 = kind == element_kind::bfloat16 ? 0x007Fu : 0x03FFu;
   const std::size_t count = bytes.size() / item;
   constexpr std::size_t chunk = std::size_t{1} << 18;
   const auto chunks = static_cast<index_t>((count + chunk - 1) / chunk);
@@ -39,11 +43,11 @@ inline void check_finite_values(const std::string& name, std::span<const unsigne
     for (std::size_t i = lo; i < hi; ++i) {
       bool finite = true;
       bool is_nan = false;
-      if (half) {
+      if (item == 2) {
         std::uint16_t w;
         std::memcpy(&w, bytes.data() + 2 * i, 2);
-        finite = (w & 0x7C00u) != 0x7C00u;
-        is_nan = (w & 0x03FFu) != 0;
+        finite = (w & exp16) != exp16;
+        is_nan = (w & mant16) != 0;
       } else {
         std::uint32_t w;
         std::memcpy(&w, bytes.data() + 4 * i, 4);

@@ -10,6 +10,7 @@
 /// was expected and what was found: "not a .npy file", "truncated: ...", "unsupported dtype".
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -42,7 +43,9 @@
 namespace datamask::io {
 
 /// @brief The element types the reader understands (little-endian only).
-enum class npy_dtype { float16, float32, float64, int32, int64, uint64 };
+/// bfloat16 has no NumPy type: ml_dtypes' bfloat16 arrays are saved as 2-byte void ('<V2', '|V2'),
+/// which this reader takes to be bfloat16.
+enum class npy_dtype { float16, bfloat16, float32, float64, int32, int64, uint64 };
 
 /// @brief A .npy file whose dtype no reader here supports. `descr()` is the dtype as its header
 /// gives it, so that a caller can say what its input takes instead of every dtype read here
@@ -52,7 +55,8 @@ class unsupported_dtype : public invalid_input {
   unsupported_dtype(const std::string& file, std::string descr)
       : invalid_input(file, datamask::detail::concat(
                                 "unsupported dtype '", descr, "'", (!descr.empty() && descr[0] == '>') ? " (big-endian)" : "",
-                                "; expected little-endian float16, float32, float64, int32, int64 or uint64")),
+                                "; expected little-endian float16, bfloat16 (<V2), float32, float64, int32, int64 "
+                                "or uint64")),
         descr_(std::move(descr)) {}
   [[nodiscard]] const std::string& descr() const noexcept { return descr_; }
 
@@ -63,7 +67,8 @@ class unsupported_dtype : public invalid_input {
 /// @brief The size in bytes of one element.
 [[nodiscard]] constexpr std::size_t npy_item_size(npy_dtype t) {
   switch (t) {
-    case npy_dtype::float16: return 2;
+    case npy_dtype::float16:
+    case npy_dtype::bfloat16: return 2;
     case npy_dtype::float32:
     case npy_dtype::int32: return 4;
     case npy_dtype::float64:
@@ -77,6 +82,7 @@ class unsupported_dtype : public invalid_input {
 [[nodiscard]] constexpr std::string_view npy_descr(npy_dtype t) {
   switch (t) {
     case npy_dtype::float16: return "<f2";
+    case npy_dtype::bfloat16: return "<V2";
     case npy_dtype::float32: return "<f4";
     case npy_dtype::float64: return "<f8";
     case npy_dtype::int32: return "<i4";
@@ -87,7 +93,7 @@ class unsupported_dtype : public invalid_input {
 }
 
 [[nodiscard]] constexpr bool npy_is_float(npy_dtype t) {
-  return t == npy_dtype::float16 || t == npy_dtype::float32 || t == npy_dtype::float64;
+  return t == npy_dtype::float16 || t == npy_dtype::bfloat16 || t == npy_dtype::float32 || t == npy_dtype::float64;
 }
 /// @brief Whether `t` is one of the integer types (int32, int64, uint64).
 [[nodiscard]] constexpr bool npy_is_integer(npy_dtype t) { return !npy_is_float(t); }
@@ -234,6 +240,7 @@ class npy_dict_parser {
       if (t == "i8") return npy_dtype::int64;
       if (t == "u8") return npy_dtype::uint64;
     }
+    if (d == "<V2" || d == "|V2" || d == "=V2") return npy_dtype::bfloat16;
     throw unsupported_dtype(file_, d);
   }
 
@@ -448,8 +455,21 @@ class npy_file {
   }
 
  private:
-  /// float16 values copied out of the file and widened at a time (8 KiB, in cache).
-  static constexpr std::size_t widen_chunk = 4096;
+  /// 16-bit values copied out of the file and widened at a time (on the stack: a row is often
+  /// all a call reads).
+  static constexpr std::size_t widen_chunk = 512;
+
+  /// out[i] = element off + i of the data at p (16-bit elements of H), i < n, widened to float.
+  /// Copied out first: H is a 2-byte struct and the mapped bytes need not be aligned for it.
+  template <class H>
+  static void widen_from(const unsigned char* p, std::size_t off, std::size_t n, float* out) {
+    std::array<H, widen_chunk> h;
+    for (std::size_t i = 0; i < n; i += widen_chunk) {
+      const std::size_t m = std::min(widen_chunk, n - i);
+      std::memcpy(h.data(), p + 2 * (off + i), 2 * m);
+      widen(h.data(), static_cast<index_t>(m), out + i);
+    }
+  }
 
   void require_float() const {
     if (!npy_is_float(header_.dtype)) {
@@ -463,6 +483,11 @@ class npy_file {
         std::uint16_t h;
         std::memcpy(&h, p + 2 * i, 2);
         return half_to_float(h);
+      }
+      case npy_dtype::bfloat16: {
+        std::uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        return bfloat16_to_float(h);
       }
       case npy_dtype::float32: {
         float f;
@@ -483,13 +508,9 @@ class npy_file {
     if (header_.dtype == npy_dtype::float32) {
       std::memcpy(out, p + 4 * off, 4 * n);
     } else if (header_.dtype == npy_dtype::float16) {
-      // float16 is a 2-byte trivially copyable struct; the mapped bytes may be unaligned.
-      std::vector<float16> h(std::min<std::size_t>(n, widen_chunk));
-      for (std::size_t i = 0; i < n; i += h.size()) {
-        const std::size_t m = std::min(h.size(), n - i);
-        std::memcpy(h.data(), p + 2 * (off + i), 2 * m);
-        widen(h.data(), static_cast<index_t>(m), out + i);
-      }
+      widen_from<float16>(p, off, n, out);
+    } else if (header_.dtype == npy_dtype::bfloat16) {
+      widen_from<bfloat16>(p, off, n, out);
     } else {
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(element_as_double(p, off + i));
     }
@@ -621,7 +642,8 @@ template <class T>
   else if constexpr (std::is_same_v<T, std::int64_t>) t = npy_dtype::int64;
   else if constexpr (std::is_same_v<T, std::uint64_t>) t = npy_dtype::uint64;
   else if constexpr (std::is_same_v<T, std::int32_t>) t = npy_dtype::int32;
-  else if constexpr (std::is_same_v<T, std::uint16_t>) t = npy_dtype::float16;  // raw halves
+  else if constexpr (std::is_same_v<T, std::uint16_t> || std::is_same_v<T, float16>) t = npy_dtype::float16;
+  else if constexpr (std::is_same_v<T, bfloat16>) t = npy_dtype::bfloat16;
   else static_assert(sizeof(T) == 0, "datamask::io::npy_bytes: unsupported element type");
   return npy_bytes(t, shape,
                    std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(values.data()),

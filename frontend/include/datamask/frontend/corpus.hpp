@@ -25,12 +25,12 @@ using datamask::index_t;
 /// @brief A corpus of n rows of d floats in shards, with its quality columns and ids. A worker
 /// of a spread run holds the scores and ids of a window of rows (`hold`): its share.
 struct corpus {
-  /// One shard: `rows` x d little-endian float32 (or float16, `half`) values, row-major, at
+  /// One shard: `rows` x d little-endian float32, float16 or bfloat16 values (`element`), row-major, at
   /// `data` (any alignment); null for a shard a worker was not given (another worker's rows,
   /// outside the window: reading one of its rows is refused).
   struct shard {
     const unsigned char* data = nullptr;
-    bool half = false;
+    datamask::element_kind element = datamask::element_kind::float32;
     index_t rows = 0;
     std::string name;  ///< as messages name it (a file, `embeddings[2]`)
   };
@@ -47,7 +47,7 @@ struct corpus {
   bool some_absent = false;                  ///< a shard has no data (`shard::data`)
 
   /// Appends a shard of `rows` rows (d as the others: the caller checks it), `name` in messages.
-  void add_shard(const void* data, bool half, index_t rows, index_t cols, std::string name);
+  void add_shard(const void* data, datamask::element_kind element, index_t rows, index_t cols, std::string name);
   /// Ends the list of shards; the window is every row until `hold` says otherwise.
   void close_shards() {
     shard_start.push_back(n);

@@ -16,15 +16,20 @@
 #include "datamask/core/half.hpp"
 #include "datamask/core/types.hpp"
 
+#if DATAMASK_X86_F16C && !defined(__CUDACC__)
+#define DATAMASK_PRAGMA(x) _Pragma(#x)
+/// Unrolls a loop over registers (an array of them stays in registers only when unrolled).
+#define DATAMASK_UNROLL(n) DATAMASK_PRAGMA(GCC unroll n)
+#else
+#define DATAMASK_UNROLL(n)  // nvcc's front end does not know the GCC pragma
+#endif
+
 namespace datamask::detail::half_rows {
 
 #if DATAMASK_X86_F16C
 
 /// Whether this CPU runs the kernels below, asked once.
-inline bool available() {
-  static const bool yes = cpu_has_f16c() && __builtin_cpu_supports("avx2");
-  return yes;
-}
+inline bool available() { return cpu_features().f16c && cpu_features().avx2; }
 
 /// Eight elements at `x` as eight floats.
 __attribute__((target("avx2,f16c"))) inline __m256 load8(const float16* x) {
@@ -49,20 +54,20 @@ __attribute__((target("avx2,f16c"))) void add_rows(matrix_view<const T> x, const
   index_t j = 0;
   for (; j + 32 <= d; j += 32) {
     __m256d a[8];
-#pragma GCC unroll 8
+DATAMASK_UNROLL(8)
     for (int q = 0; q < 8; ++q) a[q] = _mm256_loadu_pd(acc + j + 4 * q);
     for (int k = 0; k < count; ++k) {
       const T* r = x.row(rows[k]) + j;
       if (rows[k] + ahead < x.rows) _mm_prefetch(reinterpret_cast<const char*>(r + ahead * x.stride), _MM_HINT_T0);
       const __m256d wk = _mm256_set1_pd(w[rows[k]]);
-#pragma GCC unroll 4
+DATAMASK_UNROLL(4)
       for (int h = 0; h < 4; ++h) {
         const __m256 f = load8(r + 8 * h);
         a[2 * h] = _mm256_add_pd(a[2 * h], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), wk));
         a[2 * h + 1] = _mm256_add_pd(a[2 * h + 1], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), wk));
       }
     }
-#pragma GCC unroll 8
+DATAMASK_UNROLL(8)
     for (int q = 0; q < 8; ++q) _mm256_storeu_pd(acc + j + 4 * q, a[q]);
   }
   for (; j + 8 <= d; j += 8) {
