@@ -342,4 +342,13 @@ TEST_CASE("a float16 or bfloat16 .npy file is read as the floats it holds; its N
   };
   check(float16{}, datamask::io::npy_dtype::float16, datamask::element_kind::float16);
   check(bfloat16{}, datamask::io::npy_dtype::bfloat16, datamask::element_kind::bfloat16);
+  // bfloat16's own exponent: 2^121 (float16's infinity pattern) and its largest finite value pass,
+  // its infinity is named as such.
+  const auto finite_check = [](const std::vector<std::uint16_t>& bits) {
+    const std::span<const unsigned char> bytes(reinterpret_cast<const unsigned char*>(bits.data()), 2 * bits.size());
+    datamask::check_finite_values("b.npy", bytes, datamask::element_kind::bfloat16, 2, 1);
+  };
+  CHECK_NOTHROW(finite_check({0x7C00u, 0x7F7Fu, 0xFC00u, 0x0001u}));
+  CHECK_THROWS_WITH(finite_check({0x3F80u, 0x7F80u}), Catch::Contains("row 0, column 1 is infinite"));
+  CHECK_THROWS_WITH(finite_check({0x3F80u, 0x3F80u, 0xFFC1u, 0u}), Catch::Contains("row 1, column 0 is NaN"));
 }

@@ -21,12 +21,14 @@
 #endif
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+    !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <cpuid.h>
 #include <immintrin.h>
 /// 1 where the host widens float16 with the F16C instruction, chosen at run time: the library is
-/// compiled for baseline x86-64, which has no F16C. Host code only (in a CUDA translation unit
-/// too, so that every translation unit defines the host functions alike).
+/// compiled for baseline x86-64, which has no F16C. Not under nvcc, whose host pass meets
+/// <immintrin.h> badly on some toolchains (GCC's avx512fp16 header against cuda_fp16.h): a CUDA
+/// translation unit widens with the portable code instead, to the same bits, so the two
+/// definitions of `widen` and of the host executor's 16-bit passes a program may link agree.
 #define DATAMASK_X86_F16C 1
 #else
 #define DATAMASK_X86_F16C 0
@@ -165,7 +167,7 @@ inline x86_features cpu_features() {
     if (!osxsave || !avx) return f;
     unsigned xcr0 = 0, high = 0;
     __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(high) : "c"(0));
-    if ((xcr0 & 6u) != 6u) return f;  // the OS saves neither XMM nor YMM registers
+    if ((xcr0 & 6u) != 6u) return f;  // the OS does not save both the XMM and YMM registers
     f.f16c = (c & (1u << 29)) != 0;
     if (__get_cpuid_max(0, nullptr) >= 7) {
       __cpuid_count(7, 0, a, b, c, d);

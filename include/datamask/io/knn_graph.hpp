@@ -29,7 +29,7 @@ namespace datamask {
 [[nodiscard]] inline knn_graph load_knn_graph(const std::string& prefix, index_t n) {
   const auto [ids_path, sims_path] = knn_graph_files(prefix);
   const io::npy_file fi = io::open_npy(ids_path, {"graph ids", "int64 (or int32, uint64)", &io::npy_is_integer});
-  const io::npy_file fs = io::open_npy(sims_path, {"graph similarities", "float32, float64 or float16",
+  const io::npy_file fs = io::open_npy(sims_path, {"graph similarities", "float32, float64, float16 or bfloat16",
                                                    &io::npy_is_float});
   const index_t k = check_knn_shapes(fi.path(), fi.header().shape, fs.path(), fs.header().shape, n);
   const std::vector<std::int64_t> ids = fi.read_int64();

@@ -49,7 +49,7 @@ enum class npy_dtype { float16, bfloat16, float32, float64, int32, int64, uint64
 
 /// @brief A .npy file whose dtype no reader here supports. `descr()` is the dtype as its header
 /// gives it, so that a caller can say what its input takes instead of every dtype read here
-/// (embeddings take float32 and float16 only).
+/// (embeddings take float32, float16 and bfloat16 only).
 class unsupported_dtype : public invalid_input {
  public:
   unsupported_dtype(const std::string& file, std::string descr)
@@ -474,7 +474,7 @@ class npy_file {
   void require_float() const {
     if (!npy_is_float(header_.dtype)) {
       throw invalid_input(path_, datamask::detail::concat("unsupported dtype '", npy_descr(header_.dtype),
-                                                         "'; expected float32 or float16 (or float64)"));
+                                                         "'; expected float32, float16 or bfloat16 (or float64)"));
     }
   }
   [[nodiscard]] double element_as_double(const unsigned char* p, std::size_t i) const {

@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file
-/// @brief The corpus as every front end holds it (row-major float32 or float16 shards viewed in
+/// @brief The corpus as every front end holds it (row-major float32, float16 or bfloat16 shards viewed in
 /// memory the front end keeps: memory-mapped .npy files, numpy arrays; quality columns; ids),
 /// and the one block loop over it: the corpus's calibration, then each block gathered and
 /// selected on this build's backend, a front end's own side (progress, stop, checkpoints)

@@ -16,12 +16,10 @@
 #include "datamask/core/half.hpp"
 #include "datamask/core/types.hpp"
 
-#if DATAMASK_X86_F16C && !defined(__CUDACC__)
+#if DATAMASK_X86_F16C
 #define DATAMASK_PRAGMA(x) _Pragma(#x)
 /// Unrolls a loop over registers (an array of them stays in registers only when unrolled).
 #define DATAMASK_UNROLL(n) DATAMASK_PRAGMA(GCC unroll n)
-#else
-#define DATAMASK_UNROLL(n)  // nvcc's front end does not know the GCC pragma
 #endif
 
 namespace datamask::detail::half_rows {
