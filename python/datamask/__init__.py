@@ -240,18 +240,29 @@ def _shards(embeddings: Any) -> list:
     return out
 
 
+def _is_bfloat16(a: np.ndarray) -> bool:
+    """Whether ``a`` holds bfloat16 values: NumPy has no bfloat16, and ml_dtypes' bfloat16 (and a
+    .npy file of it, '<V2') is a 2-byte void dtype."""
+    return a.dtype.kind == "V" and a.dtype.itemsize == 2 and a.dtype.names is None
+
+
+def _bfloat16_as_float32(a: np.ndarray) -> np.ndarray:
+    """bfloat16 values as float32, exactly: their bits are the top half of a float32's."""
+    bits = np.ascontiguousarray(a).view("<u2")
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def _shard_array(a: Any, name: str) -> np.ndarray:
-    """One shard's embeddings as the core reads them (see :func:`_shards`). A 2-byte void dtype
-    (ml_dtypes' bfloat16, or a .npy file of them, '<V2') is bfloat16: widened to float32 exactly."""
+    """One shard's embeddings as the core reads them (see :func:`_shards`); bfloat16 is widened
+    to a float32 copy."""
     a = np.asarray(a)
     if a.ndim != 2:
         raise InvalidInput(
             f"{name}: embeddings must be a 2-D array (n x d), found {a.ndim} "
             f"dimension{'' if a.ndim == 1 else 's'}"
         )
-    if a.dtype.kind == "V" and a.dtype.itemsize == 2 and a.dtype.names is None:
-        bits = np.ascontiguousarray(a).view("<u2")
-        return (bits.astype(np.uint32) << 16).view(np.float32)
+    if _is_bfloat16(a):
+        return _bfloat16_as_float32(a)
     if a.dtype.kind not in "fiu":
         raise InvalidInput(
             f"{name}: unsupported dtype '{a.dtype}' for embeddings; expected float32, float16 "
@@ -422,6 +433,8 @@ def _columns(quality: Any, rows: slice = slice(None)) -> list:
             raise InvalidInput(f"quality: expected one score per row (1-D, or n x k), found {q.ndim} dimensions")
     out = []
     for j, c in enumerate(cols):
+        if _is_bfloat16(c):
+            c = _bfloat16_as_float32(c)
         if c.dtype.kind not in "fiub":
             name = "quality" if len(cols) == 1 else f"quality[{j}]"
             raise InvalidInput(f"{name}: unsupported dtype '{c.dtype}' for quality scores; expected numbers")

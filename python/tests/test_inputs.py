@@ -35,6 +35,12 @@ def test_bfloat16_is_widened_exactly_and_selects_as_float32():
     a = datamask.select(bits.view("V2"), q, **run)
     b = datamask.select(wide, q, **run)
     assert np.array_equal(a.ids, b.ids)
+    # Scores in bfloat16 too (the program reads them from '<V2' files): as their float32 values.
+    qbits = (q.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    qwide = (qbits.astype(np.uint32) << 16).view(np.float32)
+    c = datamask.select(wide, qbits.view("V2"), **run)
+    e = datamask.select(wide, qwide, **run)
+    assert np.array_equal(c.ids, e.ids) and c.objective.total == e.objective.total
 
 
 def test_a_one_block_float32_corpus_is_read_in_place():
