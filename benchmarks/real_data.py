@@ -45,6 +45,10 @@ rule (naive greedy where it costs no more operations than the continuous learner
 block: datamask::auto_block_optimizer) against the continuous learner's measured time over
 naive greedy's, per (set, objective, S).
 
+--dtype float16|bfloat16 gives the program a 16-bit copy of each set's embeddings (x.npy rounded to
+nearest even; bfloat16 as ml_dtypes' 2-byte void dtype) and computes f, the zero and the check from
+the rounded values.
+
 --certify runs every optimizer with --certify and adds a table of the certified shares: how close
 to the optimum each optimizer's selection is proven to be (the report's certificate).
 
@@ -264,12 +268,50 @@ def ensure_sets(names):
 # ----------------------------------------------------------------------------------------------
 # f in double precision, independent of the program.
 
+EMBEDDING_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def embeddings_file(folder, dtype):
+    """The set's embeddings as the program reads them in `dtype`: x.npy (float32) itself, or
+    x.<dtype>.npy, its values rounded to nearest even (written once). bfloat16 is stored as
+    ml_dtypes stores it, a 2-byte void dtype ('|V2'), so that no package beyond numpy is needed."""
+    import numpy as np
+
+    src = os.path.join(folder, "x.npy")
+    if dtype == "float32":
+        return src
+    path = os.path.join(folder, f"x.{dtype}.npy")
+    if not os.path.exists(path):
+        x = np.load(src).astype(np.float32)
+        if dtype == "float16":
+            out = x.astype(np.float16)
+        else:
+            bits = x.view(np.uint32).astype(np.uint64)
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # to nearest even (finite inputs)
+            out = rounded.astype(np.uint16).view("V2")
+        tmp = path + ".tmp.npy"
+        np.save(tmp, out)
+        os.replace(tmp, path)
+    return path
+
+
+def load_embeddings(path):
+    """An embeddings file as float64, bfloat16 ('|V2') widened exactly."""
+    import numpy as np
+
+    x = np.load(path)
+    if x.dtype.kind == "V" and x.dtype.itemsize == 2:
+        x = (x.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return x.astype(np.float64)
+
+
 class Evaluator:
-    def __init__(self, folder):
+    def __init__(self, folder, dtype="float32"):
         import numpy as np
 
         self.np = np
-        self.x = np.load(os.path.join(folder, "x.npy")).astype(np.float64)
+        # f of the values the program read: the rounded ones for 16-bit inputs.
+        self.x = load_embeddings(embeddings_file(folder, dtype))
         norms = np.linalg.norm(self.x, axis=1)
         self.u = np.divide(self.x, norms[:, None], out=np.zeros_like(self.x), where=norms[:, None] > 0)
         self.c = (norms > 0).astype(np.float64)  # ||u_i||^2
@@ -315,8 +357,8 @@ class Evaluator:
 # ----------------------------------------------------------------------------------------------
 # The grid.
 
-def program_args(obj, folder, ratio, lam, quality):
-    a = ["--embeddings", os.path.join(folder, "x.npy"), "--ratio", str(ratio), "--lambda", str(lam)]
+def program_args(obj, folder, ratio, lam, quality, dtype="float32"):
+    a = ["--embeddings", embeddings_file(folder, dtype), "--ratio", str(ratio), "--lambda", str(lam)]
     if lam > 0:
         a += ["--quality", os.path.join(folder, f"q_{quality}.npy")]
     if obj == "knn":
@@ -394,14 +436,14 @@ def run_grid(a):
     with tempfile.TemporaryDirectory() as tmp:
         for name in sets:
             folder = os.path.join(build_dir(), "real-data", name)
-            ev = Evaluator(folder)
+            ev = Evaluator(folder, a.dtype)
             for obj in objectives:
                 if name in a.skip_facility_dense.split(",") and obj == "facility":
                     continue
                 for ratio in ratios:
                     for lam in lambdas:
                         for quality in (qualities if lam > 0 else [None]):
-                            base = program_args(obj, folder, ratio, lam, quality) + ["--threads", str(a.threads)]
+                            base = program_args(obj, folder, ratio, lam, quality, a.dtype) + ["--threads", str(a.threads)]
                             base += ["--certify"] if a.certify else []
                             runs = {}
                             reference = a.reference or REFERENCE[obj]
@@ -619,6 +661,8 @@ def main():
     p.add_argument("--reference", choices=OPTIMIZERS, help="another reference than the issue's greedy (where "
                    "naive greedy is out of reach; the table names it)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--dtype", choices=EMBEDDING_DTYPES, default="float32",
+                   help="the embeddings file's precision (16-bit: x.npy rounded to nearest even)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--random-subsets", type=int, default=64)

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <vector>
@@ -254,11 +255,41 @@ struct twin_problem {
   }
 };
 
+/// The policy-gradient learner (options `o`), the greedies `methods` (S = `count`) and the
+/// certificate of pg's selection on f over a 16-bit block: its float32 twin's, bit for bit.
 template <class T, class D>
-void check_learners_match_float(const D& objective) {
-  const twin_problem<T> t(700, 24, 9);
-  const auto low = t.problem(t.x.low);
-  const auto wide = t.problem(t.x.wide);
+void check_pg_greedy_certify(const datamask::problem<T>& low, const datamask::problem<float>& wide, const D& objective,
+                             const datamask::options& o, std::initializer_list<datamask::greedy_method> methods,
+                             index_t count) {
+  const auto pl = datamask::learner<>(o).select(low, objective);
+  const auto pw = datamask::learner<>(o).select(wide, objective);
+  CHECK(pl.rows == pw.rows);
+  CHECK(same_bits(pl.objective, pw.objective));
+  const datamask::objective_function<T, D> fl(low, objective, 0.5);
+  const datamask::objective_function<float, D> fw(wide, objective, 0.5);
+  for (auto method : methods) {
+    datamask::greedy_options g;
+    g.method = method;
+    const auto gl = datamask::greedy_select(fl, count, g);
+    const auto gw = datamask::greedy_select(fw, count, g);
+    CHECK(gl.rows == gw.rows);
+    CHECK(same_bits(gl.objective, gw.objective));
+  }
+  // The certificate of a selection: the same report.
+  datamask::certify_settings cs;
+  cs.random_subsets = 4;
+  const auto rl = datamask::certify(fl, std::span<const index_t>(pl.rows), cs);
+  const auto rw = datamask::certify(fw, std::span<const index_t>(pw.rows), cs);
+  CHECK(rl.certified == rw.certified);
+  CHECK(rl.reason == rw.reason);
+  CHECK(same_bits(rl.bound, rw.bound));
+  CHECK(same_bits(rl.random_mean, rw.random_mean));
+}
+
+/// The continuous learner's defaults (ratio 0.1) on a 16-bit block: its float32 twin's rows, f
+/// and history, bit for bit.
+template <class T, class D>
+void check_continuous(const datamask::problem<T>& low, const datamask::problem<float>& wide, const D& objective) {
   datamask::continuous_options c;
   c.common.ratio = 0.1;
   c.common.threads = 2;
@@ -268,33 +299,20 @@ void check_learners_match_float(const D& objective) {
   CHECK(same_bits(cl.objective, cw.objective));
   REQUIRE(cl.history.size() == cw.history.size());
   for (std::size_t s = 0; s < cl.history.size(); ++s) CHECK(cl.history[s].reward_mean == cw.history[s].reward_mean);
+}
+
+template <class T, class D>
+void check_learners_match_float(const D& objective) {
+  const twin_problem<T> t(700, 24, 9);
+  const auto low = t.problem(t.x.low);
+  const auto wide = t.problem(t.x.wide);
+  check_continuous(low, wide, objective);
   datamask::options o;
   o.ratio = 0.1;
   o.steps = 20;
   o.threads = 2;
-  const auto pl = datamask::learner<>(o).select(low, objective);
-  const auto pw = datamask::learner<>(o).select(wide, objective);
-  CHECK(pl.rows == pw.rows);
-  CHECK(same_bits(pl.objective, pw.objective));
-  const datamask::objective_function<T, D> fl(low, objective, 0.5);
-  const datamask::objective_function<float, D> fw(wide, objective, 0.5);
-  for (auto method : {datamask::greedy_method::lazy, datamask::greedy_method::stochastic}) {
-    datamask::greedy_options g;
-    g.method = method;
-    const auto gl = datamask::greedy_select(fl, 70, g);
-    const auto gw = datamask::greedy_select(fw, 70, g);
-    CHECK(gl.rows == gw.rows);
-    CHECK(same_bits(gl.objective, gw.objective));
-  }
-  // The certificate of a selection: the same report.
-  datamask::certify_settings cs;
-  cs.random_subsets = 4;
-  const auto rl = datamask::certify(fl, std::span<const index_t>(cl.rows), cs);
-  const auto rw = datamask::certify(fw, std::span<const index_t>(cw.rows), cs);
-  CHECK(rl.certified == rw.certified);
-  CHECK(rl.reason == rw.reason);
-  CHECK(same_bits(rl.bound, rw.bound));
-  CHECK(same_bits(rl.random_mean, rw.random_mean));
+  check_pg_greedy_certify(low, wide, objective, o, {datamask::greedy_method::lazy, datamask::greedy_method::stochastic},
+                          70);
 }
 
 }  // namespace
@@ -305,6 +323,44 @@ TEST_CASE("the learners and the greedies select on a 16-bit block what they sele
   check_learners_match_float<float16>(datamask::pairwise_similarity{});
   check_learners_match_float<bfloat16>(datamask::pairwise_similarity{});
   check_learners_match_float<float16>(datamask::disf{});
+}
+
+TEST_CASE("facility location and its kNN graphs on a 16-bit block: the float32 twin's values, rows and graphs",
+          "[half][facility]") {
+  // Facility location computes a 16-bit block in float (its unit rows, or the rows widened), and
+  // the kNN builders' products too, so every value is the float32 block's.
+  const twin_problem<float16> t(400, 16, 21);
+  const auto low = t.problem(t.x.low);
+  const auto wide = t.problem(t.x.wide);
+  for (auto kernel : {datamask::similarity_kernel::cosine, datamask::similarity_kernel::cosine2,
+                      datamask::similarity_kernel::dot, datamask::similarity_kernel::rbf}) {
+    CAPTURE(static_cast<int>(kernel));
+    datamask::facility_location fl;
+    fl.kernel = kernel;
+    fl.gamma = 0.05;
+    fl.cache_bytes = kernel == datamask::similarity_kernel::dot ? 0 : fl.cache_bytes;  // both greedy paths
+    datamask::options o;
+    o.ratio = 0.1;
+    o.steps = 10;
+    o.threads = 2;
+    o.credit = datamask::credit_mode::item;  // the batched values and marginals
+    check_pg_greedy_certify(low, wide, fl, o, {datamask::greedy_method::naive, datamask::greedy_method::lazy}, 30);
+  }
+  for (auto build : {datamask::knn_build::exact, datamask::knn_build::clustered}) {
+    datamask::knn_settings ks;
+    ks.neighbors = 8;
+    ks.build = build;
+    ks.threads = 2;
+    const datamask::knn_graph gl = datamask::build_knn_graph(low, ks);
+    const datamask::knn_graph gw = datamask::build_knn_graph(wide, ks);
+    CHECK(gl.ids == gw.ids);
+    CHECK(gl.sims == gw.sims);
+    if (build == datamask::knn_build::clustered) {
+      CHECK(datamask::knn_recall(low, gl, ks, 50) == datamask::knn_recall(wide, gw, ks, 50));
+      continue;
+    }
+    check_continuous(low, wide, datamask::sparse_facility_location{std::make_shared<const datamask::knn_graph>(gl)});
+  }
 }
 
 TEST_CASE("a float16 or bfloat16 .npy file is read as the floats it holds; its NaNs are named", "[half][npy]") {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <bit>
-#include <cstring>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -112,16 +111,7 @@ void corpus::gather(std::span<const index_t> rows, float* out, int threads) cons
   datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
     const shard& h = shards[s];
     const unsigned char* row = h.data + static_cast<std::size_t>(local) * cols * datamask::element_bytes(h.element);
-    if (h.element == datamask::element_kind::float32) {
-      std::memcpy(o, row, cols * sizeof(float));
-      return;
-    }
-    const bool half = h.element == datamask::element_kind::float16;
-    for (std::size_t j = 0; j < cols; ++j) {
-      std::uint16_t v;  // copied out: the shard's bytes need not be aligned for 2-byte values
-      std::memcpy(&v, row + j * sizeof v, sizeof v);
-      o[j] = half ? datamask::half_to_float(v) : datamask::bfloat16_to_float(v);
-    }
+    datamask::widen(row, h.element, cols, o);
   });
 }
 

@@ -7,6 +7,8 @@
 /// the block); every value widens to float exactly, so a pass over a 16-bit block sums the same
 /// terms as a pass over the float32 block holding the same values (docs/method.md, "Precision").
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <concepts>
 #include <cstdint>
@@ -199,6 +201,30 @@ inline void widen(const float16* in, index_t n, float* out) {
 /// @brief out[i] = in[i] as float, i < n, exactly.
 inline void widen(const bfloat16* in, index_t n, float* out) {
   for (index_t i = 0; i < n; ++i) out[i] = bfloat16_to_float(in[i].bits);
+}
+
+/// @brief out[i] = value i of the `n` values of kind `k` stored at `bytes`, as float, exactly.
+/// The bytes need not be aligned for the element type (a mapped file's rows, a shard's).
+inline void widen(const unsigned char* bytes, element_kind k, std::size_t n, float* out) {
+  if (k == element_kind::float32) {
+    std::memcpy(out, bytes, n * sizeof(float));
+    return;
+  }
+  // Copied out in chunks first: float16 and bfloat16 are 2-byte structs.
+  auto widen_as = [&](auto tag) {
+    constexpr std::size_t chunk = 512;
+    std::array<decltype(tag), chunk> h;
+    for (std::size_t i = 0; i < n; i += chunk) {
+      const std::size_t m = std::min(chunk, n - i);
+      std::memcpy(h.data(), bytes + 2 * i, 2 * m);
+      widen(h.data(), static_cast<index_t>(m), out + i);
+    }
+  };
+  if (k == element_kind::float16) {
+    widen_as(float16{});
+  } else {
+    widen_as(bfloat16{});
+  }
 }
 
 }  // namespace datamask

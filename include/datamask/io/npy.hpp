@@ -10,7 +10,6 @@
 /// was expected and what was found: "not a .npy file", "truncated: ...", "unsupported dtype".
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -455,22 +454,6 @@ class npy_file {
   }
 
  private:
-  /// 16-bit values copied out of the file and widened at a time (on the stack: a row is often
-  /// all a call reads).
-  static constexpr std::size_t widen_chunk = 512;
-
-  /// out[i] = element off + i of the data at p (16-bit elements of H), i < n, widened to float.
-  /// Copied out first: H is a 2-byte struct and the mapped bytes need not be aligned for it.
-  template <class H>
-  static void widen_from(const unsigned char* p, std::size_t off, std::size_t n, float* out) {
-    std::array<H, widen_chunk> h;
-    for (std::size_t i = 0; i < n; i += widen_chunk) {
-      const std::size_t m = std::min(widen_chunk, n - i);
-      std::memcpy(h.data(), p + 2 * (off + i), 2 * m);
-      widen(h.data(), static_cast<index_t>(m), out + i);
-    }
-  }
-
   void require_float() const {
     if (!npy_is_float(header_.dtype)) {
       throw invalid_input(path_, datamask::detail::concat("unsupported dtype '", npy_descr(header_.dtype),
@@ -506,11 +489,11 @@ class npy_file {
     require_float();
     const unsigned char* p = bytes_ + header_.data_offset;
     if (header_.dtype == npy_dtype::float32) {
-      std::memcpy(out, p + 4 * off, 4 * n);
+      widen(p + 4 * off, element_kind::float32, n, out);
     } else if (header_.dtype == npy_dtype::float16) {
-      widen_from<float16>(p, off, n, out);
+      widen(p + 2 * off, element_kind::float16, n, out);
     } else if (header_.dtype == npy_dtype::bfloat16) {
-      widen_from<bfloat16>(p, off, n, out);
+      widen(p + 2 * off, element_kind::bfloat16, n, out);
     } else {
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(element_as_double(p, off + i));
     }

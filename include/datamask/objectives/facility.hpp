@@ -90,42 +90,47 @@ void fixed_dots(index_t nr, index_t d, RowOf&& row_of, const T* xct, Row&& row) 
 /// The cached dot products are the kernel's own, so gains are the same bits either way.
 /// Submodular once S is non-empty (f(empty) = 0 can lie below a singleton under the cosine and
 /// dot kernels), which is what `diminishing_gains` promises.
+///
+/// A 16-bit block is computed in float (`widened_t`): its unit rows (cosine kernels) or a float
+/// copy of its rows (the others) are what the products run on, the float block's values.
 template <class T>
 struct state {
-  using rmat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using W = widened_t<T>;
+  using rmat = Eigen::Matrix<W, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   static constexpr bool diminishing_gains = true;
 
   similarity_kernel kernel;
   double gamma;
-  matrix_view<const T> x;  // what the dot products run on (unit rows for the cosine kernels)
-  std::vector<T> unit;     // n x d unit rows, for the cosine kernels
+  matrix_view<const W> x;  // what the dot products run on (unit rows for the cosine kernels)
+  std::vector<W> unit;     // n x d unit rows (cosine kernels), or a 16-bit block's rows widened
   std::span<const double> sq;
   std::vector<double> best;
   index_t k = 0;
   int threads = 0;
-  std::vector<T> cache;  // n x n dot products (row v, column c), when they fit the budget
+  std::vector<W> cache;  // n x n dot products (row v, column c), when they fit the budget
 
   state(similarity_kernel kern, double gam, const greedy_block<T>& b, std::size_t cache_bytes = 0)
       : kernel(kern), gamma(gam), sq(b.sq_norms), best(static_cast<std::size_t>(b.embeddings.rows), 0.0),
         threads(b.threads) {
-    static_assert(!half_precision<T>, "datamask: facility location reads float or double blocks, not 16-bit ones yet");
     const matrix_view<const T> raw = b.embeddings;
     const index_t n = raw.rows;
     const index_t d = raw.cols;
-    if (kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2) {
+    const bool cosine = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
+    if (cosine || half_precision<T>) {
       unit.resize(static_cast<std::size_t>(n * d));
       detail::parallel_for((n + 1023) / 1024, threads, [&](index_t blk) {
         for (index_t i = blk * 1024; i < std::min(n, (blk + 1) * 1024); ++i) {
           for (index_t j = 0; j < d; ++j) {
-            unit[i * d + j] = static_cast<T>(static_cast<double>(raw(i, j)) * b.inv_norms[i]);
+            unit[i * d + j] = cosine ? static_cast<W>(static_cast<double>(raw(i, j)) * b.inv_norms[i])
+                                     : static_cast<W>(raw(i, j));
           }
         }
       }, 1024.0 * static_cast<double>(d));
-      x = matrix_view<const T>(unit.data(), n, d, d);
-    } else {
+      x = matrix_view<const W>(unit.data(), n, d, d);
+    } else if constexpr (!half_precision<T>) {
       x = raw;
     }
-    if (static_cast<double>(n) * static_cast<double>(n) * sizeof(T) <= static_cast<double>(cache_bytes)) fill_cache();
+    if (static_cast<double>(n) * static_cast<double>(n) * sizeof(W) <= static_cast<double>(cache_bytes)) fill_cache();
   }
   // `x` may point into `unit`: a move keeps the buffer (and so `x` valid), a copy would not.
   state(state&&) noexcept = default;
@@ -153,8 +158,8 @@ struct state {
   /// v in order, dots[c] the dot product with cands[c] (`fixed_dots`).
   template <class Row>
   void chunk_dots(const index_t* cands, index_t nc, Row&& row) const {
-    const std::vector<T> xct = pack_columns<T>(nc, x.cols, [&](index_t c) { return x.row(cands[c]); });
-    fixed_dots<T>(x.rows, x.cols, [&](index_t v) { return x.row(v); }, xct.data(), row);
+    const std::vector<W> xct = pack_columns<W>(nc, x.cols, [&](index_t c) { return x.row(cands[c]); });
+    fixed_dots<W>(x.rows, x.cols, [&](index_t v) { return x.row(v); }, xct.data(), row);
   }
 
   /// Every dot product, one chunk of candidates per task (the kernel `chunk_gains` runs).
@@ -165,7 +170,7 @@ struct state {
       std::array<index_t, width> cands{};
       const index_t nc = std::min(width, n - b * width);
       for (index_t c = 0; c < nc; ++c) cands[c] = b * width + c;
-      chunk_dots(cands.data(), nc, [&](index_t v, const T* dots) {
+      chunk_dots(cands.data(), nc, [&](index_t v, const W* dots) {
         std::copy(dots, dots + nc, cache.begin() + static_cast<std::ptrdiff_t>(v * n + b * width));
       });
     }, 2.0 * static_cast<double>(width) * static_cast<double>(n) * static_cast<double>(x.cols));
@@ -175,13 +180,13 @@ struct state {
   /// over v in order whichever path computes them.
   void chunk_gains(const index_t* cands, index_t nc, double* acc) const {
     std::fill(acc, acc + nc, 0.0);
-    auto term = [&](index_t v, index_t c, T dot) {
+    auto term = [&](index_t v, index_t c, W dot) {
       const double s = sim(static_cast<double>(dot), v, c);
       return k == 0 ? s : std::max(0.0, s - best[v]);
     };
     const index_t n = x.rows;
     if (cache.empty()) {
-      chunk_dots(cands, nc, [&](index_t v, const T* dots) {
+      chunk_dots(cands, nc, [&](index_t v, const W* dots) {
         for (index_t c = 0; c < nc; ++c) acc[c] += term(v, cands[c], dots[c]);
       });
       return;
@@ -190,7 +195,7 @@ struct state {
     // order), so candidate c's dot products are the contiguous row c.
     if (k == 0) {
       for (index_t c = 0; c < nc; ++c) {
-        const T* row = cache.data() + cands[c] * n;
+        const W* row = cache.data() + cands[c] * n;
         for (index_t v = 0; v < n; ++v) acc[c] += term(v, cands[c], row[v]);
       }
       return;
@@ -215,7 +220,7 @@ struct state {
     const index_t n = x.rows;
     for (index_t c0 = 0; c0 < nc; c0 += group) {
       const index_t g = std::min(group, nc - c0);
-      const T* rows[group];
+      const W* rows[group];
       index_t ids[group];
       double a[group] = {};
       for (index_t c = 0; c < group; ++c) {
@@ -248,11 +253,11 @@ struct state {
   [[nodiscard]] double common() const { return 0.0; }
   void add(index_t j) {
     const index_t n = x.rows;
-    const Eigen::Matrix<T, Eigen::Dynamic, 1> xj = block(j, 1).transpose();
+    const Eigen::Matrix<W, Eigen::Dynamic, 1> xj = block(j, 1).transpose();
     detail::parallel_for((n + 4095) / 4096, threads, [&](index_t b) {
       const index_t r0 = b * 4096;
       const index_t t = std::min<index_t>(4096, n - r0);
-      const Eigen::Matrix<T, Eigen::Dynamic, 1> dots = block(r0, t) * xj;
+      const Eigen::Matrix<W, Eigen::Dynamic, 1> dots = block(r0, t) * xj;
       for (index_t r = 0; r < t; ++r) {
         const double s = sim(static_cast<double>(dots(r)), r0 + r, j);
         best[r0 + r] = k == 0 ? s : std::max(best[r0 + r], s);
@@ -265,9 +270,10 @@ struct state {
 
 /// Device: for reference row v of subset g, the best similarity to the subset, a running
 /// maximum over the subset rows (no |V| x k buffer). The dot products are in double over rows
-/// rounded to T, as the host rounds its unit rows before its product.
+/// rounded to T (a 16-bit block: to float), as the host rounds its unit rows before its product.
 template <class T>
 struct best_of {
+  using W = widened_t<T>;
   batch_view<T> b;  // k >= 1, |V| >= 1
   similarity_kernel kernel;
   double gamma;
@@ -289,8 +295,8 @@ struct best_of {
       const double wr = unit ? inv_norms[r] : 1.0;
       double dot = 0.0;
       for (index_t j = 0; j < d; ++j) {
-        const auto a = static_cast<double>(static_cast<T>(static_cast<double>(x(v, j)) * wv));
-        const auto c = static_cast<double>(static_cast<T>(static_cast<double>(x(r, j)) * wr));
+        const auto a = static_cast<double>(static_cast<W>(static_cast<double>(x(v, j)) * wv));
+        const auto c = static_cast<double>(static_cast<W>(static_cast<double>(x(r, j)) * wr));
         dot += a * c;
       }
       const double val = kernel == similarity_kernel::cosine2 ? dot * dot
@@ -336,9 +342,9 @@ struct facility_location {
   similarity_kernel kernel = similarity_kernel::cosine;
   double gamma = 1.0;  ///< rbf bandwidth
   index_t tile = 256;  ///< reference rows per tile of the products (a subset's sum is per tile)
-  /// Greedy: keep the block's n x n dot products when n^2 sizeof(T) bytes fit this budget (the
-  /// default, 256 MiB, holds n up to 8,192 in float); 0: never. Same gains either way; faster
-  /// re-scoring (naive greedy re-scores every candidate in every round).
+  /// Greedy: keep the block's n x n dot products when n^2 sizeof(T) bytes (float's for a 16-bit
+  /// block) fit this budget (the default, 256 MiB, holds n up to 8,192 in float); 0: never. Same
+  /// gains either way; faster re-scoring (naive greedy re-scores every candidate in every round).
   std::size_t cache_bytes = std::size_t{256} << 20;
   /// Scoring: the dot products of the reference tiles held at once (tiles x subsets' distinct
   /// rows), at least one tile. Same values whatever it is.
@@ -364,7 +370,7 @@ struct facility_location {
   /// order, so neither G, the other subsets nor the thread count changes a value.
   template <class T>
   void evaluate_batch(const batch_view<T>& b, std::span<double> out) const {
-    static_assert(!half_precision<T>, "datamask: facility location reads float or double blocks, not 16-bit ones yet");
+    using W = widened_t<T>;
     const index_t g_count = b.subsets.rows;
     const index_t k = b.subsets.cols;
     const index_t nv = b.reference.size;
@@ -375,11 +381,11 @@ struct facility_location {
     const index_t tiles = tiles_of(nv).second;
     std::vector<double> partial(static_cast<std::size_t>(tiles * g_count), 0.0);  // per tile, per subset
     tiled_dots(b, cols, g_count, static_cast<double>(tiles_of(nv).first * k),
-               [&](index_t c, index_t v0, index_t t, const T* sim, index_t g) {
+               [&](index_t c, index_t v0, index_t t, const W* sim, index_t g) {
                  const index_t* pos = at.data() + g * k;
                  double sum = 0.0;
                  for (index_t a = 0; a < t; ++a) {
-                   const T* row = sim + a * nu;
+                   const W* row = sim + a * nu;
                    sum += best(k, [&](index_t j) { return static_cast<double>(row[pos[j]]); }, b.subsets.row(g),
                                b.sq_norms, b.reference[v0 + a]);
                  }
@@ -410,6 +416,7 @@ struct facility_location {
   /// losses of a group of tiles are held at once (G k per tile), never those of every tile.
   template <class T>
   void marginals_batch(const batch_view<T>& b, std::span<double> values, std::span<double> out) const {
+    using W = widened_t<T>;
     const index_t g_count = b.subsets.rows;
     const index_t k = b.subsets.cols;
     const index_t nv = b.reference.size;
@@ -419,19 +426,19 @@ struct facility_location {
     const auto [cols, at] = columns_of(b.subsets);
     const auto nu = static_cast<index_t>(cols.size());
     const auto [tl, tiles] = tiles_of(nv);
-    const index_t group = group_of(tl, tiles, nu, sizeof(T));
+    const index_t group = group_of(tl, tiles, nu, sizeof(W));
     const auto gk = static_cast<std::size_t>(g_count * k);
     std::vector<double> partial(static_cast<std::size_t>(tiles * g_count), 0.0);  // per tile, per subset
     std::vector<double> lost(static_cast<std::size_t>(group) * gk);               // per group tile, per entry
     tiled_dots(
         b, cols, g_count, static_cast<double>(tl * k),
-        [&](index_t c, index_t v0, index_t t, const T* sim, index_t g) {
+        [&](index_t c, index_t v0, index_t t, const W* sim, index_t g) {
           const index_t* pos = at.data() + g * k;
           double* loss = lost.data() + static_cast<std::size_t>(c % group) * gk + static_cast<std::size_t>(g * k);
           std::fill(loss, loss + k, 0.0);
           double sum = 0.0;
           for (index_t a = 0; a < t; ++a) {
-            const T* row = sim + a * nu;
+            const W* row = sim + a * nu;
             const auto [first, p, second] = best_two(k, [&](index_t j) { return static_cast<double>(row[pos[j]]); },
                                                      b.subsets.row(g), b.sq_norms, b.reference[v0 + a]);
             sum += first;
@@ -510,14 +517,15 @@ struct facility_location {
   }
 
  private:
-  /// The kernel's row of a block row r: unit for the cosine kernels, rounded to T as the greedy
-  /// state's unit rows are.
+  /// The kernel's row of a block row r: unit for the cosine kernels, rounded to T (a 16-bit
+  /// block: to float) as the greedy state's unit rows are.
   template <class T>
-  void gather(const batch_view<T>& b, index_t r, T* dst) const {
+  void gather(const batch_view<T>& b, index_t r, widened_t<T>* dst) const {
+    using W = widened_t<T>;
     const bool unit = kernel == similarity_kernel::cosine || kernel == similarity_kernel::cosine2;
     const T* src = b.embeddings.row(r);
     for (index_t j = 0; j < b.embeddings.cols; ++j) {
-      dst[j] = unit ? static_cast<T>(static_cast<double>(src[j]) * b.inv_norms[r]) : src[j];
+      dst[j] = unit ? static_cast<W>(static_cast<double>(src[j]) * b.inv_norms[r]) : static_cast<W>(src[j]);
     }
   }
 
@@ -573,20 +581,21 @@ struct facility_location {
   void tiled_dots(const batch_view<T>& b, std::span<const index_t> cols, index_t parts, double part_work,
                   Score&& score, Done&& done) const {
     namespace fi = detail::facility_impl;
+    using W = widened_t<T>;
     const index_t d = b.embeddings.cols;
     const auto nu = static_cast<index_t>(cols.size());
     const index_t chunks = (nu + fi::dot_width - 1) / fi::dot_width;
-    std::vector<T> rows(static_cast<std::size_t>(nu * d));
+    std::vector<W> rows(static_cast<std::size_t>(nu * d));
     for (index_t u = 0; u < nu; ++u) gather(b, cols[u], rows.data() + u * d);
-    std::vector<std::vector<T>> packed(static_cast<std::size_t>(chunks));
+    std::vector<std::vector<W>> packed(static_cast<std::size_t>(chunks));
     for (index_t ch = 0; ch < chunks; ++ch) {
       const index_t c0 = ch * fi::dot_width;
-      packed[ch] = fi::pack_columns<T>(std::min(fi::dot_width, nu - c0), d,
+      packed[ch] = fi::pack_columns<W>(std::min(fi::dot_width, nu - c0), d,
                                        [&](index_t c) { return rows.data() + (c0 + c) * d; });
     }
     const auto [tl, tiles] = tiles_of(b.reference.size);
-    const index_t group = group_of(tl, tiles, nu, sizeof(T));
-    std::vector<std::vector<T>> sims(static_cast<std::size_t>(group));
+    const index_t group = group_of(tl, tiles, nu, sizeof(W));
+    std::vector<std::vector<W>> sims(static_cast<std::size_t>(group));
     for (index_t c0 = 0; c0 < tiles; c0 += group) {
       const index_t gc = std::min(group, tiles - c0);
       auto span_of = [&](index_t c) {
@@ -595,21 +604,21 @@ struct facility_location {
       };
       detail::parallel_for(gc, b.threads, [&](index_t i) {
         const auto [v0, t] = span_of(c0 + i);
-        std::vector<T> xv(static_cast<std::size_t>(t * d));
+        std::vector<W> xv(static_cast<std::size_t>(t * d));
         for (index_t a = 0; a < t; ++a) gather(b, b.reference[v0 + a], xv.data() + a * d);
-        std::vector<T>& sim = sims[i];
+        std::vector<W>& sim = sims[i];
         sim.resize(static_cast<std::size_t>(t * nu));
         for (index_t ch = 0; ch < chunks; ++ch) {
           const index_t u0 = ch * fi::dot_width;
           const index_t nc = std::min(fi::dot_width, nu - u0);
-          fi::fixed_dots<T>(t, d, [&](index_t a) { return xv.data() + a * d; }, packed[ch].data(),
-                            [&](index_t a, const T* dots) { std::copy(dots, dots + nc, sim.begin() + (a * nu + u0)); });
+          fi::fixed_dots<W>(t, d, [&](index_t a) { return xv.data() + a * d; }, packed[ch].data(),
+                            [&](index_t a, const W* dots) { std::copy(dots, dots + nc, sim.begin() + (a * nu + u0)); });
         }
       }, 2.0 * static_cast<double>(tl) * static_cast<double>(nu) * static_cast<double>(d));
       detail::parallel_for(gc * parts, b.threads, [&](index_t i) {
         const index_t c = c0 + i / parts;
         const auto [v0, t] = span_of(c);
-        score(c, v0, t, static_cast<const T*>(sims[i / parts].data()), i % parts);
+        score(c, v0, t, static_cast<const W*>(sims[i / parts].data()), i % parts);
       }, part_work);
       done(c0, gc);
     }

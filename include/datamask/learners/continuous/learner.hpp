@@ -90,7 +90,9 @@ struct continuous_options {
 ///         and every term's relaxation stay there, and per iteration only scalars come back
 ///         (and p at the tracked read-outs). The same code runs on every backend: on
 ///         `thrust_backend` over OpenMP the selection is the CPU backend's
-///         (tests/test_thrust_credit_continuous.cpp). The polish runs on the host.
+///         (tests/test_thrust_credit_continuous.cpp). The polish ranks its candidates on the
+///         executor too (the relaxation's gradient at its selection); its swaps and its
+///         stochastic-greedy start run on the host.
 template <backend Backend = default_backend>
 class basic_continuous_learner {
  public:
@@ -170,7 +172,6 @@ class basic_continuous_learner {
     std::vector<double> scales;
     for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
     f.set_scales(scales);
-    const auto relaxed = relaxed_objective(f, s, o.threads);  // on the host, for the polish
     best_rollout best = opt_.initial_best;  // the best tracked read-out: rows and f
     phases::check_resumed_best(blk, best, "initial_best");
     const index_t every = opt_.ascent.track_every;
@@ -192,8 +193,20 @@ class basic_continuous_learner {
     // backend keeps it.
     auto exec = b.make_executor(ctx.dev.ds);
     const double* quality = f.has_quality_term() ? exec.upload(f.quality()) : nullptr;
-    const continuous_state st = datamask::ascend(exec, relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality), blk.rows(),
-                                       blk.kept, s, opt_.ascent, std::move(start), hooks);
+    const auto relaxation = relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality);
+    const continuous_state st =
+        datamask::ascend(exec, relaxation, blk.rows(), blk.kept, s, opt_.ascent, std::move(start), hooks);
+    // The polish ranks its candidates by the relaxation's gradient at its selection: the same
+    // passes over the block as an ascent step, on the same executor (a device's, under CUDA), with
+    // p and the gradient crossing to the host (n values each way per refresh of the ranking).
+    auto ranking = [&](std::span<const double> pr, std::span<double> grad) {
+      auto scope = exec.scope();
+      const double* pd = scope.upload(pr);
+      double* gd = scope.template scratch<double>(static_cast<index_t>(grad.size()));
+      const double value = relaxation(scope, pd, gd);
+      scope.download(static_cast<const double*>(gd), grad);
+      return value;
+    };
     res.steps_run = st.iterations_run;
     res.stopped_early = st.stopped_early;
     res.history.reserve(st.relaxed.size());
@@ -219,7 +232,7 @@ class basic_continuous_learner {
     if (opt_.polish.enabled && opt_.polish.stochastic_start && !st.stopped_early) {
       starts.push_back(stochastic_start(f, blk.kept, s));
     }
-    return polish_best(f, relaxed, blk.kept, std::move(starts));
+    return polish_best(f, ranking, blk.kept, std::move(starts));
   }
 
   /// Stochastic greedy's selection of `s` kept rows on f (`polish_settings::stochastic_start`),

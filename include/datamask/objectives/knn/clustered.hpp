@@ -132,7 +132,8 @@ struct clusters_of {
   [[nodiscard]] index_t size(index_t c) const { return static_cast<index_t>(of(c).size()); }
 };
 
-/// C centroids in the embeddings' type, and their squared norms.
+/// C centroids in the type the embeddings are computed in (`product_matrix`), and their squared
+/// norms.
 template <class T>
 struct centroids {
   product_matrix<T> c;
@@ -205,7 +206,7 @@ void update(centroids<T>& cs, matrix_view<const T> x, std::span<const double> in
     norm = std::sqrt(norm);
     if (s.kernel != similarity_kernel::rbf && !(norm > 0.0)) return;
     const double div = s.kernel == similarity_kernel::rbf ? static_cast<double>(mine.size()) : norm;
-    for (index_t j = 0; j < d; ++j) cs.c(c, j) = static_cast<T>(sum[j] / div);
+    for (index_t j = 0; j < d; ++j) cs.c(c, j) = static_cast<widened_t<T>>(sum[j] / div);
   }, static_cast<double>(x.rows) / static_cast<double>(std::max<index_t>(cs.c.rows(), 1)) * static_cast<double>(d));
   cs.norms();
 }

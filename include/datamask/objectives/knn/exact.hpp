@@ -28,6 +28,7 @@
 
 #include <Eigen/Core>
 
+#include "datamask/core/half.hpp"
 #include "datamask/core/detail/parallel.hpp"
 #include "datamask/core/detail/prepare.hpp"
 #include "datamask/core/enum_names.hpp"
@@ -140,20 +141,23 @@ struct top_k {
   void sorted() { std::sort_heap(heap.begin(), heap.end(), better{}); }
 };
 
-/// Row-major products, rows x columns, in the embeddings' type.
+/// Row-major products, rows x columns, in the type the embeddings are computed in (float for a
+/// 16-bit block: `widened_t`).
 template <class T>
-using product_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using product_matrix = Eigen::Matrix<widened_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-/// Rows id(0), ..., id(count - 1) of x as the products see them: unit rows rounded to T for the
-/// cosine kernels (as facility location rounds them), the rows as given otherwise.
+/// Rows id(0), ..., id(count - 1) of x as the products see them: unit rows rounded to T (float
+/// for a 16-bit block) for the cosine kernels (as facility location rounds them), the rows as
+/// given otherwise.
 template <class T, class Id>
 [[nodiscard]] product_matrix<T> gather(matrix_view<const T> x, std::span<const double> inv_norms, bool unit,
                                        index_t count, Id id) {
+  using W = widened_t<T>;
   product_matrix<T> out(count, x.cols);
   for (index_t a = 0; a < count; ++a) {
     const index_t i = id(a);
     for (index_t j = 0; j < x.cols; ++j) {
-      out(a, j) = unit ? static_cast<T>(static_cast<double>(x(i, j)) * inv_norms[i]) : x(i, j);
+      out(a, j) = unit ? static_cast<W>(static_cast<double>(x(i, j)) * inv_norms[i]) : static_cast<W>(x(i, j));
     }
   }
   return out;
