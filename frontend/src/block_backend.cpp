@@ -38,21 +38,26 @@ int use_block_device(std::optional<int> local_rank) {
 #endif
 }
 
-datamask::block_result select_block(const datamask::problem<float>& p, datamask::index_t b, datamask::index_t s_b,
-                                    std::optional<double> threshold, const datamask::block_run_settings& s,
-                                    const datamask::block_hooks& h) {
-  return datamask::select_block<backend_type>(p, b, s_b, threshold, s, h);
-}
+// One overload per element type, each instantiating the library's templates for its blocks.
+#define DATAMASK_BLOCK_FUNCTIONS(T)                                                                                  \
+  datamask::block_result select_block(const datamask::problem<T>& p, datamask::index_t b, datamask::index_t s_b,    \
+                                      std::optional<double> threshold, const datamask::block_run_settings& s,       \
+                                      const datamask::block_hooks& h) {                                             \
+    return datamask::select_block<backend_type>(p, b, s_b, threshold, s, h);                                        \
+  }                                                                                                                 \
+  datamask::block_result evaluate_rows(const datamask::problem<T>& p, datamask::index_t b,                          \
+                                       std::span<const datamask::index_t> rows, std::optional<double> threshold,    \
+                                       const datamask::block_run_settings& s) {                                     \
+    return datamask::evaluate_rows<backend_type>(p, b, rows, threshold, s);                                         \
+  }
+DATAMASK_BLOCK_FUNCTIONS(float)
+DATAMASK_BLOCK_FUNCTIONS(datamask::float16)
+DATAMASK_BLOCK_FUNCTIONS(datamask::bfloat16)
+#undef DATAMASK_BLOCK_FUNCTIONS
 
 std::vector<datamask::term_value> calibrate_sample(const datamask::problem<float>& sample, datamask::index_t subset,
                                                    const datamask::block_run_settings& s) {
   return datamask::calibrate_sample<backend_type>(sample, subset, s);
-}
-
-datamask::block_result evaluate_rows(const datamask::problem<float>& p, datamask::index_t b,
-                                     std::span<const datamask::index_t> rows, std::optional<double> threshold,
-                                     const datamask::block_run_settings& s) {
-  return datamask::evaluate_rows<backend_type>(p, b, rows, threshold, s);
 }
 
 }  // namespace dmfront

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <bit>
+#include <cstring>
+#include <type_traits>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -87,15 +89,35 @@ std::vector<datamask::id_t> corpus::ids_of(std::span<const index_t> rows) const 
   return out;
 }
 
-datamask::matrix_view<const float> corpus::whole_view() const {
-  if (shards.size() != 1 || shards[0].element != datamask::element_kind::float32 || shards[0].data == nullptr ||
-      reinterpret_cast<std::uintptr_t>(shards[0].data) % alignof(float) != 0) {
+namespace {
+template <class T>
+constexpr datamask::element_kind kind_of() {
+  if constexpr (std::is_same_v<T, datamask::float16>) return datamask::element_kind::float16;
+  if constexpr (std::is_same_v<T, datamask::bfloat16>) return datamask::element_kind::bfloat16;
+  return datamask::element_kind::float32;
+}
+}  // namespace
+
+template <class T>
+datamask::matrix_view<const T> corpus::whole_view() const {
+  if (shards.size() != 1 || shards[0].element != kind_of<T>() || shards[0].data == nullptr ||
+      reinterpret_cast<std::uintptr_t>(shards[0].data) % alignof(T) != 0) {
     return {};
   }
-  return datamask::make_matrix_view(reinterpret_cast<const float*>(shards[0].data), n, d);
+  return datamask::make_matrix_view(reinterpret_cast<const T*>(shards[0].data), n, d);
 }
 
-void corpus::gather(std::span<const index_t> rows, float* out, int threads) const {
+datamask::element_kind corpus::block_element(bool keep_16_bit) const {
+  if (!keep_16_bit || shards.empty()) return datamask::element_kind::float32;
+  const datamask::element_kind first = shards[0].element;
+  for (const shard& h : shards) {
+    if (h.element != first) return datamask::element_kind::float32;  // mixed kinds meet in float32
+  }
+  return first;
+}
+
+template <class T>
+void corpus::gather(std::span<const index_t> rows, T* out, int threads) const {
   const auto cols = static_cast<std::size_t>(d);
   if (some_absent) {  // a clear error, never a read through null (the front end keeps such rows out)
     for (const index_t r : rows) {
@@ -108,19 +130,37 @@ void corpus::gather(std::span<const index_t> rows, float* out, int threads) cons
                        "rows), but its row ", r - shard_start[s], " is read");
     }
   }
-  datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, float* o) {
+  datamask::io::gather_shard_rows(rows, d, shard_start, out, threads, [&](std::size_t s, index_t local, T* o) {
     const shard& h = shards[s];
     const unsigned char* row = h.data + static_cast<std::size_t>(local) * cols * datamask::element_bytes(h.element);
-    datamask::widen(row, h.element, cols, o);
+    if constexpr (std::is_same_v<T, float>) {
+      datamask::widen(row, h.element, cols, o);
+    } else {
+      if (h.element != kind_of<T>()) throw std::logic_error(h.name + ": gathered as another 16-bit kind");
+      std::memcpy(static_cast<void*>(o), row, cols * sizeof(T));  // as stored
+    }
   });
 }
 
-datamask::block_data corpus::block(std::span<const index_t> rows, bool whole, int threads) const {
+template <class T>
+datamask::basic_block_data<T> corpus::block(std::span<const index_t> rows, bool whole, int threads) const {
   return datamask::gather_block(
-      rows, d, whole ? whole_view() : datamask::matrix_view<const float>{},
-      [&](std::span<const index_t> rs, float* out) { gather(rs, out, threads); },
+      rows, d, whole ? whole_view<T>() : datamask::matrix_view<const T>{},
+      [&](std::span<const index_t> rs, T* out) { gather(rs, out, threads); },
       std::span<const std::vector<double>>(quality), quality_weights, [&](index_t r) { return id(r); }, window.first);
 }
+
+template datamask::matrix_view<const float> corpus::whole_view<float>() const;
+template datamask::matrix_view<const datamask::float16> corpus::whole_view<datamask::float16>() const;
+template datamask::matrix_view<const datamask::bfloat16> corpus::whole_view<datamask::bfloat16>() const;
+template void corpus::gather<float>(std::span<const index_t>, float*, int) const;
+template void corpus::gather<datamask::float16>(std::span<const index_t>, datamask::float16*, int) const;
+template void corpus::gather<datamask::bfloat16>(std::span<const index_t>, datamask::bfloat16*, int) const;
+template datamask::basic_block_data<float> corpus::block<float>(std::span<const index_t>, bool, int) const;
+template datamask::basic_block_data<datamask::float16> corpus::block<datamask::float16>(std::span<const index_t>, bool,
+                                                                                       int) const;
+template datamask::basic_block_data<datamask::bfloat16> corpus::block<datamask::bfloat16>(std::span<const index_t>,
+                                                                                         bool, int) const;
 
 datamask::corpus_layout corpus::layout(index_t block_size) const {
   std::vector<index_t> rows;
@@ -248,9 +288,10 @@ std::vector<datamask::block_result> run_blocks(const corpus& k, const datamask::
     r.items = static_cast<index_t>(plan.blocks[b].size());
     if (plan.counts[b] > 0) {  // else nothing to select: no data to gather
       try {
-        const datamask::block_data data = k.block(plan.blocks[b], one_block, s.run.threads);
-        r = select_block(data.view(), block, plan.counts[b], plan.prune_threshold, s,
-                         side.hooks ? side.hooks(block) : datamask::block_hooks{});
+        r = k.with_block(plan.blocks[b], one_block, s.run.threads, !s.external, [&](const auto& p) {
+          return select_block(p, block, plan.counts[b], plan.prune_threshold, s,
+                              side.hooks ? side.hooks(block) : datamask::block_hooks{});
+        });
       } catch (const datamask::invalid_input& e) {
         if (one_block) throw;
         throw datamask::in_block(e, block);
@@ -269,8 +310,8 @@ datamask::block_result evaluate_subset(const corpus& k, std::span<const index_t>
   std::vector<index_t> all(static_cast<std::size_t>(k.n));
   for (index_t i = 0; i < k.n; ++i) all[static_cast<std::size_t>(i)] = i;
   const auto threshold = prune_threshold(k, s.run.prune, {{0, k.n}, {}});
-  const datamask::block_data data = k.block(all, true, s.run.threads);
-  return evaluate_rows(data.view(), 0, rows, threshold, s);
+  return k.with_block(all, true, s.run.threads, !s.external,
+                      [&](const auto& p) { return evaluate_rows(p, 0, rows, threshold, s); });
 }
 
 run_totals totals_of(std::span<const datamask::block_result> blocks, index_t selected, std::string_view run_optimizer,

@@ -779,7 +779,13 @@ NB_MODULE(_core, m) {
       "corpus_view_address",
       [](const std::vector<shard_array>& shards) {
         const corpus k = make_corpus(std::vector<shard_arg>(shards.begin(), shards.end()), {}, {}, std::nullopt, "ids", 1);
-        return reinterpret_cast<std::uintptr_t>(k.whole_view().data);
+        const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+        switch (k.block_element(true)) {
+          case datamask::element_kind::float16: return address(k.whole_view<datamask::float16>().data);
+          case datamask::element_kind::bfloat16: return address(k.whole_view<datamask::bfloat16>().data);
+          case datamask::element_kind::float32: break;
+        }
+        return address(k.whole_view().data);
       },
       "shards"_a.noconvert(),
       "Where the corpus view of a one-block selection reads the embeddings (0: none, each block is gathered); "

@@ -50,11 +50,20 @@ def test_a_one_block_float32_corpus_is_read_in_place():
     assert _core.corpus_view_address([x]) == x.ctypes.data
 
 
-@pytest.mark.parametrize("shards", ["float16", "two float32 shards"])
-def test_float16_and_several_shards_are_converted_block_by_block(shards):
-    # No whole-corpus view: each block is gathered (float16 converted to float32) when it runs.
+def test_a_float16_corpus_is_read_where_it_lies():
+    # One float16 shard is a one-block corpus of float16 rows: the block views the caller's
+    # buffer as stored (no float32 copy).
     x, _ = data(n=2000, d=8)
-    arrays = [x.astype(np.float16)] if shards == "float16" else [x[:1000], x[1000:]]
+    x16 = x.astype(np.float16)
+    assert _core.corpus_view_address([x16]) == x16.ctypes.data
+
+
+@pytest.mark.parametrize("shards", ["float16 and float32", "two float32 shards"])
+def test_several_shards_are_gathered_block_by_block(shards):
+    # No whole-corpus view: each block is gathered (in float32 where the shards' kinds differ)
+    # when it runs.
+    x, _ = data(n=2000, d=8)
+    arrays = [x[:1000].astype(np.float16), x[1000:]] if shards == "float16 and float32" else [x[:1000], x[1000:]]
     assert _core.corpus_view_address(arrays) == 0
 
 

@@ -14,11 +14,11 @@
 
 namespace datamask::io {
 
-/// @brief Copies the given rows of a sharded corpus (in order) as float32 into `out` (rows.size()
-/// x d), in parallel; `read_row(shard, local_row, out)` reads one row of one shard.
+/// @brief Copies the given rows of a sharded corpus (in order) into `out` (rows.size() x d values
+/// of T), in parallel; `read_row(shard, local_row, out)` reads one row of one shard.
 /// @param shard_start the first row of each shard, then n
-template <class ReadRow>
-void gather_shard_rows(std::span<const index_t> rows, index_t d, std::span<const index_t> shard_start, float* out,
+template <class T, class ReadRow>
+void gather_shard_rows(std::span<const index_t> rows, index_t d, std::span<const index_t> shard_start, T* out,
                        int threads, ReadRow&& read_row) {
   const auto count = static_cast<index_t>(rows.size());
   ::datamask::detail::parallel_for((count + 255) / 256, threads, [&](index_t c) {

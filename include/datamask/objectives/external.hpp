@@ -20,6 +20,7 @@
 
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/error.hpp"
+#include "datamask/core/half.hpp"
 #include "datamask/exec/host.hpp"
 
 namespace datamask {
@@ -50,7 +51,10 @@ struct held_greedy_state {
   void add(index_t j) { add_fn(j); }
 };
 
-/// @brief A diversity objective held as functions (see the file comment). Elements: float.
+/// @brief A diversity objective held as functions (see the file comment). Elements: float. A
+/// 16-bit block with this term in f is refused when the term is scored (`invalid_input`
+/// naming it): its functions read float rows, and a float copy of the block per call would cost
+/// more than the block saves (the front ends give such a run float32 blocks).
 ///
 /// Rules the functions must keep (as every objective's, concepts.hpp): values do not depend on
 /// the order of a subset's rows, larger is more diverse, the same subset always scores the same;
@@ -78,34 +82,45 @@ struct external_objective {
 
   /// The empty set scores 0, without a call (a greedy run's gains are differences from it).
   template <class T>
-    requires std::is_same_v<T, float>
+    requires std::is_same_v<T, float> || half_precision<T>
   double operator()(const subset_view<T>& s) const {
     double out = 0.0;
     if (s.subset.size == 0) return out;
-    const batch_view<T> one{s.embeddings, s.inv_norms, s.sq_norms,
-                            matrix_view<const index_t>{s.subset.data, 1, s.subset.size}, s.reference, s.threads};
-    score(one, std::span<double>(&out, 1));
+    if constexpr (half_precision<T>) {
+      refuse_16_bit();
+    } else {
+      const batch_view<T> one{s.embeddings, s.inv_norms, s.sq_norms,
+                              matrix_view<const index_t>{s.subset.data, 1, s.subset.size}, s.reference, s.threads};
+      score(one, std::span<double>(&out, 1));
+    }
     return out;
   }
 
   template <class T>
-    requires std::is_same_v<T, float>
+    requires std::is_same_v<T, float> || half_precision<T>
   void evaluate_batch(const batch_view<T>& b, std::span<double> out) const {
     if (b.subsets.cols == 0) {
       std::fill(out.begin(), out.end(), 0.0);
       return;
     }
-    score(b, out);
+    if constexpr (half_precision<T>) {
+      refuse_16_bit();
+    } else {
+      score(b, out);
+    }
   }
 
   /// @brief The relaxation through an executor: called with the arrays as they are in host
   /// memory; copied across for a device's executor.
   template <class Exec, class T>
-    requires std::is_same_v<T, float>
+    requires std::is_same_v<T, float> || half_precision<T>
   double relax(Exec& exec, const relax_view<T>& v, double* grad) const {
     DATAMASK_EXPECTS(has_relaxation(), label, "has no relaxation, so the continuous learner cannot run it");
     const auto n = static_cast<std::size_t>(v.embeddings.rows);
-    if constexpr (std::is_same_v<std::remove_cvref_t<Exec>, host_executor>) {
+    if constexpr (half_precision<T>) {
+      refuse_16_bit();
+      return 0.0;
+    } else if constexpr (std::is_same_v<std::remove_cvref_t<Exec>, host_executor>) {
       return relaxation(v, std::span<double>(grad, n));
     } else {
       std::vector<float> rows(n * static_cast<std::size_t>(v.embeddings.cols));
@@ -123,6 +138,12 @@ struct external_objective {
       exec.for_each(v.embeddings.rows, detail::external_impl::copy_values{up, grad});
       return value;
     }
+  }
+
+ private:
+  [[noreturn]] void refuse_16_bit() const {
+    throw invalid_input(label, "reads float32 rows, and this block holds float16 or bfloat16 ones; give a run with "
+                               "an objective given at run time float32 embeddings");
   }
 };
 

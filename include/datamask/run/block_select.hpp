@@ -534,7 +534,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 /// The block's mix: `make_mix`, with facility location's weight moved to its kNN form and the
 /// graph set (given, or built here for this block) when the settings ask for a graph.
-inline standard_mix block_mix(const problem<float>& p, const block_run_settings& s, const block_hooks& h) {
+template <class T>
+standard_mix block_mix(const problem<T>& p, const block_run_settings& s, const block_hooks& h) {
   standard_mix m = make_mix(s.weights, s.learn, s.knn(), s.external.get());
   if (!s.knn()) return m;
   auto& sparse = std::get<sparse_facility_location>(m.objectives);
@@ -567,7 +568,8 @@ inline standard_mix block_mix(const problem<float>& p, const block_run_settings&
 
 /// The certificate of a block's selection `rows` (`certify` on the f `evaluate_block` evaluated
 /// it with); random subsets, where f's terms need them, drawn from the run's seed and the block.
-inline block_certificate certify_rows(const objective_function<float, standard_mix>& f, const options& o,
+template <class T>
+block_certificate certify_rows(const objective_function<T, standard_mix>& f, const options& o,
                                       std::span<const index_t> rows, const block_run_settings& s,
                                       double objective) {
   certify_settings cs = s.learn.certify_object();
@@ -615,8 +617,8 @@ inline std::vector<index_t> take(selection_result&& res, block_result& r, std::v
 }
 
 /// The policy-gradient learner on `Backend`, resumed from the hook's state when it has one.
-template <backend Backend>
-std::vector<index_t> learn(const problem<float>& p, const detail::prepared& prep, options& o,
+template <backend Backend, class T>
+std::vector<index_t> learn(const problem<T>& p, const detail::prepared& prep, options& o,
                            const block_run_settings& s, const standard_mix& m, const block_hooks& h, stop_latch& stop,
                            block_result& r, std::vector<term_value>& terms) {
   if (h.resume) {
@@ -646,8 +648,8 @@ std::vector<index_t> learn(const problem<float>& p, const detail::prepared& prep
 /// The continuous learner on `Backend`, resumed from the hook's state when it has one. Its mix holds only the
 /// relaxable objectives (dense facility location is refused by `resolve_optimizer`); its terms
 /// are those of the standard mix, whose dense facility term then weighs 0.
-template <backend Backend>
-std::vector<index_t> ascend(const problem<float>& p, const detail::prepared& prep, const options& o,
+template <backend Backend, class T>
+std::vector<index_t> ascend(const problem<T>& p, const detail::prepared& prep, const options& o,
                             const block_run_settings& s, const standard_mix& sm, const block_hooks& h,
                             stop_latch& stop, block_result& r, std::vector<term_value>& terms) {
   continuous_options co;
@@ -684,8 +686,8 @@ std::vector<index_t> ascend(const problem<float>& p, const detail::prepared& pre
 
 /// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend;
 /// its scales are calibrated on `Backend`, as a learner's would be).
-template <backend Backend>
-std::vector<index_t> greedy(const problem<float>& p, const detail::prepared& prep, const options& o,
+template <backend Backend, class T>
+std::vector<index_t> greedy(const problem<T>& p, const detail::prepared& prep, const options& o,
                             block_optimizer which, const standard_mix& m, const block_hooks& h, stop_latch& stop,
                             block_result& r, std::vector<term_value>& terms) {
   greedy_options g;
@@ -705,8 +707,8 @@ std::vector<index_t> greedy(const problem<float>& p, const detail::prepared& pre
 /// learner's read-out order when there is nothing to learn (quality descending, ties to the
 /// smaller id), f's terms with the scales the run fixes (1 where it calibrates: every subset is
 /// the block, so no term varies, and each is marked constant).
-template <backend Backend>
-std::vector<index_t> every_row(const problem<float>& p, const detail::prepared& prep, const options& o,
+template <backend Backend, class T>
+std::vector<index_t> every_row(const problem<T>& p, const detail::prepared& prep, const options& o,
                                const standard_mix& m, block_result& r, std::vector<term_value>& terms) {
   if (o.prune_threshold) {  // as every optimizer refuses it: S_b is the block, the prune keeps less
     const auto kept = static_cast<index_t>(kept_rows(p, *o.prune_threshold).size());
@@ -728,7 +730,9 @@ std::vector<index_t> every_row(const problem<float>& p, const detail::prepared& 
 }  // namespace detail::blocks
 
 /// @brief Selects S_b items of block `b` and evaluates the selection.
-/// @param p the block (`block_data::view()`); its ids are the ids reported
+/// @param p the block (`block_data::view()`): float32 rows, or float16/bfloat16 ones read as
+///        stored (without an objective given at run time: `external_objective`); its ids are the
+///        ids reported
 /// @param b the block number (part of the random key)
 /// @param s_b the items to select (`split_selection`); 0 returns an empty result, and the whole
 ///        block runs no optimizer (`optimizer` empty: nothing to choose)
@@ -741,8 +745,8 @@ std::vector<index_t> every_row(const problem<float>& p, const detail::prepared& 
 /// @return the block's result: ids in selection order, terms (raw, scale, weight), objective,
 ///         history, counters and seconds
 /// @throws invalid_input for bad input or settings; run_stopped when `h.stop` stopped it
-template <backend Backend = eigen_backend>
-[[nodiscard]] block_result select_block(const problem<float>& p, index_t b, index_t s_b,
+template <backend Backend = eigen_backend, class T>
+[[nodiscard]] block_result select_block(const problem<T>& p, index_t b, index_t s_b,
                                         std::optional<double> threshold, const block_run_settings& s,
                                         const block_hooks& h = {}) {
   block_result r;
@@ -788,8 +792,8 @@ template <backend Backend = eigen_backend>
 /// @tparam Backend the backend that calibrates the scales: that of the `select_block` run whose
 ///         terms are to be reproduced (the calibration subsets are scored on it)
 /// @throws invalid_input ("rows") for a row outside the block or given twice
-template <backend Backend = eigen_backend>
-[[nodiscard]] block_result evaluate_rows(const problem<float>& p, index_t b, std::span<const index_t> rows,
+template <backend Backend = eigen_backend, class T>
+[[nodiscard]] block_result evaluate_rows(const problem<T>& p, index_t b, std::span<const index_t> rows,
                                          std::optional<double> threshold, const block_run_settings& s) {
   std::vector<char> seen(static_cast<std::size_t>(p.embeddings.rows), 0);
   for (index_t r : rows) {

@@ -32,18 +32,20 @@
 
 namespace datamask {
 
-/// @brief One block's inputs gathered into memory it owns: its rows of the embeddings (or a view
-/// of the whole mapped corpus), its quality scores and its ids. `problem()` views them.
-struct block_data {
-  std::vector<float> buffer;                  ///< the block's rows, when they had to be copied
-  matrix_view<const float> embeddings;        ///< buffer, or a zero-copy view of the corpus
+/// @brief One block's inputs gathered into memory it owns: its rows of the embeddings in T
+/// (float32, or float16/bfloat16 as stored), or a view of the whole mapped corpus, its quality
+/// scores and its ids. `view()` views them.
+template <class T>
+struct basic_block_data {
+  std::vector<T> buffer;                      ///< the block's rows, when they had to be copied
+  matrix_view<const T> embeddings;            ///< buffer, or a zero-copy view of the corpus
   std::vector<std::vector<double>> quality;   ///< the block's scores, one vector per column
   std::vector<double> quality_weights;        ///< one weight per column
   std::vector<id_t> ids;                      ///< the block's ids, in row order
 
   /// @brief The block as the learner's input (views into this object: keep it alive).
-  [[nodiscard]] problem<float> view() const {
-    problem<float> p;
+  [[nodiscard]] problem<T> view() const {
+    problem<T> p;
     p.embeddings = embeddings;
     for (std::size_t a = 0; a < quality.size(); ++a) {
       p.quality.push_back(quality_column{std::span<const double>(quality[a]), quality_weights[a]});
@@ -53,27 +55,30 @@ struct block_data {
   }
 };
 
+/// @brief A block of float32 rows.
+using block_data = basic_block_data<float>;
+
 /// @brief Gathers one block of a corpus.
 /// @param rows the block's rows of the corpus, in order
 /// @param d the embedding dimension
-/// @param whole a view of the whole corpus as float32 when one exists and the block is the
-///        whole corpus (no copy then); empty otherwise
-/// @param gather callable `void(std::span<const index_t> rows, float* out)`: copies the rows
+/// @param whole a view of the whole corpus in T when one exists and the block is the whole
+///        corpus (no copy then); empty otherwise
+/// @param gather callable `void(std::span<const index_t> rows, T* out)`: copies the rows
 /// @param columns the corpus's quality columns, holding the rows from `first_row` on;
 /// @param weights their weights
 /// @param id_of callable `id_t(index_t row)`
-template <class Gather, class IdOf>
-[[nodiscard]] block_data gather_block(std::span<const index_t> rows, index_t d, matrix_view<const float> whole,
-                                      Gather&& gather, std::span<const std::vector<double>> columns,
-                                      std::span<const double> weights, IdOf&& id_of, index_t first_row = 0) {
-  block_data b;
+template <class T, class Gather, class IdOf>
+[[nodiscard]] basic_block_data<T> gather_block(std::span<const index_t> rows, index_t d, matrix_view<const T> whole,
+                                               Gather&& gather, std::span<const std::vector<double>> columns,
+                                               std::span<const double> weights, IdOf&& id_of, index_t first_row = 0) {
+  basic_block_data<T> b;
   const auto n = static_cast<index_t>(rows.size());
   if (!whole.empty() && whole.rows == n) {
     b.embeddings = whole;
   } else {
     b.buffer.resize(rows.size() * static_cast<std::size_t>(d));
     gather(rows, b.buffer.data());
-    b.embeddings = make_matrix_view(static_cast<const float*>(b.buffer.data()), n, d);
+    b.embeddings = make_matrix_view(static_cast<const T*>(b.buffer.data()), n, d);
   }
   b.quality.resize(columns.size());
   for (std::size_t a = 0; a < columns.size(); ++a) {
@@ -255,11 +260,10 @@ struct block_result {
 }
 
 /// @brief f of block `p` under `o`, on `prepared` when the caller prepared the block.
-template <class Mix>
-[[nodiscard]] objective_function<float, Mix> block_objective(const problem<float>& p, const Mix& mix,
-                                                             const options& o,
-                                                             const detail::prepared* prepared = nullptr) {
-  return objective_function<float, Mix>(p.embeddings, detail::prepared_of(p, prepared, o.normalized, o.threads),
+template <class T, class Mix>
+[[nodiscard]] objective_function<T, Mix> block_objective(const problem<T>& p, const Mix& mix, const options& o,
+                                                         const detail::prepared* prepared = nullptr) {
+  return objective_function<T, Mix>(p.embeddings, detail::prepared_of(p, prepared, o.normalized, o.threads),
                                         mix, o.lambda, o.quality, o.threads);
 }
 
@@ -274,12 +278,12 @@ template <class Mix>
 /// @param prepared the block's per-row quantities when the caller has them (else null)
 /// @return the rows picked, in order
 /// @throws invalid_input ("prune") when the prune keeps fewer rows than S_b
-template <backend Backend = default_backend, class Mix>
-[[nodiscard]] std::vector<index_t> greedy_select_block(const problem<float>& p, const Mix& mix, const options& o,
+template <backend Backend = default_backend, class T, class Mix>
+[[nodiscard]] std::vector<index_t> greedy_select_block(const problem<T>& p, const Mix& mix, const options& o,
                                                 greedy_options g, std::vector<term_value>& terms, index_t& kept,
                                                 const detail::prepared* prepared = nullptr) {
   terms = learner<Backend>(o).calibrate(p, mix, prepared);
-  objective_function<float, Mix> f = block_objective(p, mix, o, prepared);
+  objective_function<T, Mix> f = block_objective(p, mix, o, prepared);
   f.set_scales(scales_of(terms));
   g.seed = greedy_seed(o);
   g.threads = o.threads;
@@ -298,12 +302,12 @@ template <backend Backend = default_backend, class Mix>
 /// and returns that f (scaled), for what else needs it on the same block (a certificate).
 /// @param calibrated the terms of f as the optimizer scaled them, in order
 /// @param prepared the block's per-row quantities when the caller has them (else null)
-template <class Mix>
-objective_function<float, Mix> evaluate_block(const problem<float>& p, const Mix& mix, const options& o,
+template <class T, class Mix>
+objective_function<T, Mix> evaluate_block(const problem<T>& p, const Mix& mix, const options& o,
                                               std::span<const term_value> calibrated,
                                               std::span<const index_t> rows, block_result& r,
                                               const detail::prepared* prepared = nullptr) {
-  objective_function<float, Mix> f = block_objective(p, mix, o, prepared);
+  objective_function<T, Mix> f = block_objective(p, mix, o, prepared);
   f.set_scales(scales_of(calibrated));
   const std::vector<double> raw = f.raw(rows);
   r.terms = f.terms();

@@ -24,8 +24,17 @@ namespace dmfront {
 /// @throws datamask::error when built for CUDA and no device is found
 [[nodiscard]] int use_block_device(std::optional<int> local_rank);
 
-/// `datamask::select_block` on this build's backend.
+/// `datamask::select_block` on this build's backend, on a block of float32, float16 or bfloat16
+/// rows (`corpus::with_block`).
 [[nodiscard]] datamask::block_result select_block(const datamask::problem<float>& p, datamask::index_t b,
+                                                  datamask::index_t s_b, std::optional<double> threshold,
+                                                  const datamask::block_run_settings& s,
+                                                  const datamask::block_hooks& h = {});
+[[nodiscard]] datamask::block_result select_block(const datamask::problem<datamask::float16>& p, datamask::index_t b,
+                                                  datamask::index_t s_b, std::optional<double> threshold,
+                                                  const datamask::block_run_settings& s,
+                                                  const datamask::block_hooks& h = {});
+[[nodiscard]] datamask::block_result select_block(const datamask::problem<datamask::bfloat16>& p, datamask::index_t b,
                                                   datamask::index_t s_b, std::optional<double> threshold,
                                                   const datamask::block_run_settings& s,
                                                   const datamask::block_hooks& h = {});
@@ -36,6 +45,14 @@ namespace dmfront {
                                                                  const datamask::block_run_settings& s);
 /// `datamask::evaluate_rows` on this build's backend (its calibration: that of `select_block`).
 [[nodiscard]] datamask::block_result evaluate_rows(const datamask::problem<float>& p, datamask::index_t b,
+                                                   std::span<const datamask::index_t> rows,
+                                                   std::optional<double> threshold,
+                                                   const datamask::block_run_settings& s);
+[[nodiscard]] datamask::block_result evaluate_rows(const datamask::problem<datamask::float16>& p, datamask::index_t b,
+                                                   std::span<const datamask::index_t> rows,
+                                                   std::optional<double> threshold,
+                                                   const datamask::block_run_settings& s);
+[[nodiscard]] datamask::block_result evaluate_rows(const datamask::problem<datamask::bfloat16>& p, datamask::index_t b,
                                                    std::span<const datamask::index_t> rows,
                                                    std::optional<double> threshold,
                                                    const datamask::block_run_settings& s);

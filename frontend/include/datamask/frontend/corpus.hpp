@@ -80,12 +80,33 @@ struct corpus {
   [[nodiscard]] std::vector<std::span<const double>> quality_rows(std::pair<index_t, index_t> rows) const;
   /// The ids of `rows`, in order.
   [[nodiscard]] std::vector<datamask::id_t> ids_of(std::span<const index_t> rows) const;
-  /// The whole corpus as one float32 matrix without a copy, when it is one aligned float32 shard.
-  [[nodiscard]] datamask::matrix_view<const float> whole_view() const;
-  /// Copies `rows` (in order) as float32 into `out` (rows.size() x d).
-  void gather(std::span<const index_t> rows, float* out, int threads) const;
-  /// The data of a block of `rows` (`whole`: the corpus is one block, viewed without a copy when it can be).
-  [[nodiscard]] datamask::block_data block(std::span<const index_t> rows, bool whole, int threads) const;
+  /// The whole corpus as one matrix of T without a copy, when it is one aligned shard of T's kind.
+  template <class T>
+  [[nodiscard]] datamask::matrix_view<const T> whole_view() const;
+  [[nodiscard]] datamask::matrix_view<const float> whole_view() const { return whole_view<float>(); }
+  /// Copies `rows` (in order) into `out` (rows.size() x d): as float32, each value widened
+  /// exactly; as float16 or bfloat16 (every shard of that kind: `block_element`), as stored.
+  template <class T>
+  void gather(std::span<const index_t> rows, T* out, int threads) const;
+  /// The element a block is gathered in: the shards' own kind when every shard holds the same
+  /// 16-bit kind and `keep_16_bit` (a run without an objective given at run time, whose functions
+  /// read float32 rows), else float32.
+  [[nodiscard]] datamask::element_kind block_element(bool keep_16_bit) const;
+  /// The data of a block of `rows` in T (`whole`: the corpus is one block, viewed without a copy
+  /// when it can be).
+  template <class T = float>
+  [[nodiscard]] datamask::basic_block_data<T> block(std::span<const index_t> rows, bool whole, int threads) const;
+  /// f(block.view()) for the block of `rows` gathered in `block_element(keep_16_bit)`: a 16-bit
+  /// corpus's blocks hold half the bytes of float32 ones and select the same rows.
+  template <class F>
+  decltype(auto) with_block(std::span<const index_t> rows, bool whole, int threads, bool keep_16_bit, F&& f) const {
+    switch (block_element(keep_16_bit)) {
+      case datamask::element_kind::float16: return f(block<datamask::float16>(rows, whole, threads).view());
+      case datamask::element_kind::bfloat16: return f(block<datamask::bfloat16>(rows, whole, threads).view());
+      case datamask::element_kind::float32: break;
+    }
+    return f(block<float>(rows, whole, threads).view());
+  }
   /// The shards in blocks of at most `block_size` rows (`datamask::layout_corpus`).
   [[nodiscard]] datamask::corpus_layout layout(index_t block_size) const;
   /// The plan of the groups `held` (their rows in the window) of a run over this corpus
