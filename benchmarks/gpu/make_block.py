@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GPU timings' block: n x 768 float32 rows around 64 centres, and a quality score per row.
 
-    python3 benchmarks/gpu/make_block.py FOLDER N    (writes FOLDER/e.npy and FOLDER/q.npy)
+    python3 benchmarks/gpu/make_block.py FOLDER N    (writes FOLDER/e.npy, FOLDER/e16.npy and FOLDER/q.npy)
+
+e16.npy holds the same rows rounded to float16 (the program keeps such a file's blocks as stored).
 
 Used by scripts/gpu-check and scripts/gpu-prebuild's run script, so that every timing in
 benchmarks/GPU.md since 2026-11-26 is of the same block (seed 0).
@@ -18,6 +20,7 @@ def main() -> None:
     x = centres[rng.integers(0, 64, n)]
     x += 0.5 * rng.standard_normal((n, 768), dtype=np.float32)  # in place: 3 GB, not 9, at 10^6 rows
     np.save(f"{folder}/e.npy", x)
+    np.save(f"{folder}/e16.npy", x.astype(np.float16))
     np.save(f"{folder}/q.npy", rng.standard_normal(n).astype(np.float32))
 
 

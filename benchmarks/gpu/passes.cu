@@ -2,7 +2,8 @@
 //
 // The continuous learner's passes on the GPU, one at a time, timed with CUDA events beside the
 // device's measured copy bandwidth: the profile of an iteration of pairwise + quality on the
-// Thrust backend under CUDA, the shapes of the column_sums kernel side by side, the tracked
+// Thrust backend under CUDA, the same over the block rounded to float16, the shapes of the
+// column_sums kernel side by side, the tracked
 // read-out's parts on the host and on the device, and DiSF's two O(n d^2) passes
 // (benchmarks/GPU.md). Plain CUDA (no Google Benchmark), so that
 // scripts/gpu-check builds and runs it on a machine with the toolkit only. Exit 77 without a GPU.
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <thrust/device_vector.h>
 
@@ -49,16 +51,24 @@ struct hashed_value {
 };
 
 /// inv[i] = 1 / ||x_i||, sq[i] = ||x_i||^2.
+template <class T>
 struct row_norms {
-  datamask::matrix_view<const float> x;
+  datamask::matrix_view<const T> x;
   double* inv;
   double* sq;
   __host__ __device__ void operator()(index_t i) const {
     double acc = 0.0;
-    for (index_t j = 0; j < x.cols; ++j) acc += static_cast<double>(x(i, j)) * x(i, j);
+    for (index_t j = 0; j < x.cols; ++j) acc += static_cast<double>(x(i, j)) * static_cast<double>(x(i, j));
     sq[i] = acc;
     inv[i] = acc > 0.0 ? 1.0 / sqrt(acc) : 0.0;
   }
+};
+
+/// out[i] = x[i] rounded to float16 (nearest even).
+struct to_float16 {
+  const float* x;
+  datamask::float16* out;
+  __device__ void operator()(index_t i) const { out[i] = datamask::float16{__half_as_ushort(__float2half_rn(x[i]))}; }
 };
 
 /// w[i] = value on every `every`-th row, 0 elsewhere.
@@ -168,11 +178,13 @@ void time_products(exec_t& exec, const datamask::matrix_view<const float>& x, co
 
 /// The parts of one continuous iteration on the pairwise relaxation (S = n / 10): the projection,
 /// the relaxation, the iterate's download, and whole iterations of the default ascent; returns a
-/// checksum of the values computed.
-double time_ascent(exec_t& exec, const datamask::matrix_view<const float>& x, const double* inv, const double* sq,
-                   int repeats, report_line& line) {
+/// checksum of the values computed. `tag` names the block's element in the lines.
+template <class T>
+double time_ascent(exec_t& exec, const datamask::matrix_view<const T>& x, const double* inv, const double* sq,
+                   int repeats, report_line& line, const std::string& tag = "") {
   const index_t n = x.rows;
-  const double block_bytes = static_cast<double>(n * x.cols) * 4.0;
+  const double block_bytes = static_cast<double>(n * x.cols) * static_cast<double>(sizeof(T));
+  const auto name = [&](const char* what) { return tag.empty() ? std::string(what) : tag + ": " + what; };
   std::vector<index_t> all(static_cast<std::size_t>(n));
   std::iota(all.begin(), all.end(), index_t{0});
   const index_t sel = n / 10;
@@ -180,26 +192,26 @@ double time_ascent(exec_t& exec, const datamask::matrix_view<const float>& x, co
   double* y = exec.scratch<double>(n);
   double* p = exec.scratch<double>(n);
   double* out = exec.scratch<double>(n);
-  line("capped-simplex projection (S = n / 10)", median_ms(repeats, [&] {
+  line(name("capped-simplex projection (S = n / 10)").c_str(), median_ms(repeats, [&] {
          exec.for_each(n, every_kth{y, 3, 0.7});
          (void)datamask::project_capped_simplex(exec, c, y, static_cast<double>(sel), p, false);
        }), 8.0 * static_cast<double>(n));
 
   double sum = 0.0;
   const datamask::pairwise_similarity pw;
-  datamask::relax_view<float> view{x, inv, sq, std::span<const double>(p, static_cast<std::size_t>(n)),
-                                   static_cast<double>(sel), 0};
-  line("pairwise relax (value and gradient)", median_ms(repeats, [&] { sum = pw.relax(exec, view, out); }),
+  datamask::relax_view<T> view{x, inv, sq, std::span<const double>(p, static_cast<std::size_t>(n)),
+                               static_cast<double>(sel), 0};
+  line(name("pairwise relax (value and gradient)").c_str(), median_ms(repeats, [&] { sum = pw.relax(exec, view, out); }),
        block_bytes);
   std::vector<double> host(static_cast<std::size_t>(n));
-  line("download p (n doubles, pageable host memory)",
+  line(name("download p (n doubles, pageable host memory)").c_str(),
        median_ms(repeats, [&] { exec.download(static_cast<const double*>(p), std::span<double>(host)); }),
        8.0 * static_cast<double>(n));
 
   // Whole iterations: the default ascent (normalised steps, projection) on the pairwise relaxation.
   const index_t iterations = 10;
   auto relaxed = [&](auto& scope, const double* pp, double* grad) {
-    datamask::relax_view<float> v = view;
+    datamask::relax_view<T> v = view;
     v.p = std::span<const double>(pp, static_cast<std::size_t>(n));
     return pw.relax(scope, v, grad);
   };
@@ -209,8 +221,30 @@ double time_ascent(exec_t& exec, const datamask::matrix_view<const float>& x, co
                     datamask::first_iterate(n, std::span<const index_t>(all), sel, a.shape()));
     sum += st.relaxed.back();
   });
-  line("ascent iteration (10 from the start, mean)", ms / static_cast<double>(iterations), block_bytes);
+  line(name("ascent iteration (10 from the start, mean)").c_str(), ms / static_cast<double>(iterations), block_bytes);
   return sum;
+}
+
+/// The block rounded to float16 (half its bytes): the two dense passes and the ascent's parts
+/// over it, each line's rate in the bytes it reads (the copy line's share, as above).
+double time_float16(exec_t& exec, const datamask::matrix_view<const float>& x, int repeats, report_line& line) {
+  const index_t n = x.rows;
+  const index_t d = x.cols;
+  thrust::device_vector<datamask::float16> hs(static_cast<std::size_t>(n * d));
+  exec.for_each(n * d, to_float16{x.data, thrust::raw_pointer_cast(hs.data())});
+  const datamask::matrix_view<const datamask::float16> h(thrust::raw_pointer_cast(hs.data()), n, d);
+  double* inv = exec.scratch<double>(n);
+  double* sq = exec.scratch<double>(n);
+  exec.for_each(n, row_norms<datamask::float16>{h, inv, sq});
+  const double bytes = static_cast<double>(n * d) * 2.0;
+  double* w = exec.scratch<double>(n);
+  double* s = exec.scratch<double>(d);
+  double* out = exec.scratch<double>(n);
+  exec.for_each(n, datamask::ops::fill{w, 1.0 / static_cast<double>(n)});
+  exec.for_each(d, datamask::ops::fill{s, 1.0});
+  line("float16: column_sums X^T w, every w_i != 0", median_ms(repeats, [&] { exec.column_sums(h, w, s); }), bytes);
+  line("float16: row_dots X s", median_ms(repeats, [&] { exec.row_dots(h, s, out); }), bytes);
+  return time_ascent(exec, h, inv, sq, repeats, line, "float16");
 }
 
 /// The continuous learner's tracked read-out of one iterate (S = n / 10, 3 rows in 10 with p > 0),
@@ -314,10 +348,11 @@ int main(int argc, char** argv) {
   exec_t exec;
   double* inv = exec.scratch<double>(n);
   double* sq = exec.scratch<double>(n);
-  exec.for_each(n, row_norms{x, inv, sq});
+  exec.for_each(n, row_norms<float>{x, inv, sq});
   report_line line;
   time_products(exec, x, inv, repeats, line);
   std::printf("(checksum %.6g)\n", time_ascent(exec, x, inv, sq, repeats, line));
+  std::printf("(checksum %.6g)\n", time_float16(exec, x, repeats, line));
   time_read_out(x, line);
   if (argc <= 4 || std::string(argv[4]) != "no-disf") time_disf(exec, x, line);
   return 0;
