@@ -46,8 +46,8 @@ block: datamask::auto_block_optimizer) against the continuous learner's measured
 naive greedy's, per (set, objective, S).
 
 --dtype float16|bfloat16 gives the program a 16-bit copy of each set's embeddings (x.npy rounded to
-nearest even; bfloat16 as ml_dtypes' 2-byte void dtype) and computes f, the zero and the check from
-the rounded values.
+nearest even; bfloat16 as ml_dtypes' 2-byte void dtype) and the kNN graph of the rounded rows, and
+computes f, the zero and the check from the rounded values.
 
 --certify runs every optimizer with --certify and adds a table of the certified shares: how close
 to the optimum each optimizer's selection is proven to be (the report's certificate).
@@ -295,6 +295,23 @@ def embeddings_file(folder, dtype):
     return path
 
 
+def graph_prefix(folder, dtype):
+    """The set's kNN graph files (PREFIX.ids.npy, PREFIX.sims.npy) for `dtype`: knn32, the graph of
+    x.npy, or knn32.<dtype>, the graph of the rounded rows (written once), so that a 16-bit run's
+    facility location is on its own values' graph."""
+    import numpy as np
+
+    prefix = os.path.join(folder, f"knn{NEIGHBORS}")
+    if dtype == "float32":
+        return prefix
+    prefix += f".{dtype}"
+    if not os.path.exists(prefix + ".sims.npy"):
+        ids, sims = knn_graph(load_embeddings(embeddings_file(folder, dtype)), NEIGHBORS)
+        np.save(prefix + ".ids.npy", ids)
+        np.save(prefix + ".sims.npy", sims)
+    return prefix
+
+
 def load_embeddings(path):
     """An embeddings file as float64, bfloat16 ('|V2') widened exactly."""
     import numpy as np
@@ -316,8 +333,9 @@ class Evaluator:
         self.u = np.divide(self.x, norms[:, None], out=np.zeros_like(self.x), where=norms[:, None] > 0)
         self.c = (norms > 0).astype(np.float64)  # ||u_i||^2
         self.q = {k: np.load(os.path.join(folder, f"q_{k}.npy")).astype(np.float64) for k in QUALITIES}
-        self.gids = np.load(os.path.join(folder, f"knn{NEIGHBORS}.ids.npy"))
-        self.gsims = np.load(os.path.join(folder, f"knn{NEIGHBORS}.sims.npy")).astype(np.float64)
+        graph = graph_prefix(folder, dtype)
+        self.gids = np.load(graph + ".ids.npy")
+        self.gsims = np.load(graph + ".sims.npy").astype(np.float64)
         self.dense = None
 
     def term(self, name, sel, quality):
@@ -362,7 +380,7 @@ def program_args(obj, folder, ratio, lam, quality, dtype="float32"):
     if lam > 0:
         a += ["--quality", os.path.join(folder, f"q_{quality}.npy")]
     if obj == "knn":
-        a += ["--objective", "facility", "--graph", os.path.join(folder, f"knn{NEIGHBORS}")]
+        a += ["--objective", "facility", "--graph", graph_prefix(folder, dtype)]
     else:
         a += ["--objective", obj]
     return a

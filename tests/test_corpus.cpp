@@ -59,15 +59,27 @@ struct twin_corpus {
   }
 };
 
-/// The ids and f of a run of `s` over `k` in blocks of `block_size` rows.
-std::pair<std::vector<dm::id_t>, double> run(const dmfront::corpus& k, dm::block_run_settings s, index_t block_size) {
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
+
+/// The totals of a run of `s` over `k` in blocks of `block_size` rows.
+dmfront::run_totals run(const dmfront::corpus& k, dm::block_run_settings s, index_t block_size) {
   const dm::corpus_plan plan = k.plan(s.run, block_size);
   (void)dmfront::calibrate_corpus(k, plan, s, dmfront::planning{{0, k.n}, {}});
   std::vector<index_t> all(plan.blocks.size());
   std::iota(all.begin(), all.end(), index_t{0});
   const auto blocks = dmfront::run_blocks(k, plan, s, all, {});
-  const auto totals = dmfront::totals_of(blocks, plan.total, "auto", true);
-  return {totals.ids, totals.objective};
+  return dmfront::totals_of(blocks, plan.total, "auto", true);
+}
+
+/// Two runs' ids, f and certificates agree, bit for bit.
+void check_same_run(const dmfront::run_totals& a, const dmfront::run_totals& b) {
+  CHECK(a.ids == b.ids);
+  CHECK(same_bits(a.objective, b.objective));
+  REQUIRE(a.certificate.has_value() == b.certificate.has_value());
+  if (a.certificate) {
+    CHECK(a.certificate->method == b.certificate->method);
+    CHECK(same_bits(a.certificate->bound, b.certificate->bound));
+  }
 }
 
 template <class T>
@@ -98,10 +110,12 @@ void check_twin_runs(dm::element_kind kind) {
       s.optimizer = optimizer;
       s.weights = objective == 0 ? dm::objective_weights{1.0, 0.0, 0.5, 0.0} : dm::objective_weights{0.0, 1.0, 0.0, 0.0};
       s.neighbors = objective == 2 ? 10 : 0;
-      const auto [ids16, f16] = run(low, s, 500);
-      const auto [ids32, f32] = run(wide, s, 500);
-      CHECK(ids16 == ids32);
-      CHECK(std::bit_cast<std::uint64_t>(f16) == std::bit_cast<std::uint64_t>(f32));
+      s.certify = optimizer == dm::block_optimizer::lazy;  // the certificate of each block's f
+      check_same_run(run(low, s, 500), run(wide, s, 500));
+      // f of any subset, the corpus as one block (`evaluate_subset`).
+      const std::vector<index_t> some{5, 17, 400, 800, 1100, 1199};
+      CHECK(same_bits(dmfront::evaluate_subset(low, some, s, "ids").objective,
+                      dmfront::evaluate_subset(wide, some, s, "ids").objective));
     }
   }
 }
@@ -120,6 +134,12 @@ TEST_CASE("corpus: mixed shard kinds and objectives given at run time get float3
   mixed.add_shard(t.wide.data() + 300 * t.d, dm::element_kind::float32, 300, t.d, "float");
   mixed.close_shards();
   CHECK(mixed.block_element(true) == dm::element_kind::float32);
+  // Another worker's shard (no data, never read) does not count: the held float16 shard decides.
+  dmfront::corpus held;
+  held.add_shard(t.low.data(), dm::element_kind::float16, 300, t.d, "mine");
+  held.add_shard(nullptr, dm::element_kind::float32, 300, t.d, "theirs");
+  held.close_shards();
+  CHECK(held.block_element(true) == dm::element_kind::float16);
   // A user's term reads float32 rows: the corpus's float16 rows reach it widened, and the run
   // is the float32 corpus's.
   const dmfront::corpus low = t.make(t.low, dm::element_kind::float16, 1);
@@ -139,5 +159,7 @@ TEST_CASE("corpus: mixed shard kinds and objectives given at run time get float3
     }
   };
   s.external = user;
-  CHECK(run(low, s, 1000) == run(wide, s, 1000));
+  check_same_run(run(low, s, 1000), run(wide, s, 1000));
+  s.weights = dm::objective_weights{1.0, 0.0, 0.0, 0.0};  // registered, but not in f: 16-bit blocks
+  check_same_run(run(low, s, 1000), run(wide, s, 1000));
 }

@@ -325,11 +325,11 @@ TEST_CASE("the learners and the greedies select on a 16-bit block what they sele
   check_learners_match_float<float16>(datamask::disf{});
 }
 
-TEST_CASE("facility location and its kNN graphs on a 16-bit block: the float32 twin's values, rows and graphs",
-          "[half][facility]") {
+TEMPLATE_TEST_CASE("facility location and its kNN graphs on a 16-bit block: the float32 twin's values, rows and graphs",
+                   "[half][facility]", float16, bfloat16) {
   // Facility location computes a 16-bit block in float (its unit rows, or the rows widened), and
   // the kNN builders' products too, so every value is the float32 block's.
-  const twin_problem<float16> t(400, 16, 21);
+  const twin_problem<TestType> t(400, 16, 21);
   const auto low = t.problem(t.x.low);
   const auto wide = t.problem(t.x.wide);
   for (auto kernel : {datamask::similarity_kernel::cosine, datamask::similarity_kernel::cosine2,
@@ -359,6 +359,8 @@ TEST_CASE("facility location and its kNN graphs on a 16-bit block: the float32 t
       CHECK(datamask::knn_recall(low, gl, ks, 50) == datamask::knn_recall(wide, gw, ks, 50));
       continue;
     }
+    // The term reads the graph, not the rows: this checks the learner's own passes (quality, the
+    // polish's ranking) over the 16-bit block.
     check_continuous(low, wide, datamask::sparse_facility_location{std::make_shared<const datamask::knn_graph>(gl)});
   }
 }

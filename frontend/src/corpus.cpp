@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <bit>
+#include <optional>
 #include <cstring>
 #include <type_traits>
 #include <stdexcept>
@@ -90,6 +91,10 @@ std::vector<datamask::id_t> corpus::ids_of(std::span<const index_t> rows) const 
 }
 
 namespace {
+/// Whether a run's blocks may hold 16-bit rows: not when an objective given at run time, whose
+/// functions read float32 rows, counts in f.
+bool keeps_16_bit(const datamask::block_run_settings& s) { return !(s.external && s.weights.external > 0.0); }
+
 template <class T>
 constexpr datamask::element_kind kind_of() {
   if constexpr (std::is_same_v<T, datamask::float16>) return datamask::element_kind::float16;
@@ -109,11 +114,14 @@ datamask::matrix_view<const T> corpus::whole_view() const {
 
 datamask::element_kind corpus::block_element(bool keep_16_bit) const {
   if (!keep_16_bit || shards.empty()) return datamask::element_kind::float32;
-  const datamask::element_kind first = shards[0].element;
+  // Another worker's shards (no data) are never read, so their kind does not count.
+  std::optional<datamask::element_kind> kind;
   for (const shard& h : shards) {
-    if (h.element != first) return datamask::element_kind::float32;  // mixed kinds meet in float32
+    if (h.data == nullptr) continue;
+    if (kind && h.element != *kind) return datamask::element_kind::float32;  // mixed kinds meet in float32
+    kind = h.element;
   }
-  return first;
+  return kind.value_or(datamask::element_kind::float32);
 }
 
 template <class T>
@@ -288,7 +296,7 @@ std::vector<datamask::block_result> run_blocks(const corpus& k, const datamask::
     r.items = static_cast<index_t>(plan.blocks[b].size());
     if (plan.counts[b] > 0) {  // else nothing to select: no data to gather
       try {
-        r = k.with_block(plan.blocks[b], one_block, s.run.threads, !s.external, [&](const auto& p) {
+        r = k.with_block(plan.blocks[b], one_block, s.run.threads, keeps_16_bit(s), [&](const auto& p) {
           return select_block(p, block, plan.counts[b], plan.prune_threshold, s,
                               side.hooks ? side.hooks(block) : datamask::block_hooks{});
         });
@@ -310,7 +318,7 @@ datamask::block_result evaluate_subset(const corpus& k, std::span<const index_t>
   std::vector<index_t> all(static_cast<std::size_t>(k.n));
   for (index_t i = 0; i < k.n; ++i) all[static_cast<std::size_t>(i)] = i;
   const auto threshold = prune_threshold(k, s.run.prune, {{0, k.n}, {}});
-  return k.with_block(all, true, s.run.threads, !s.external,
+  return k.with_block(all, true, s.run.threads, keeps_16_bit(s),
                       [&](const auto& p) { return evaluate_rows(p, 0, rows, threshold, s); });
 }
 

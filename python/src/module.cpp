@@ -779,13 +779,16 @@ NB_MODULE(_core, m) {
       "corpus_view_address",
       [](const std::vector<shard_array>& shards) {
         const corpus k = make_corpus(std::vector<shard_arg>(shards.begin(), shards.end()), {}, {}, std::nullopt, "ids", 1);
-        const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
-        switch (k.block_element(true)) {
-          case datamask::element_kind::float16: return address(k.whole_view<datamask::float16>().data);
-          case datamask::element_kind::bfloat16: return address(k.whole_view<datamask::bfloat16>().data);
-          case datamask::element_kind::float32: break;
-        }
-        return address(k.whole_view().data);
+        // The one block of a one-block run, as run_blocks gathers it: the caller's buffer when it
+        // is read where it lies, else a copy (then 0).
+        std::vector<index_t> all(static_cast<std::size_t>(k.n));
+        std::iota(all.begin(), all.end(), index_t{0});
+        return k.with_block(all, true, 1, true, [&](const auto& p) {
+          const auto* at = static_cast<const void*>(p.embeddings.data);
+          bool in_shard = false;
+          for (const auto& s : k.shards) in_shard = in_shard || at == static_cast<const void*>(s.data);
+          return in_shard ? reinterpret_cast<std::uintptr_t>(at) : std::uintptr_t{0};
+        });
       },
       "shards"_a.noconvert(),
       "Where the corpus view of a one-block selection reads the embeddings (0: none, each block is gathered); "

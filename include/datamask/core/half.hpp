@@ -206,6 +206,7 @@ inline void widen(const bfloat16* in, index_t n, float* out) {
 /// @brief out[i] = value i of the `n` values of kind `k` stored at `bytes`, as float, exactly.
 /// The bytes need not be aligned for the element type (a mapped file's rows, a shard's).
 inline void widen(const unsigned char* bytes, element_kind k, std::size_t n, float* out) {
+  if (n == 0) return;
   if (k == element_kind::float32) {
     std::memcpy(out, bytes, n * sizeof(float));
     return;

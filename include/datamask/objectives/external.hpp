@@ -142,8 +142,9 @@ struct external_objective {
 
  private:
   [[noreturn]] void refuse_16_bit() const {
-    throw invalid_input(label, "reads float32 rows, and this block holds float16 or bfloat16 ones; give a run with "
-                               "an objective given at run time float32 embeddings");
+    throw invalid_input(label.empty() ? std::string("objective") : label,
+                        "reads float32 rows, and this block holds float16 or bfloat16 ones; give float32 embeddings "
+                        "to a run with an objective given at run time");
   }
 };
 

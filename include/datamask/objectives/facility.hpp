@@ -92,7 +92,9 @@ void fixed_dots(index_t nr, index_t d, RowOf&& row_of, const T* xct, Row&& row) 
 /// dot kernels), which is what `diminishing_gains` promises.
 ///
 /// A 16-bit block is computed in float (`widened_t`): its unit rows (cosine kernels) or a float
-/// copy of its rows (the others) are what the products run on, the float block's values.
+/// copy of its rows (the others) are what the products run on, the float block's values. Under
+/// the dot and rbf kernels that copy is held beside the block (a float32 block needs none), so
+/// the state then holds 1.5x a float32 block's bytes.
 template <class T>
 struct state {
   using W = widened_t<T>;

@@ -88,16 +88,17 @@ struct corpus {
   /// exactly; as float16 or bfloat16 (every shard of that kind: `block_element`), as stored.
   template <class T>
   void gather(std::span<const index_t> rows, T* out, int threads) const;
-  /// The element a block is gathered in: the shards' own kind when every shard holds the same
-  /// 16-bit kind and `keep_16_bit` (a run without an objective given at run time, whose functions
-  /// read float32 rows), else float32.
+  /// The element a block is gathered in: the shards' own kind when every shard this worker holds
+  /// is of the same 16-bit kind and `keep_16_bit` (a run without an objective given at run time
+  /// in f, whose functions read float32 rows), else float32.
   [[nodiscard]] datamask::element_kind block_element(bool keep_16_bit) const;
   /// The data of a block of `rows` in T (`whole`: the corpus is one block, viewed without a copy
   /// when it can be).
   template <class T = float>
   [[nodiscard]] datamask::basic_block_data<T> block(std::span<const index_t> rows, bool whole, int threads) const;
   /// f(block.view()) for the block of `rows` gathered in `block_element(keep_16_bit)`: a 16-bit
-  /// corpus's blocks hold half the bytes of float32 ones and select the same rows.
+  /// corpus's blocks hold half the bytes of float32 ones and select the same rows. The block lives
+  /// until f returns: f returns nothing that views it.
   template <class F>
   decltype(auto) with_block(std::span<const index_t> rows, bool whole, int threads, bool keep_16_bit, F&& f) const {
     switch (block_element(keep_16_bit)) {

@@ -435,8 +435,10 @@ struct polisher {
 /// state gives them (`ranked_swap_state`), else by the gradient of `relaxed` at the selection.
 ///
 /// @param f the objective (terms, weights, scales)
-/// @param relaxed its relaxation on host spans (`relaxed_objective(f, S, threads)`), to rank the
-///        candidates where the ranking is not exact
+/// @param relaxed its relaxation on host spans, `double(std::span<const double> p,
+///        std::span<double> grad)` (`relaxed_objective(f, S, threads)`, or, as the continuous
+///        learner gives it, the relaxation on the backend's executor), to rank the candidates
+///        where the ranking is not exact
 /// @param rows the selection, changed in place (the same number of rows)
 /// @param candidates the rows that may be selected (sorted, distinct)
 /// @param threads as `options::threads` (0: all); the result does not depend on it

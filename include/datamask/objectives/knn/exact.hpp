@@ -272,7 +272,8 @@ void write_rows(knn_graph& g, std::span<top_k> top, Row row) {
 /// @brief The exact kNN graph of the rows of `x` under `s.kernel`.
 /// @param inv_norms, sq_norms 1 / ||e_i|| (0 for a zero row) and ||e_i||^2, n each (as
 ///        `objective_function` computes them: the similarities are then those facility location
-///        computes, dot products over rows rounded to T)
+///        computes, dot products over rows rounded to T, or to float for a 16-bit block: the
+///        builder multiplies a float copy of the rows, as for a float32 block)
 /// @param hooks progress and stop, polled between tiles
 /// @throws invalid_input when K is not in [1, n] or the tile is not positive; run_stopped when
 ///         `hooks.stop` said so
