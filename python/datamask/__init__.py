@@ -228,7 +228,8 @@ def _objective(d: Mapping) -> Objective:
 
 def _shards(embeddings: Any) -> list:
     """The embedding arrays as the core reads them: float32 or float16, C order, used as
-    given; any other dtype or layout converted once to float32 (C order)."""
+    given; bfloat16 as its bits (a uint16 view, which the core reads as bfloat16); any other
+    dtype or layout converted once to float32 (C order)."""
     if isinstance(embeddings, (list, tuple)) and embeddings and all(
         _is_path(a) or np.ndim(a) == 2 for a in embeddings
     ):
@@ -253,8 +254,8 @@ def _bfloat16_as_float32(a: np.ndarray) -> np.ndarray:
 
 
 def _shard_array(a: Any, name: str) -> np.ndarray:
-    """One shard's embeddings as the core reads them (see :func:`_shards`); bfloat16 is widened
-    to a float32 copy."""
+    """One shard's embeddings as the core reads them (see :func:`_shards`); bfloat16 as a uint16
+    view of its bits (no copy when C-contiguous), as stored."""
     a = np.asarray(a)
     if a.ndim != 2:
         raise InvalidInput(
@@ -262,7 +263,7 @@ def _shard_array(a: Any, name: str) -> np.ndarray:
             f"dimension{'' if a.ndim == 1 else 's'}"
         )
     if _is_bfloat16(a):
-        return _bfloat16_as_float32(a)
+        return np.ascontiguousarray(a).view("<u2")
     if a.dtype.kind not in "fiu":
         raise InvalidInput(
             f"{name}: unsupported dtype '{a.dtype}' for embeddings; expected float32, float16 "

@@ -145,8 +145,13 @@ corpus make_corpus(const std::vector<shard_arg>& shards, const std::vector<colum
     const auto dt = a.dtype();
     const bool f32 = dt == nb::dtype<float>();
     const bool f16 = dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float) && dt.bits == 16 && dt.lanes == 1;
-    DATAMASK_EXPECTS(f32 || f16, name, "unsupported dtype; expected float32 or float16");
-    const datamask::element_kind kind = f16 ? datamask::element_kind::float16 : datamask::element_kind::float32;
+    // bfloat16 arrives as its bits: NumPy has no bfloat16, and datamask's Python layer passes
+    // ml_dtypes' arrays (a 2-byte void dtype) as a uint16 view.
+    const bool bf16 = dt.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt) && dt.bits == 16 && dt.lanes == 1;
+    DATAMASK_EXPECTS(f32 || f16 || bf16, name, "unsupported dtype; expected float32, float16 or bfloat16 bits (uint16)");
+    const datamask::element_kind kind = f16    ? datamask::element_kind::float16
+                                        : bf16 ? datamask::element_kind::bfloat16
+                                               : datamask::element_kind::float32;
     const auto rows = static_cast<index_t>(a.shape(0));
     const auto cols = static_cast<index_t>(a.shape(1));
     DATAMASK_EXPECTS(rows > 0 && cols > 0, name, "empty array (", rows, " x ", cols, ")");

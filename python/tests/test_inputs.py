@@ -23,18 +23,20 @@ def test_float32_and_float16_are_read_without_a_copy(dtype):
     assert _core.buffer_address(seen) == x.ctypes.data  # the core reads the caller's buffer
 
 
-def test_bfloat16_is_widened_exactly_and_selects_as_float32():
+def test_bfloat16_is_read_as_stored_and_selects_as_float32():
     # bfloat16 has no NumPy type: ml_dtypes' arrays, and .npy files of them ('<V2'), hold 2-byte
-    # voids; their bits are the top half of a float32's, which the widening restores exactly.
+    # voids; the core reads their bits in place (a uint16 view) as the floats they are.
     x, q = data(n=600, d=8)
     bits = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncated: any bfloat16 values will do
     wide = (bits.astype(np.uint32) << 16).view(np.float32)
-    (seen,) = datamask._shards(bits.view("V2"))
-    assert seen.dtype == np.float32 and np.array_equal(seen.view(np.uint32), wide.view(np.uint32))
+    brain = bits.view("V2")
+    (seen,) = datamask._shards(brain)
+    assert seen.dtype == np.uint16 and _core.buffer_address(seen) == brain.ctypes.data  # no copy
+    assert _core.corpus_view_address([seen]) == brain.ctypes.data  # a bfloat16 block, where it lies
     run = dict(count=60, iterations=5, lam=0.5)
-    a = datamask.select(bits.view("V2"), q, **run)
+    a = datamask.select(brain, q, **run)
     b = datamask.select(wide, q, **run)
-    assert np.array_equal(a.ids, b.ids)
+    assert np.array_equal(a.ids, b.ids) and a.objective.total == b.objective.total
     # Scores in bfloat16 too (the program reads them from '<V2' files): as their float32 values.
     qbits = (q.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
     qwide = (qbits.astype(np.uint32) << 16).view(np.float32)
