@@ -95,17 +95,11 @@ namespace {
 /// functions read float32 rows, counts in f.
 bool keeps_16_bit(const datamask::block_run_settings& s) { return !(s.external && s.weights.external > 0.0); }
 
-template <class T>
-constexpr datamask::element_kind kind_of() {
-  if constexpr (std::is_same_v<T, datamask::float16>) return datamask::element_kind::float16;
-  if constexpr (std::is_same_v<T, datamask::bfloat16>) return datamask::element_kind::bfloat16;
-  return datamask::element_kind::float32;
-}
 }  // namespace
 
 template <class T>
 datamask::matrix_view<const T> corpus::whole_view() const {
-  if (shards.size() != 1 || shards[0].element != kind_of<T>() || shards[0].data == nullptr ||
+  if (shards.size() != 1 || shards[0].element != datamask::element_kind_of<T> || shards[0].data == nullptr ||
       reinterpret_cast<std::uintptr_t>(shards[0].data) % alignof(T) != 0) {
     return {};
   }
@@ -144,7 +138,7 @@ void corpus::gather(std::span<const index_t> rows, T* out, int threads) const {
     if constexpr (std::is_same_v<T, float>) {
       datamask::widen(row, h.element, cols, o);
     } else {
-      if (h.element != kind_of<T>()) throw std::logic_error(h.name + ": gathered as another 16-bit kind");
+      if (h.element != datamask::element_kind_of<T>) throw std::logic_error(h.name + ": gathered as another 16-bit kind");
       std::memcpy(static_cast<void*>(o), row, cols * sizeof(T));  // as stored
     }
   });

@@ -83,17 +83,10 @@ inline std::vector<std::string> embedding_files(const std::vector<std::string>& 
 using datamask::io::npy_input;
 inline constexpr npy_input embeddings_input{"embeddings", "float32 (<f4), float16 (<f2) or bfloat16 (<V2)",
                                             [](datamask::io::npy_dtype t) {
-  return t == datamask::io::npy_dtype::float32 || t == datamask::io::npy_dtype::float16 ||
-         t == datamask::io::npy_dtype::bfloat16;
+  return datamask::io::npy_element(t).has_value();
 }};
 inline constexpr npy_input quality_input{"quality scores", "float32, float64, float16 or bfloat16", &datamask::io::npy_is_float};
 
-/// How an embeddings file's values are stored (one of `embeddings_input`'s dtypes).
-inline datamask::element_kind element_of(datamask::io::npy_dtype t) {
-  if (t == datamask::io::npy_dtype::float16) return datamask::element_kind::float16;
-  if (t == datamask::io::npy_dtype::bfloat16) return datamask::element_kind::bfloat16;
-  return datamask::element_kind::float32;
-}
 inline constexpr npy_input ids_input{"ids", "int64 (or int32, uint64)", &datamask::io::npy_is_integer};
 using datamask::io::open_npy;
 
@@ -113,7 +106,7 @@ inline void open_shard(corpus& k, const std::string& path, const std::string& fi
     throw invalid_input(path, datamask::detail::concat("has ", f.cols(), " columns, but ", first, " has ", k.d,
                                                       "; every shard needs the same d"));
   }
-  k.add_shard(f.data_bytes().data(), element_of(dt), f.rows(), f.cols(), path);
+  k.add_shard(f.data_bytes().data(), *datamask::io::npy_element(dt), f.rows(), f.cols(), path);
   k.files.push_back(std::move(f));
 }
 
@@ -312,7 +305,7 @@ inline corpus load_corpus(const config& c, const worker_reading& who = {}) {
       for (index_t s = layout.group_file[static_cast<std::size_t>(g)]; s < layout.group_file[static_cast<std::size_t>(g) + 1]; ++s) {
         const auto& f = k.files[static_cast<std::size_t>(s)];
         f.advise_reading(0, f.file_bytes().size());
-        datamask::check_finite_values(f.path(), f.data_bytes(), detail::element_of(f.dtype()), f.cols(), threads);
+        datamask::check_finite_values(f.path(), f.data_bytes(), *datamask::io::npy_element(f.dtype()), f.cols(), threads);
         h = mix64(h ^ hash_bytes(f.file_bytes(), threads));
       }
       for (const std::uint64_t x : rows_of_group(g)) h = mix64(h ^ x);

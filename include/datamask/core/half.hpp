@@ -136,6 +136,13 @@ template <class T>
 concept embedding_element = std::same_as<std::remove_cv_t<T>, float> || std::same_as<std::remove_cv_t<T>, double> ||
                             half_precision<T>;
 
+/// @brief The kind of a stored element type: float16, bfloat16, or float32 for float.
+template <class T>
+  requires std::same_as<T, float> || half_precision<T>
+inline constexpr element_kind element_kind_of = std::same_as<T, float16>    ? element_kind::float16
+                                                : std::same_as<T, bfloat16> ? element_kind::bfloat16
+                                                                            : element_kind::float32;
+
 /// @brief The type an element is computed in: float for the 16-bit types, the type itself
 /// otherwise.
 template <class T>

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -93,6 +94,16 @@ class unsupported_dtype : public invalid_input {
 
 [[nodiscard]] constexpr bool npy_is_float(npy_dtype t) {
   return t == npy_dtype::float16 || t == npy_dtype::bfloat16 || t == npy_dtype::float32 || t == npy_dtype::float64;
+}
+/// @brief How values of `t` are stored as embeddings (float32, float16, bfloat16); none for the
+/// others (float64 and the integers).
+[[nodiscard]] constexpr std::optional<element_kind> npy_element(npy_dtype t) {
+  switch (t) {
+    case npy_dtype::float32: return element_kind::float32;
+    case npy_dtype::float16: return element_kind::float16;
+    case npy_dtype::bfloat16: return element_kind::bfloat16;
+    default: return std::nullopt;
+  }
 }
 /// @brief Whether `t` is one of the integer types (int32, int64, uint64).
 [[nodiscard]] constexpr bool npy_is_integer(npy_dtype t) { return !npy_is_float(t); }
@@ -488,12 +499,8 @@ class npy_file {
   void read_elements(std::size_t off, std::size_t n, float* out) const {
     require_float();
     const unsigned char* p = bytes_ + header_.data_offset;
-    if (header_.dtype == npy_dtype::float32) {
-      widen(p + 4 * off, element_kind::float32, n, out);
-    } else if (header_.dtype == npy_dtype::float16) {
-      widen(p + 2 * off, element_kind::float16, n, out);
-    } else if (header_.dtype == npy_dtype::bfloat16) {
-      widen(p + 2 * off, element_kind::bfloat16, n, out);
+    if (const auto kind = npy_element(header_.dtype)) {
+      widen(p + element_bytes(*kind) * off, *kind, n, out);
     } else {
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(element_as_double(p, off + i));
     }
