@@ -634,7 +634,7 @@ def certify_cost_table(cells, columns):
 def cost_rule(cells, infos, iterations=100, ascents=2):
     """auto's cost rule against the times measured: per (set, objective, S) where naive greedy is
     the reference, S, the rule's largest S for greedy (S g <= ascents x iterations h, g and h the
-    per-item multiply-adds of datamask::auto_item_costs, quality 1 each, ascents
+    per-item multiply-adds of the objectives' costs_per_item, quality 1 each, ascents
     datamask::learner_ascents), what auto ran, and the continuous learner's time over naive
     greedy's (min, median, max over the cells)."""
     costs = {"pairwise": lambda d: (d + 1, 2 * d + 1), "disf": lambda d: (2 * d * d + 1, 2 * d * d + 1)}

@@ -60,6 +60,24 @@ inline std::vector<double> random_quality(index_t n, std::uint64_t seed) {
   return q;
 }
 
+/// A random float block (`random_embeddings`, one quality column from `seed + 1`), rows as ids.
+struct float_block {
+  index_t n = 0;
+  index_t d = 0;
+  std::vector<float> x;
+  std::vector<double> q;
+  [[nodiscard]] datamask::problem<float> problem() const {
+    datamask::problem<float> p;
+    p.embeddings = datamask::make_matrix_view(x.data(), n, d);
+    p.quality.push_back({std::span<const double>(q), 1.0});
+    return p;
+  }
+};
+
+inline float_block random_block(index_t n, index_t d, std::uint64_t seed) {
+  return float_block{n, d, random_embeddings<float>(n, d, seed), random_quality(n, seed + 1)};
+}
+
 // ---- references, in double, from the formulas of docs/method.md --------------------------------
 
 template <class T>

@@ -29,22 +29,8 @@ using dmtest::random_quality;
 
 namespace {
 
-struct block {
-  index_t n = 0;
-  index_t d = 0;
-  std::vector<float> x;
-  std::vector<double> q;
-  dm::problem<float> problem() const {
-    dm::problem<float> p;
-    p.embeddings = dm::make_matrix_view(x.data(), n, d);
-    p.quality.push_back({std::span<const double>(q), 1.0});
-    return p;
-  }
-};
-
-block random_block(index_t n, index_t d, std::uint64_t seed) {
-  return block{n, d, random_embeddings<float>(n, d, seed), random_quality(n, seed + 1)};
-}
+using block = dmtest::float_block;
+using dmtest::random_block;
 
 std::vector<index_t> rows_of(const dm::block_result& r) {
   return {r.ids.begin(), r.ids.end()};  // no ids given: the ids are the rows

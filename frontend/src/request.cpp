@@ -372,9 +372,11 @@ resolution resolve(run_request& r, const spelling& sp) {
   if (o == block_optimizer::pg) {  // the credit that runs, as the reports name it
     s.run.credit = datamask::resolve_credit(s.run.credit, s.weights, s.run.lambda, knn, s.learn.logprob);
   }
-  DATAMASK_EXPECTS(o != block_optimizer::continuous || s.run.scaling != datamask::term_scaling::group,
+  // Only the policy gradient's rewards can be z-scored per step; every other optimizer needs a fixed f.
+  DATAMASK_EXPECTS(o == block_optimizer::pg || s.run.scaling != datamask::term_scaling::group,
                    sp.option("scaling"), "group makes f a different function at every step; ",
-                   sp.assign("optimizer", "continuous", true), " needs calibrated, fixed or raw scales");
+                   sp.assign("optimizer", datamask::enum_name(o), true), why,
+                   " needs calibrated, fixed or raw scales");
   validate(s, sp);
   return {o, datamask::use_threads(s.run)};
 }

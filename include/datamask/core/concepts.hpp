@@ -217,6 +217,22 @@ concept relaxable_objective =
       { d.relax(exec, v, grad) } -> std::convertible_to<double>;
     };
 
+/// @brief What one item costs an optimizer in multiply-adds, for one diversity objective: `greedy`,
+/// naive greedy's gain of one candidate at one pick; `relaxed`, the relaxation's gradient at one
+/// item in one ascent iteration. `auto` weighs the optimizers with it (learners/auto.hpp).
+struct item_costs {
+  double greedy = 0.0;
+  double relaxed = 0.0;
+};
+
+/// @brief An objective that states its cost model: `D::costs_per_item(dims, neighbors)` (static,
+/// `neighbors` the K of its kNN graph where it has one, else 0). Without one, `auto` has no cost
+/// to weigh and keeps its choice by capability.
+template <class D>
+concept costed_objective = requires(index_t dims, index_t neighbors) {
+  { D::costs_per_item(dims, neighbors) } -> std::same_as<item_costs>;
+};
+
 /// @brief Whether D still has the host-only relaxation of datamask 0.1,
 /// `double relax(const relax_view<T>&, std::span<double>) const`, and not the executor form: the
 /// learners then refuse it at compile time, naming the new spelling.

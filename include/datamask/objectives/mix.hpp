@@ -87,6 +87,13 @@ struct is_mix : std::false_type {};
 template <class... Ds>
 struct is_mix<diversity_mix<Ds...>> : std::true_type {};
 
+/// Whether a diversity argument (one objective, or a mix) models `diversity_objective<D, T>`,
+/// each of its objectives for a mix: the learners' static_assert says so by name.
+template <class D, class T>
+struct mix_models : std::bool_constant<diversity_objective<D, T>> {};
+template <class... Ds, class T>
+struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objective<Ds, T> && ...)> {};
+
 /// A single objective becomes a mix of one with weight 1; a mix stays as it is.
 template <class D>
 auto as_mix(const D& d) {

@@ -184,6 +184,12 @@ struct swaps {
 struct pairwise_similarity {
   static constexpr std::string_view name = "pairwise";
 
+  /// @brief Its cost per item (`costed_objective`): d for a greedy gain (one dot product with the
+  /// selection's sum), 2 d for the relaxation (the weighted column sums, then the row dots).
+  static constexpr item_costs costs_per_item(index_t dims, index_t /*neighbors*/) {
+    return {static_cast<double>(dims), 2.0 * static_cast<double>(dims)};
+  }
+
   /// @brief Scores one subset.
   template <class T>
   [[nodiscard]] double operator()(const subset_view<T>& s) const {

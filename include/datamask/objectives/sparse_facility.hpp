@@ -289,6 +289,14 @@ struct swaps {
 struct sparse_facility_location {
   static constexpr std::string_view name = "facility_knn";
 
+  /// @brief Its cost per item (`costed_objective`) on a graph of K neighbours: K for a greedy gain
+  /// (the candidate's reverse neighbours, K on average), 3 K for the relaxation (two passes over
+  /// the item's row, then the gather of its entries).
+  static constexpr item_costs costs_per_item(index_t /*dims*/, index_t neighbors) {
+    const auto k = static_cast<double>(neighbors);
+    return {k, 3.0 * k};
+  }
+
   std::shared_ptr<const knn_graph> graph;
   /// The relaxation's grouping of the graph's entries by item, built on first use.
   std::shared_ptr<detail::sparse_facility_impl::relax_cache> cache =

@@ -30,7 +30,9 @@
 #include <vector>
 
 #include "datamask/exec/backend/eigen.hpp"
+#include "datamask/learners/auto.hpp"
 #include "datamask/learners/continuous/learner.hpp"
+#include "datamask/learners/greedy/learner.hpp"
 #include "datamask/objectives/knn/build.hpp"
 #include "datamask/learners/pg/learner.hpp"
 #include "datamask/objectives/disf.hpp"
@@ -44,28 +46,6 @@
 
 namespace datamask {
 
-/// @brief The optimizer of a block (`auto` is resolved before a run: `resolve_optimizer`).
-enum class block_optimizer {
-  automatic,   ///< lazy for facility location alone, else continuous (naive greedy on a block where it
-               ///< costs less) or stochastic (`auto_optimizer`, `auto_block_optimizer`)
-  continuous,  ///< the continuous learner (continuous.hpp)
-  pg,          ///< the policy-gradient learner (learner.hpp)
-  greedy,      ///< naive greedy on the same f
-  lazy,        ///< lazy greedy
-  stochastic   ///< stochastic greedy
-};
-
-template <>
-struct enum_traits<block_optimizer> {
-  static constexpr std::array<enum_choice<block_optimizer>, 6> choices{
-      {{"auto", block_optimizer::automatic},
-       {"continuous", block_optimizer::continuous},
-       {"pg", block_optimizer::pg},
-       {"greedy", block_optimizer::greedy},
-       {"lazy", block_optimizer::lazy},
-       {"stochastic", block_optimizer::stochastic}}};
-};
-
 /// @brief The weight of each diversity objective of f (0: not in f); the front ends fill it from the
 /// names a run gives (dmfront::objective_registry).
 struct objective_weights {
@@ -75,20 +55,33 @@ struct objective_weights {
   double external = 0.0;  ///< the objective given at run time (`block_run_settings::external`)
 };
 
-/// @brief Whether the continuous learner can ascend f: every diversity term that counts
-/// (lambda < 1, positive weight) has a relaxation, as its type says (`relaxable_objective`):
-/// pairwise similarity, DiSF and facility location on a kNN graph (`knn`) have one, dense
-/// facility location none; an objective given at run time has one when it says so
-/// (`external_relaxes`).
+/// @brief The diversity terms of a run's f that count (lambda < 1, positive weight), as `auto`
+/// weighs them (`term_traits`): the built-in objectives the weights name (facility location on a
+/// kNN graph of K = `neighbors` where `knn`, else dense), and the objective given at run time,
+/// which relaxes when it says so (`external_relaxes`) and has no cost model.
+[[nodiscard]] inline std::vector<term_traits> counting_terms(const objective_weights& w, double lambda, bool knn,
+                                                             bool external_relaxes, index_t dims = 0,
+                                                             index_t neighbors = 0) {
+  std::vector<term_traits> out;
+  if (lambda >= 1.0) return out;
+  if (w.pairwise > 0.0) out.push_back(traits_of<float>(pairwise_similarity{}, dims));
+  if (w.facility > 0.0) {
+    out.push_back(knn ? traits_of<float>(sparse_facility_location{}, dims, neighbors)
+                      : traits_of<float>(facility_location{}, dims));
+  }
+  if (w.disf > 0.0) out.push_back(traits_of<float>(disf{}, dims));
+  if (w.external > 0.0) out.push_back(term_traits{external_relaxes, false, std::nullopt});
+  return out;
+}
+
+/// @brief Whether the continuous learner can ascend f: every diversity term that counts has a
+/// relaxation (`counting_terms`): pairwise similarity, DiSF and facility location on a kNN graph
+/// (`knn`) have one, dense facility location none; an objective given at run time has one when
+/// it says so (`external_relaxes`).
 [[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false,
                                     bool external_relaxes = true) {
-  const auto relaxed = [](double weight, bool has_relax) { return weight <= 0.0 || has_relax; };
-  constexpr bool dense_facility = relaxable_objective<facility_location, float>;
-  constexpr bool knn_facility = relaxable_objective<sparse_facility_location, float>;
-  return lambda >= 1.0 || (relaxed(w.pairwise, relaxable_objective<pairwise_similarity, float>) &&
-                           relaxed(w.disf, relaxable_objective<disf, float>) &&
-                           relaxed(w.facility, knn ? knn_facility : dense_facility) &&
-                           relaxed(w.external, external_relaxes));
+  const std::vector<term_traits> terms = counting_terms(w, lambda, knn, external_relaxes);
+  return std::all_of(terms.begin(), terms.end(), [](const term_traits& t) { return t.relaxable; });
 }
 
 /// @brief Everything besides its data and hooks that determines a block's selection.
@@ -140,23 +133,10 @@ template <class Entry, class Settings>
   }
 }
 
-/// @brief What `auto` runs for an f:
-/// - lazy greedy when facility location (dense or on a kNN graph) is the only diversity term that
-///   counts: f is then submodular (mean quality is modular at a fixed size), lazy greedy picks
-///   naive greedy's set, and on real data the alternatives (the continuous learner on the kNN
-///   graph, stochastic greedy on dense facility location) fell far short of it in their worst
-///   cells (benchmarks/RESULTS.md, "Real data");
-/// - else the continuous learner when f is `relaxable`;
-/// - else (dense facility location mixed with other terms) stochastic greedy: on dense facility
-///   location both the policy-gradient learner and stochastic greedy cost O(n^2 d) per block,
-///   and stochastic greedy reached more of lazy greedy's gain in an eighth of the time
-///   (benchmarks/RESULTS.md, "Dense facility location: what auto runs").
+/// @brief What `auto` runs for a run's f (`auto_optimizer` of its `counting_terms`).
 [[nodiscard]] inline block_optimizer auto_optimizer(const objective_weights& w, double lambda, bool knn,
                                                     bool external_relaxes = true) {
-  const bool facility_alone =
-      lambda < 1.0 && w.facility > 0.0 && w.pairwise <= 0.0 && w.disf <= 0.0 && w.external <= 0.0;
-  if (facility_alone) return block_optimizer::lazy;
-  return relaxable(w, lambda, knn, external_relaxes) ? block_optimizer::continuous : block_optimizer::stochastic;
+  return auto_optimizer(counting_terms(w, lambda, knn, external_relaxes));
 }
 
 /// @brief The term of f the continuous learner cannot ascend, if any: its name as messages say
@@ -187,70 +167,13 @@ struct unrelaxed {
   return s.optimizer;
 }
 
-/// @brief A block as `auto` weighs it: n items of d dimensions, S of them to select.
-struct block_shape {
-  index_t items = 0;
-  index_t dims = 0;
-  index_t selected = 0;
-};
-
-/// @brief Multiply-adds per item of f's terms that count (lambda < 1, weight > 0; quality 1 each):
-/// `greedy`, naive greedy's gain of one candidate at one pick (greedy/scorers.hpp and the
-/// objectives' greedy states), and `relaxed`, the relaxation's gradient at one item in one
-/// ascent iteration (the objectives' `relax`):
-/// - pairwise similarity: d (one dot product with the selection's sum) and 2 d (the weighted
-///   column sums, then the row dots);
-/// - DiSF: 2 d^2 (two products with d x d matrices) and 2 d^2 (the weighted scatter and the
-///   quadratic form; the scatter skips rows with p = 0, counted here as at the uniform start);
-/// - facility location on a graph of K neighbours: K (the candidate's reverse neighbours, K on
-///   average) and 3 K (two passes over the item's row, then the gather of its entries).
-struct item_costs {
-  double greedy = 0.0;
-  double relaxed = 0.0;
-};
-
-[[nodiscard]] inline item_costs auto_item_costs(const objective_weights& w, double lambda, index_t d, index_t k) {
-  item_costs c{1.0, 1.0};  // the quality term
-  if (lambda >= 1.0) return c;
-  const auto dd = static_cast<double>(d);
-  if (w.pairwise > 0.0) {
-    c.greedy += dd;
-    c.relaxed += 2.0 * dd;
-  }
-  if (w.disf > 0.0) {
-    c.greedy += 2.0 * dd * dd;
-    c.relaxed += 2.0 * dd * dd;
-  }
-  if (w.facility > 0.0 && k > 0) {
-    c.greedy += static_cast<double>(k);
-    c.relaxed += 3.0 * static_cast<double>(k);
-  }
-  return c;
-}
-
-/// @brief The continuous learner's cost in `auto_block_optimizer`'s model, in ascents: the
-/// ascent, then the polish of its starts (the read-out, the best tracked read-out and stochastic
-/// greedy's set), which on scikit-learn's digits and breast cancer took about as long again.
-inline constexpr double learner_ascents = 2.0;
-
-/// @brief What `auto` runs on one block: `auto_optimizer`, except that where that is the
-/// continuous learner and naive greedy costs no more, naive greedy (the exact reference of the
-/// benchmarks, so its full gain). Naive greedy costs S picks x n candidates x `item_costs::greedy`,
-/// the learner `learner_ascents` x `iterations` x n items x `item_costs::relaxed`, so greedy
-/// runs when S x greedy <= 2 x iterations x relaxed: S <= 4 x iterations (400 by default) for
-/// pairwise similarity, S <= 2 x iterations (200) for DiSF, in between for mixes. Why two
-/// ascents: a model counting the ascent alone let the learner take longer than naive greedy on
-/// real data (benchmarks/RESULTS.md, "auto by cost"). The bar of this choice is greedy's gain in
-/// no more than greedy's time; `--optimizer continuous` is the choice for more gain in more time.
+/// @brief What `auto` runs on one block of a run (`auto_block_optimizer` of its `counting_terms`,
+/// with the graph's K, given or to be built, and the continuous learner's iterations).
 [[nodiscard]] inline block_optimizer auto_block_optimizer(const block_run_settings& s, const block_shape& b) {
-  const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
-  // An objective given at run time has no cost model: the run's choice stands.
-  if (o != block_optimizer::continuous || (s.weights.external > 0.0 && s.run.lambda < 1.0)) return o;
   const index_t k = s.graph ? s.graph->k : std::min(s.neighbors, b.items);
-  const item_costs c = auto_item_costs(s.weights, s.run.lambda, b.dims, k);
-  const double greedy = static_cast<double>(b.selected) * c.greedy;
-  const double learner = learner_ascents * static_cast<double>(s.ascent.iterations) * c.relaxed;
-  return greedy <= learner ? block_optimizer::greedy : o;
+  const std::vector<term_traits> terms =
+      counting_terms(s.weights, s.run.lambda, s.knn(), s.external_relaxes(), b.dims, k);
+  return auto_block_optimizer(terms, b, s.ascent.iterations);
 }
 
 /// @brief The optimizer that runs on a block of shape `b`: `auto_block_optimizer` for `auto`,
@@ -645,9 +568,8 @@ std::vector<index_t> learn(const problem<T>& p, const detail::prepared& prep, op
   return take(std::move(res), r, terms);
 }
 
-/// The continuous learner on `Backend`, resumed from the hook's state when it has one. Its mix holds only the
-/// relaxable objectives (dense facility location is refused by `resolve_optimizer`); its terms
-/// are those of the standard mix, whose dense facility term then weighs 0.
+/// The continuous learner on `Backend`, resumed from the hook's state when it has one (dense
+/// facility location, which has no relaxation, weighs 0 here: `resolve_optimizer` refuses it).
 template <backend Backend, class T>
 std::vector<index_t> ascend(const problem<T>& p, const detail::prepared& prep, const options& o,
                             const block_run_settings& s, const standard_mix& sm, const block_hooks& h,
@@ -675,17 +597,14 @@ std::vector<index_t> ascend(const problem<T>& p, const detail::prepared& prep, c
   co.on_snapshot = [&](const continuous_iterate& it, const best_rollout& best) {
     if (h.on_snapshot) h.on_snapshot(r, it.iteration, it.pack(), best);
   };
-  const auto m = mix(weighted{pairwise_similarity{}, s.weights.pairwise}, weighted{disf{}, s.weights.disf},
-                     weighted{std::get<sparse_facility_location>(sm.objectives), sm.weights[3]},
-                     weighted{std::get<external_objective>(sm.objectives), sm.weights[4]});
   const basic_continuous_learner<Backend> L(std::move(co));
-  auto res = L.select(p, m, &prep);
+  auto res = L.select(p, sm, &prep);
   if (stop()) throw run_stopped();
   return take(std::move(res), r, terms);
 }
 
-/// A greedy baseline on the f the learners optimise (on the host: the baselines have no backend;
-/// its scales are calibrated on `Backend`, as a learner's would be).
+/// A greedy baseline on the f the learners optimise (`basic_greedy_learner`: on the host, its
+/// scales calibrated on `Backend`, as a learner's would be).
 template <backend Backend, class T>
 std::vector<index_t> greedy(const problem<T>& p, const detail::prepared& prep, const options& o,
                             block_optimizer which, const standard_mix& m, const block_hooks& h, stop_latch& stop,
@@ -694,13 +613,12 @@ std::vector<index_t> greedy(const problem<T>& p, const detail::prepared& prep, c
   g.method = which == block_optimizer::greedy ? greedy_method::naive
              : which == block_optimizer::lazy ? greedy_method::lazy
                                               : greedy_method::stochastic;
-  g.epsilon = o.epsilon;
   g.stop = [&] { return stop(); };
   g.on_pick = h.on_pick;
-  std::vector<index_t> rows = greedy_select_block<Backend>(p, m, o, g, terms, r.kept, &prep);
-  if (stop()) throw run_stopped();
-  for (index_t row : rows) r.ids.push_back(p.ids.empty() ? static_cast<id_t>(row) : p.ids[static_cast<std::size_t>(row)]);
-  return rows;
+  const basic_greedy_learner<Backend> L(o, std::move(g));
+  auto res = L.select(p, m, &prep);
+  if (res.stopped_early || stop()) throw run_stopped();
+  return take(std::move(res), r, terms);
 }
 
 /// A block whose S_b is all of it: nothing to choose, so no optimizer runs. Its rows in a

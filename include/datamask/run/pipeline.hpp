@@ -267,36 +267,6 @@ template <class T, class Mix>
                                         mix, o.lambda, o.quality, o.threads);
 }
 
-/// @brief Runs a greedy baseline on one block, on the f a policy-gradient run would optimise
-/// (its calibrated or fixed scales; the whole block as facility location's reference set).
-/// With a prune threshold the candidates are the rows the prune keeps (`kept_rows`).
-/// @param o the learner's options for this block (count = S_b, scaling, seed, block, threads)
-/// @param g the greedy method and its settings; its seed is derived from `o.seed` and `o.block`
-/// @param[out] terms the terms of f, in order, with their scales (`learner::calibrate` on
-///             `Backend`, the backend a learner of the same run would use: the same scales)
-/// @param[out] kept the number of candidate rows
-/// @param prepared the block's per-row quantities when the caller has them (else null)
-/// @return the rows picked, in order
-/// @throws invalid_input ("prune") when the prune keeps fewer rows than S_b
-template <backend Backend = default_backend, class T, class Mix>
-[[nodiscard]] std::vector<index_t> greedy_select_block(const problem<T>& p, const Mix& mix, const options& o,
-                                                greedy_options g, std::vector<term_value>& terms, index_t& kept,
-                                                const detail::prepared* prepared = nullptr) {
-  terms = learner<Backend>(o).calibrate(p, mix, prepared);
-  objective_function<T, Mix> f = block_objective(p, mix, o, prepared);
-  f.set_scales(scales_of(terms));
-  g.seed = greedy_seed(o);
-  g.threads = o.threads;
-  kept = p.embeddings.rows;
-  if (o.prune_threshold) {
-    g.candidates = kept_rows(p, *o.prune_threshold);
-    kept = static_cast<index_t>(g.candidates.size());
-    DATAMASK_EXPECTS(kept >= o.count, "prune", "keeps ", kept, " items of block ", o.block,
-                     ", fewer than its S = ", o.count);
-  }
-  return greedy_select(f, o.count, g).rows;
-}
-
 /// @brief Evaluates a block's selection with the library's f (whole block as V): fills the
 /// result's terms (raw, and the scale, weight and `constant` mark of `calibrated`) and objective,
 /// and returns that f (scaled), for what else needs it on the same block (a certificate).

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <functional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -80,9 +81,11 @@ struct continuous_options {
 /// order, final evaluation into a `selection_result`) around the continuous ascent of the
 /// relaxation of f, its read-out and the polish.
 ///
-/// Every diversity term with a positive weight must be a `relaxable_objective` (pairwise
-/// similarity, DiSF, facility location on a kNN graph (`sparse_facility_location`), or a user
-/// objective with `relax`); dense facility location has none (use `learner`, or give it a graph).
+/// Every diversity term that counts in f (positive weight, lambda < 1) must be a
+/// `relaxable_objective` (pairwise similarity, DiSF, facility location on a kNN graph
+/// (`sparse_facility_location`), or a user objective with `relax`); dense facility location has
+/// none (use `learner`, a greedy, or give it a graph). A term without one may be in the mix with
+/// weight 0.
 ///
 /// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
 ///         evaluation) and the ascent, on its executor (`eigen_backend`: the host's threads;
@@ -112,7 +115,7 @@ class basic_continuous_learner {
   ///         rows
   /// @param prepared as `basic_learner::select`'s: the block's per-row quantities, or null
   /// @throws invalid_input for bad input or settings (term_scaling::group is refused: f must be
-  ///         a fixed function)
+  ///         a fixed function), and ("diversity") for a term that counts without a relaxation
   template <class T, class Diversity>
   [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
                                         const detail::prepared* prepared = nullptr) const {
@@ -134,6 +137,10 @@ class basic_continuous_learner {
     validate(opt_.polish);
     auto ctx = phases::make_context(backend_, p, mix, o, prepared);
     const phases::block_plan& blk = ctx.blk;
+    const std::string unrelaxed = detail::continuous::unrelaxed_term<T>(mix, blk.plan.slot);
+    DATAMASK_EXPECTS(unrelaxed.empty(), "diversity", "the continuous learner ascends a relaxation of f, and its term '",
+                     unrelaxed, "' has none (datamask::relaxable_objective); weigh it 0, or use the policy-gradient "
+                     "learner or a greedy");
     const Backend& b = ctx.backend;
     selection_result res;
     res.active = blk.kept_count();  // every kept item takes part in every iteration

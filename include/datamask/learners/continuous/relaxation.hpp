@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 #include <type_traits>
 
 #include "datamask/core/concepts.hpp"
@@ -19,8 +20,9 @@ namespace datamask {
 
 namespace detail::continuous {
 
-/// Refuses, at compile time, a diversity term of f without a relaxation, naming the spelling a
-/// relaxation now has (a host-only `relax` of datamask 0.1 included).
+/// Refuses, at compile time, a diversity term with the host-only `relax` of datamask 0.1, naming
+/// the spelling a relaxation now has. (A term with no relaxation at all may sit in f with weight
+/// 0; the learner refuses it at run time where it counts: `unrelaxed_term`.)
 template <class D, class T>
 constexpr void require_relaxation() {
   static_assert(!host_only_relaxation<D, T>,
@@ -28,10 +30,21 @@ constexpr void require_relaxation() {
                 "form of datamask 0.1; a relaxation now runs through an executor, on the host and on a device: "
                 "template <class Exec, class T> double relax(Exec& exec, const datamask::relax_view<T>& v, "
                 "double* grad) const (see examples/relaxed_metric.cpp)");
-  static_assert(relaxable_objective<D, T> || host_only_relaxation<D, T>,
-                "datamask: a diversity objective of f has no relaxation (datamask::relaxable_objective<D, T>): "
-                "it needs a member template <class Exec, class T> double relax(Exec& exec, const "
-                "datamask::relax_view<T>& v, double* grad) const");
+}
+
+/// The name of the first diversity term of a mix that counts (`slots`: its index in f's terms,
+/// -1 when off) and has no relaxation (not a `relaxable_objective`, or one that says at run time
+/// it has none: `has_relaxation()`); empty when every term that counts relaxes.
+template <class T, class Mix>
+std::string unrelaxed_term(const Mix& mix, std::span<const int> slots) {
+  std::string name;
+  mix.for_each([&](auto i, const auto& objective, double /*v*/) {
+    using D = std::decay_t<decltype(objective)>;
+    bool relaxes = relaxable_objective<D, T>;
+    if constexpr (requires { objective.has_relaxation(); }) relaxes = relaxes && objective.has_relaxation();
+    if (name.empty() && slots[i] >= 0 && !relaxes) name = mix.names()[i];
+  });
+  return name;
 }
 
 }  // namespace detail::continuous

@@ -35,13 +35,6 @@
 
 namespace datamask {
 
-namespace detail {
-template <class D, class T>
-struct mix_models : std::bool_constant<diversity_objective<D, T>> {};
-template <class... Ds, class T>
-struct mix_models<diversity_mix<Ds...>, T> : std::bool_constant<(diversity_objective<Ds, T> && ...)> {};
-}  // namespace detail
-
 /// @brief DATAMASK selection by policy-gradient mask learning (docs/method.md sections 1 to 3).
 ///
 /// Credit (`settings::credit`): the paper's estimator gives every item of rollout g its

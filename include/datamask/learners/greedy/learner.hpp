@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief A greedy baseline as an optimizer of a block, in the learners' shape: the phases every
+/// optimizer shares (phases.hpp: validation, kept rows, S, calibrated or fixed scales, the final
+/// evaluation into a `selection_result`) around `greedy_select` on the f the learners optimise.
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "datamask/core/half.hpp"
+#include "datamask/core/greedy_options.hpp"
+#include "datamask/core/options.hpp"
+#include "datamask/exec/backend/concept.hpp"
+#include "datamask/learners/greedy/greedy.hpp"
+#include "datamask/learners/phases.hpp"
+#include "datamask/objectives/function.hpp"
+#include "datamask/objectives/mix.hpp"
+
+namespace datamask {
+
+/// @brief Naive, lazy or stochastic greedy on one block, on the f a learner with the same
+/// settings optimises: its terms, its calibrated or fixed scales (calibrated on `Backend`, as the
+/// learners calibrate them) and the whole block as facility location's reference set; the
+/// candidates are the rows the prune keeps.
+/// @tparam Backend calibrates the scales (its subsets are the learners'); the greedy itself runs
+///         on the host
+template <backend Backend>
+class basic_greedy_learner {
+ public:
+  /// @param s the selection's settings (ratio or count, lambda, prune, scaling, seed, threads,
+  ///        `epsilon` for stochastic greedy); the samples are keyed by `greedy_seed(s)`
+  /// @param g the method and the hooks (`stop`, `on_pick`); its seed, threads, epsilon and
+  ///        candidates are set from `s` and the kept rows
+  explicit basic_greedy_learner(settings s = {}, greedy_options g = {}, Backend b = {})
+      : s_(std::move(s)), g_(std::move(g)), backend_(std::move(b)) {
+    g_.seed = greedy_seed(s_);
+    g_.threads = s_.threads;
+    g_.epsilon = s_.epsilon;
+  }
+
+  /// @brief Selects S items of one block.
+  /// @return rows and ids in the order picked, the terms and f on them (when
+  ///         `evaluate_selection`), kept, prune_threshold; no logits, history or steps (a greedy
+  ///         picks; `on_pick` counts). When `stop` ended the run: the picks so far,
+  ///         `stopped_early`, not evaluated.
+  /// @param prepared the block's per-row quantities when the caller has them, or null
+  /// @throws invalid_input for bad input or settings (term_scaling::group is refused: greedy
+  ///         needs a fixed f)
+  template <class T, class Diversity>
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
+                                        const detail::prepared* prepared = nullptr) const {
+    static_assert(embedding_element<T>, "datamask: embeddings must be float, double, float16 or bfloat16");
+    static_assert(detail::mix_models<Diversity, T>::value,
+                  "datamask::greedy_learner::select: the diversity argument does not model "
+                  "datamask::diversity_objective<D, T>");
+    DATAMASK_EXPECTS(s_.scaling != term_scaling::group, "scaling",
+                     "group scaling makes f a different function at every step; greedy needs calibrated, "
+                     "fixed or raw scales");
+    return run(p, detail::as_mix(diversity), prepared);
+  }
+
+  [[nodiscard]] const settings& selection_settings() const { return s_; }
+
+ private:
+  template <class T, class Mix>
+  selection_result run(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
+    auto ctx = phases::make_context(backend_, p, mix, s_, prepared);
+    const phases::block_plan& blk = ctx.blk;
+    // The scales a learner would use: calibrated when a mask is learned, else fixed or 1.
+    if (phases::learns(blk, s_)) {
+      const phases::batch_size size = phases::batch_sizes(blk, s_);
+      phases::calibrate_scales(ctx, size.active, size.rollout);
+    }
+    objective_function<T, Mix> f(p.embeddings, blk.data, mix, s_.lambda, s_.quality, s_.threads);
+    std::vector<double> scales;
+    for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
+    f.set_scales(scales);
+    greedy_options g = g_;
+    if (blk.kept_count() < blk.rows()) g.candidates = blk.kept;
+    greedy_result picked = greedy_select(f, blk.selected, g);
+    selection_result res;
+    if (picked.stopped) {
+      res.stopped_early = true;
+      res.selected = blk.selected;
+      res.kept = blk.kept_count();
+      res.prune_threshold = blk.prune_threshold;
+      for (index_t r : picked.rows) res.ids.push_back(blk.data.ids[r]);
+      res.rows = std::move(picked.rows);
+      res.terms = blk.plan.terms;
+      return res;
+    }
+    const typename Backend::template vector<index_t>* no_candidates = nullptr;
+    phases::finish(ctx, phases::scored_rows{std::move(picked.rows), {}, false}, {}, no_candidates, res);
+    return res;
+  }
+
+  settings s_;
+  greedy_options g_;
+  Backend backend_;
+};
+
+}  // namespace datamask
