@@ -29,9 +29,8 @@ int main(int, char** argv) {
                              weighted{facility_location{}, 1.0}, weighted{disf{}, 1.0});
   const objective_function<float, decltype(all_terms)> measure(block, all_terms, 0.5);
 
-  options opt;
+  options opt;  // select() runs the optimizer the program's `auto` runs for each f
   opt.ratio = 0.1;
-  opt.steps = 1000;
   opt.seed = 1;
 
   std::printf("\n%-26s %9s %10s %10s %10s %7s %8s\n", "selection (10%)", "quality", "pairwise",

@@ -23,8 +23,6 @@ int main() {
   const auto top = datamask::select(p, datamask::pairwise_similarity{}, o);
   if (top.ids.size() != 2 || top.ids[0] != 0 || top.ids[1] != 1) return 1;
   o.lambda = 0.5;
-  o.rollouts = 8;
-  o.steps = 50;
   const auto joint = datamask::select(p, datamask::pairwise_similarity{}, o);
   if (joint.ids.size() != 2 || joint.ids[0] == joint.ids[1]) return 2;
   std::printf("selected %llu and %llu\n", static_cast<unsigned long long>(joint.ids[0]),

@@ -45,6 +45,9 @@ struct inputs {
   }
 };
 
+// quick() sets the policy gradient's steps and rollouts: these runs name it.
+constexpr auto pg = datamask::block_optimizer::pg;
+
 datamask::options quick() {
   datamask::options o;
   o.steps = 2;
@@ -66,10 +69,10 @@ TEST_CASE("non-finite embeddings are rejected with their position", "[errors]") 
   datamask::options o = quick();
   o.lambda = 0.0;
   x[1500 * d + 2] = std::numeric_limits<float>::quiet_NaN();
-  CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "embeddings", "row 1500, column 2 is NaN");
+  CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "embeddings", "row 1500, column 2 is NaN");
   x[1500 * d + 2] = 0.0f;
   x[7 * d] = -std::numeric_limits<float>::infinity();
-  CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "embeddings", "row 7, column 0 is infinite");
+  CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "embeddings", "row 7, column 0 is infinite");
   // objective_function runs the same checks.
   using of = datamask::objective_function<float, datamask::disf>;
   CHECK_INVALID(of(p, datamask::disf{}, 0.0), "embeddings", "infinite");
@@ -81,26 +84,26 @@ TEST_CASE("bad quality scores and ids are rejected", "[errors]") {
   const auto o = quick();
   SECTION("NaN score") {
     in.q[11] = std::numeric_limits<double>::quiet_NaN();
-    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "quality[0]", "row 11 is NaN");
+    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "quality[0]", "row 11 is NaN");
   }
   SECTION("infinite score in the second column") {
     std::vector<double> q2(20, 1.0);
     q2[3] = std::numeric_limits<double>::infinity();
     p.quality.push_back({q2, 0.5});
-    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "quality[1]", "row 3 is infinite");
+    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "quality[1]", "row 3 is infinite");
   }
   SECTION("quality column of the wrong length") {
     const std::vector<double> short_q(19, 0.0);
     p.quality[0].scores = short_q;
-    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "quality[0]", "has 19 scores, expected 20");
+    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "quality[0]", "has 19 scores, expected 20");
   }
   SECTION("ids of the wrong length") {
     p.ids = std::span<const datamask::id_t>(in.ids.data(), 21 - 2);
-    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "ids", "has 19 ids, expected 20");
+    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "ids", "has 19 ids, expected 20");
   }
   SECTION("duplicate ids") {
     in.ids[15] = in.ids[4];
-    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "ids", "duplicate id 104");
+    CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "ids", "duplicate id 104");
   }
 }
 
@@ -108,7 +111,7 @@ TEST_CASE("impossible selection sizes and settings are rejected", "[errors]") {
   const inputs in;
   const auto p = in.problem();
   auto o = quick();
-  auto run = [&] { return datamask::select(p, datamask::pairwise_similarity{}, o); };
+  auto run = [&] { return datamask::select(p, datamask::pairwise_similarity{}, o, pg); };
   SECTION("ratio 0") {
     o.ratio = 0.0;
     CHECK_INVALID(run(), "ratio", "must be in (0, 1], found 0");
@@ -179,12 +182,12 @@ TEST_CASE("lambda > 0 without quality scores is rejected", "[errors]") {
   const datamask::problem<double> p{datamask::make_matrix_view(in.x.data(), in.n, in.d), {}, {}};
   auto o = quick();
   o.lambda = 0.5;
-  CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o), "quality", "no quality column given");
+  CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "quality", "no quality column given");
   using of = datamask::objective_function<double, datamask::pairwise_similarity>;
   CHECK_INVALID(of(p, datamask::pairwise_similarity{}, 0.5), "quality", "no quality column given");
   // lambda = 0 needs none.
   o.lambda = 0.0;
-  CHECK_NOTHROW(datamask::select(p, datamask::pairwise_similarity{}, o));
+  CHECK_NOTHROW(datamask::select(p, datamask::pairwise_similarity{}, o, pg));
 }
 
 TEST_CASE("empty input is rejected", "[errors]") {
@@ -193,12 +196,12 @@ TEST_CASE("empty input is rejected", "[errors]") {
   auto o = quick();
   o.lambda = 0.0;
   const datamask::problem<double> no_rows{datamask::make_matrix_view(x.data(), 0, 4), {}, {}};
-  CHECK_INVALID(datamask::select(no_rows, datamask::pairwise_similarity{}, o), "embeddings", "0 rows");
+  CHECK_INVALID(datamask::select(no_rows, datamask::pairwise_similarity{}, o, pg), "embeddings", "0 rows");
   const datamask::problem<double> no_cols{datamask::make_matrix_view(x.data(), 4, 0), {}, {}};
-  CHECK_INVALID(datamask::select(no_cols, datamask::pairwise_similarity{}, o), "embeddings", "0 columns");
+  CHECK_INVALID(datamask::select(no_cols, datamask::pairwise_similarity{}, o, pg), "embeddings", "0 columns");
   o.lambda = 0.5;
   const datamask::problem<double> no_rows_q{datamask::make_matrix_view(x.data(), 0, 4), {{q, 1.0}}, {}};
-  CHECK_INVALID(datamask::select(no_rows_q, datamask::pairwise_similarity{}, o), "embeddings", "0 rows");
+  CHECK_INVALID(datamask::select(no_rows_q, datamask::pairwise_similarity{}, o, pg), "embeddings", "0 rows");
 }
 
 TEST_CASE("the settings table refuses every value outside its range", "[errors][settings]") {

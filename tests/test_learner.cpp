@@ -173,7 +173,7 @@ TEST_CASE("pruning drops every item below the prune-fraction quantile", "[learne
   opt.lambda = 0.0;  // diversity only: nothing but the pruning keeps low-quality items out
   opt.steps = 30;
   opt.rollouts = 16;
-  const auto free_run = datamask::select(p, datamask::pairwise_similarity{}, opt);
+  const auto free_run = datamask::select(p, datamask::pairwise_similarity{}, opt, datamask::block_optimizer::pg);
   for (double frac : {0.4, 0.45, 0.6}) {
     // Our quantile: the order statistic at rank floor(p n) of a full sort.
     std::vector<double> sorted = q;
@@ -186,7 +186,7 @@ TEST_CASE("pruning drops every item below the prune-fraction quantile", "[learne
     CHECK(free_picks_below);  // so the pruned run's property below is not vacuous
 
     opt.prune = frac;
-    const auto res = datamask::select(p, datamask::pairwise_similarity{}, opt);
+    const auto res = datamask::select(p, datamask::pairwise_similarity{}, opt, datamask::block_optimizer::pg);
     INFO("prune " << frac << ", threshold " << thr);
     CHECK(res.prune_threshold == thr);
     CHECK(res.kept == n - below);
@@ -201,13 +201,13 @@ TEST_CASE("pruning drops every item below the prune-fraction quantile", "[learne
   SECTION("prune_threshold overrides the fraction") {
     opt.prune = 0.9;  // would keep 6 < S items: must be ignored
     opt.prune_threshold = -0.25;
-    const auto res = datamask::select(p, datamask::pairwise_similarity{}, opt);
+    const auto res = datamask::select(p, datamask::pairwise_similarity{}, opt, datamask::block_optimizer::pg);
     CHECK(res.prune_threshold == -0.25);
     CHECK(res.kept == std::count_if(q.begin(), q.end(), [](double v) { return v >= -0.25; }));
     for (index_t r : res.rows) CHECK(q[r] >= -0.25);
     // And with lambda = 1 the top S of the kept items is still the global top S.
     opt.lambda = 1.0;
-    const auto top = datamask::select(p, datamask::no_diversity{}, opt);
+    const auto top = datamask::select(p, datamask::no_diversity{}, opt, datamask::block_optimizer::pg);
     std::vector<datamask::id_t> ids(static_cast<std::size_t>(n));
     std::iota(ids.begin(), ids.end(), datamask::id_t{0});
     const auto order = by_quality(q, ids);
@@ -335,7 +335,7 @@ TEST_CASE("a result's invariants hold", "[learner][invariants]") {
   opt.advantage = advantage;
   INFO("scaling " << static_cast<int>(scaling) << " advantage " << static_cast<int>(advantage));
   const datamask::facility_location fl{datamask::similarity_kernel::cosine2};
-  const auto res = datamask::select(p, fl, opt);
+  const auto res = datamask::select(p, fl, opt, datamask::block_optimizer::pg);
 
   REQUIRE(res.selected == 16);
   REQUIRE(res.ids.size() == 16u);
@@ -406,7 +406,7 @@ TEST_CASE("progress callback, early stop and the sampled readout", "[learner][ca
     CHECK(s.reward_max >= s.reward_mean);
   };
   opt.stop = [](const datamask::step_info& s) { return s.step == 7; };
-  const auto res = datamask::select(p, datamask::disf{}, opt);
+  const auto res = datamask::select(p, datamask::disf{}, opt, datamask::block_optimizer::pg);
   CHECK(res.steps_run == 7);
   CHECK(res.stopped_early);
   CHECK(res.history.size() == 7u);
@@ -419,7 +419,7 @@ TEST_CASE("progress callback, early stop and the sampled readout", "[learner][ca
   opt.readout = datamask::readout_mode::sample;
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     opt.seed = seed;
-    const auto s = datamask::select(p, datamask::disf{}, opt);
+    const auto s = datamask::select(p, datamask::disf{}, opt, datamask::block_optimizer::pg);
     REQUIRE(s.rows.size() == 15u);
     CHECK(std::set<index_t>(s.rows.begin(), s.rows.end()).size() == 15u);
     CHECK(std::set<datamask::id_t>(s.ids.begin(), s.ids.end()).size() == 15u);

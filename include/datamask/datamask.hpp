@@ -28,6 +28,7 @@
 #include "datamask/objectives/certify.hpp"
 #include "datamask/learners/pg/learner.hpp"
 #include "datamask/learners/pg/select.hpp"
+#include "datamask/learners/select.hpp"
 #include "datamask/learners/greedy/greedy.hpp"
 #include "datamask/learners/continuous.hpp"
 #include "datamask/exec/host.hpp"

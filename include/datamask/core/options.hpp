@@ -164,7 +164,26 @@ struct pg_settings {
   /// return it if it beats the logit read-out on the final evaluation. Not with group scaling,
   /// whose rewards are not values of a fixed f, nor with the sampled read-out.
   bool keep_best_rollout = true;
+
+  bool operator==(const pg_settings&) const = default;
 };
+
+/// @brief The name of the first of `s`'s members (in declaration order) that differs from its
+/// default, or empty: the policy-gradient settings a caller changed, which `datamask::select`
+/// refuses when it runs another optimizer.
+[[nodiscard]] inline std::string_view changed_pg_setting(const pg_settings& s) {
+  const pg_settings d;
+  if (s.rollouts != d.rollouts) return "rollouts";
+  if (s.steps != d.steps) return "steps";
+  if (s.reference_size != d.reference_size) return "reference_size";
+  if (s.init != d.init) return "init";
+  if (s.advantage != d.advantage) return "advantage";
+  if (s.credit != d.credit) return "credit";
+  if (s.readout != d.readout) return "readout";
+  if (s.keep_best_rollout != d.keep_best_rollout) return "keep_best_rollout";
+  if (!(s == d)) return "pg_settings";  // a member added after this list
+  return {};
+}
 
 /// @brief Stochastic greedy's own setting, read by the baseline and by the continuous learner's
 /// stochastic start (`polish_settings::stochastic_start`); the policy-gradient learner ignores it.

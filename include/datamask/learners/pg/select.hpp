@@ -2,11 +2,12 @@
 #pragma once
 
 /// @file
-/// @brief `datamask::learner<>` and `datamask::select`: the learner on the default backend.
+/// @brief `datamask::learner<>`: the policy-gradient learner on the default backend.
 ///
 /// Why a header of its own: learner.hpp names only the backend concept; choosing a concrete
 /// backend (backend/default.hpp: Eigen, or Thrust under nvcc) happens here, where a user who
-/// does not name one asks for the default. datamask.hpp includes it.
+/// does not name one asks for the default. `datamask::select` (learners/select.hpp) runs it when
+/// named or chosen.
 
 #include "datamask/exec/backend/default.hpp"
 #include "datamask/learners/pg/learner.hpp"
@@ -19,13 +20,5 @@ namespace datamask {
 template <backend Backend = default_backend, class Policy = softmax_policy,
           lr_scheduler Scheduler = linear_lr, class Sampler = gumbel_top_k_sampler>
 using learner = basic_learner<Backend, Policy, Scheduler, Sampler>;
-
-/// @brief Selects with the default policies on `default_backend`:
-/// `datamask::select(problem, datamask::pairwise_similarity{}, opts)`.
-template <class T, class Diversity>
-[[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
-                                      const options& opt = {}) {
-  return learner<>(opt).select(p, diversity);
-}
 
 }  // namespace datamask

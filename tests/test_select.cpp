@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+// datamask::select (learners/select.hpp): the library's one call runs the optimizer the program's
+// `auto` runs for the same f and selects what a block of the program selects; each optimizer
+// reports through the caller's hooks; what only the policy gradient reads is refused with
+// another. And the greedy baselines as optimizers of a block (learners/greedy/learner.hpp)
+// against greedy_select on the f with the learner's scales.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <datamask/datamask.hpp>
+#include <datamask/run/block_select.hpp>
+
+#include "helpers.hpp"
+
+namespace dm = datamask;
+using dm::index_t;
+
+namespace {
+
+using dmtest::random_block;
+
+/// The program's block with the same f: one block, its weights, S = count.
+dm::block_result program_block(const dm::problem<float>& p, index_t count, const dm::objective_weights& w,
+                               const dm::options& o) {
+  dm::block_run_settings s;
+  static_cast<dm::settings&>(s.run) = o;
+  s.weights = w;
+  return dm::select_block(p, 0, count, std::nullopt, s);
+}
+
+}  // namespace
+
+TEST_CASE("select: auto runs the program's optimizer and selects the program's ids", "[select]") {
+  const dmtest::float_block blk = random_block(400, 8, 21);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.seed = 5;
+  o.threads = 1;
+  const auto ids = [](const dm::selection_result& r) { return r.ids; };
+  struct run_case {
+    const char* name;
+    index_t count;
+    dm::objective_weights w;
+    dm::block_optimizer expected;
+  };
+  // Pairwise: naive greedy while S <= 377 on 8 columns (the cost model), continuous above it;
+  // facility location alone: lazy; beside pairwise (no relaxation for dense facility): stochastic.
+  for (const run_case& c : {run_case{"pairwise, small S", 40, {1.0, 0.0, 0.0, 0.0}, dm::block_optimizer::greedy},
+                            run_case{"pairwise, large S", 390, {1.0, 0.0, 0.0, 0.0}, dm::block_optimizer::continuous},
+                            run_case{"facility", 40, {0.0, 1.0, 0.0, 0.0}, dm::block_optimizer::lazy},
+                            run_case{"pairwise + facility", 40, {1.0, 1.0, 0.0, 0.0}, dm::block_optimizer::stochastic},
+                            run_case{"disf", 300, {0.0, 0.0, 1.0, 0.0}, dm::block_optimizer::continuous}}) {
+    INFO(c.name);
+    o.count = c.count;
+    const dm::block_result program = program_block(p, c.count, c.w, o);
+    REQUIRE(program.optimizer == dm::enum_name(c.expected));
+    const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, c.w.pairwise},
+                           dm::weighted{dm::facility_location{}, c.w.facility}, dm::weighted{dm::disf{}, c.w.disf});
+    const dm::selection_result chosen = dm::select(p, m, o);
+    CHECK(ids(chosen) == program.ids);
+    CHECK(ids(chosen) == ids(dm::select(p, m, o, c.expected)));
+    // f as the program reports it: the same terms, scales and value.
+    REQUIRE(chosen.evaluated);
+    REQUIRE(chosen.terms.size() == program.terms.size());
+    for (std::size_t t = 0; t < chosen.terms.size(); ++t) CHECK(chosen.terms[t].scale == program.terms[t].scale);
+    CHECK(chosen.objective == Approx(program.objective).epsilon(1e-12));
+  }
+  // A single objective is the mix of it alone.
+  o.count = 40;
+  CHECK(ids(dm::select(p, dm::facility_location{}, o)) ==
+        ids(dm::select(p, dm::facility_location{}, o, dm::block_optimizer::lazy)));
+}
+
+TEST_CASE("select: every optimizer reports through the caller's hooks, and stops", "[select]") {
+  const dmtest::float_block blk = random_block(300, 6, 4);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.count = 30;
+  o.threads = 1;
+  for (const auto which : {dm::block_optimizer::pg, dm::block_optimizer::continuous, dm::block_optimizer::lazy,
+                           dm::block_optimizer::stochastic}) {
+    INFO(dm::enum_name(which));
+    std::vector<index_t> steps;
+    dm::options watched = o;
+    if (which == dm::block_optimizer::pg) watched.steps = 20;
+    watched.on_step = [&](const dm::step_info& si) { steps.push_back(si.step); };
+    const dm::selection_result r = dm::select(p, dm::pairwise_similarity{}, watched, which);
+    const index_t expected = which == dm::block_optimizer::pg           ? 20
+                             : which == dm::block_optimizer::continuous ? dm::continuous_settings{}.iterations
+                                                                        : o.count;  // one per pick
+    REQUIRE(static_cast<index_t>(steps.size()) == expected);
+    for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == static_cast<index_t>(i + 1));
+    CHECK(r.ids.size() == 30u);
+
+    dm::options stopped = watched;
+    stopped.stop = [](const dm::step_info& si) { return si.step >= 5; };
+    steps.clear();
+    const dm::selection_result s = dm::select(p, dm::pairwise_similarity{}, stopped, which);
+    CHECK(s.stopped_early);
+    if (which == dm::block_optimizer::lazy || which == dm::block_optimizer::stochastic) {
+      CHECK(s.ids.size() == 5u);  // the picks so far, not evaluated
+      CHECK_FALSE(s.evaluated);
+    } else {
+      CHECK(s.steps_run == 5);
+    }
+  }
+}
+
+TEST_CASE("select: what only the policy gradient reads is refused with another optimizer", "[select]") {
+  const dmtest::float_block blk = random_block(200, 6, 8);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.count = 20;
+  o.steps = 50;  // auto runs naive greedy here
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o),
+                    Catch::StartsWith("steps: is a setting of the policy-gradient learner, but select() runs greedy"));
+  CHECK(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::pg).steps_run == 50);
+  o.steps = dm::options{}.steps;
+  o.readout = dm::readout_mode::sample;
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::continuous),
+                    Catch::StartsWith("readout:"));
+  o.readout = dm::options{}.readout;
+  o.on_snapshot = [](const dm::step_info&, std::span<const double>, const dm::best_rollout&) {};
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o), Catch::StartsWith("on_snapshot:"));
+  o.on_snapshot = nullptr;
+  o.first_step = 3;
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::lazy),
+                    Catch::StartsWith("first_step:"));
+  o.first_step = 1;
+  // The continuous learner named on a term without a relaxation: refused, naming the term.
+  CHECK_THROWS_WITH(dm::select(p, dm::facility_location{}, o, dm::block_optimizer::continuous),
+                    Catch::Contains("'facility' has none"));
+  // Weighed 0, such a term may sit in the continuous learner's f.
+  const auto with_zero = dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{dm::facility_location{}, 0.0});
+  CHECK(dm::select(p, with_zero, o, dm::block_optimizer::continuous).ids ==
+        dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::continuous).ids);
+}
+
+TEST_CASE("greedy_learner: greedy_select on the f a learner with the same settings optimises", "[select][greedy]") {
+  const dmtest::float_block blk = random_block(250, 6, 12);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.count = 25;
+  o.prune = 0.2;  // the candidates are the kept rows
+  o.seed = 9;
+  const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{dm::facility_location{}, 0.5});
+  for (const auto method : {dm::greedy_method::naive, dm::greedy_method::lazy, dm::greedy_method::stochastic}) {
+    INFO(static_cast<int>(method));
+    dm::greedy_options g;
+    g.method = method;
+    const dm::selection_result r = dm::greedy_learner(o, g).select(p, m);
+    // The reference: the learner's terms and scales, f on them, greedy over the kept rows.
+    const std::vector<dm::term_value> terms = dm::learner<>(o).calibrate(p, m);
+    dm::objective_function<float, std::remove_const_t<decltype(m)>> f(p, m, o.lambda);
+    std::vector<double> scales;
+    for (const auto& t : terms) scales.push_back(t.scale);
+    f.set_scales(scales);
+    dm::greedy_options ref = g;
+    ref.seed = dm::greedy_seed(o);
+    ref.epsilon = o.epsilon;
+    for (index_t i = 0; i < p.embeddings.rows; ++i) {
+      if (blk.q[static_cast<std::size_t>(i)] >= r.prune_threshold) ref.candidates.push_back(i);
+    }
+    REQUIRE(static_cast<index_t>(ref.candidates.size()) == r.kept);
+    REQUIRE(r.kept < p.embeddings.rows);
+    CHECK(r.rows == dm::greedy_select(f, o.count, ref).rows);
+    CHECK(r.objective == Approx(f(std::span<const index_t>(r.rows))).epsilon(1e-12));
+    CHECK(r.logits.empty());
+  }
+  dm::options group = o;
+  group.scaling = dm::term_scaling::group;
+  CHECK_THROWS_WITH(dm::greedy_learner(group).select(p, m), Catch::StartsWith("scaling:"));
+}
