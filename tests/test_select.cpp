@@ -2,8 +2,9 @@
 // datamask::select (learners/select.hpp): the library's one call runs the optimizer the program's
 // `auto` runs for the same f and selects what a block of the program selects; each optimizer
 // reports through the caller's hooks; what only the policy gradient reads is refused with
-// another. And the greedy baselines as optimizers of a block (learners/greedy/learner.hpp)
-// against greedy_select on the f with the learner's scales.
+// another. The greedy baselines as optimizers of a block (learners/greedy/learner.hpp)
+// against greedy_select on the f with the learner's scales; and the one protocol
+// (learners/protocol.hpp) every optimizer selects through.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -175,4 +176,68 @@ TEST_CASE("greedy_learner: greedy_select on the f a learner with the same settin
   dm::options group = o;
   group.scaling = dm::term_scaling::group;
   CHECK_THROWS_WITH(dm::greedy_learner(group).select(p, m), Catch::StartsWith("scaling:"));
+}
+
+TEST_CASE("the optimizers' protocol: one shape of hooks, snapshots and resume for every optimizer", "[select][protocol]") {
+  const dmtest::float_block blk = random_block(240, 6, 31);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.count = 24;
+  o.steps = 12;
+  o.rollouts = 8;
+  o.threads = 1;
+  dm::continuous_options co;
+  static_cast<dm::settings&>(co.common) = o;
+  co.ascent.iterations = 12;
+  co.polish.stochastic_start = false;
+  const dm::learner<> pg(o);
+  const dm::continuous_learner cont(co);
+  const dm::greedy_learner lazy(o);
+  // A learner's run, a snapshot at step 5, and the run continued from it.
+  auto check_resume = [&](const auto& opt, const char* name) {
+    INFO(name);
+    std::vector<dm::step_record> history;
+    std::optional<dm::resume_point> at5;
+    dm::optimizer_hooks h;
+    h.on_step = [&](const dm::step_record& r) { history.push_back(r); };
+    h.snapshot_every = 5;
+    h.on_snapshot = [&](index_t step, std::span<const double> state, const dm::best_rollout& best) {
+      if (step == 5) at5 = dm::resume_point{step, {state.begin(), state.end()}, best, history};
+    };
+    const dm::selection_result whole = opt.select(p, dm::pairwise_similarity{}, h);
+    REQUIRE(history.size() == 12u);
+    CHECK(whole.ids == opt.select(p, dm::pairwise_similarity{}).ids);  // hooks change nothing
+    REQUIRE(at5);
+    REQUIRE(at5->history.size() == 5u);
+    std::vector<dm::step_record> rest;
+    dm::optimizer_hooks again;
+    again.on_step = [&](const dm::step_record& r) { rest.push_back(r); };
+    const dm::selection_result resumed = opt.select(p, dm::pairwise_similarity{}, again, &*at5);
+    CHECK(resumed.ids == whole.ids);
+    REQUIRE(rest.size() == 7u);
+    for (std::size_t i = 0; i < rest.size(); ++i) {
+      CHECK(rest[i].step == history[i + 5].step);
+      CHECK(rest[i].reward_mean == history[i + 5].reward_mean);
+    }
+    // Stopped through the protocol: at the step the hook says so.
+    dm::optimizer_hooks stopping;
+    index_t steps = 0;
+    stopping.on_step = [&](const dm::step_record&) { ++steps; };
+    stopping.stop = [&] { return steps >= 3; };
+    CHECK(opt.select(p, dm::pairwise_similarity{}, stopping).stopped_early);
+    CHECK(steps == 3);
+  };
+  check_resume(pg, "pg");
+  check_resume(cont, "continuous");
+  // The greedy: picks reported, a stop heard, no state to continue.
+  dm::optimizer_hooks h;
+  index_t picks = 0;
+  h.on_pick = [&](index_t n) { picks = n; };
+  CHECK(lazy.select(p, dm::pairwise_similarity{}, h).ids == lazy.select(p, dm::pairwise_similarity{}).ids);
+  CHECK(picks == 24);
+  h.stop = [&] { return picks >= 4; };
+  picks = 0;
+  CHECK(lazy.select(p, dm::pairwise_similarity{}, h).ids.size() == 4u);
+  const dm::resume_point some;
+  CHECK_THROWS_WITH(lazy.select(p, dm::pairwise_similarity{}, dm::optimizer_hooks{}, &some), Catch::StartsWith("resume:"));
 }

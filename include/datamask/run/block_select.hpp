@@ -27,12 +27,14 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "datamask/exec/backend/eigen.hpp"
 #include "datamask/learners/auto.hpp"
 #include "datamask/learners/continuous/learner.hpp"
 #include "datamask/learners/greedy/learner.hpp"
+#include "datamask/learners/protocol.hpp"
 #include "datamask/objectives/knn/build.hpp"
 #include "datamask/learners/pg/learner.hpp"
 #include "datamask/objectives/disf.hpp"
@@ -449,6 +451,42 @@ struct block_hooks {
   return o;
 }
 
+/// @brief Every optimizer of a block on `Backend`, as one type (`make_optimizer`).
+template <backend Backend>
+using any_optimizer = std::variant<learner<Backend, softmax_policy, runtime_lr>, basic_continuous_learner<Backend>,
+                                   basic_greedy_learner<Backend>>;
+
+/// @brief The optimizer `which` names (resolved: not `automatic`) with a run's settings for one
+/// block (`o`, from `block_options`; the policy and schedule, the ascent and the polish, from
+/// `s`). Each selects through the optimizers' protocol (learners/protocol.hpp).
+template <backend Backend>
+[[nodiscard]] any_optimizer<Backend> make_optimizer(block_optimizer which, const options& o,
+                                                    const block_run_settings& s) {
+  switch (which) {
+    case block_optimizer::pg:
+      return learner<Backend, softmax_policy, runtime_lr>(o, s.learn.policy_object(), s.learn.schedule_object());
+    case block_optimizer::continuous: {
+      continuous_options co;
+      static_cast<settings&>(co.common) = o;
+      co.ascent = s.ascent;
+      co.polish = s.polish;
+      return basic_continuous_learner<Backend>(std::move(co));
+    }
+    case block_optimizer::greedy:
+    case block_optimizer::lazy:
+    case block_optimizer::stochastic: {
+      greedy_options g;
+      g.method = which == block_optimizer::greedy ? greedy_method::naive
+                 : which == block_optimizer::lazy ? greedy_method::lazy
+                                                  : greedy_method::stochastic;
+      return basic_greedy_learner<Backend>(o, std::move(g));
+    }
+    case block_optimizer::automatic:
+      break;
+  }
+  throw invalid_input("optimizer", "auto must be resolved before a block runs (resolve_optimizer)");
+}
+
 namespace detail::blocks {
 
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -527,9 +565,48 @@ class stop_latch {
   bool hit_ = false;
 };
 
-/// Copies what a learner returned into the block's result and its terms (their scales) into
-/// `terms`; returns the rows selected.
-inline std::vector<index_t> take(selection_result&& res, block_result& r, std::vector<term_value>& terms) {
+/// The block's optimizer hooks (learners/protocol.hpp) from the front end's: each step's record
+/// appended to the block's history before the front end sees it, snapshots with the block.
+inline optimizer_hooks optimizer_hooks_of(const block_hooks& h, stop_latch& stop, block_result& r) {
+  optimizer_hooks oh;
+  oh.on_step = [&h, &r](const step_record& rec) {
+    r.history.push_back(rec);
+    if (h.on_step) h.on_step(r.history.back());
+  };
+  oh.on_pick = h.on_pick;
+  oh.stop = [&stop] { return stop(); };
+  oh.snapshot_every = h.snapshot_every;
+  if (h.on_snapshot) {
+    oh.on_snapshot = [&h, &r](index_t step, std::span<const double> state, const best_rollout& best) {
+      h.on_snapshot(r, step, state, best);
+    };
+  }
+  return oh;
+}
+
+/// Runs `which` on the block through the optimizers' protocol, a learner continued from the
+/// front end's snapshot when it has one; fills the block's ids, counters and history and f's
+/// terms as the optimizer scaled them (`terms`); returns the rows selected.
+/// @throws run_stopped when the stop hook ended it
+template <backend Backend, class T>
+std::vector<index_t> optimize(const problem<T>& p, const detail::prepared& prep, const options& o,
+                              const block_run_settings& s, block_optimizer which, const standard_mix& m,
+                              const block_hooks& h, stop_latch& stop, block_result& r,
+                              std::vector<term_value>& terms) {
+  const optimizer_hooks oh = optimizer_hooks_of(h, stop, r);
+  std::optional<resume_point> from;
+  const bool learner = which == block_optimizer::pg || which == block_optimizer::continuous;
+  if (learner && h.resume) {
+    resume_point point;
+    if (h.resume(r, point.step, point.state, point.best)) {
+      point.history = r.history;
+      from = std::move(point);
+    }
+  }
+  const resume_point* at = from ? &*from : nullptr;
+  selection_result res = std::visit([&](const auto& opt) { return opt.select(p, m, oh, at, &prep); },
+                                    make_optimizer<Backend>(which, o, s));
+  if (res.stopped_early || stop()) throw run_stopped();
   r.ids = std::move(res.ids);
   r.kept = res.kept;
   r.steps_run = res.steps_run;
@@ -537,88 +614,6 @@ inline std::vector<index_t> take(selection_result&& res, block_result& r, std::v
   r.nonfinite_steps = res.nonfinite_steps;
   terms = std::move(res.terms);
   return std::move(res.rows);
-}
-
-/// The policy-gradient learner on `Backend`, resumed from the hook's state when it has one.
-template <backend Backend, class T>
-std::vector<index_t> learn(const problem<T>& p, const detail::prepared& prep, options& o,
-                           const block_run_settings& s, const standard_mix& m, const block_hooks& h, stop_latch& stop,
-                           block_result& r, std::vector<term_value>& terms) {
-  if (h.resume) {
-    index_t step = 0;
-    std::vector<double> logits;
-    if (h.resume(r, step, logits, o.initial_best)) {
-      o.first_step = step + 1;
-      o.initial_logits = std::move(logits);
-    }
-  }
-  o.on_step = [&](const step_info& si) {
-    r.history.push_back(step_record{si.step, si.lr, si.reward_mean, si.reward_max,
-                                    std::vector<double>(si.term_means.begin(), si.term_means.end())});
-    if (h.on_step) h.on_step(r.history.back());
-  };
-  o.stop = [&](const step_info&) { return stop(); };
-  o.snapshot_every = h.snapshot_every;
-  o.on_snapshot = [&](const step_info& si, std::span<const double> logits, const best_rollout& best) {
-    if (h.on_snapshot) h.on_snapshot(r, si.step, logits, best);
-  };
-  const learner<Backend, softmax_policy, runtime_lr> L(o, s.learn.policy_object(), s.learn.schedule_object());
-  auto res = L.select(p, m, &prep);
-  if (res.stopped_early || stop()) throw run_stopped();
-  return take(std::move(res), r, terms);
-}
-
-/// The continuous learner on `Backend`, resumed from the hook's state when it has one (dense
-/// facility location, which has no relaxation, weighs 0 here: `resolve_optimizer` refuses it).
-template <backend Backend, class T>
-std::vector<index_t> ascend(const problem<T>& p, const detail::prepared& prep, const options& o,
-                            const block_run_settings& s, const standard_mix& sm, const block_hooks& h,
-                            stop_latch& stop, block_result& r, std::vector<term_value>& terms) {
-  continuous_options co;
-  static_cast<settings&>(co.common) = static_cast<const settings&>(o);
-  co.common.snapshot_every = h.snapshot_every;
-  co.ascent = s.ascent;
-  co.polish = s.polish;
-  if (h.resume) {
-    index_t done = 0;
-    std::vector<double> state;
-    if (h.resume(r, done, state, co.initial_best)) {
-      // The relaxed values of the iterations done are the history's (one record per iteration).
-      std::vector<double> relaxed;
-      for (const step_record& rec : r.history) relaxed.push_back(rec.reward_mean);
-      co.initial = continuous_iterate::unpack(state, p.embeddings.rows, s.ascent, done, std::move(relaxed));
-    }
-  }
-  co.on_step = [&](const continuous_step_info& si) {
-    r.history.push_back(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
-    if (h.on_step) h.on_step(r.history.back());
-  };
-  co.stop = [&](const continuous_step_info&) { return stop(); };
-  co.on_snapshot = [&](const continuous_iterate& it, const best_rollout& best) {
-    if (h.on_snapshot) h.on_snapshot(r, it.iteration, it.pack(), best);
-  };
-  const basic_continuous_learner<Backend> L(std::move(co));
-  auto res = L.select(p, sm, &prep);
-  if (stop()) throw run_stopped();
-  return take(std::move(res), r, terms);
-}
-
-/// A greedy baseline on the f the learners optimise (`basic_greedy_learner`: on the host, its
-/// scales calibrated on `Backend`, as a learner's would be).
-template <backend Backend, class T>
-std::vector<index_t> greedy(const problem<T>& p, const detail::prepared& prep, const options& o,
-                            block_optimizer which, const standard_mix& m, const block_hooks& h, stop_latch& stop,
-                            block_result& r, std::vector<term_value>& terms) {
-  greedy_options g;
-  g.method = which == block_optimizer::greedy ? greedy_method::naive
-             : which == block_optimizer::lazy ? greedy_method::lazy
-                                              : greedy_method::stochastic;
-  g.stop = [&] { return stop(); };
-  g.on_pick = h.on_pick;
-  const basic_greedy_learner<Backend> L(o, std::move(g));
-  auto res = L.select(p, m, &prep);
-  if (res.stopped_early || stop()) throw run_stopped();
-  return take(std::move(res), r, terms);
 }
 
 /// A block whose S_b is all of it: nothing to choose, so no optimizer runs. Its rows in a
@@ -687,12 +682,8 @@ template <backend Backend = eigen_backend, class T>
   detail::blocks::stop_latch stop(h);
   if (everything) {
     rows = detail::blocks::every_row<Backend>(p, prep, o, m, r, terms);
-  } else if (which == block_optimizer::pg) {
-    rows = detail::blocks::learn<Backend>(p, prep, o, s, m, h, stop, r, terms);
-  } else if (which == block_optimizer::continuous) {
-    rows = detail::blocks::ascend<Backend>(p, prep, o, s, m, h, stop, r, terms);
   } else {
-    rows = detail::blocks::greedy<Backend>(p, prep, o, which, m, h, stop, r, terms);
+    rows = detail::blocks::optimize<Backend>(p, prep, o, s, which, m, h, stop, r, terms);
   }
   r.optimize_seconds = detail::blocks::seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();

@@ -34,6 +34,7 @@
 #include "datamask/core/half.hpp"
 #include "datamask/core/options.hpp"
 #include "datamask/learners/phases.hpp"
+#include "datamask/learners/protocol.hpp"
 #include "datamask/learners/continuous/settings.hpp"
 
 namespace datamask {
@@ -124,6 +125,41 @@ class basic_continuous_learner {
                   "datamask::continuous_learner::select: the diversity argument does not model "
                   "datamask::diversity_objective<D, T>");
     return run(p, detail::as_mix(diversity), prepared);
+  }
+
+  /// @brief `select` through the optimizers' protocol (learners/protocol.hpp): these options
+  /// with `h` in place of their hooks and `common.snapshot_every`, continued from `from` (its
+  /// packed iterate after `from->step` iterations, the relaxed values of its history and its
+  /// best tracked read-out) when given, else from the start.
+  template <class T, class Diversity>
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const optimizer_hooks& h,
+                                        const resume_point* from = nullptr,
+                                        const detail::prepared* prepared = nullptr) const {
+    continuous_options co = opt_;
+    co.common.snapshot_every = h.snapshot_every;
+    co.on_step = {};
+    co.stop = {};
+    co.on_snapshot = {};
+    if (h.on_step) {
+      co.on_step = [&h](const continuous_step_info& si) {
+        h.on_step(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
+      };
+    }
+    if (h.stop) co.stop = [&h](const continuous_step_info&) { return h.stop(); };
+    if (h.on_snapshot) {
+      co.on_snapshot = [&h](const continuous_iterate& it, const best_rollout& best) {
+        h.on_snapshot(it.iteration, it.pack(), best);
+      };
+    }
+    co.initial = {};
+    co.initial_best = {};
+    if (from != nullptr) {
+      std::vector<double> relaxed;
+      for (const step_record& rec : from->history) relaxed.push_back(rec.reward_mean);
+      co.initial = continuous_iterate::unpack(from->state, p.embeddings.rows, co.ascent, from->step, std::move(relaxed));
+      co.initial_best = from->best;
+    }
+    return basic_continuous_learner(std::move(co), backend_).select(p, diversity, prepared);
   }
 
  private:

@@ -16,6 +16,7 @@
 #include "datamask/exec/backend/concept.hpp"
 #include "datamask/learners/greedy/greedy.hpp"
 #include "datamask/learners/phases.hpp"
+#include "datamask/learners/protocol.hpp"
 #include "datamask/objectives/function.hpp"
 #include "datamask/objectives/mix.hpp"
 
@@ -60,6 +61,21 @@ class basic_greedy_learner {
                      "group scaling makes f a different function at every step; greedy needs calibrated, "
                      "fixed or raw scales");
     return run(p, detail::as_mix(diversity), prepared);
+  }
+
+  /// @brief `select` through the optimizers' protocol (learners/protocol.hpp): `h.stop` and
+  /// `h.on_pick` in place of the greedy's own (a greedy takes no steps or snapshots).
+  /// @throws invalid_input ("resume") for a resume point: a greedy keeps no state to continue
+  template <class T, class Diversity>
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const optimizer_hooks& h,
+                                        const resume_point* from = nullptr,
+                                        const detail::prepared* prepared = nullptr) const {
+    DATAMASK_EXPECTS(from == nullptr, "resume",
+                     "a greedy keeps no state between its picks, so there is nothing to continue; run it afresh");
+    greedy_options g = g_;
+    g.stop = h.stop;
+    g.on_pick = h.on_pick;
+    return basic_greedy_learner(s_, std::move(g), backend_).select(p, diversity, prepared);
   }
 
   [[nodiscard]] const settings& selection_settings() const { return s_; }

@@ -27,6 +27,7 @@
 #include "datamask/core/half.hpp"
 #include "datamask/core/options.hpp"
 #include "datamask/learners/phases.hpp"
+#include "datamask/learners/protocol.hpp"
 #include "datamask/learners/pg/advantage.hpp"
 #include "datamask/learners/pg/softmax.hpp"
 #include "datamask/core/philox.hpp"
@@ -98,6 +99,38 @@ class basic_learner {
     } else {
       return {};
     }
+  }
+
+  /// @brief `select` through the optimizers' protocol (learners/protocol.hpp): this learner's
+  /// options with `h` in place of their hooks and `snapshot_every`, continued from `from` (its
+  /// logits after `from->step` and its best rollout) when given, else from the start.
+  template <class T, class Diversity>
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const optimizer_hooks& h,
+                                        const resume_point* from = nullptr,
+                                        const detail::prepared* prepared = nullptr) const {
+    basic_learner with = *this;
+    options& o = with.opt_;
+    static_cast<hooks&>(o) = {};
+    static_cast<resume_state&>(o) = {};
+    o.snapshot_every = h.snapshot_every;
+    if (h.on_step) {
+      o.on_step = [&h](const step_info& si) {
+        h.on_step(step_record{si.step, si.lr, si.reward_mean, si.reward_max,
+                              std::vector<double>(si.term_means.begin(), si.term_means.end())});
+      };
+    }
+    if (h.stop) o.stop = [&h](const step_info&) { return h.stop(); };
+    if (h.on_snapshot) {
+      o.on_snapshot = [&h](const step_info& si, std::span<const double> logits, const best_rollout& best) {
+        h.on_snapshot(si.step, logits, best);
+      };
+    }
+    if (from != nullptr) {
+      o.first_step = from->step + 1;
+      o.initial_logits = from->state;
+      o.initial_best = from->best;
+    }
+    return with.select(p, diversity, prepared);
   }
 
   /// @brief The terms of f and the scales this learner would use on `p` (calibrated from
