@@ -19,8 +19,9 @@ import sys
 # The learners' headers, and what none of them may pull in (directly or through others).
 LEARNERS = ["learners/pg/learner.hpp", "learners/continuous/learner.hpp", "learners/continuous.hpp"]
 FORBIDDEN = re.compile(r"^(io/|run/|objectives/knn/(exact|clustered|build)\.hpp$)")
-# How many of the library's headers `#include <datamask/learners/pg/learner.hpp>` may bring.
-LEARNER_HEADERS_MAX = 24
+# How many of the library's headers `#include <datamask/learners/pg/learner.hpp>` may bring (25:
+# learners/protocol.hpp, the optimizers' protocol, joined its interface).
+LEARNER_HEADERS_MAX = 25
 
 
 def read_tiers(readme):

@@ -64,25 +64,14 @@ struct pg_step_settings {
   [[nodiscard]] softmax_policy policy_object() const { return softmax_policy{logprob}; }
 };
 
-/// @brief The constructor settings of the policy, the schedule (`pg_step_settings`), facility
-/// location and the certificate's budget that a program exposes (the learner and `certify` take
-/// the objects themselves; this group builds them). The defaults are those of `runtime_lr`,
-/// `softmax_policy`, `facility_location` and `certify_settings`, read from them.
-struct learner_settings : pg_step_settings {
+/// @brief Facility location's settings that a program exposes: its kernel, the rbf bandwidth and
+/// the greedy baselines' similarity cache (the defaults are `facility_location`'s, read from it).
+/// Read wherever f has a facility location term, by every optimizer.
+struct facility_settings {
   similarity_kernel kernel = facility_location{}.kernel;  ///< facility location's kernel
   double gamma = facility_location{}.gamma;               ///< rbf bandwidth
   /// Dense facility location's greedy similarity cache, in MiB (`facility_location::cache_bytes`).
   double facility_cache = static_cast<double>(facility_location{}.cache_bytes) / double(1 << 20);
-  /// How a block's kNN graph is built (facility location on a kNN graph), and the clustered
-  /// builder's C and P (0: its defaults); knn/graph.hpp and knn/clustered.hpp.
-  knn_build knn_builder = knn_build::automatic;
-  index_t knn_clusters = 0;
-  index_t knn_probes = 0;
-  /// The certificate's budget (`certify_settings::iterations`, 0: each method's default) and
-  /// dense facility location's memory for the pairs its dual reads, in MiB
-  /// (`certify_settings::memory_bytes`).
-  index_t certify_steps = certify_settings{}.iterations;
-  double certify_memory = static_cast<double>(certify_settings{}.memory_bytes) / double(1 << 20);
 
   /// Facility location with this kernel, gamma and cache budget.
   [[nodiscard]] facility_location facility_object() const {
@@ -92,6 +81,23 @@ struct learner_settings : pg_step_settings {
     f.cache_bytes = static_cast<std::size_t>(facility_cache * double(1 << 20));
     return f;
   }
+};
+
+/// @brief How a block's kNN graph is built (facility location on a kNN graph), and the clustered
+/// builder's C and P (0: its defaults); objectives/knn/graph.hpp and knn/clustered.hpp.
+struct knn_build_settings {
+  knn_build knn_builder = knn_build::automatic;
+  index_t knn_clusters = 0;
+  index_t knn_probes = 0;
+};
+
+/// @brief The certificate's budget (`certify_settings::iterations`, 0: each method's default) and
+/// dense facility location's memory for the pairs its dual reads, in MiB
+/// (`certify_settings::memory_bytes`). Read when a run certifies.
+struct certify_budget {
+  index_t certify_steps = certify_settings{}.iterations;
+  double certify_memory = static_cast<double>(certify_settings{}.memory_bytes) / double(1 << 20);
+
   /// The certificate's settings with this budget (random subsets, seed and threads: defaults).
   [[nodiscard]] certify_settings certify_object() const {
     certify_settings c;
@@ -101,15 +107,23 @@ struct learner_settings : pg_step_settings {
   }
 };
 
+/// @brief The settings a program exposes beside `settings`, each group owned by what reads it:
+/// the policy gradient's step (`pg_step_settings`), facility location (`facility_settings`), the
+/// kNN graph's builder (`knn_build_settings`) and the certificate's budget (`certify_budget`).
+/// The learners, `certify` and the graph builders take the objects themselves; these build them.
+struct learner_settings : pg_step_settings, facility_settings, knn_build_settings, certify_budget {};
+
 namespace detail {
-inline bool uses_gamma(const learner_settings& s) { return s.kernel == similarity_kernel::rbf; }
+inline bool uses_gamma(const facility_settings& s) { return s.kernel == similarity_kernel::rbf; }
 }  // namespace detail
 
 /// @brief Visits the table entries of `learner_settings`.
 template <class F>
 void visit_learner_settings(F&& f) {
-  using L = learner_settings;
   using P = pg_step_settings;
+  using Fl = facility_settings;
+  using Kn = knn_build_settings;
+  using Ce = certify_budget;
   using detail::inf;
   f(number_setting<P, double>{"lr-max", "lr_max", "first learning rate", &P::lr_max, 0.0, inf,
                               true, true});
@@ -121,37 +135,37 @@ void visit_learner_settings(F&& f) {
                                      &P::schedule});
   f(choice_setting<P, gradient_mode>{"logprob", "logprob", "gradient of the log-probability",
                                      &P::logprob});
-  f(choice_setting<L, similarity_kernel>{"kernel", "kernel", "facility-location similarity",
-                                         &L::kernel});
-  f(number_setting<L, double>{"gamma", "gamma", "rbf bandwidth (checked with kernel rbf)",
-                              &L::gamma, 0.0, inf, true, true, {}, &detail::uses_gamma});
-  f(number_setting<L, double>{"facility-cache", "facility_cache",
+  f(choice_setting<Fl, similarity_kernel>{"kernel", "kernel", "facility-location similarity",
+                                         &Fl::kernel});
+  f(number_setting<Fl, double>{"gamma", "gamma", "rbf bandwidth (checked with kernel rbf)",
+                              &Fl::gamma, 0.0, inf, true, true, {}, &detail::uses_gamma});
+  f(number_setting<Fl, double>{"facility-cache", "facility_cache",
                               "MiB: the greedy baselines keep dense facility location's n x n similarities "
                               "when they fit this budget (same selection, faster re-scoring); 0: never",
-                              &L::facility_cache, 0.0, 1e9});
-  f(choice_setting<L, knn_build>{"knn-build", "knn_build",
+                              &Fl::facility_cache, 0.0, 1e9});
+  f(choice_setting<Kn, knn_build>{"knn-build", "knn_build",
                                  "how each block's kNN graph is built (with neighbors): exact, clustered "
                                  "(approximate: C clusters, each compared with its P most similar), or auto "
                                  "(exact up to 50000 items, clustered above)",
-                                 &L::knn_builder});
-  f(number_setting<L, index_t>{"knn-clusters", "knn_clusters",
+                                 &Kn::knn_builder});
+  f(number_setting<Kn, index_t>{"knn-clusters", "knn_clusters",
                                "clustered kNN graph: clusters C, capped at the block's size (0: about sqrt(n))",
-                               &L::knn_clusters, 0, detail::index_max});
-  f(number_setting<L, index_t>{"knn-probes", "knn_probes",
+                               &Kn::knn_clusters, 0, detail::index_max});
+  f(number_setting<Kn, index_t>{"knn-probes", "knn_probes",
                                "clustered kNN graph: clusters each cluster is compared with, itself included "
                                "(0: 16, at most C)",
-                               &L::knn_probes, 0, detail::index_max});
-  f(number_setting<L, index_t>{"certify-steps", "certify_steps",
+                               &Kn::knn_probes, 0, detail::index_max});
+  f(number_setting<Ce, index_t>{"certify-steps", "certify_steps",
                                "with certify: each bound's steps, Frank-Wolfe for pairwise similarity, the dual's for "
                                "facility location (0: 30 and 100); fewer cost less and bound less tightly, never "
                                "wrongly",
-                               &L::certify_steps, 0, detail::index_max});
-  f(number_setting<L, double>{"certify-memory", "certify_memory",
+                               &Ce::certify_steps, 0, detail::index_max});
+  f(number_setting<Ce, double>{"certify-memory", "certify_memory",
                               "with certify: MiB for the pairs dense facility location's bound reads in every step "
                               "(those above a quarter of what the selection gives each item); when they do not fit, "
                               "every step recomputes them: slower, and from other products, whose last bits can "
                               "steer the steps elsewhere (a bound as valid, not the same digits)",
-                              &L::certify_memory, 0.0, 1e9});
+                              &Ce::certify_memory, 0.0, 1e9});
 }
 
 /// @brief The settings table: calls `f(entry)` for every setting, those of `settings` first,

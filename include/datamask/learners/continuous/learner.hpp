@@ -41,13 +41,13 @@ namespace datamask {
 
 /// @brief Settings of `continuous_learner`.
 struct continuous_options {
-  /// The settings shared with the policy-gradient learner: ratio or count, lambda, prune or
-  /// prune_threshold, scaling and scales, calibration_subsets, quality aggregate, seed and block
-  /// (they key the calibration subsets), active_fraction and min_active (the calibration
-  /// batch), threads, normalized, and snapshot_every (here in iterations). Its rollout settings
-  /// and hooks (rollouts, steps, init, readout, on_step, stop, on_snapshot, first_step,
-  /// initial_logits, initial_best) are not used: the members below take their place.
-  options common;
+  /// The settings every optimizer reads: ratio or count, lambda, prune or prune_threshold,
+  /// scaling and scales, calibration_subsets, quality aggregate, seed and block (they key the
+  /// calibration subsets), active_fraction and min_active (the calibration batch), epsilon (the
+  /// polish's stochastic start), threads, normalized, and snapshot_every (here in iterations).
+  /// Its `pg_settings` base (rollouts, steps, init, readout, ...) is the policy gradient's and is
+  /// not read here; the hooks and the resume state are the members below.
+  settings common;
   continuous_settings ascent;
   polish_settings polish;
   std::function<void(const continuous_step_info&)> on_step;  ///< after each iteration
@@ -165,7 +165,7 @@ class basic_continuous_learner {
  private:
   template <class T, class Mix>
   selection_result run(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
-    const options& o = opt_.common;
+    const datamask::settings& o = opt_.common;
     DATAMASK_EXPECTS(o.scaling != term_scaling::group, "scaling",
                      "group scaling makes f a different function at every step; the continuous "
                      "learner needs calibrated, fixed or raw scales");
@@ -206,7 +206,7 @@ class basic_continuous_learner {
   template <class T, class Mix>
   std::vector<index_t> ascend(const phases::block_context<Backend, T, Mix>& ctx, std::vector<double>& key,
                               selection_result& res) const {
-    const options& o = opt_.common;
+    const datamask::settings& o = opt_.common;
     const phases::block_plan& blk = ctx.blk;
     const Backend& b = ctx.backend;
     const index_t s = blk.selected;
