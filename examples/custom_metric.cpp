@@ -72,9 +72,9 @@ int main(int, char** argv) {
   opt.on_step = [](const step_info& s) {
     if (s.step % 100 == 0) std::printf("step %4lld  mean reward %8.4f\n", static_cast<long long>(s.step), s.reward_mean);
   };
-  // `spread` is a black box (no relaxation, no greedy state): the policy gradient, named here,
-  // needs only its values on rollouts (auto would run stochastic greedy, evaluating f per gain).
-  const selection_result r = select(block, diversity, opt, block_optimizer::pg);
+  // `spread` is a black box (no relaxation, no greedy state), so auto runs the policy gradient,
+  // which needs only its values on rollouts (a greedy would evaluate f for every candidate).
+  const selection_result r = select(block, diversity, opt);
   std::printf("selected %zu of %lld; f = %.4f\n", r.ids.size(), static_cast<long long>(c.n), r.objective);
   for (const auto& t : r.terms) {
     std::printf("  %-9s weight %.2f  scale %.4g  raw %.5f\n", t.name.c_str(), t.weight, t.scale, t.raw);

@@ -7,9 +7,11 @@
 // (learners/protocol.hpp) every optimizer selects through.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -77,6 +79,38 @@ TEST_CASE("select: auto runs the program's optimizer and selects the program's i
         ids(dm::select(p, dm::facility_location{}, o, dm::block_optimizer::lazy)));
 }
 
+namespace {
+/// A black box: f's values only (no relaxation, no greedy state).
+struct spread {
+  static constexpr std::string_view name = "spread";
+  template <class T>
+  double operator()(const dm::subset_view<T>& s) const {
+    double total = 0.0;
+    for (index_t i : s.subset) total += std::abs(static_cast<double>(s.embeddings(i, 0)));
+    return total / static_cast<double>(std::max<index_t>(1, s.subset.size));
+  }
+};
+}  // namespace
+
+TEST_CASE("select: auto runs the policy gradient on a black box and under group scaling", "[select]") {
+  const dmtest::float_block blk = random_block(200, 6, 17);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.count = 20;
+  o.steps = 40;  // the policy gradient's: accepted, as auto runs it
+  const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{spread{}, 1.0});
+  const dm::selection_result r = dm::select(p, m, o);
+  CHECK(r.steps_run == 40);
+  CHECK(r.ids == dm::select(p, m, o, dm::block_optimizer::pg).ids);
+  o.scaling = dm::term_scaling::group;
+  CHECK(dm::select(p, dm::pairwise_similarity{}, o).steps_run == 40);
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, dm::options{o}, dm::block_optimizer::lazy),
+                    Catch::StartsWith("steps:"));
+  o.steps = dm::options{}.steps;
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::continuous),
+                    Catch::StartsWith("scaling:"));
+}
+
 TEST_CASE("select: every optimizer reports through the caller's hooks, and stops", "[select]") {
   const dmtest::float_block blk = random_block(300, 6, 4);
   const dm::problem<float> p = blk.problem();
@@ -133,6 +167,9 @@ TEST_CASE("select: what only the policy gradient reads is refused with another o
   CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::lazy),
                     Catch::StartsWith("first_step:"));
   o.first_step = 1;
+  o.initial_logits.assign(200, 0.0);
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o), Catch::StartsWith("initial_logits:"));
+  o.initial_logits.clear();
   // The continuous learner named on a term without a relaxation: refused, naming the term.
   CHECK_THROWS_WITH(dm::select(p, dm::facility_location{}, o, dm::block_optimizer::continuous),
                     Catch::Contains("'facility' has none"));
@@ -214,6 +251,10 @@ TEST_CASE("the optimizers' protocol: one shape of hooks, snapshots and resume fo
     again.on_step = [&](const dm::step_record& r) { rest.push_back(r); };
     const dm::selection_result resumed = opt.select(p, dm::pairwise_similarity{}, again, &*at5);
     CHECK(resumed.ids == whole.ids);
+    REQUIRE(resumed.history.size() == whole.history.size());  // the uninterrupted run's records
+    for (std::size_t i = 0; i < whole.history.size(); ++i) {
+      CHECK(resumed.history[i].reward_mean == whole.history[i].reward_mean);
+    }
     REQUIRE(rest.size() == 7u);
     for (std::size_t i = 0; i < rest.size(); ++i) {
       CHECK(rest[i].step == history[i + 5].step);

@@ -461,7 +461,9 @@ struct step_record {
 
 /// @brief Everything a run returns.
 struct selection_result {
-  std::vector<id_t> ids;         ///< selected ids, by final logit descending (ties: smaller id)
+  /// Selected ids: a learner's by final logit descending (ties: smaller id); a greedy's in the
+  /// order picked (its result has no logits, active batch or rollouts).
+  std::vector<id_t> ids;
   std::vector<index_t> rows;     ///< the same items as rows of the block
   std::vector<double> logits;    ///< final logit per row; pruned rows hold -infinity
   std::vector<term_value> terms; ///< quality (when lambda > 0) then each diversity objective

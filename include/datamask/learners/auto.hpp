@@ -44,6 +44,9 @@ struct term_traits {
   bool relaxable = false;           ///< the continuous learner can ascend it (`relaxable_objective`)
   bool submodular = false;          ///< its greedy gains never grow (`diminishing_gains`)
   std::optional<item_costs> costs;  ///< its cost model (`costed_objective`), when it states one
+  /// It gives the greedies its gains (`incremental_objective`); without, a greedy evaluates f on
+  /// S + i for every candidate, a black box's cost that only the policy gradient avoids.
+  bool greedy_gains = true;
 };
 
 /// @brief The traits of objective `d` on blocks of `dims` columns; `neighbors`: the K of its kNN
@@ -54,6 +57,7 @@ template <class T, class D>
   term_traits t;
   t.relaxable = relaxable_objective<D, T>;
   if constexpr (requires { d.has_relaxation(); }) t.relaxable = t.relaxable && d.has_relaxation();
+  t.greedy_gains = incremental_objective<D, T>;
   if constexpr (incremental_objective<D, T>) t.submodular = has_diminishing_gains<greedy_state_t<D, T>>;
   if constexpr (costed_objective<D>) t.costs = D::costs_per_item(dims, neighbors);
   return t;
@@ -84,16 +88,22 @@ template <class T, class... Ds>
 ///   stochastic greedy: on dense facility location both the policy-gradient learner and
 ///   stochastic greedy cost O(n^2 d) per block, and stochastic greedy reached more of lazy
 ///   greedy's gain in an eighth of the time (benchmarks/RESULTS.md, "Dense facility location:
-///   what auto runs").
+///   what auto runs");
+/// - but the policy gradient where a term that counts is a black box (no relaxation and no
+///   greedy gains): a greedy would evaluate f on S + i for n ln(1/epsilon) candidates, the
+///   policy gradient evaluates it on its rollouts only (docs/method.md section 6, last item).
 [[nodiscard]] inline block_optimizer auto_optimizer(std::span<const term_traits> counting) {
   bool submodular = !counting.empty();
   bool relaxable = true;
+  bool black_box = false;
   for (const term_traits& t : counting) {
     submodular = submodular && t.submodular;
     relaxable = relaxable && t.relaxable;
+    black_box = black_box || (!t.relaxable && !t.greedy_gains);
   }
   if (submodular) return block_optimizer::lazy;
-  return relaxable ? block_optimizer::continuous : block_optimizer::stochastic;
+  if (relaxable) return block_optimizer::continuous;
+  return black_box ? block_optimizer::pg : block_optimizer::stochastic;
 }
 
 /// @brief A block as `auto` weighs it: n items of d dimensions, S of them to select.

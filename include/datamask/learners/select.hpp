@@ -25,9 +25,6 @@
 
 namespace datamask {
 
-/// @brief The greedy baselines on the default backend (`basic_greedy_learner`).
-using greedy_learner = basic_greedy_learner<default_backend>;
-
 namespace detail {
 
 /// What `select` hands every optimizer from `options`: its settings and its progress hooks.
@@ -43,9 +40,16 @@ inline void check_select_options(const options& o, block_optimizer which) {
   DATAMASK_EXPECTS(!o.on_snapshot, "on_snapshot",
                    "select() takes snapshots of the policy-gradient learner only, and it runs ", ran,
                    " here; pass datamask::block_optimizer::pg, or use continuous_learner's on_snapshot");
-  DATAMASK_EXPECTS(o.first_step == 1 && o.initial_logits.empty() && o.initial_best.rows.empty(), "first_step",
-                   "a resumed run (first_step, initial_logits, initial_best) continues the policy-gradient "
-                   "learner, and select() runs ", ran, " here; pass datamask::block_optimizer::pg");
+  DATAMASK_EXPECTS(o.scaling != term_scaling::group, "scaling",
+                   "group makes f a different function at every step, which only the policy-gradient learner "
+                   "takes, and select() runs ", ran, " here; pass datamask::block_optimizer::pg");
+  const auto resumed = [&](bool given, const char* input) {
+    DATAMASK_EXPECTS(!given, input, "continues a policy-gradient run, and select() runs ", ran,
+                     " here; pass datamask::block_optimizer::pg");
+  };
+  resumed(o.first_step != 1, "first_step");
+  resumed(!o.initial_logits.empty(), "initial_logits");
+  resumed(!o.initial_best.rows.empty(), "initial_best");
 }
 
 /// The greedy method of a greedy optimizer.
@@ -63,7 +67,10 @@ inline greedy_method method_of(block_optimizer which) {
 /// `auto` (the default) runs what the program runs for the same f (learners/auto.hpp): lazy
 /// greedy when every diversity term that counts is submodular (facility location), else the
 /// continuous learner when every one relaxes (with its default ascent and polish; naive greedy
-/// on a block where it costs less), else stochastic greedy. Name an optimizer to choose another.
+/// on a block where it costs less), else stochastic greedy, or the policy gradient where a term
+/// is a black box (no relaxation, no greedy state: a greedy would evaluate f per candidate) or
+/// the scaling is `group`. Name an optimizer to choose another. A greedy returns its ids in the
+/// order picked, with no logits.
 ///
 /// `opt`'s hooks report every optimizer's progress: `on_step` after each policy-gradient step,
 /// continuous iteration (reward_mean = reward_max = the relaxed f before the step) or greedy pick
@@ -87,7 +94,9 @@ template <class T, class Diversity>
                     : std::isfinite(opt.ratio) ? static_cast<index_t>(std::llround(std::clamp(opt.ratio, 0.0, 1.0) *
                                                                                      static_cast<double>(n)))
                                                : 0;
-  if (which == block_optimizer::automatic) {
+  if (which == block_optimizer::automatic && opt.scaling == term_scaling::group) {
+    which = block_optimizer::pg;  // the one optimizer whose f may change from step to step
+  } else if (which == block_optimizer::automatic) {
     which = auto_block_optimizer(counting_terms<T>(m, opt.lambda, p.embeddings.cols), block_shape{n, p.embeddings.cols, s},
                                  continuous_settings{}.iterations);
   }

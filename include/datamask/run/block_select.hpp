@@ -72,7 +72,9 @@ struct objective_weights {
                       : traits_of<float>(facility_location{}, dims));
   }
   if (w.disf > 0.0) out.push_back(traits_of<float>(disf{}, dims));
-  if (w.external > 0.0) out.push_back(term_traits{external_relaxes, false, std::nullopt});
+  // A run-time objective: scored by its state or by evaluation, as the program documents (auto
+  // runs stochastic greedy on it where it has no relaxation).
+  if (w.external > 0.0) out.push_back(term_traits{external_relaxes, false, std::nullopt, true});
   return out;
 }
 
@@ -160,8 +162,15 @@ struct unrelaxed {
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
   if (s.optimizer == block_optimizer::automatic) {
-    return auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+    const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+    DATAMASK_EXPECTS(o == block_optimizer::pg || s.run.scaling != term_scaling::group, "scaling",
+                     "group makes f a different function at every step; auto runs ", enum_name(o),
+                     " here, which needs calibrated, fixed or raw scales (group is for the policy gradient)");
+    return o;
   }
+  DATAMASK_EXPECTS(s.optimizer == block_optimizer::pg || s.run.scaling != term_scaling::group, "scaling",
+                   "group makes f a different function at every step; ", enum_name(s.optimizer),
+                   " needs calibrated, fixed or raw scales (group is for the policy gradient)");
   const unrelaxed term = unrelaxed_term(s, s.knn());
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || term.name.empty(), "optimizer", "continuous: ",
                    term.name, " has no relaxation; ", term.dense_facility ? "give it a kNN graph" : "give it one",
@@ -595,8 +604,8 @@ std::vector<index_t> optimize(const problem<T>& p, const detail::prepared& prep,
                               std::vector<term_value>& terms) {
   const optimizer_hooks oh = optimizer_hooks_of(h, stop, r);
   std::optional<resume_point> from;
-  const bool learner = which == block_optimizer::pg || which == block_optimizer::continuous;
-  if (learner && h.resume) {
+  const bool has_state = which == block_optimizer::pg || which == block_optimizer::continuous;
+  if (has_state && h.resume) {
     resume_point point;
     if (h.resume(r, point.step, point.state, point.best)) {
       point.history = r.history;

@@ -45,8 +45,9 @@ struct continuous_options {
   /// scaling and scales, calibration_subsets, quality aggregate, seed and block (they key the
   /// calibration subsets), active_fraction and min_active (the calibration batch), epsilon (the
   /// polish's stochastic start), threads, normalized, and snapshot_every (here in iterations).
-  /// Its `pg_settings` base (rollouts, steps, init, readout, ...) is the policy gradient's and is
-  /// not read here; the hooks and the resume state are the members below.
+  /// Its `pg_settings` base (rollouts, steps, init, readout, ...) is the policy gradient's: of it
+  /// only `reference_size` is read (facility location's reference set in the calibration), and
+  /// `init` is checked; the hooks and the resume state are the members below.
   settings common;
   continuous_settings ascent;
   polish_settings polish;

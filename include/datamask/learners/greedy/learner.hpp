@@ -14,6 +14,7 @@
 #include "datamask/core/greedy_options.hpp"
 #include "datamask/core/options.hpp"
 #include "datamask/exec/backend/concept.hpp"
+#include "datamask/exec/backend/default.hpp"
 #include "datamask/learners/greedy/greedy.hpp"
 #include "datamask/learners/phases.hpp"
 #include "datamask/learners/protocol.hpp"
@@ -28,13 +29,13 @@ namespace datamask {
 /// candidates are the rows the prune keeps.
 /// @tparam Backend calibrates the scales (its subsets are the learners'); the greedy itself runs
 ///         on the host
-template <backend Backend>
+template <backend Backend = default_backend>
 class basic_greedy_learner {
  public:
   /// @param s the selection's settings (ratio or count, lambda, prune, scaling, seed, threads,
   ///        `epsilon` for stochastic greedy); the samples are keyed by `greedy_seed(s)`
   /// @param g the method and the hooks (`stop`, `on_pick`); its seed, threads, epsilon and
-  ///        candidates are set from `s` and the kept rows
+  ///        candidates are set from `s` and the rows the prune keeps (every row without one)
   explicit basic_greedy_learner(settings s = {}, greedy_options g = {}, Backend b = {})
       : s_(std::move(s)), g_(std::move(g)), backend_(std::move(b)) {
     g_.seed = greedy_seed(s_);
@@ -95,6 +96,7 @@ class basic_greedy_learner {
     for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
     f.set_scales(scales);
     greedy_options g = g_;
+    g.candidates.clear();  // every row
     if (blk.kept_count() < blk.rows()) g.candidates = blk.kept;
     greedy_result picked = greedy_select(f, blk.selected, g);
     selection_result res;
@@ -117,5 +119,8 @@ class basic_greedy_learner {
   greedy_options g_;
   Backend backend_;
 };
+
+/// @brief The greedy baselines on the default backend (Eigen; Thrust under nvcc).
+using greedy_learner = basic_greedy_learner<>;
 
 }  // namespace datamask

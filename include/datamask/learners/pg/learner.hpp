@@ -6,8 +6,8 @@
 /// read out), written once against the `backend` concept.
 ///
 /// Only the concept: which backend runs when none is named is decided by the caller or by the
-/// umbrella header (select.hpp, included by datamask.hpp, defines `learner<>` and `select` on
-/// backend/default.hpp's `default_backend`). The phases a block run shares with other optimisers live in phases.hpp; this
+/// umbrella header (pg/select.hpp, included by datamask.hpp, defines `learner<>` on
+/// backend/default.hpp's `default_backend`; learners/select.hpp, `datamask::select`). The phases a block run shares with other optimisers live in phases.hpp; this
 /// file holds what is particular to policy gradient: the step loop and the best rollout.
 
 #include <algorithm>
@@ -130,7 +130,11 @@ class basic_learner {
       o.initial_logits = from->state;
       o.initial_best = from->best;
     }
-    return with.select(p, diversity, prepared);
+    selection_result res = with.select(p, diversity, prepared);
+    if (from != nullptr) {  // the records of the steps done: the uninterrupted run's history
+      res.history.insert(res.history.begin(), from->history.begin(), from->history.end());
+    }
+    return res;
   }
 
   /// @brief The terms of f and the scales this learner would use on `p` (calibrated from
