@@ -441,6 +441,13 @@ struct term_value {
   bool constant = false;
 };
 
+/// @brief The scales of terms, in order.
+[[nodiscard]] inline std::vector<double> scales_of(std::span<const term_value> terms) {
+  std::vector<double> scales;
+  for (const auto& t : terms) scales.push_back(t.scale);
+  return scales;
+}
+
 /// @brief A calibrated term whose std over the calibration subsets is at most this fraction of
 /// its largest magnitude on them is constant up to rounding: dividing by that std would blow
 /// the term's rounding noise up to decide the selection (docs/method.md 1.1's guard, "if a std is 0,

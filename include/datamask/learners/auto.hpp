@@ -13,6 +13,7 @@
 
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/enum_names.hpp"
+#include "datamask/core/greedy_options.hpp"
 #include "datamask/core/types.hpp"
 #include "datamask/objectives/mix.hpp"
 
@@ -38,6 +39,14 @@ struct enum_traits<block_optimizer> {
        {"lazy", block_optimizer::lazy},
        {"stochastic", block_optimizer::stochastic}}};
 };
+
+/// @brief The greedy method a greedy optimizer runs (`naive` for `greedy`); `which` is one of
+/// greedy, lazy or stochastic.
+[[nodiscard]] constexpr greedy_method greedy_method_of(block_optimizer which) {
+  return which == block_optimizer::greedy ? greedy_method::naive
+         : which == block_optimizer::lazy ? greedy_method::lazy
+                                          : greedy_method::stochastic;
+}
 
 /// @brief What `auto` weighs of one diversity term of f that counts (lambda < 1, weight > 0).
 struct term_traits {

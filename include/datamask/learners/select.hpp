@@ -52,13 +52,6 @@ inline void check_select_options(const options& o, block_optimizer which) {
   resumed(!o.initial_best.rows.empty(), "initial_best");
 }
 
-/// The greedy method of a greedy optimizer.
-inline greedy_method method_of(block_optimizer which) {
-  return which == block_optimizer::greedy ? greedy_method::naive
-         : which == block_optimizer::lazy ? greedy_method::lazy
-                                          : greedy_method::stochastic;
-}
-
 }  // namespace detail
 
 /// @brief Selects S items of one block on the default backend:
@@ -113,7 +106,7 @@ template <class T, class Diversity>
     return continuous_learner(std::move(co)).select(p, m);
   }
   greedy_options g;
-  g.method = detail::method_of(which);
+  g.method = greedy_method_of(which);
   index_t picks = 0;
   const auto as_step = [&] {
     const double none = std::numeric_limits<double>::quiet_NaN();

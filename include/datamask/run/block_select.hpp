@@ -485,9 +485,7 @@ template <backend Backend>
     case block_optimizer::lazy:
     case block_optimizer::stochastic: {
       greedy_options g;
-      g.method = which == block_optimizer::greedy ? greedy_method::naive
-                 : which == block_optimizer::lazy ? greedy_method::lazy
-                                                  : greedy_method::stochastic;
+      g.method = greedy_method_of(which);
       return basic_greedy_learner<Backend>(o, std::move(g));
     }
     case block_optimizer::automatic:

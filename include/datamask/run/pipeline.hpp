@@ -252,13 +252,6 @@ struct block_result {
   return out;
 }
 
-/// @brief The scales of terms, in order.
-[[nodiscard]] inline std::vector<double> scales_of(std::span<const term_value> terms) {
-  std::vector<double> scales;
-  for (const auto& t : terms) scales.push_back(t.scale);
-  return scales;
-}
-
 /// @brief f of block `p` under `o`, on `prepared` when the caller prepared the block.
 template <class T, class Mix>
 [[nodiscard]] objective_function<T, Mix> block_objective(const problem<T>& p, const Mix& mix, const options& o,

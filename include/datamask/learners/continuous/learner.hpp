@@ -213,9 +213,7 @@ class basic_continuous_learner {
     const index_t s = blk.selected;
     // f on the rows the context prepared (no second pass over the block).
     objective_function<T, Mix> f(ctx.block.embeddings, blk.data, ctx.mix, o.lambda, o.quality, o.threads);
-    std::vector<double> scales;
-    for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
-    f.set_scales(scales);
+    f.set_scales(scales_of(blk.plan.terms));
     best_rollout best = opt_.initial_best;  // the best tracked read-out: rows and f
     phases::check_resumed_best(blk, best, "initial_best");
     const index_t every = opt_.ascent.track_every;

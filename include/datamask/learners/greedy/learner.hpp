@@ -92,9 +92,7 @@ class basic_greedy_learner {
       phases::calibrate_scales(ctx, size.active, size.rollout);
     }
     objective_function<T, Mix> f(p.embeddings, blk.data, mix, s_.lambda, s_.quality, s_.threads);
-    std::vector<double> scales;
-    for (const auto& t : blk.plan.terms) scales.push_back(t.scale);
-    f.set_scales(scales);
+    f.set_scales(scales_of(blk.plan.terms));
     greedy_options g = g_;
     g.candidates.clear();  // every row
     if (blk.kept_count() < blk.rows()) g.candidates = blk.kept;
