@@ -224,7 +224,7 @@ TEST_CASE("the optimizers' protocol: one shape of hooks, snapshots and resume fo
   o.rollouts = 8;
   o.threads = 1;
   dm::continuous_options co;
-  static_cast<dm::settings&>(co.common) = o;
+  co.common = o;
   co.ascent.iterations = 12;
   co.polish.stochastic_start = false;
   const dm::learner<> pg(o);

@@ -70,7 +70,7 @@ inline void check_select_options(const options& o, block_optimizer which) {
 /// (step = the picks so far, total = S, rewards NaN), and `stop` is asked as often. Its
 /// policy-gradient settings (`pg_settings`), snapshots and resume state are the policy-gradient
 /// learner's: set with another optimizer, they are refused. For the continuous learner's own
-/// settings, snapshots and resume, call `continuous_learner`; for the greedy's, `greedy_select`.
+/// settings, snapshots and resume, call `continuous_learner`; for the greedy's, `greedy_learner`.
 /// @param which the optimizer (`block_optimizer::automatic`: `auto`)
 /// @return the selection as the optimizer fills it (`basic_learner::select`,
 ///         `basic_continuous_learner::select`, `basic_greedy_learner::select`)
@@ -97,7 +97,7 @@ template <class T, class Diversity>
   if (which == block_optimizer::pg) return learner<>(opt).select(p, m);
   if (which == block_optimizer::continuous) {
     continuous_options co;
-    static_cast<settings&>(co.common) = opt;
+    co.common = opt;
     const auto as_step = [](const continuous_step_info& si) {
       return step_info{si.iteration, si.total, si.lr, si.relaxed, si.relaxed, {}};
     };

@@ -476,7 +476,7 @@ template <backend Backend>
       return learner<Backend, softmax_policy, runtime_lr>(o, s.learn.policy_object(), s.learn.schedule_object());
     case block_optimizer::continuous: {
       continuous_options co;
-      static_cast<settings&>(co.common) = o;
+      co.common = o;
       co.ascent = s.ascent;
       co.polish = s.polish;
       return basic_continuous_learner<Backend>(std::move(co));
