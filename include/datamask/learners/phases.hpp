@@ -322,7 +322,9 @@ void score_marginals(const block_context<B, T, Mix>& ctx, const typename B::temp
                      index_t count, index_t size, const typename B::template vector<index_t>& reference,
                      std::vector<double>& vals, std::vector<double>& marg) {
   const B& b = ctx.backend;
-  const auto& [dev, mix, blk] = std::tie(ctx.dev, ctx.mix, ctx.blk);
+  auto& dev = ctx.dev;
+  auto& mix = ctx.mix;
+  auto& blk = ctx.blk;
   const quality_aggregate aggregate = ctx.s.quality;
   const detail::term_plan& plan = blk.plan;
   const auto c = static_cast<std::size_t>(count);
@@ -439,7 +441,10 @@ void calibrate_scales(block_context<B, T, Mix>& ctx, index_t m, index_t k) {
 /// draw (`readout_mode::sample`) or the S largest logits.
 template <backend B, class T, class Mix>
 std::vector<index_t> read_out(const block_context<B, T, Mix>& ctx, const typename B::template vector<double>& logits) {
-  const auto& [b, dev, blk, s] = std::tie(ctx.backend, ctx.dev, ctx.blk, ctx.s);
+  auto& b = ctx.backend;
+  auto& dev = ctx.dev;
+  auto& blk = ctx.blk;
+  auto& s = ctx.s;
   const index_t n = blk.rows();
   if (!learns(blk, s)) {
     const auto q = b.to_device(std::span<const double>(
@@ -494,7 +499,9 @@ template <backend B, class T, class Mix>
 scored_rows better_of(const block_context<B, T, Mix>& ctx, const typename B::template vector<double>& logits,
                       std::vector<index_t> read, const std::vector<index_t>& candidate,
                       const typename B::template vector<index_t>& all) {
-  const auto& [b, dev, blk] = std::tie(ctx.backend, ctx.dev, ctx.blk);
+  auto& b = ctx.backend;
+  auto& dev = ctx.dev;
+  auto& blk = ctx.blk;
   const index_t sc = blk.selected;
   std::vector<index_t> cand =
       b.top_rows(logits, dev.ds, b.to_device(std::span<const index_t>(candidate)), sc);
@@ -514,7 +521,8 @@ scored_rows better_of(const block_context<B, T, Mix>& ctx, const typename B::tem
 template <backend B, class T, class Mix>
 void finish(block_context<B, T, Mix>& ctx, scored_rows sel, std::vector<double> host_logits,
             const typename B::template vector<index_t>* all, selection_result& res) {
-  const auto& [b, s] = std::tie(ctx.backend, ctx.s);
+  auto& b = ctx.backend;
+  auto& s = ctx.s;
   block_plan& blk = ctx.blk;
   res.selected = blk.selected;
   res.kept = blk.kept_count();

@@ -378,7 +378,11 @@ struct facility_location {
     const index_t nv = b.reference.size;
     std::fill(out.begin(), out.end(), 0.0);
     if (k == 0 || nv == 0 || g_count == 0) return;
-    const auto [cols, at] = columns_of(b.subsets);
+    // Named members, not a structured binding: the lambdas below capture them, which clang
+    // before 16 refuses for bindings.
+    const auto cols_at = columns_of(b.subsets);
+    const auto& cols = cols_at.first;
+    const auto& at = cols_at.second;
     const auto nu = static_cast<index_t>(cols.size());
     const index_t tiles = tiles_of(nv).second;
     std::vector<double> partial(static_cast<std::size_t>(tiles * g_count), 0.0);  // per tile, per subset
@@ -425,9 +429,13 @@ struct facility_location {
     std::fill(values.begin(), values.end(), 0.0);
     std::fill(out.begin(), out.end(), 0.0);
     if (k == 0 || nv == 0 || g_count == 0) return;
-    const auto [cols, at] = columns_of(b.subsets);
+    const auto cols_at = columns_of(b.subsets);  // not a binding: captured below (as above)
+    const auto& cols = cols_at.first;
+    const auto& at = cols_at.second;
     const auto nu = static_cast<index_t>(cols.size());
-    const auto [tl, tiles] = tiles_of(nv);
+    const auto tiling = tiles_of(nv);  // not a binding: captured below (as above)
+    const index_t tl = tiling.first;
+    const index_t tiles = tiling.second;
     const index_t group = group_of(tl, tiles, nu, sizeof(W));
     const auto gk = static_cast<std::size_t>(g_count * k);
     std::vector<double> partial(static_cast<std::size_t>(tiles * g_count), 0.0);  // per tile, per subset
@@ -595,7 +603,9 @@ struct facility_location {
       packed[ch] = fi::pack_columns<W>(std::min(fi::dot_width, nu - c0), d,
                                        [&](index_t c) { return rows.data() + (c0 + c) * d; });
     }
-    const auto [tl, tiles] = tiles_of(b.reference.size);
+    const auto tiling = tiles_of(b.reference.size);  // not a binding: captured below
+    const index_t tl = tiling.first;
+    const index_t tiles = tiling.second;
     const index_t group = group_of(tl, tiles, nu, sizeof(W));
     std::vector<std::vector<W>> sims(static_cast<std::size_t>(group));
     for (index_t c0 = 0; c0 < tiles; c0 += group) {
