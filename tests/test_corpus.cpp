@@ -108,7 +108,7 @@ void check_twin_runs(dm::element_kind kind) {
       s.run.threads = 2;
       s.ascent.iterations = 30;
       s.optimizer = optimizer;
-      s.weights = objective == 0 ? dm::objective_weights{1.0, 0.0, 0.5, 0.0} : dm::objective_weights{0.0, 1.0, 0.0, 0.0};
+      s.weights = objective == 0 ? dm::objective_weights{1.0, 0.0, 0.5} : dm::objective_weights{0.0, 1.0, 0.0};
       s.neighbors = objective == 2 ? 10 : 0;
       s.certify = optimizer == dm::block_optimizer::lazy;  // the certificate of each block's f
       check_same_run(run(low, s, 500), run(wide, s, 500));
@@ -148,7 +148,7 @@ TEST_CASE("corpus: mixed shard kinds and objectives given at run time get float3
   s.run.ratio = 0.1;
   s.run.threads = 1;
   s.optimizer = dm::block_optimizer::lazy;
-  s.weights = dm::objective_weights{0.0, 0.0, 0.0, 1.0};
+  s.weights = dm::objective_weights{0.0, 0.0, 0.0};
   auto user = std::make_shared<dm::external_objective>();
   user->label = "spread";
   user->score = [](const dm::batch_view<float>& b, std::span<double> out) {
@@ -158,8 +158,9 @@ TEST_CASE("corpus: mixed shard kinds and objectives given at run time get float3
       out[static_cast<std::size_t>(g)] = -sum * sum;
     }
   };
-  s.external = user;
+  s.external = {dm::given_objective{user, 1.0}};
   check_same_run(run(low, s, 1000), run(wide, s, 1000));
-  s.weights = dm::objective_weights{1.0, 0.0, 0.0, 0.0};  // registered, but not in f: 16-bit blocks
+  s.weights = dm::objective_weights{1.0, 0.0, 0.0};
+  s.external[0].weight = 0.0;  // given, but not in f: 16-bit blocks
   check_same_run(run(low, s, 1000), run(wide, s, 1000));
 }

@@ -49,8 +49,8 @@ TEST_CASE("an objective given as functions selects what the built-in objective w
     const dm::block_run_settings builtin = settings_for(opt);
     dm::block_run_settings given = settings_for(opt);
     const auto calls = std::make_shared<std::atomic<int>>(0);
-    given.external = std::make_shared<const dm::external_objective>(dmtest::pairwise_replica(calls));
-    given.weights = {0.0, 0.0, 0.0, 1.0};
+    given.external = {{std::make_shared<const dm::external_objective>(dmtest::pairwise_replica(calls)), 1.0}};
+    given.weights = {0.0, 0.0, 0.0};
     const dm::block_result a = dm::select_block(p, 0, count, std::nullopt, builtin);
     const dm::block_result b = dm::select_block(p, 0, count, std::nullopt, given);
     CHECK(b.ids == a.ids);
@@ -70,8 +70,8 @@ TEST_CASE("an objective given without a relaxation: the continuous learner refus
           "[external]") {
   const auto calls = std::make_shared<std::atomic<int>>(0);
   dm::block_run_settings s = settings_for(dm::block_optimizer::continuous);
-  s.external = std::make_shared<const dm::external_objective>(dmtest::pairwise_replica(calls, false));
-  s.weights = {1.0, 0.0, 0.0, 0.5};
+  s.external = {{std::make_shared<const dm::external_objective>(dmtest::pairwise_replica(calls, false)), 0.5}};
+  s.weights = {1.0, 0.0, 0.0};
   CHECK_THROWS_WITH(dm::resolve_optimizer(s), Catch::Contains("no relaxation"));
   s.optimizer = dm::block_optimizer::automatic;
   CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::stochastic);

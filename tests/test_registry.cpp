@@ -96,20 +96,25 @@ TEST_CASE("registry: names to weights and the user's term, bad lists refused", "
   CHECK(s.weights.pairwise == 2.0);
   CHECK(s.weights.disf == 0.5);
   CHECK(s.weights.facility == 0.0);
-  CHECK(s.weights.external == 3.0);
-  REQUIRE(s.external != nullptr);
-  CHECK(s.external->label == "first");
+  REQUIRE(s.external.size() == 1);
+  CHECK(s.external[0].weight == 3.0);
+  CHECK(s.external[0].objective->label == "first");
   r.apply(std::vector<std::string>{"facility"}, {}, s);
   CHECK(s.weights.facility == 1.0);
   CHECK(s.weights.pairwise == 0.0);
-  CHECK(s.external == nullptr);
+  CHECK(s.external.empty());
   const auto refuses = [&](std::vector<std::string> n, std::vector<double> w) { r.apply(n, w, s); };
   CHECK_THROWS_WITH(refuses({"cosine"}, {}),
                     Catch::Contains("objective: must be one of pairwise, facility, disf, first, second, found 'cosine'"));
   CHECK_THROWS_WITH(refuses({"disf", "disf"}, {}), Catch::Contains("given twice"));
   CHECK_THROWS_WITH(refuses({"disf", "pairwise"}, {1.0}), Catch::Contains("1 weights for 2"));
   CHECK_THROWS_WITH(refuses({"disf", "pairwise"}, {1.0, -1.0}), Catch::Contains(">= 0"));
-  CHECK_THROWS_WITH(refuses({"first", "second"}, {}), Catch::Contains("one objective of your own per run"));
+  r.apply(std::vector<std::string>{"second", "pairwise", "first"}, std::vector<double>{0.25, 1.0, 2.0}, s);
+  REQUIRE(s.external.size() == 2);  // as many of the user's as named, in order
+  CHECK(s.external[0].objective->label == "second");
+  CHECK(s.external[0].weight == 0.25);
+  CHECK(s.external[1].objective->label == "first");
+  CHECK(s.external[1].weight == 2.0);
   for (const char* taken : {"pairwise", "first", "quality", "facility_knn"}) {
     CHECK_THROWS_WITH(r.add(taken, first_coordinate{}), Catch::Contains("is already a term's name"));
   }

@@ -53,11 +53,11 @@ TEST_CASE("select: auto runs the program's optimizer and selects the program's i
   };
   // Pairwise: naive greedy while S <= 377 on 8 columns (the cost model), continuous above it;
   // facility location alone: lazy; beside pairwise (no relaxation for dense facility): stochastic.
-  for (const run_case& c : {run_case{"pairwise, small S", 40, {1.0, 0.0, 0.0, 0.0}, dm::block_optimizer::greedy},
-                            run_case{"pairwise, large S", 390, {1.0, 0.0, 0.0, 0.0}, dm::block_optimizer::continuous},
-                            run_case{"facility", 40, {0.0, 1.0, 0.0, 0.0}, dm::block_optimizer::lazy},
-                            run_case{"pairwise + facility", 40, {1.0, 1.0, 0.0, 0.0}, dm::block_optimizer::stochastic},
-                            run_case{"disf", 300, {0.0, 0.0, 1.0, 0.0}, dm::block_optimizer::continuous}}) {
+  for (const run_case& c : {run_case{"pairwise, small S", 40, {1.0, 0.0, 0.0}, dm::block_optimizer::greedy},
+                            run_case{"pairwise, large S", 390, {1.0, 0.0, 0.0}, dm::block_optimizer::continuous},
+                            run_case{"facility", 40, {0.0, 1.0, 0.0}, dm::block_optimizer::lazy},
+                            run_case{"pairwise + facility", 40, {1.0, 1.0, 0.0}, dm::block_optimizer::stochastic},
+                            run_case{"disf", 300, {0.0, 0.0, 1.0}, dm::block_optimizer::continuous}}) {
     INFO(c.name);
     o.count = c.count;
     const dm::block_result program = program_block(p, c.count, c.w, o);
@@ -281,4 +281,52 @@ TEST_CASE("the optimizers' protocol: one shape of hooks, snapshots and resume fo
   CHECK(lazy.select(p, dm::pairwise_similarity{}, h).ids.size() == 4u);
   const dm::resume_point some;
   CHECK_THROWS_WITH(lazy.select(p, dm::pairwise_similarity{}, dm::optimizer_hooks{}, &some), Catch::StartsWith("resume:"));
+}
+
+TEST_CASE("a term list: terms whose number is known at run time select as if the mix listed them", "[select][mix]") {
+  const dmtest::float_block blk = random_block(300, 8, 33);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.seed = 9;
+  o.threads = 1;
+  o.count = 30;
+  o.lambda = 0.4;
+  using pws = dm::pairwise_similarity;
+  using fl = dm::facility_location;
+  // Two pairwise terms beside DiSF, listed or held in a list (whose weight multiplies its terms').
+  const auto listed = dm::mix(dm::weighted{dm::disf{}, 0.5}, dm::weighted{pws{}, 1.0}, dm::weighted{pws{}, 0.25});
+  const auto held = dm::mix(dm::weighted{dm::disf{}, 0.5},
+                            dm::weighted{dm::term_list<pws>{{{pws{}, 0.5}, {pws{}, 0.125}}}, 2.0});
+  REQUIRE(held.term_count() == 3);
+  CHECK(held.names() == std::vector<std::string>{"disf", "pairwise", "pairwise#2"});
+  for (const auto which : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::greedy,
+                           dm::block_optimizer::lazy, dm::block_optimizer::stochastic}) {
+    INFO(dm::enum_name(which));
+    dm::options run = o;
+    if (which == dm::block_optimizer::pg) run.steps = 15;
+    const dm::selection_result a = dm::select(p, listed, run, which);
+    const dm::selection_result b = dm::select(p, held, run, which);
+    CHECK(b.ids == a.ids);
+    CHECK(b.objective == a.objective);  // the same terms in the same order: the same bits
+    REQUIRE(b.terms.size() == a.terms.size());
+    for (std::size_t t = 0; t < a.terms.size(); ++t) {
+      CHECK(b.terms[t].name == a.terms[t].name);
+      CHECK(b.terms[t].raw == a.terms[t].raw);
+      CHECK(b.terms[t].weight == a.terms[t].weight);
+    }
+  }
+  // Facility location's greedy and swap states, one per listed term (lazy greedy, the polish).
+  const auto two = dm::mix(dm::weighted{fl{}, 1.0}, dm::weighted{fl{}, 0.5});
+  const auto list = dm::mix(dm::weighted{dm::term_list<fl>{{{fl{}, 1.0}, {fl{}, 0.5}}}, 1.0});
+  for (const auto which : {dm::block_optimizer::lazy, dm::block_optimizer::stochastic}) {
+    INFO(dm::enum_name(which));
+    const dm::selection_result a = dm::select(p, two, o, which);
+    const dm::selection_result b = dm::select(p, list, o, which);
+    CHECK(b.ids == a.ids);
+    CHECK(b.objective == a.objective);
+  }
+  // An empty list adds no term.
+  const auto none = dm::mix(dm::weighted{pws{}, 1.0}, dm::weighted{dm::term_list<dm::disf>{}, 1.0});
+  CHECK(none.term_count() == 1);
+  CHECK(dm::select(p, none, o).ids == dm::select(p, pws{}, o).ids);
 }

@@ -108,10 +108,11 @@ TEST_CASE("select_block on Thrust-on-OMP: an objective given as functions, its r
   const auto p = inst.problem();
   for (const auto opt : {dm::block_optimizer::continuous, dm::block_optimizer::pg}) {
     INFO(dm::enum_name(opt));
-    dm::block_run_settings s = block_settings(opt, {0.0, 0.0, 0.0, 1.0}, 2, 0);
+    dm::block_run_settings s = block_settings(opt, {0.0, 0.0, 0.0}, 2, 0);
     s.run.credit = dm::credit_mode::rollout;
-    s.external = std::make_shared<const dm::external_objective>(
-        dmtest::pairwise_replica(std::make_shared<std::atomic<int>>(0)));
+    s.external = {{std::make_shared<const dm::external_objective>(
+                       dmtest::pairwise_replica(std::make_shared<std::atomic<int>>(0))),
+                   1.0}};
     const dm::block_result cpu = dm::select_block<dm::eigen_backend>(p, 3, 60, std::nullopt, s);
     const dm::block_result gpu_path = dm::select_block<dm::thrust_backend>(p, 3, 60, std::nullopt, s);
     REQUIRE(cpu.ids.size() == 60);

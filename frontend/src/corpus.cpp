@@ -93,7 +93,7 @@ std::vector<datamask::id_t> corpus::ids_of(std::span<const index_t> rows) const 
 namespace {
 /// Whether a run's blocks may hold 16-bit rows: not when an objective given at run time, whose
 /// functions read float32 rows, counts in f.
-bool keeps_16_bit(const datamask::block_run_settings& s) { return !(s.external && s.weights.external > 0.0); }
+bool keeps_16_bit(const datamask::block_run_settings& s) { return !s.weighs_external(); }
 
 }  // namespace
 

@@ -50,8 +50,8 @@ void objective_registry::apply(std::span<const std::string> names, std::span<con
                    " weights for ", names.size(), " objectives");
   std::string known;
   for (const auto& e : entries_) known += (known.empty() ? "" : ", ") + e.name;
-  datamask::objective_weights w{0.0, 0.0, 0.0, 0.0};
-  std::shared_ptr<const datamask::external_objective> user;
+  datamask::objective_weights w{0.0, 0.0, 0.0};
+  std::vector<datamask::given_objective> given;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const auto e = std::find_if(entries_.begin(), entries_.end(), [&](const auto& x) { return x.name == names[i]; });
     DATAMASK_EXPECTS(e != entries_.end(), "objective", "must be one of ", known, ", found '", names[i], "'");
@@ -63,13 +63,10 @@ void objective_registry::apply(std::span<const std::string> names, std::span<con
       w.*(e->builtin) = wi;
       continue;
     }
-    DATAMASK_EXPECTS(user == nullptr, "objective", "one objective of your own per run; found '", user ? user->label : "",
-                     "' and '", names[i], "'");
-    user = e->user;
-    w.external = wi;
+    given.push_back({e->user, wi});
   }
   s.weights = w;
-  s.external = std::move(user);
+  s.external = std::move(given);
 }
 
 }  // namespace dmfront

@@ -54,9 +54,8 @@ std::string remedy(std::string_view name, block_optimizer running, const spellin
 std::size_t counted_terms(const datamask::block_run_settings& s) {
   std::size_t terms = s.run.lambda > 0.0 ? 1 : 0;
   if (s.run.lambda < 1.0) {
-    for (const double w : {s.weights.pairwise, s.weights.facility, s.weights.disf, s.weights.external}) {
-      terms += w > 0.0 ? 1 : 0;
-    }
+    for (const double w : {s.weights.pairwise, s.weights.facility, s.weights.disf}) terms += w > 0.0 ? 1 : 0;
+    for (const auto& g : s.external) terms += g.weight > 0.0 ? 1 : 0;
   }
   return terms;
 }
@@ -125,7 +124,7 @@ struct run_reads {
   [[nodiscard]] bool diversity() const { return s().run.lambda < 1.0; }
   [[nodiscard]] bool pairwise() const { return diversity() && s().weights.pairwise > 0.0; }
   [[nodiscard]] bool facility() const { return diversity() && s().weights.facility > 0.0; }
-  [[nodiscard]] bool external() const { return diversity() && s().weights.external > 0.0; }
+  [[nodiscard]] bool external() const { return diversity() && s().weighs_external(); }
   [[nodiscard]] bool dense() const { return facility() && !r.knn(); }
   [[nodiscard]] bool built() const {
     return facility() && s().neighbors > 0;
@@ -361,7 +360,7 @@ resolution resolve(run_request& r, const spelling& sp) {
                        : std::string("give it one"),
                    ", or use pg, greedy, lazy or stochastic");
   const block_optimizer o =
-      asked_auto ? datamask::auto_optimizer(s.weights, s.run.lambda, knn, s.external_relaxes()) : s.optimizer;
+      asked_auto ? datamask::auto_optimizer(s, knn) : s.optimizer;
   const std::string why = asked_auto ? " (chosen by " + sp.assign("optimizer", "auto", true) + ")" : "";
   for (const auto& name : r.given) {
     DATAMASK_EXPECTS(applies(name, o), sp.option(name), what_it_sets(name), ", but the optimizer is ",
@@ -370,7 +369,7 @@ resolution resolve(run_request& r, const spelling& sp) {
     DATAMASK_EXPECTS(why_unread.empty(), sp.option(name), why_unread);
   }
   if (o == block_optimizer::pg) {  // the credit that runs, as the reports name it
-    s.run.credit = datamask::resolve_credit(s.run.credit, s.weights, s.run.lambda, knn, s.learn.logprob);
+    s.run.credit = datamask::resolve_credit(s.run.credit, s.weights, s.run.lambda, knn, s.learn.logprob, s.external);
   }
   // Only the policy gradient's rewards can be z-scored per step; every other optimizer needs a fixed f.
   DATAMASK_EXPECTS(o == block_optimizer::pg || s.run.scaling != datamask::term_scaling::group,

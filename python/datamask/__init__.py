@@ -547,8 +547,8 @@ def _checked_metric(m: Metric) -> tuple:
 
 
 def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
-    """(names of the built-in objectives, their weights, the metric or None) from ``objective``
-    and ``objective_weights`` (one weight per entry, the metric's included)."""
+    """(names of the built-in objectives, their weights, the metrics) from ``objective`` and
+    ``objective_weights`` (one weight per entry, the metrics' included); each metric a term of f."""
     one = isinstance(objective, str) or callable(objective) or isinstance(objective, Metric)
     if not one and not isinstance(objective, (list, tuple)):
         raise TypeError(f"objective: expected a name (pairwise, facility, disf), a callable, a datamask.Metric "
@@ -556,7 +556,7 @@ def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
     entries = [objective] if one else list(objective)
     if weights is not None and len(weights) != len(entries):
         raise InvalidInput(f"objective_weights: {len(weights)} weights for {len(entries)} objectives")
-    names, named_weights, metric = [], [], None
+    names, named_weights, metrics = [], [], []
     for i, e in enumerate(entries):
         w = 1.0 if weights is None else float(weights[i])
         if isinstance(e, str):
@@ -568,19 +568,17 @@ def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
                 raise InvalidInput(f"objective: expected a name (pairwise, facility, disf), a callable or a "
                                    f"datamask.Metric, found {e!r}")
             e = Metric(score=e)
-        if metric is not None:
-            raise InvalidInput("objective: one metric of your own per call (combine several in one score)")
         if w < 0:
             raise InvalidInput(f"objective_weights: weights must be >= 0, found {w}")
-        metric = (*_checked_metric(e), w)
-    return names, (named_weights if weights is not None else []), metric
+        metrics.append((*_checked_metric(e), w))
+    return names, (named_weights if weights is not None else []), metrics
 
 
 def _call(embeddings, quality, quality_weights, ids, ids_name, given, objective, objective_weights, optimizer,
           neighbors, graph, rows=None) -> tuple:
     """The core's arguments of a call, each checked and converted once: the corpus (shards,
     quality columns, their weights, ids, the shards' names in messages) and the request (options, objectives, their weights, the
-    metric, optimizer, neighbors, graph). `rows`: a callable giving, from the shards, the rows
+    metrics, optimizer, neighbors, graph). `rows`: a callable giving, from the shards, the rows
     (a slice) whose scores and ids are read (None: every row)."""
     opts = _options(given)
     weights = [float(w) for w in quality_weights] if quality_weights is not None else []
@@ -636,7 +634,7 @@ _NOT_SELECTION = ("threads", "facility_cache")
 
 def _plan_key(embeddings, quality, ids, quality_weights, request, block_size) -> str:
     """The inputs' shapes and dtypes and everything that sets the selection (keywords, objectives
-    and their weights, the metric's name, quality weights, optimizer, neighbors, block size),
+    and their weights, the metrics' names and weights, quality weights, optimizer, neighbors, block size),
     hashed: what a plan was made for. Read from the arrays as given (no conversion)."""
     def shape(a):
         a = _load(a)
@@ -648,13 +646,13 @@ def _plan_key(embeddings, quality, ids, quality_weights, request, block_size) ->
             _is_path(a) or np.ndim(a) == 2 for a in embeddings) else [embeddings]
         arrays = [shape(a) for a in arrays]
         q = quality if isinstance(quality, (list, tuple)) else ([] if quality is None else [quality])
-    opts, names, weights, metric, optimizer, neighbors, _ = request
+    opts, names, weights, metrics, optimizer, neighbors, _ = request
     plain = lambda v: float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(  # noqa: E731
         v, (bool, int, np.integer)) else repr(v)
     text = json.dumps([__version__, arrays, [shape(c) for c in q],
                        None if ids is None else shape(ids),
                        sorted((k, plain(v)) for k, v in opts.items() if k not in _NOT_SELECTION), names,
-                       [float(w) for w in weights], None if metric is None else [metric[0], float(metric[-1])],
+                       [float(w) for w in weights], [[m[0], float(m[-1])] for m in metrics] or None,
                        None if quality_weights is None else [float(w) for w in quality_weights], optimizer,
                        int(neighbors), int(block_size)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -793,8 +791,9 @@ def select(
             unless ``lam`` is 0.
         ratio: fraction of items to select (default 0.1); ``count`` selects exactly that many.
         objective: "pairwise", "facility", "disf", or a sequence of them (each a separately
-            scaled term, weighted by ``objective_weights``); one entry may be a diversity
-            metric of your own (:class:`Metric`, or a callable scoring a batch of subsets).
+            scaled term, weighted by ``objective_weights``); entries may be diversity metrics
+            of your own (:class:`Metric`, or a callable scoring a batch of subsets), each a
+            term of its own.
         lam: weight of quality against diversity (1: top by quality, 0: diversity only).
         optimizer: "auto" (default: "lazy" when facility location is the only objective, else
             "continuous" when every objective has a relaxation, except on a block where naive

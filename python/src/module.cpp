@@ -547,7 +547,7 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
 /// the shards' names in messages: empty for `embeddings[i]`).
 using corpus_args = std::tuple<std::vector<shard_arg>, std::vector<column_array>, std::vector<double>,
                                std::optional<ids_array>, std::vector<std::string>>;
-/// Its request arguments: (options, objectives, their weights, metric or None, optimizer,
+/// Its request arguments: (options, objectives, their weights, the metrics (a list), optimizer,
 /// neighbors, graph or None).
 using request_args = std::tuple<nb::dict, std::vector<std::string>, std::vector<double>, nb::object, std::string,
                                 index_t, std::optional<graph_arrays>>;
@@ -575,10 +575,10 @@ call make_call(const corpus_args& corpus_in, const request_args& request_in, con
   apply_options(c.request, options);
   static const dmfront::objective_registry builtins;  // Python's own objectives come as a metric
   builtins.apply(objectives, objective_weights, r);
-  if (!metric.is_none()) {
-    const auto spec = nb::cast<nb::tuple>(metric);
-    r.external = std::make_shared<const datamask::external_objective>(python_side::metric(spec, side));
-    r.weights.external = nb::cast<double>(spec[3]);
+  for (const nb::handle m : nb::cast<nb::list>(metric)) {  // each a term of f of its own
+    const auto spec = nb::cast<nb::tuple>(m);
+    r.external.push_back({std::make_shared<const datamask::external_objective>(python_side::metric(spec, side)),
+                          nb::cast<double>(spec[3])});
   }
   r.neighbors = neighbors;
   r.certify = certify;

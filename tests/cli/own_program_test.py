@@ -128,9 +128,16 @@ def test_capabilities():
     p = run(OWN, base + ["--objective", "replica-plain", "--optimizer", "continuous", "--out", path("x.npy")], expect=2)
     assert "replica-plain" in p.stderr and "no relaxation" in p.stderr, p.stderr
     assert not os.path.exists(path("x.npy"))
-    # One objective of one's own per run.
-    p = run(OWN, base + ["--objective", "replica", "--objective", "replica-plain"], expect=2)
-    assert "one objective of your own per run" in p.stderr, p.stderr
+    # Several of one's own in a run, each a term of f: beside replica-plain, replica selects
+    # what the built-in pairwise selects there (stochastic greedy: replica-plain has no relaxation).
+    two = ["--objective", "replica-plain", "--objective-weights", "1,0.5"]
+    want, rep = selection(OWN, base + ["--objective", "pairwise"] + two, "builtin_and_own")
+    got, own = selection(OWN, base + ["--objective", "replica"] + two, "two_own")
+    assert got == want, "replica + replica-plain: the ids differ from pairwise + replica-plain"
+    assert optimizers(own) == ["stochastic"] * 2, optimizers(own)
+    terms = own["blocks"][0]["objective"]["terms"]
+    assert {"quality", "replica", "replica-plain"} == set(terms), terms
+    assert ct.close(total(own), total(rep), rel=1e-6), (total(own), total(rep))
 
 
 def test_names():

@@ -9,12 +9,14 @@
 #include <array>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/enum_names.hpp"
 #include "datamask/core/greedy_options.hpp"
 #include "datamask/core/types.hpp"
+#include "datamask/objectives/external.hpp"
 #include "datamask/objectives/mix.hpp"
 
 namespace datamask {
@@ -66,21 +68,25 @@ template <class T, class D>
   term_traits t;
   t.relaxable = relaxable_objective<D, T>;
   if constexpr (requires { d.has_relaxation(); }) t.relaxable = t.relaxable && d.has_relaxation();
-  t.greedy_gains = incremental_objective<D, T>;
+  // An objective given at run time scores a greedy round's candidate sets in one call (its own
+  // state, or by evaluation: greedy/scorers.hpp `external_state`), so a greedy stays cheap on it.
+  t.greedy_gains = incremental_objective<D, T> || std::is_same_v<D, external_objective>;
   if constexpr (incremental_objective<D, T>) t.submodular = has_diminishing_gains<greedy_state_t<D, T>>;
   if constexpr (costed_objective<D>) t.costs = D::costs_per_item(dims, neighbors);
   return t;
 }
 
-/// @brief The traits of the terms of `m` that count under `lambda`, in order.
+/// @brief The traits of the terms of `m` that count under `lambda`, in order; a term on a kNN
+/// graph that has none yet has K = `neighbors` (the graph it will be given).
 template <class T, class... Ds>
-[[nodiscard]] std::vector<term_traits> counting_terms(const diversity_mix<Ds...>& m, double lambda, index_t dims) {
+[[nodiscard]] std::vector<term_traits> counting_terms(const diversity_mix<Ds...>& m, double lambda, index_t dims,
+                                                      index_t neighbors = 0) {
   std::vector<term_traits> out;
   if (lambda >= 1.0) return out;
   m.for_each([&](auto /*i*/, const auto& o, double weight) {
     if (weight <= 0.0) return;
     index_t k = 0;
-    if constexpr (requires { o.graph->k; }) k = o.graph ? o.graph->k : 0;
+    if constexpr (requires { o.graph->k; }) k = o.graph ? o.graph->k : neighbors;
     out.push_back(traits_of<T>(o, dims, k));
   });
   return out;

@@ -290,25 +290,18 @@ std::string without_marginals(const Mix& mix, const detail::term_plan& plan) {
   return missing;
 }
 
-/// Whether every term i of a mix with `counts(i)` is a `cheap_marginal_objective`.
-template <class T, class Mix>
-struct cheap_terms;
-template <class T, class... Ds>
-struct cheap_terms<T, diversity_mix<Ds...>> {
-  template <class Counts>
-  static bool all([[maybe_unused]] Counts counts) {  // unused for the empty mix
-    [[maybe_unused]] std::size_t i = 0;
-    return ((!counts(i++) || cheap_marginal_objective<Ds, T>) && ...);
-  }
-};
-
 /// @brief `credit_mode::automatic` made concrete: per-item credit when the policy's gradient has
-/// the relaxed form and every diversity term of `Mix` that counts in f (`counts(i)`: term i) is
+/// the relaxed form and every diversity term of `mix` that counts in f (`counts(i)`: term i) is
 /// a `cheap_marginal_objective`, else the paper's estimator; `rollout` and `item` as given.
 template <class T, class Mix, class Counts>
-[[nodiscard]] credit_mode resolve_credit(credit_mode c, bool relaxed_gradient, Counts counts) {
+[[nodiscard]] credit_mode resolve_credit(credit_mode c, bool relaxed_gradient, const Mix& mix, Counts counts) {
   if (c != credit_mode::automatic) return c;
-  return relaxed_gradient && cheap_terms<T, Mix>::all(counts) ? credit_mode::item : credit_mode::rollout;
+  bool cheap = true;
+  mix.for_each([&](auto i, const auto& objective, double /*w*/) {
+    using D = std::decay_t<decltype(objective)>;
+    cheap = cheap && (!counts(static_cast<std::size_t>(i)) || cheap_marginal_objective<D, T>);
+  });
+  return relaxed_gradient && cheap ? credit_mode::item : credit_mode::rollout;
 }
 
 /// @brief What per-item credit needs of `count` subsets of `size` rows: the raw value of every

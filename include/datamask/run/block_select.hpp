@@ -48,45 +48,20 @@
 
 namespace datamask {
 
-/// @brief The weight of each diversity objective of f (0: not in f); the front ends fill it from the
-/// names a run gives (dmfront::objective_registry).
+/// @brief The weight of each built-in diversity objective of f (0: not in f); the front ends fill
+/// it from the names a run gives (dmfront::objective_registry).
 struct objective_weights {
   double pairwise = 1.0;
   double facility = 0.0;
   double disf = 0.0;
-  double external = 0.0;  ///< the objective given at run time (`block_run_settings::external`)
 };
 
-/// @brief The diversity terms of a run's f that count (lambda < 1, positive weight), as `auto`
-/// weighs them (`term_traits`): the built-in objectives the weights name (facility location on a
-/// kNN graph of K = `neighbors` where `knn`, else dense), and the objective given at run time,
-/// which relaxes when it says so (`external_relaxes`) and has no cost model.
-[[nodiscard]] inline std::vector<term_traits> counting_terms(const objective_weights& w, double lambda, bool knn,
-                                                             bool external_relaxes, index_t dims = 0,
-                                                             index_t neighbors = 0) {
-  std::vector<term_traits> out;
-  if (lambda >= 1.0) return out;
-  if (w.pairwise > 0.0) out.push_back(traits_of<float>(pairwise_similarity{}, dims));
-  if (w.facility > 0.0) {
-    out.push_back(knn ? traits_of<float>(sparse_facility_location{}, dims, neighbors)
-                      : traits_of<float>(facility_location{}, dims));
-  }
-  if (w.disf > 0.0) out.push_back(traits_of<float>(disf{}, dims));
-  // A run-time objective: scored by its state or by evaluation, as the program documents (auto
-  // runs stochastic greedy on it where it has no relaxation).
-  if (w.external > 0.0) out.push_back(term_traits{external_relaxes, false, std::nullopt, true});
-  return out;
-}
-
-/// @brief Whether the continuous learner can ascend f: every diversity term that counts has a
-/// relaxation (`counting_terms`): pairwise similarity, DiSF and facility location on a kNN graph
-/// (`knn`) have one, dense facility location none; an objective given at run time has one when
-/// it says so (`external_relaxes`).
-[[nodiscard]] inline bool relaxable(const objective_weights& w, double lambda, bool knn = false,
-                                    bool external_relaxes = true) {
-  const std::vector<term_traits> terms = counting_terms(w, lambda, knn, external_relaxes);
-  return std::all_of(terms.begin(), terms.end(), [](const term_traits& t) { return t.relaxable; });
-}
+/// @brief A diversity objective given at run time (a Python metric, or a C++ type registered by
+/// name: dmfront::objective_registry) with its weight in f.
+struct given_objective {
+  std::shared_ptr<const external_objective> objective;
+  double weight = 1.0;
+};
 
 /// @brief Everything besides its data and hooks that determines a block's selection.
 struct block_run_settings {
@@ -112,11 +87,14 @@ struct block_run_settings {
   /// optimizer took, which can cost more than the optimising (benchmarks/RESULTS.md, "The
   /// certificate's cost on real data"), above what a default may add. It changes no selection.
   bool certify = false;
-  /// A diversity objective given at run time (a Python metric, or a C++ type registered by name:
-  /// dmfront::objective_registry), weighed by `weights.external`; null: none.
-  std::shared_ptr<const external_objective> external;
+  /// The diversity objectives given at run time, in order, each a term of f of its own after the
+  /// built-in ones (the standard mix's list); none by default.
+  std::vector<given_objective> external;
   [[nodiscard]] bool knn() const { return neighbors > 0 || graph != nullptr; }
-  [[nodiscard]] bool external_relaxes() const { return !external || external->has_relaxation(); }
+  /// Whether an objective given at run time weighs in f (its weight > 0; lambda aside).
+  [[nodiscard]] bool weighs_external() const {
+    return std::any_of(external.begin(), external.end(), [](const given_objective& g) { return g.weight > 0.0; });
+  }
 };
 
 /// @brief The member of `s` that holds the settings of table entry `Entry` (settings.hpp):
@@ -137,23 +115,68 @@ template <class Entry, class Settings>
   }
 }
 
+/// @brief The diversity mix of every front end: every built-in objective is present, those not
+/// chosen weigh 0 (so the terms of f, their order and the random streams are the same for every
+/// run). Facility location on a kNN graph, then the objectives given at run time (a list, as
+/// many as the run names), come last, so runs without them keep their terms.
+using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location,
+                                   term_list<external_objective>>;
+
+/// @brief The mix the weights and the kernel settings choose; with `knn`, facility location's
+/// weight on its kNN form (whose graph the caller sets); `external`: the objectives given at run
+/// time, with their weights.
+/// @throws invalid_input ("objective") when one of `external` is null
+[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls, bool knn = false,
+                                           std::span<const given_objective> external = {}) {
+  term_list<external_objective> given;
+  for (const given_objective& g : external) {
+    DATAMASK_EXPECTS(g.objective != nullptr, "objective", "an objective given at run time is null");
+    given.terms.push_back(weighted{*g.objective, g.weight});
+  }
+  return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), knn ? 0.0 : w.facility},
+             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, knn ? w.facility : 0.0},
+             weighted{std::move(given), 1.0});
+}
+
+/// @brief A run's mix (`make_mix` of its weights, kernel and given objectives; `knn`: facility
+/// location on a kNN graph).
+[[nodiscard]] inline standard_mix run_mix(const block_run_settings& s, bool knn) {
+  return make_mix(s.weights, s.learn, knn, s.external);
+}
+
+/// @brief The diversity terms of a run's f that count (lambda < 1, positive weight), as `auto`
+/// weighs them (`counting_terms` of its mix): facility location on a kNN graph of K =
+/// `neighbors` where `knn`, else dense; an objective given at run time relaxes when it says so
+/// and has no cost model.
+[[nodiscard]] inline std::vector<term_traits> counting_terms(const block_run_settings& s, bool knn, index_t dims = 0,
+                                                             index_t neighbors = 0) {
+  return counting_terms<float>(run_mix(s, knn), s.run.lambda, dims, neighbors);
+}
+
 /// @brief What `auto` runs for a run's f (`auto_optimizer` of its `counting_terms`).
-[[nodiscard]] inline block_optimizer auto_optimizer(const objective_weights& w, double lambda, bool knn,
-                                                    bool external_relaxes = true) {
-  return auto_optimizer(counting_terms(w, lambda, knn, external_relaxes));
+[[nodiscard]] inline block_optimizer auto_optimizer(const block_run_settings& s, bool knn) {
+  return auto_optimizer(counting_terms(s, knn));
 }
 
 /// @brief The term of f the continuous learner cannot ascend, if any: its name as messages say
-/// it ("dense facility location", or the run-time objective's name), empty when f is `relaxable`
-/// (`knn`: facility location is on a kNN graph). Every refusal of continuous names it.
+/// it ("dense facility location", or the given objective's name), empty when every diversity
+/// term that counts relaxes (`knn`: facility location is on a kNN graph). Every refusal of
+/// continuous names it.
 struct unrelaxed {
   std::string name;
   bool dense_facility = false;
 };
 [[nodiscard]] inline unrelaxed unrelaxed_term(const block_run_settings& s, bool knn) {
-  if (relaxable(s.weights, s.run.lambda, knn, s.external_relaxes())) return {};
-  if (s.weights.external > 0.0 && !s.external_relaxes()) return {s.external->label, false};
-  return {"dense facility location", true};
+  unrelaxed out;
+  if (s.run.lambda >= 1.0) return out;
+  const standard_mix m = run_mix(s, knn);
+  const std::vector<std::string> names = m.names();
+  m.for_each([&](auto i, const auto& o, double w) {
+    using D = std::decay_t<decltype(o)>;
+    if (!out.name.empty() || w <= 0.0 || traits_of<float>(o, 0).relaxable) return;
+    out = std::is_same_v<D, facility_location> ? unrelaxed{"dense facility location", true} : unrelaxed{names[i], false};
+  });
+  return out;
 }
 
 /// @brief `auto` made concrete for a run (`auto_optimizer`); the others as given. A block of a
@@ -162,7 +185,7 @@ struct unrelaxed {
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
   if (s.optimizer == block_optimizer::automatic) {
-    const block_optimizer o = auto_optimizer(s.weights, s.run.lambda, s.knn(), s.external_relaxes());
+    const block_optimizer o = auto_optimizer(s, s.knn());
     DATAMASK_EXPECTS(o == block_optimizer::pg || s.run.scaling != term_scaling::group, "scaling",
                      "group makes f a different function at every step; auto runs ", enum_name(o),
                      " here, which needs calibrated, fixed or raw scales (group is for the policy gradient)");
@@ -182,8 +205,7 @@ struct unrelaxed {
 /// with the graph's K, given or to be built, and the continuous learner's iterations).
 [[nodiscard]] inline block_optimizer auto_block_optimizer(const block_run_settings& s, const block_shape& b) {
   const index_t k = s.graph ? s.graph->k : std::min(s.neighbors, b.items);
-  const std::vector<term_traits> terms =
-      counting_terms(s.weights, s.run.lambda, s.knn(), s.external_relaxes(), b.dims, k);
+  const std::vector<term_traits> terms = counting_terms(s, s.knn(), b.dims, k);
   return auto_block_optimizer(terms, b, s.ascent.iterations);
 }
 
@@ -194,36 +216,18 @@ struct unrelaxed {
   return resolve_optimizer(s);
 }
 
-/// @brief The diversity mix of every front end: every objective is present, those not chosen
-/// weigh 0 (so the terms of f, their order and the random streams are the same for every run).
-/// Facility location on a kNN graph, then the objective given at run time, come last, so runs
-/// without them keep their terms.
-using standard_mix =
-    diversity_mix<pairwise_similarity, facility_location, disf, sparse_facility_location, external_objective>;
-
-/// @brief The mix the weights and the kernel settings choose; with `knn`, facility location's
-/// weight on its kNN form (whose graph the caller sets); `external`: the objective given at run
-/// time (weighed by `w.external`), or null.
-/// @throws invalid_input ("objective_weights") when `w.external` weighs an objective not given
-[[nodiscard]] inline standard_mix make_mix(const objective_weights& w, const learner_settings& ls, bool knn = false,
-                                           const external_objective* external = nullptr) {
-  DATAMASK_EXPECTS(w.external <= 0.0 || external != nullptr, "objective_weights",
-                   "weighs an objective given at run time (", w.external, "), but none is given");
-  return mix(weighted{pairwise_similarity{}, w.pairwise}, weighted{ls.facility_object(), knn ? 0.0 : w.facility},
-             weighted{disf{}, w.disf}, weighted{sparse_facility_location{}, knn ? w.facility : 0.0},
-             weighted{external != nullptr ? *external : external_objective{}, external != nullptr ? w.external : 0.0});
-}
-
 /// @brief `credit_mode::automatic` made concrete for a run's f (`phases::resolve_credit` on the
 /// standard mix, the learner's own rule): per-item credit when only pairwise similarity and
-/// dense facility location count in f (`knn`: facility location on a graph) and the policy
-/// gradient is relaxed, else the paper's estimator. Front ends resolve it to report it.
+/// dense facility location count in f (`knn`: facility location on a graph; an objective given
+/// at run time has no marginals) and the policy gradient is relaxed, else the paper's estimator.
+/// Front ends resolve it to report it.
 [[nodiscard]] inline credit_mode resolve_credit(credit_mode c, const objective_weights& w, double lambda, bool knn,
-                                                gradient_mode g) {
-  const external_objective any;  // a stand-in: its weight only
-  const standard_mix m = make_mix(w, learner_settings{}, knn, &any);  // its weights only
-  return phases::resolve_credit<float, standard_mix>(c, g == gradient_mode::relaxed, [&](std::size_t i) {
-    return lambda < 1.0 && m.weights[i] > 0.0;
+                                                gradient_mode g, std::span<const given_objective> external = {}) {
+  const standard_mix m = make_mix(w, learner_settings{}, knn, external);
+  std::vector<double> weights;
+  m.for_each([&](auto, const auto&, double v) { weights.push_back(v); });
+  return phases::resolve_credit<float>(c, g == gradient_mode::relaxed, m, [&](std::size_t i) {
+    return lambda < 1.0 && weights[i] > 0.0;
   });
 }
 
@@ -397,7 +401,7 @@ template <backend Backend = eigen_backend>
   o.active_fraction = 1.0;
   o.block = 0;
   o.evaluate_selection = false;
-  return learner<Backend>(o).calibrate(sample, make_mix(s.weights, s.learn, false, s.external.get()));
+  return learner<Backend>(o).calibrate(sample, run_mix(s, false));
 }
 
 /// @brief A block's error as a run over several blocks reports it: "block b: " before the
@@ -504,7 +508,7 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
 /// graph set (given, or built here for this block) when the settings ask for a graph.
 template <class T>
 standard_mix block_mix(const problem<T>& p, const block_run_settings& s, const block_hooks& h) {
-  standard_mix m = make_mix(s.weights, s.learn, s.knn(), s.external.get());
+  standard_mix m = run_mix(s, s.knn());
   if (!s.knn()) return m;
   auto& sparse = std::get<sparse_facility_location>(m.objectives);
   sparse.graph = s.graph;

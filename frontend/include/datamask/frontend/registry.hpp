@@ -6,8 +6,8 @@
 /// the registry itself, and a C++ user's own, registered by type. A run's `--objective` names
 /// (Python: `objective=`) are looked up here and nowhere else.
 ///
-/// A user's objective runs as `datamask::external_objective`, the last term of the standard mix,
-/// with the views the library gives its own objectives (norms, reference set, threads), so every
+/// A user's objective runs as a `datamask::external_objective`, a term of the standard mix's list
+/// (a run names as many as it likes, each a term of f of its own), with the views the library gives its own objectives (norms, reference set, threads), so every
 /// option, output, checkpoint and MPI or shard behaviour of the program holds for it.
 /// What it can do is read from its concepts when it is registered: a `relax` member
 /// (`relaxable_objective`) becomes its relaxation, so `auto` runs the continuous learner on it and
@@ -87,7 +87,7 @@ struct objective_entry {
 };
 
 /// @brief The objectives a run can name; it starts with the built-in ones (pairwise, facility,
-/// disf). A run names at most one user objective (the standard mix has one such term).
+/// disf).
 class objective_registry {
  public:
   objective_registry();
@@ -111,7 +111,8 @@ class objective_registry {
   [[nodiscard]] std::vector<std::string> names() const;
 
   /// @brief The objectives named in a run, each at most once, weighed by `weights` (empty: each
-  /// 1; else one weight >= 0 per name), into `s.weights` and `s.external`.
+  /// 1; else one weight >= 0 per name), into `s.weights` and `s.external` (the user's, in the
+  /// order named).
   /// @throws datamask::invalid_input ("objective", "objective_weights") otherwise.
   void apply(std::span<const std::string> names, std::span<const double> weights,
              datamask::block_run_settings& s) const;

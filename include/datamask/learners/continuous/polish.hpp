@@ -137,11 +137,14 @@ auto swap_state_for(const D& objective, const subset_view<T>& block, std::span<c
   }
 }
 
-/// One optional swap state per term of a mix (a term with weight 0 has none).
+/// One optional swap state per term of a mix (a term with weight 0 has none); a list's terms one
+/// each (`per_term_t`, read by `term_entry`).
+template <class T, class D>
+using swap_state_t = std::optional<decltype(swap_state_for(std::declval<const term_type_t<D>&>(),
+                                                           std::declval<const subset_view<T>&>(),
+                                                           std::span<const index_t>()))>;
 template <class T, class... Ds>
-std::tuple<std::optional<decltype(swap_state_for(std::declval<const Ds&>(), std::declval<const subset_view<T>&>(),
-                                                 std::span<const index_t>()))>...>
-swap_states_for(const diversity_mix<Ds...>&);
+std::tuple<per_term_t<Ds, swap_state_t<T, Ds>>...> swap_states_for(const diversity_mix<Ds...>&);
 
 /// The state of one `polish_swaps` run, in steps: the term states on the selection, the exact
 /// gain of a swap, the candidates' ranking (`refresh_if_due`), the scans of single swaps, the
@@ -180,9 +183,11 @@ struct polisher {
     std::iota(all.begin(), all.end(), index_t{0});
     const subset_view<T> base{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), index_view{},
                               index_view(std::span<const index_t>(all))};
+    // Every entry first (a list's vector at its size), so no state moves once built.
+    f.mix().for_each([&](auto i, const auto& /*objective*/, double /*v*/) { (void)term_entry(states, i); });
     f.mix().for_each([&](auto i, const auto& objective, double /*v*/) {
       if (f.term_slots()[i] < 0) return;
-      auto& state = std::get<decltype(i)::value>(states);
+      auto& state = term_entry(states, i);
       state.emplace(swap_state_for(objective, base, rows));
       exact_ranking = exact_ranking && ranked_swap_state<typename std::remove_reference_t<decltype(state)>::value_type>;
     });
@@ -209,7 +214,7 @@ struct polisher {
     f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
       const int t = f.term_slots()[i];
       if (t < 0) return;
-      const double dlt = std::get<decltype(i)::value>(st)->delta(r, a);
+      const double dlt = term_entry(st, i)->delta(r, a);
       gain += terms[static_cast<std::size_t>(t)].weight / terms[static_cast<std::size_t>(t)].scale * dlt;
     });
     return gain;
@@ -217,13 +222,13 @@ struct polisher {
 
   void apply_to(states_t& st, index_t r, index_t a) const {
     f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
-      if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(st)->apply(r, a);
+      if (f.term_slots()[i] >= 0) term_entry(st, i)->apply(r, a);
     });
   }
 
   void prepare_all(states_t& st, std::span<const index_t> rm, std::span<const index_t> ad) const {
     f.mix().for_each([&](auto i, const auto& /*o*/, double /*v*/) {
-      if (f.term_slots()[i] >= 0) std::get<decltype(i)::value>(st)->prepare(rm, ad);
+      if (f.term_slots()[i] >= 0) term_entry(st, i)->prepare(rm, ad);
     });
   }
 
@@ -248,7 +253,7 @@ struct polisher {
       f.mix().for_each([&](auto t, const auto& /*o*/, double /*v*/) {
         const int slot = f.term_slots()[t];
         if (slot < 0) return;
-        const auto& state = *std::get<decltype(t)::value>(states);
+        const auto& state = *term_entry(std::as_const(states), t);
         if constexpr (ranked_swap_state<std::remove_cvref_t<decltype(state)>>) {
           const double change = state.one_sided(i, inside);
           const auto& term = terms[static_cast<std::size_t>(slot)];

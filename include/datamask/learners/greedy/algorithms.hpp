@@ -234,7 +234,7 @@ bool score_terms(const Scorer& scorer, run_state& r, term_table& tab, std::span<
 /// Lazy greedy on an f with unbounded terms: fresh unbounded terms plus stale bounded ones.
 template <class Scorer>
 void lazy_mixed(Scorer& scorer, run_state& r, index_t n, index_t count) {
-  constexpr std::size_t nt = Scorer::term_count;
+  const std::size_t nt = scorer.term_count();
   std::vector<char> on(nt), bounded(nt), unbounded(nt);
   for (std::size_t t = 0; t < nt; ++t) {
     on[t] = scorer.term_on(t) ? 1 : 0;
@@ -281,7 +281,7 @@ template <class Scorer>
 void lazy_greedy(Scorer& scorer, run_state& r, index_t n, index_t count) {
   bool all_bounded = true;
   bool any_bounded = false;
-  for (std::size_t t = 0; t < Scorer::term_count; ++t) {
+  for (std::size_t t = 0; t < scorer.term_count(); ++t) {
     if (!scorer.term_on(t)) continue;
     all_bounded = all_bounded && scorer.term_bounded(t);
     any_bounded = any_bounded || scorer.term_bounded(t);

@@ -10,7 +10,7 @@
 /// term is *bounded* when p_t(i) never grows as S grows (from |S| >= 1) and its weight is not
 /// negative: lazy greedy may keep stale values of a bounded term as upper bounds, and must
 /// re-score the others. Each scorer provides
-/// - `term_count`, `term_on(t)`, `term_bounded(t)`, `term_accumulate(t, cands, out)` (adds p_t);
+/// - `term_count()`, `term_on(t)`, `term_bounded(t)`, `term_accumulate(t, cands, out)` (adds p_t);
 /// - `priorities(cands, out)`: out = sum_t p_t in term order (what naive greedy ranks);
 /// - `common()`, `add(j)`, `empty_value()`, `lazy_batch()`.
 
@@ -174,16 +174,16 @@ using state_t = decltype(make_state<T>(std::declval<const D&>(), std::declval<co
 template <class T, class Mix>
 struct structured_scorer;
 
-/// f's gains from per-term incremental states (see the file comment).
+/// f's gains from per-term incremental states (see the file comment). Term t: 0 the quality,
+/// t >= 1 the mix's term t - 1 (a `term_list`'s terms one each).
 template <class T, class... Ds>
 struct structured_scorer<T, diversity_mix<Ds...>> {
-  static constexpr std::size_t term_count = 1 + sizeof...(Ds);
   std::optional<quality_state> quality;
-  std::tuple<std::optional<state_t<T, Ds>>...> states;
-  std::array<double, term_count> w{};
+  std::tuple<per_term_t<Ds, std::optional<state_t<T, term_type_t<Ds>>>>...> states;
+  std::vector<double> w;  ///< per term: weight / scale, 0 where off
 
   template <class D>
-  structured_scorer(const objective_function<T, D>& f, int threads) {
+  structured_scorer(const objective_function<T, D>& f, int threads) : w(1 + f.mix().term_count(), 0.0) {
     const auto& terms = f.terms();
     if (f.has_quality_term()) {
       const auto q = f.quality();
@@ -195,23 +195,26 @@ struct structured_scorer<T, diversity_mix<Ds...>> {
     }
     const greedy_block<T> block{f.embeddings(), f.inv_norms(), f.sq_norms(), threads};
     const auto slots = f.term_slots();
+    // Every entry first (a list's vector at its size), so no state moves once built.
+    f.mix().for_each([&](auto i, const auto& /*objective*/, double /*v*/) { (void)term_entry(states, i); });
     f.mix().for_each([&](auto i, const auto& objective, double /*v*/) {
-      constexpr std::size_t I = decltype(i)::value;
-      if (slots[I] < 0) return;
-      std::get<I>(states).emplace(make_state<T>(objective, block));
-      const auto& term = terms[static_cast<std::size_t>(slots[I])];
-      w[I + 1] = term.weight / term.scale;
+      const std::size_t at = i;
+      if (slots[at] < 0) return;
+      term_entry(states, i).emplace(make_state<T>(objective, block));
+      const auto& term = terms[static_cast<std::size_t>(slots[at])];
+      w[at + 1] = term.weight / term.scale;
     });
   }
 
+  [[nodiscard]] std::size_t term_count() const { return w.size(); }
   [[nodiscard]] bool term_on(std::size_t t) const {
     bool on = false;
-    visit(t, [&](const auto&) { on = true; });
+    visit(*this, t, [&](const auto&) { on = true; });
     return on;
   }
   [[nodiscard]] bool term_bounded(std::size_t t) const {
     bool bounded = false;
-    visit(t, [&](const auto& st) {
+    visit(*this, t, [&](const auto& st) {
       if constexpr (requires { st.diminishing_gains(); }) {  // known at run time (`external_state`)
         bounded = st.diminishing_gains() && w[t] >= 0.0;
       } else {
@@ -221,30 +224,28 @@ struct structured_scorer<T, diversity_mix<Ds...>> {
     return bounded;
   }
   void term_accumulate(std::size_t t, std::span<const index_t> cands, std::span<double> out) const {
-    visit(t, [&](const auto& st) { st.accumulate(cands, out, w[t]); });
+    visit(*this, t, [&](const auto& st) { st.accumulate(cands, out, w[t]); });
   }
   void priorities(std::span<const index_t> cands, std::span<double> out) const {
     std::fill(out.begin(), out.end(), 0.0);
-    for (std::size_t t = 0; t < term_count; ++t) term_accumulate(t, cands, out);
+    for (std::size_t t = 0; t < term_count(); ++t) term_accumulate(t, cands, out);
   }
   [[nodiscard]] double common() const {
     double c = 0.0;
-    for (std::size_t t = 0; t < term_count; ++t) visit(t, [&](const auto& st) { c += w[t] * st.common(); });
+    for (std::size_t t = 0; t < term_count(); ++t) visit(*this, t, [&](const auto& st) { c += w[t] * st.common(); });
     return c;
   }
   void add(index_t j) {
     if (quality) quality->add(j);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((std::get<I>(states) ? std::get<I>(states)->add(j) : void()), ...);
-    }(std::index_sequence_for<Ds...>{});
+    for (std::size_t t = 1; t < term_count(); ++t) visit(*this, t, [&](auto& st) { st.add(j); });
   }
   [[nodiscard]] double empty_value() const { return 0.0; }
   /// Stale entries lazy greedy re-scores at once: a facility-location kernel call costs the
   /// same for 1 or `width` candidates.
   [[nodiscard]] index_t lazy_batch() const {
     index_t b = 1;
-    for (std::size_t t = 0; t < term_count; ++t) {
-      visit(t, [&](const auto& st) {
+    for (std::size_t t = 0; t < term_count(); ++t) {
+      visit(*this, t, [&](const auto& st) {
         if constexpr (requires { st.lazy_batch(); }) b = std::max(b, static_cast<index_t>(st.lazy_batch()));
       });
     }
@@ -252,15 +253,25 @@ struct structured_scorer<T, diversity_mix<Ds...>> {
   }
 
  private:
-  /// fn(state of term t) when term t is on.
-  template <class F>
-  void visit(std::size_t t, F&& fn) const {
+  /// fn(state of term t) when term t is on, for `self` const or not. Term t >= 1 is element
+  /// t - 1 of the mix, or member t - 1 - I of a list at element I (the last).
+  template <class Self, class F>
+  static void visit(Self& self, std::size_t t, F&& fn) {
     if (t == 0) {
-      if (quality) fn(*quality);
+      if (self.quality) fn(*self.quality);
       return;
     }
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((t == I + 1 && std::get<I>(states) ? fn(*std::get<I>(states)) : void()), ...);
+      (
+          [&] {
+            auto& entry = std::get<I>(self.states);
+            if constexpr (is_term_list<std::tuple_element_t<I, std::tuple<Ds...>>>) {
+              if (t >= I + 1 && t - 1 - I < entry.size() && entry[t - 1 - I]) fn(*entry[t - 1 - I]);
+            } else {
+              if (t == I + 1 && entry) fn(*entry);
+            }
+          }(),
+          ...);
     }(std::index_sequence_for<Ds...>{});
   }
 };
@@ -268,7 +279,7 @@ struct structured_scorer<T, diversity_mix<Ds...>> {
 /// f as a black box, one term that is never bounded: gain_i = f(S + i) - f(S).
 template <class F>
 struct blackbox_scorer {
-  static constexpr std::size_t term_count = 1;
+  [[nodiscard]] static constexpr std::size_t term_count() { return 1; }
   const F* f;
   std::vector<index_t> rows;
   double current = 0.0;

@@ -187,7 +187,7 @@ class basic_learner {
   template <class T, class Mix>
   selection_result run(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
     run_state<T, Mix> st = start(p, mix, prepared);
-    st.credit = resolved_credit<T, Mix>(st.ctx.blk.plan);
+    st.credit = resolved_credit<T>(st.ctx.mix, st.ctx.blk.plan);
     if (st.credit == credit_mode::item) check_item_credit<T>(mix, st.ctx.blk.plan);
     st.res.active = st.size.active;
     st.res.rollout_size = st.size.rollout;
@@ -210,9 +210,9 @@ class basic_learner {
   /// `options::credit` for this f: `automatic` gives per-item credit only with a policy whose
   /// gradient has the relaxed form (`softmax_policy`'s default), never to another policy.
   template <class T, class Mix>
-  credit_mode resolved_credit(const detail::term_plan& plan) const {
-    return phases::resolve_credit<T, Mix>(opt_.credit, takes_item_credit(),
-                                          [&](std::size_t i) { return plan.slot[i] >= 0; });
+  credit_mode resolved_credit(const Mix& mix, const detail::term_plan& plan) const {
+    return phases::resolve_credit<T>(opt_.credit, takes_item_credit(), mix,
+                                     [&](std::size_t i) { return plan.slot[i] >= 0; });
   }
 
   /// Per-item credit needs every weighted diversity term's marginals and the relaxed form of the
