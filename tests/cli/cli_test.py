@@ -251,6 +251,11 @@ def test_help():
                 "--checkpoint", "--resume", "--demo"]:
         assert opt in p.stdout, opt + " missing from --help"
     assert "default" in p.stdout
+    # One or two lines per option, the long story in docs/: no line over 186 characters (the
+    # option column's 26, then the description), in the subcommands' help too.
+    for sub in ([], ["plan"], ["merge"]):
+        long = [line for line in run(sub + ["--help"]).stdout.splitlines() if len(line) > 186]
+        assert not long, (sub, long)
 
 
 def test_demo():

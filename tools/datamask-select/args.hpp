@@ -173,9 +173,9 @@ auto& owner(C& c) {
 inline std::string program_note(std::string_view name) {
   if (name == "prune") return "; global over the corpus (all blocks)";
   if (name == "steps") return "; --demo: 300 unless given; --optimizer pg only";
-  if (name == "iterations") return "; --optimizer continuous only (as every option below it up to --polish-stochastic-start)";
+  if (name == "iterations") return "; --optimizer continuous only, as every option below up to --polish-stochastic-start";
   if (name == "rollouts") return "; --demo: 64 unless given";
-  if (name == "scales") return " (in the report's order); given alone, it sets --scaling fixed: one f for every block and seed";
+  if (name == "scales") return "; given alone, it sets it";
   if (name == "count") return "; excludes --ratio";
   return "";
 }
@@ -298,9 +298,8 @@ struct certify_cost {
 inline void add_program_options(CLI::App& app, config& c) {
   constexpr auto all = CLI::MultiOptionPolicy::TakeAll;
   app.add_option("--embeddings", c.embeddings,
-                 "PATH: .npy float32, float16 or bfloat16 (<V2), C order, n x d; memory-mapped. Repeat, or give a directory "
-                 "(its *.npy files but hidden ones, in bytewise name order: p10.npy before p2.npy), to read shards "
-                 "as one corpus; the report lists each file read. Required unless --demo.")
+                 "PATH: .npy float32, float16 or bfloat16, n x d; repeat it, or give a directory (*.npy in bytewise "
+                 "name order), for shards as one corpus; required unless --demo")
       ->multi_option_policy(all);
   app.add_option("--quality", c.quality,
                  "PATH: quality scores, .npy (one column) or CSV (FILE.csv:NAME one column, FILE.csv every one); "
@@ -320,25 +319,21 @@ inline void add_program_options(CLI::App& app, config& c) {
       "--objective-weights", [&c](const std::string& v) { c.objective_weights = parse_list("--objective-weights", v); },
       "W,...: weight per --objective, in order, each >= 0 (default: all 1)");
   app.add_option("--neighbors", c.neighbors,
-                 "K: facility location on a k-nearest-neighbour graph of each block under --kernel (built as "
-                 "--knn-build says; memory n K; each item is its own first neighbour), instead of dense facility "
-                 "location")
+                 "K: facility location on each block's K-nearest-neighbour graph under --kernel (built as "
+                 "--knn-build says; memory n K) instead of dense")
       ->check(CLI::Range(index_t{1}, detail::index_max));
   app.add_option("--graph", c.graph,
-                 "PREFIX: facility location on the kNN graph in PREFIX.ids.npy (int64, n x K neighbour rows, "
-                 "0-based, corpus order) and PREFIX.sims.npy (float, n x K similarities); one block only");
+                 "PREFIX: facility location on the kNN graph in PREFIX.ids.npy and PREFIX.sims.npy (n x K, corpus "
+                 "order; docs/program.md); one block only");
   app.add_option("--optimizer", c.optimizer,
-                 "continuous: ascent of a relaxation of f (--iterations); pg: the paper's policy gradient (--steps); "
-                 "greedy, lazy, stochastic: the baselines on the same f. auto: lazy for facility alone, continuous "
-                 "where every term has a relaxation (naive greedy on a block where it costs less), else stochastic "
-                 "(docs/program.md, \"Optimizers\")")
+                 "continuous (--iterations), pg (--steps), the baselines greedy, lazy and stochastic, or auto: "
+                 "chosen per block (docs/program.md, \"Optimizers\")")
       ->check(CLI::IsMember(spellings(datamask::enum_traits<datamask::block_optimizer>::choices)))
       ->capture_default_str();
   app.add_option("--out", c.out, "PATH: selected ids, .npy (int64; uint64 for uint64 --ids), .csv or .txt, in selection order "
                                  "(pg: by final logit, descending, block by block)");
-  app.add_option("--report", c.report, "PATH: JSON report: version, configuration, per block and in total the number "
-                                       "selected, objective.total, objective.terms.<name>.{raw,scale,weight,constant}, steps, seconds; "
-                                       "per block the optimizer that ran (auto is resolved per block); with --certify: certificate");
+  app.add_option("--report", c.report, "PATH: JSON report: the configuration, then per block and in total the number "
+                                       "selected, f and its terms, steps, seconds, the optimizer run (docs/program.md)");
   app.add_option("--log", c.log, "PATH: CSV, one row per block and step (pg: reward mean and max, each term; continuous: one row per iteration, step size and relaxed f); not with a greedy");
   app.add_option("--plot", c.plot, "PATH: SVG of the log; not with a greedy");
   app.add_option("--checkpoint", c.checkpoint,
@@ -347,20 +342,17 @@ inline void add_program_options(CLI::App& app, config& c) {
   app.add_flag("--resume", c.resume, "continue the run in --checkpoint DIR, to exactly the selection of an "
                                      "uninterrupted run; refused if inputs or options changed");
   app.add_flag("--certify", c.certify,
-               "prove an upper bound on the best f of each block and report certificate.{bound, gap, "
-               "certified_share} (DiSF: none). It took " + std::string(certify_cost::pairwise) + " of the optimising "
-               "time for pairwise, " + certify_cost::knn + " for facility on a kNN graph, " + certify_cost::dense +
-               " dense (docs/certificates.md)");
+               "prove an upper bound on each block's best f and report certificate.{bound, gap, certified_share} "
+               "(DiSF: none; its cost: docs/certificates.md)");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
-                 "I/N: run shard I of N's blocks (it reads their input files only) and write a part into --parts; "
-                 "slurm: I and N from the array task. Then `datamask-select merge` (docs/many-machines.md)");
-  app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-00002-of-00004.json for 2/4, its "
-                                     "selected ids beside it in part-00002-of-00004.ids.npy) and its marker "
-                                     "(completions/00002-of-00004)");
+                 "I/N: run shard I of N's blocks into a part in --parts; slurm: I/N from the array task; then "
+                 "`datamask-select merge` (docs/many-machines.md)");
+  app.add_option("--parts", c.parts, "DIR: where --shard writes its part (part-00002-of-00004.json and .ids.npy "
+                                     "for 2/4) and its marker (completions/00002-of-00004)");
   app.add_option("--plan", c.plan,
-                 "PLAN.json from `datamask-select plan --plan PLAN.json` with the same inputs and options: the "
-                 "prune threshold and calibration every shard takes, so each reads its own rows only");
+                 "PLAN.json from `datamask-select plan` on the same inputs and options: the prune threshold and "
+                 "calibration every shard takes, so each reads its own rows only");
   app.add_flag("--demo", c.demo, "generate the synthetic corpus (20000 x 32, clustered; datamask/core/synthetic.hpp) "
                                  "and run on it");
 }
@@ -411,7 +403,7 @@ inline nlohmann::ordered_json config::selection_json() const {
 inline constexpr const char* help_footer =
     "Outputs are each written to a temporary file, then renamed; no two outputs may share a path, and no output "
     "may be an input.\nExit codes: 0 success, 2 bad input or usage (one line on stderr naming the file or option), "
-    "1 internal error, 130/143 interrupted (SIGINT/SIGTERM; no output written, or all of it when the signal came "
+    "1 internal error,\n130/143 interrupted (SIGINT/SIGTERM; no output written, or all of it when the signal came "
     "while writing).";
 
 inline void check_args(config& c);

@@ -317,9 +317,7 @@ void visit_selection_settings(F& f) {
                                       &P::advantage});
   f(choice_setting<P, credit_mode>{"credit", "credit",
                                    "who gets a rollout's credit: every item its advantage (rollout, the "
-                                   "paper's), each item its own marginal gain (item), or auto: item when "
-                                   "every diversity term is pairwise or dense facility location (their "
-                                   "marginals cost one evaluation) and logprob is relaxed, else rollout",
+                                   "paper's), each its own marginal gain (item), or auto",
                                    &P::credit});
 }
 
@@ -335,8 +333,7 @@ void visit_scale_and_run_settings(F& f) {
                                     "how the terms of f are put on one scale", &S::scaling});
   f(number_setting<S, double, std::vector<double>>{
       "scales", "scales",
-      "divisor per term of f (quality when lambda > 0, then each diversity objective with a "
-      "positive weight when lambda < 1); needs scaling fixed",
+      "divisor per term of f (quality, then each diversity objective that counts), with scaling fixed",
       &S::scales, 0.0, inf, true, true, {}, [](const S&) { return false; }});
   f(number_setting<S, index_t>{"calibration-subsets", "calibration_subsets",
                                "uniform subsets whose std calibrates each term's scale",

@@ -140,13 +140,12 @@ void visit_learner_settings(F&& f) {
   f(number_setting<Fl, double>{"gamma", "gamma", "rbf bandwidth (checked with kernel rbf)",
                               &Fl::gamma, 0.0, inf, true, true, {}, &detail::uses_gamma});
   f(number_setting<Fl, double>{"facility-cache", "facility_cache",
-                              "MiB: the greedy baselines keep dense facility location's n x n similarities "
-                              "when they fit this budget (same selection, faster re-scoring); 0: never",
+                              "MiB: greedy baselines keep dense facility location's n x n similarities within "
+                              "it (same selection, faster); 0: never",
                               &Fl::facility_cache, 0.0, 1e9});
   f(choice_setting<Kn, knn_build>{"knn-build", "knn_build",
-                                 "how each block's kNN graph is built (with neighbors): exact, clustered "
-                                 "(approximate: C clusters, each compared with its P most similar), or auto "
-                                 "(exact up to 50000 items, clustered above)",
+                                 "how each block's kNN graph is built: exact, clustered (C clusters, P probed), "
+                                 "or auto (exact up to 50000 items, clustered above)",
                                  &Kn::knn_builder});
   f(number_setting<Kn, index_t>{"knn-clusters", "knn_clusters",
                                "clustered kNN graph: clusters C, capped at the block's size (0: about sqrt(n))",
@@ -156,15 +155,12 @@ void visit_learner_settings(F&& f) {
                                "(0: 16, at most C)",
                                &Kn::knn_probes, 0, detail::index_max});
   f(number_setting<Ce, index_t>{"certify-steps", "certify_steps",
-                               "with certify: each bound's steps, Frank-Wolfe for pairwise similarity, the dual's for "
-                               "facility location (0: 30 and 100); fewer cost less and bound less tightly, never "
-                               "wrongly",
+                               "with certify: each bound's steps (0: 30 for pairwise, 100 for facility location); "
+                               "fewer cost less and bound less tightly, never wrongly",
                                &Ce::certify_steps, 0, detail::index_max});
   f(number_setting<Ce, double>{"certify-memory", "certify_memory",
-                              "with certify: MiB for the pairs dense facility location's bound reads in every step "
-                              "(those above a quarter of what the selection gives each item); when they do not fit, "
-                              "every step recomputes them: slower, and from other products, whose last bits can "
-                              "steer the steps elsewhere (a bound as valid, not the same digits)",
+                              "with certify: MiB for the pairs dense facility location's bound reads each step; "
+                              "beyond it, recomputed every step (slower)",
                               &Ce::certify_memory, 0.0, 1e9});
 }
 

@@ -132,8 +132,7 @@ void visit_continuous_settings(F&& f) {
   using detail::inf;
   using detail::index_max;
   f(number_setting<C, index_t>{"iterations", "iterations",
-                               "continuous ascent iterations per block (0: read out the uniform "
-                               "start, i.e. polish only)",
+                               "continuous ascent iterations per block (0: polish only)",
                                &C::iterations, 0, (index_t{1} << 32) - 2});
   f(choice_setting<C, continuous_parameterization>{"parameterization", "parameterization",
                                                    "the continuous iterate: p (projected) or logits",
