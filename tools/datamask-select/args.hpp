@@ -343,7 +343,7 @@ inline void add_program_options(CLI::App& app, config& c) {
                                      "uninterrupted run; refused if inputs or options changed");
   app.add_flag("--certify", c.certify,
                "prove an upper bound on each block's best f and report certificate.{bound, gap, certified_share} "
-               "(DiSF: none; its cost: docs/certificates.md)");
+               "(DiSF: none; its cost: docs/program.md, --certify)");
   app.add_flag("--quiet", c.quiet, "no progress output");
   app.add_option("--shard", c.shard,
                  "I/N: run shard I of N's blocks into a part in --parts; slurm: I/N from the array task; then "
