@@ -316,30 +316,31 @@ class python_side {
   python_side(nb::object on_event, nb::object cancel) : on_event_(std::move(on_event)), cancel_(std::move(cancel)) {}
 
   /// The library's objective of `spec` = (name, score, relax or None, weight), as
-  /// datamask/__init__.py passes it, calling back through `side`.
+  /// datamask/__init__.py passes it, calling back through `side`, which holds its functions (a
+  /// call's metrics each their own).
   static datamask::external_objective metric(const nb::tuple& spec, const std::shared_ptr<python_side>& side) {
-    side->score_ = spec[1];
-    side->relax_ = spec[2];
+    const std::size_t k = side->metrics_.size();
+    side->metrics_.push_back({spec[1], spec[2]});
     datamask::external_objective o;
     o.label = nb::cast<std::string>(spec[0]);
     const auto nan = std::numeric_limits<double>::quiet_NaN();
-    o.score = [side, nan](const datamask::batch_view<float>& b, std::span<double> out) {
+    o.score = [side, k, nan](const datamask::batch_view<float>& b, std::span<double> out) {
       nb::gil_scoped_acquire gil;
       const bool ran = side->guarded([&] {
         const auto v = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(
-            side->score_(view(b.embeddings), view(b.subsets)));
+            side->metrics_[k].score(view(b.embeddings), view(b.subsets)));
         std::copy(v.data(), v.data() + out.size(), out.begin());
       });
       if (!ran) std::fill(out.begin(), out.end(), nan);
     };
-    if (side->relax_.is_none()) return o;
-    o.relaxation = [side, nan](const datamask::relax_view<float>& v, std::span<double> grad) {
+    if (side->metrics_[k].relax.is_none()) return o;
+    o.relaxation = [side, k, nan](const datamask::relax_view<float>& v, std::span<double> grad) {
       nb::gil_scoped_acquire gil;
       double value = nan;
       const std::size_t n = v.p.size();
       const bool ran = side->guarded([&] {
         nb::ndarray<nb::numpy, const double, nb::ndim<1>> pa(v.p.data(), {n}, nb::handle());
-        const auto r = nb::cast<nb::tuple>(side->relax_(view(v.embeddings), pa, v.total));
+        const auto r = nb::cast<nb::tuple>(side->metrics_[k].relax(view(v.embeddings), pa, v.total));
         value = nb::cast<double>(r[0]);
         const auto g = nb::cast<nb::ndarray<const double, nb::ndim<1>, nb::c_contig>>(r[1]);
         std::copy(g.data(), g.data() + n, grad.begin());
@@ -433,7 +434,11 @@ class python_side {
     return error_.has_value() || cancelled_;
   }
 
-  nb::object on_event_, cancel_, score_, relax_;  // None: not given
+  nb::object on_event_, cancel_;  // None: not given
+  struct metric_functions {
+    nb::object score, relax;  // relax None: not given
+  };
+  std::vector<metric_functions> metrics_;  // one per metric of the call, in `metric`'s order
   std::optional<nb::python_error> error_;
   bool cancelled_ = false;
   index_t total_ = 0;

@@ -65,6 +65,25 @@ def test_several_metrics_are_terms_of_their_own(run):
     assert mine.objective.total == pytest.approx(builtin.objective.total, rel=1e-9)
 
 
+def test_each_metric_calls_its_own_functions():
+    def twice(x, subsets):
+        return 2.0 * pws(x, subsets)
+
+    def twice_relax(x, p, size):
+        value, grad = pws_relax(x, p, size)
+        return 2.0 * value, 2.0 * grad
+
+    ids = datamask.select(X, Q, ratio=0.05, optimizer="stochastic").ids
+    both = datamask.evaluate(X, Q, ids, objective=[datamask.Metric(pws, name="once"), datamask.Metric(twice, name="twice")],
+                             optimizer="stochastic")
+    assert both["twice"].raw == pytest.approx(2.0 * both["once"].raw, rel=1e-12)
+    # And each its own relaxation: the continuous learner's f is the weighted sum of the two.
+    mine = datamask.select(X, Q, ratio=0.05, lam=0.4, optimizer="continuous", iterations=40,
+                           objective=[datamask.Metric(pws, relax=pws_relax, name="once"),
+                                      datamask.Metric(twice, relax=twice_relax, name="twice")])
+    assert mine.objective["twice"].raw == pytest.approx(2.0 * mine.objective["once"].raw, rel=1e-9)
+
+
 def test_several_blocks_call_the_metric_on_each_block():
     sel = datamask.select(X, Q, objective=datamask.Metric(pws, name="m"), ratio=0.1, block_size=250,
                           optimizer="stochastic")
