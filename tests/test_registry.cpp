@@ -115,6 +115,21 @@ TEST_CASE("registry: names to weights and the user's term, bad lists refused", "
   CHECK(s.external[0].weight == 0.25);
   CHECK(s.external[1].objective->label == "first");
   CHECK(s.external[1].weight == 2.0);
+  // Objectives given with the call (Python's metrics) in the same list: each a term, in order.
+  auto given = std::make_shared<dm::external_objective>();
+  given->label = "metric";
+  const std::vector<dmfront::objective_spec> mixed{{"pairwise", nullptr}, {"", given}, {"first", nullptr}, {"", given}};
+  r.apply(mixed, std::vector<double>{1.0, 0.5, 2.0, 0.25}, s);
+  CHECK(s.weights.pairwise == 1.0);
+  REQUIRE(s.external.size() == 3);
+  CHECK(s.external[0].objective == given);
+  CHECK(s.external[0].weight == 0.5);
+  CHECK(s.external[1].objective->label == "first");
+  CHECK(s.external[2].objective == given);
+  CHECK(s.external[2].weight == 0.25);
+  CHECK_THROWS_WITH(r.apply(mixed, std::vector<double>{1.0}, s), Catch::Contains("1 weights for 4 objectives"));
+  CHECK_THROWS_WITH(r.apply(std::vector<dmfront::objective_spec>{{"", given}}, std::vector<double>{-1.0}, s),
+                    Catch::Contains("objective_weights: weights must be >= 0"));
   for (const char* taken : {"pairwise", "first", "quality", "facility_knn"}) {
     CHECK_THROWS_WITH(r.add(taken, first_coordinate{}), Catch::Contains("is already a term's name"));
   }

@@ -46,19 +46,32 @@ std::vector<std::string> objective_registry::names() const {
 
 void objective_registry::apply(std::span<const std::string> names, std::span<const double> weights,
                                datamask::block_run_settings& s) const {
-  DATAMASK_EXPECTS(weights.empty() || weights.size() == names.size(), "objective_weights", weights.size(),
-                   " weights for ", names.size(), " objectives");
+  std::vector<objective_spec> entries;
+  for (const auto& n : names) entries.push_back({n, nullptr});
+  apply(entries, weights, s);
+}
+
+void objective_registry::apply(std::span<const objective_spec> entries, std::span<const double> weights,
+                               datamask::block_run_settings& s) const {
+  DATAMASK_EXPECTS(weights.empty() || weights.size() == entries.size(), "objective_weights", weights.size(),
+                   " weights for ", entries.size(), " objectives");
   std::string known;
   for (const auto& e : entries_) known += (known.empty() ? "" : ", ") + e.name;
   datamask::objective_weights w{0.0, 0.0, 0.0};
   std::vector<datamask::given_objective> given;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const auto e = std::find_if(entries_.begin(), entries_.end(), [&](const auto& x) { return x.name == names[i]; });
-    DATAMASK_EXPECTS(e != entries_.end(), "objective", "must be one of ", known, ", found '", names[i], "'");
-    DATAMASK_EXPECTS(std::count(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) == 0,
-                     "objective", "'", names[i], "' given twice");
+  for (std::size_t i = 0; i < entries.size(); ++i) {
     const double wi = weights.empty() ? 1.0 : weights[i];
     DATAMASK_EXPECTS(wi >= 0.0, "objective_weights", "weights must be >= 0, found ", wi);
+    if (entries[i].given != nullptr) {
+      given.push_back({entries[i].given, wi});
+      continue;
+    }
+    const std::string& name = entries[i].name;
+    const auto e = std::find_if(entries_.begin(), entries_.end(), [&](const auto& x) { return x.name == name; });
+    DATAMASK_EXPECTS(e != entries_.end(), "objective", "must be one of ", known, ", found '", name, "'");
+    DATAMASK_EXPECTS(std::none_of(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(i),
+                                  [&](const objective_spec& x) { return x.given == nullptr && x.name == name; }),
+                     "objective", "'", name, "' given twice");
     if (e->builtin != nullptr) {
       w.*(e->builtin) = wi;
       continue;

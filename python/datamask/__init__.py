@@ -547,38 +547,32 @@ def _checked_metric(m: Metric) -> tuple:
 
 
 def _objectives(objective: Any, weights: Optional[Sequence[float]]) -> tuple:
-    """(names of the built-in objectives, their weights, the metrics) from ``objective`` and
-    ``objective_weights`` (one weight per entry, the metrics' included); each metric a term of f."""
+    """(the objective list, its weights) from ``objective`` and ``objective_weights``: each entry a
+    built-in's name, or a metric as the core calls it (``_checked_metric``: a term of f of its
+    own). The core parses the list with the weights, as datamask-select's ``--objective`` list."""
     one = isinstance(objective, str) or callable(objective) or isinstance(objective, Metric)
     if not one and not isinstance(objective, (list, tuple)):
         raise TypeError(f"objective: expected a name (pairwise, facility, disf), a callable, a datamask.Metric "
                         f"or a list of them, found {type(objective).__name__} {objective!r}")
-    entries = [objective] if one else list(objective)
-    if weights is not None and len(weights) != len(entries):
-        raise InvalidInput(f"objective_weights: {len(weights)} weights for {len(entries)} objectives")
-    names, named_weights, metrics = [], [], []
-    for i, e in enumerate(entries):
-        w = 1.0 if weights is None else float(weights[i])
+    entries = []
+    for e in [objective] if one else list(objective):
         if isinstance(e, str):
-            names.append(e)
-            named_weights.append(w)
+            entries.append(e)
             continue
         if not isinstance(e, Metric):
             if not callable(e):
                 raise InvalidInput(f"objective: expected a name (pairwise, facility, disf), a callable or a "
                                    f"datamask.Metric, found {e!r}")
             e = Metric(score=e)
-        if w < 0:
-            raise InvalidInput(f"objective_weights: weights must be >= 0, found {w}")
-        metrics.append((*_checked_metric(e), w))
-    return names, (named_weights if weights is not None else []), metrics
+        entries.append(_checked_metric(e))
+    return entries, ([] if weights is None else [float(w) for w in weights])
 
 
 def _call(embeddings, quality, quality_weights, ids, ids_name, given, objective, objective_weights, optimizer,
           neighbors, graph, rows=None) -> tuple:
     """The core's arguments of a call, each checked and converted once: the corpus (shards,
-    quality columns, their weights, ids, the shards' names in messages) and the request (options, objectives, their weights, the
-    metrics, optimizer, neighbors, graph). `rows`: a callable giving, from the shards, the rows
+    quality columns, their weights, ids, the shards' names in messages) and the request (options, objectives, their
+    weights, optimizer, neighbors, graph). `rows`: a callable giving, from the shards, the rows
     (a slice) whose scores and ids are read (None: every row)."""
     opts = _options(given)
     weights = [float(w) for w in quality_weights] if quality_weights is not None else []
@@ -634,7 +628,7 @@ _NOT_SELECTION = ("threads", "facility_cache")
 
 def _plan_key(embeddings, quality, ids, quality_weights, request, block_size) -> str:
     """The inputs' shapes and dtypes and everything that sets the selection (keywords, objectives
-    and their weights, the metrics' names and weights, quality weights, optimizer, neighbors, block size),
+    (built-in names, metrics' names) and their weights, quality weights, optimizer, neighbors, block size),
     hashed: what a plan was made for. Read from the arrays as given (no conversion)."""
     def shape(a):
         a = _load(a)
@@ -646,13 +640,13 @@ def _plan_key(embeddings, quality, ids, quality_weights, request, block_size) ->
             _is_path(a) or np.ndim(a) == 2 for a in embeddings) else [embeddings]
         arrays = [shape(a) for a in arrays]
         q = quality if isinstance(quality, (list, tuple)) else ([] if quality is None else [quality])
-    opts, names, weights, metrics, optimizer, neighbors, _ = request
+    opts, entries, weights, optimizer, neighbors, _ = request
     plain = lambda v: float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(  # noqa: E731
         v, (bool, int, np.integer)) else repr(v)
     text = json.dumps([__version__, arrays, [shape(c) for c in q],
                        None if ids is None else shape(ids),
-                       sorted((k, plain(v)) for k, v in opts.items() if k not in _NOT_SELECTION), names,
-                       [float(w) for w in weights], [[m[0], float(m[-1])] for m in metrics] or None,
+                       sorted((k, plain(v)) for k, v in opts.items() if k not in _NOT_SELECTION),
+                       [e if isinstance(e, str) else ["metric", e[0]] for e in entries], [float(w) for w in weights],
                        None if quality_weights is None else [float(w) for w in quality_weights], optimizer,
                        int(neighbors), int(block_size)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]

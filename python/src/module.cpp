@@ -315,7 +315,7 @@ class python_side {
  public:
   python_side(nb::object on_event, nb::object cancel) : on_event_(std::move(on_event)), cancel_(std::move(cancel)) {}
 
-  /// The library's objective of `spec` = (name, score, relax or None, weight), as
+  /// The library's objective of `spec` = (name, score, relax or None), as
   /// datamask/__init__.py passes it, calling back through `side`, which holds its functions (a
   /// call's metrics each their own).
   static datamask::external_objective metric(const nb::tuple& spec, const std::shared_ptr<python_side>& side) {
@@ -552,10 +552,10 @@ std::shared_ptr<const datamask::knn_graph> given_graph(const std::optional<graph
 /// the shards' names in messages: empty for `embeddings[i]`).
 using corpus_args = std::tuple<std::vector<shard_arg>, std::vector<column_array>, std::vector<double>,
                                std::optional<ids_array>, std::vector<std::string>>;
-/// Its request arguments: (options, objectives, their weights, the metrics (a list), optimizer,
-/// neighbors, graph or None).
-using request_args = std::tuple<nb::dict, std::vector<std::string>, std::vector<double>, nb::object, std::string,
-                                index_t, std::optional<graph_arrays>>;
+/// Its request arguments: (options, objectives (each a built-in's name or a metric's (name,
+/// score, relax or None)), their weights, optimizer, neighbors, graph or None).
+using request_args = std::tuple<nb::dict, nb::list, std::vector<double>, std::string, index_t,
+                                std::optional<graph_arrays>>;
 
 /// A call's request (the keywords given applied to the library's defaults, checked together by
 /// dmfront::resolve as datamask-select's are) and its corpus (`ids_name`: the ids' argument).
@@ -571,20 +571,24 @@ call make_call(const corpus_args& corpus_in, const request_args& request_in, con
                const std::shared_ptr<python_side>& side, bool certify = false, const worker_share& share = {},
                index_t block_size = 2) {
   const auto& [shards, quality, quality_weights, ids, names] = corpus_in;
-  const auto& [options, objectives, objective_weights, metric, optimizer, neighbors, graph] = request_in;
+  const auto& [options, objectives, objective_weights, optimizer, neighbors, graph] = request_in;
   call c;
   const auto t_graph = std::chrono::steady_clock::now();
   c.request.settings.graph = given_graph(graph, shards);
   c.graph_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_graph).count();
   datamask::block_run_settings& r = c.request.settings;
   apply_options(c.request, options);
-  static const dmfront::objective_registry builtins;  // Python's own objectives come as a metric
-  builtins.apply(objectives, objective_weights, r);
-  for (const nb::handle m : nb::cast<nb::list>(metric)) {  // each a term of f of its own
-    const auto spec = nb::cast<nb::tuple>(m);
-    r.external.push_back({std::make_shared<const datamask::external_objective>(python_side::metric(spec, side)),
-                          nb::cast<double>(spec[3])});
+  static const dmfront::objective_registry builtins;  // Python's own objectives come as metrics
+  std::vector<dmfront::objective_spec> entries;
+  for (const nb::handle e : objectives) {  // a metric is a term of f of its own
+    if (nb::isinstance<nb::str>(e)) {
+      entries.push_back({nb::cast<std::string>(e), nullptr});
+    } else {
+      entries.push_back({"", std::make_shared<const datamask::external_objective>(
+                                 python_side::metric(nb::cast<nb::tuple>(e), side))});
+    }
   }
+  builtins.apply(entries, objective_weights, r);
   r.neighbors = neighbors;
   r.certify = certify;
   r.optimizer = datamask::parse_enum<datamask::block_optimizer>(optimizer, "optimizer");

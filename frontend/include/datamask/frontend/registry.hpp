@@ -86,6 +86,13 @@ struct objective_entry {
   std::shared_ptr<const datamask::external_objective> user;
 };
 
+/// @brief One entry of a run's objective list: a registered objective's name, or an objective
+/// given with the call (a Python metric: `given`, a term of f under its label).
+struct objective_spec {
+  std::string name;
+  std::shared_ptr<const datamask::external_objective> given;  ///< non-null: this, not `name`
+};
+
 /// @brief The objectives a run can name; it starts with the built-in ones (pairwise, facility,
 /// disf).
 class objective_registry {
@@ -115,6 +122,10 @@ class objective_registry {
   /// order named).
   /// @throws datamask::invalid_input ("objective", "objective_weights") otherwise.
   void apply(std::span<const std::string> names, std::span<const double> weights,
+             datamask::block_run_settings& s) const;
+  /// @brief The same for a list that may hold objectives given with the call (Python's
+  /// `objective=`): the one parse of every front end's objective list.
+  void apply(std::span<const objective_spec> entries, std::span<const double> weights,
              datamask::block_run_settings& s) const;
 
  private:
