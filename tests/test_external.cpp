@@ -78,4 +78,18 @@ TEST_CASE("an objective given without a relaxation: the continuous learner refus
   CHECK(dm::resolve_optimizer(s, {1000, 8, 10}) == dm::block_optimizer::stochastic);  // no cost model: no greedy
   s.run.lambda = 1.0;  // quality alone: the objective does not count
   CHECK(dm::resolve_optimizer(s) == dm::block_optimizer::continuous);
+  // Every term without a relaxation is named, and what each needs.
+  dm::block_run_settings two = settings_for(dm::block_optimizer::continuous);
+  dm::external_objective a = dmtest::pairwise_replica(calls, false);
+  a.label = "a";
+  dm::external_objective b = a;
+  b.label = "b";
+  two.external = {{std::make_shared<const dm::external_objective>(a), 1.0},
+                  {std::make_shared<const dm::external_objective>(b), 1.0}};
+  two.weights = {0.0, 1.0, 0.0};  // dense facility location beside them
+  CHECK_THROWS_WITH(dm::resolve_optimizer(two),
+                    Catch::Contains("continuous: dense facility location, a and b have no relaxation; give facility "
+                                    "location a kNN graph and the others a relaxation"));
+  two.weights = {1.0, 0.0, 0.0};
+  CHECK_THROWS_WITH(dm::resolve_optimizer(two), Catch::Contains("continuous: a and b have no relaxation; give them one"));
 }

@@ -325,6 +325,13 @@ TEST_CASE("a term list: terms whose number is known at run time select as if the
     CHECK(b.ids == a.ids);
     CHECK(b.objective == a.objective);
   }
+  // Names stay unique when a name given at run time already ends in "#2".
+  dm::external_objective m;
+  m.label = "m";
+  dm::external_objective m2 = m;
+  m2.label = "m#2";
+  const auto named = dm::mix(dm::weighted{dm::term_list<dm::external_objective>{{{m, 1.0}, {m, 1.0}, {m2, 1.0}}}, 1.0});
+  CHECK(named.names() == std::vector<std::string>{"m", "m#2", "m#2#2"});
   // An empty list adds no term.
   const auto none = dm::mix(dm::weighted{pws{}, 1.0}, dm::weighted{dm::term_list<dm::disf>{}, 1.0});
   CHECK(none.term_count() == 1);

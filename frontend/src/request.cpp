@@ -193,7 +193,8 @@ std::string unread_by_terms(std::string_view name, const run_reads& f) {
       !(f.pairwise() || f.facility() || (f.external() && external_bounds))) {
     return "sets the steps of pairwise similarity's and facility location's bounds, but f has "
            "neither (" +
-           std::string(f.diversity() ? "DiSF has no bound" : "quality alone is bounded exactly") +
+           std::string(f.diversity() ? "DiSF and objectives given at run time have no bound"
+                                     : "quality alone is bounded exactly") +
            ")";
   }
   if ((name == "knn-clusters" || name == "knn-probes") && f.built() && !f.clustered()) {
@@ -354,10 +355,8 @@ resolution resolve(run_request& r, const spelling& sp) {
   const bool asked_auto = s.optimizer == block_optimizer::automatic;
   const datamask::unrelaxed term = datamask::unrelaxed_term(s, knn);
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || term.name.empty(),
-                   sp.assign("optimizer", "continuous", true), term.name, " has no relaxation; ",
-                   term.dense_facility
-                       ? "give it a kNN graph (" + sp.option("neighbors") + " or " + sp.option("graph") + ")"
-                       : std::string("give it one"),
+                   sp.assign("optimizer", "continuous", true), term.has_none(), "; ",
+                   term.remedy("a kNN graph (" + sp.option("neighbors") + " or " + sp.option("graph") + ")"),
                    ", or use pg, greedy, lazy or stochastic");
   const block_optimizer o =
       asked_auto ? datamask::auto_optimizer(s, knn) : s.optimizer;

@@ -641,12 +641,17 @@ def _plan_key(embeddings, quality, ids, quality_weights, request, block_size) ->
         arrays = [shape(a) for a in arrays]
         q = quality if isinstance(quality, (list, tuple)) else ([] if quality is None else [quality])
     opts, entries, weights, optimizer, neighbors, _ = request
+    # f's terms: the built-ins in their order, then the metrics in theirs (wherever the list
+    # puts them), so a list that differs only in where its metrics stand keys the same.
+    given = list(weights) or [1.0] * len(entries)
+    builtins = [(e, float(w)) for e, w in zip(entries, given) if isinstance(e, str)]
+    metrics = [[e[0], float(w)] for e, w in zip(entries, given) if not isinstance(e, str)]
     plain = lambda v: float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(  # noqa: E731
         v, (bool, int, np.integer)) else repr(v)
     text = json.dumps([__version__, arrays, [shape(c) for c in q],
                        None if ids is None else shape(ids),
                        sorted((k, plain(v)) for k, v in opts.items() if k not in _NOT_SELECTION),
-                       [e if isinstance(e, str) else ["metric", e[0]] for e in entries], [float(w) for w in weights],
+                       [b for b, _ in builtins], [w for _, w in builtins] if weights else [], metrics or None,
                        None if quality_weights is None else [float(w) for w in quality_weights], optimizer,
                        int(neighbors), int(block_size)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -430,12 +430,11 @@ std::string optimizer_line(const config& c, const datamask::block_run_settings& 
                   "--optimizer stochastic for a faster, weaker one)";
   }
   const datamask::unrelaxed term = datamask::unrelaxed_term(settings, settings.knn());
-  if (term.dense_facility) {
+  if (term.dense_facility && term.count == 1) {
     return name + " (auto: dense facility location has no relaxation; stochastic greedy reaches more than the "
                   "policy gradient in less time; --optimizer lazy or pg to choose)";
   }
-  return name + " (auto: " + term.name + " has no relaxation, so stochastic greedy; --optimizer greedy, lazy or pg "
-                "to choose)";
+  return name + " (auto: " + term.has_none() + ", so stochastic greedy; --optimizer greedy, lazy or pg to choose)";
 }
 
 /// The outputs of a run that is not a shard: under MPI, rank 0 gathers every rank's blocks and

@@ -4,6 +4,7 @@
 /// @file
 /// @brief Several diversity objectives with weights: F_d = sum_b v_b F_db.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -122,11 +123,14 @@ struct diversity_mix {
   [[nodiscard]] std::vector<std::string> names() const {
     std::vector<std::string> base;
     for_each([&](auto, const auto& o, double) { base.push_back(term_name_of(o)); });
-    std::vector<std::string> out = base;
-    for (std::size_t i = 0; i < out.size(); ++i) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < base.size(); ++i) {
       int repeat = 1;
       for (std::size_t j = 0; j < i; ++j) repeat += base[j] == base[i] ? 1 : 0;
-      if (repeat > 1) out[i].append(1, '#').append(std::to_string(repeat));
+      std::string name = repeat > 1 ? base[i] + '#' + std::to_string(repeat) : base[i];
+      // A name given at run time may itself end in "#2": count on until the name is free.
+      while (std::find(out.begin(), out.end(), name) != out.end()) name = base[i] + '#' + std::to_string(++repeat);
+      out.push_back(std::move(name));
     }
     return out;
   }

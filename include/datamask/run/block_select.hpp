@@ -158,24 +158,39 @@ using standard_mix = diversity_mix<pairwise_similarity, facility_location, disf,
   return auto_optimizer(counting_terms(s, knn));
 }
 
-/// @brief The term of f the continuous learner cannot ascend, if any: its name as messages say
-/// it ("dense facility location", or the given objective's name), empty when every diversity
-/// term that counts relaxes (`knn`: facility location is on a kNN graph). Every refusal of
-/// continuous names it.
+/// @brief The terms of f the continuous learner cannot ascend, as messages name them ("dense
+/// facility location", a given objective's name; "a and b", "a, b and c"), empty when every
+/// diversity term that counts relaxes (`knn`: facility location is on a kNN graph). Every
+/// refusal of continuous names them all.
 struct unrelaxed {
   std::string name;
-  bool dense_facility = false;
+  bool dense_facility = false;  ///< dense facility location is one of them
+  std::size_t count = 0;
+  /// "X has no relaxation", "X and Y have no relaxation".
+  [[nodiscard]] std::string has_none() const { return name + (count > 1 ? " have" : " has") + " no relaxation"; }
+  /// What a run would give them, `graph` how a front end says a kNN graph.
+  [[nodiscard]] std::string remedy(const std::string& graph = "a kNN graph") const {
+    if (dense_facility && count > 1) return "give facility location " + graph + " and the others a relaxation";
+    if (dense_facility) return "give it " + graph;
+    return count > 1 ? "give them one" : "give it one";
+  }
 };
 [[nodiscard]] inline unrelaxed unrelaxed_term(const block_run_settings& s, bool knn) {
   unrelaxed out;
   if (s.run.lambda >= 1.0) return out;
   const standard_mix m = run_mix(s, knn);
   const std::vector<std::string> names = m.names();
+  std::vector<std::string> found;
   m.for_each([&](auto i, const auto& o, double w) {
     using D = std::decay_t<decltype(o)>;
-    if (!out.name.empty() || w <= 0.0 || traits_of<float>(o, 0).relaxable) return;
-    out = std::is_same_v<D, facility_location> ? unrelaxed{"dense facility location", true} : unrelaxed{names[i], false};
+    if (w <= 0.0 || traits_of<float>(o, 0).relaxable) return;
+    out.dense_facility = out.dense_facility || std::is_same_v<D, facility_location>;
+    found.push_back(std::is_same_v<D, facility_location> ? std::string("dense facility location") : names[i]);
   });
+  out.count = found.size();
+  for (std::size_t k = 0; k < found.size(); ++k) {
+    out.name += (k == 0 ? "" : k + 1 == found.size() ? " and " : ", ") + found[k];
+  }
   return out;
 }
 
@@ -196,8 +211,7 @@ struct unrelaxed {
                    " needs calibrated, fixed or raw scales (group is for the policy gradient)");
   const unrelaxed term = unrelaxed_term(s, s.knn());
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || term.name.empty(), "optimizer", "continuous: ",
-                   term.name, " has no relaxation; ", term.dense_facility ? "give it a kNN graph" : "give it one",
-                   ", or use pg, greedy, lazy or stochastic");
+                   term.has_none(), "; ", term.remedy(), ", or use pg, greedy, lazy or stochastic");
   return s.optimizer;
 }
 

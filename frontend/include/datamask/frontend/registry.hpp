@@ -18,7 +18,8 @@
 /// when the state declares `diminishing_gains`); without it they score S + i by evaluation.
 /// Not carried: marginals (pg's per-item credit; its auto credit gives such a term the rollout's
 /// reward), swap states (the continuous learner's polish evaluates swapped sets) and device
-/// passes (it runs on the host; on a GPU build its relaxation's arrays are copied across).
+/// passes (it runs on the host; on a GPU build its relaxation's arrays are copied across, for each
+/// such objective of a run at every call).
 
 #include <memory>
 #include <span>
