@@ -72,15 +72,11 @@ template <class D, class X>
 using per_term_t = std::conditional_t<is_term_list<D>, std::vector<X>, X>;
 
 /// @brief The entry of term `i` (an index `for_each` passed) in a tuple of `per_term_t` entries,
-/// one per element of the mix; a list's vector grows to hold it.
+/// one per element of the mix, sized by `size_entries`.
 template <class Tuple, class Index>
 decltype(auto) term_entry(Tuple& entries, Index i) {
   if constexpr (requires { Index::element; }) {
-    auto& list = std::get<Index::element>(entries);
-    if constexpr (!std::is_const_v<Tuple>) {
-      if (list.size() <= i.member) list.resize(i.member + 1);
-    }
-    return (list[i.member]);
+    return (std::get<Index::element>(entries)[i.member]);
   } else {
     return (std::get<Index::value>(entries));
   }
@@ -121,18 +117,29 @@ struct diversity_mix {
   /// objective named at run time (`term_name()`, external_objective) has that name, else its
   /// type's.
   [[nodiscard]] std::vector<std::string> names() const {
-    std::vector<std::string> base;
-    for_each([&](auto, const auto& o, double) { base.push_back(term_name_of(o)); });
     std::vector<std::string> out;
-    for (std::size_t i = 0; i < base.size(); ++i) {
-      int repeat = 1;
-      for (std::size_t j = 0; j < i; ++j) repeat += base[j] == base[i] ? 1 : 0;
-      std::string name = repeat > 1 ? base[i] + '#' + std::to_string(repeat) : base[i];
-      // A name given at run time may itself end in "#2": count on until the name is free.
-      while (std::find(out.begin(), out.end(), name) != out.end()) name = base[i] + '#' + std::to_string(++repeat);
+    for_each([&](auto, const auto& o, double) {
+      const std::string base = term_name_of(o);
+      std::string name = base;
+      // The first free of base, base#2, base#3, ... (a name given at run time may end in "#2").
+      for (int repeat = 2; std::find(out.begin(), out.end(), name) != out.end(); ++repeat) {
+        name = base + '#' + std::to_string(repeat);
+      }
       out.push_back(std::move(name));
-    }
+    });
     return out;
+  }
+
+  /// @brief Sizes a tuple of `per_term_t` entries, one per element, for this mix's terms (a
+  /// list's vector to the list's length), before any is built: entries never move afterwards.
+  template <class Tuple>
+  void size_entries(Tuple& entries) const {
+    for_each([&](auto i, const auto&, double) {
+      if constexpr (requires { decltype(i)::element; }) {
+        auto& list = std::get<decltype(i)::element>(entries);
+        if (list.size() <= i.member) list.resize(i.member + 1);
+      }
+    });
   }
 
   /// @brief Calls f(index, objective, weight) for each term in order: index is

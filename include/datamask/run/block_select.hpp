@@ -199,16 +199,13 @@ struct unrelaxed {
 /// front ends use this to check the run's options, `select_block` resolves each block.
 /// @throws invalid_input ("optimizer") when continuous is asked for an f it cannot ascend.
 [[nodiscard]] inline block_optimizer resolve_optimizer(const block_run_settings& s) {
-  if (s.optimizer == block_optimizer::automatic) {
-    const block_optimizer o = auto_optimizer(s, s.knn());
-    DATAMASK_EXPECTS(o == block_optimizer::pg || s.run.scaling != term_scaling::group, "scaling",
-                     "group makes f a different function at every step; auto runs ", enum_name(o),
-                     " here, which needs calibrated, fixed or raw scales (group is for the policy gradient)");
-    return o;
-  }
-  DATAMASK_EXPECTS(s.optimizer == block_optimizer::pg || s.run.scaling != term_scaling::group, "scaling",
-                   "group makes f a different function at every step; ", enum_name(s.optimizer),
-                   " needs calibrated, fixed or raw scales (group is for the policy gradient)");
+  const bool chosen = s.optimizer == block_optimizer::automatic;
+  const block_optimizer o = chosen ? auto_optimizer(s, s.knn()) : s.optimizer;
+  DATAMASK_EXPECTS(o == block_optimizer::pg || s.run.scaling != term_scaling::group, "scaling",
+                   "group makes f a different function at every step; ", chosen ? "auto runs " : "", enum_name(o),
+                   chosen ? " here, which" : "", " needs calibrated, fixed or raw scales (group is for the policy "
+                   "gradient)");
+  if (chosen) return o;
   const unrelaxed term = unrelaxed_term(s, s.knn());
   DATAMASK_EXPECTS(s.optimizer != block_optimizer::continuous || term.name.empty(), "optimizer", "continuous: ",
                    term.has_none(), "; ", term.remedy(), ", or use pg, greedy, lazy or stochastic");

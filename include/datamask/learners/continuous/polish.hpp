@@ -183,8 +183,7 @@ struct polisher {
     std::iota(all.begin(), all.end(), index_t{0});
     const subset_view<T> base{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), index_view{},
                               index_view(std::span<const index_t>(all))};
-    // Every entry first (a list's vector at its size), so no state moves once built.
-    f.mix().for_each([&](auto i, const auto& /*objective*/, double /*v*/) { (void)term_entry(states, i); });
+    f.mix().size_entries(states);
     f.mix().for_each([&](auto i, const auto& objective, double /*v*/) {
       if (f.term_slots()[i] < 0) return;
       auto& state = term_entry(states, i);

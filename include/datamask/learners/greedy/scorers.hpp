@@ -195,8 +195,7 @@ struct structured_scorer<T, diversity_mix<Ds...>> {
     }
     const greedy_block<T> block{f.embeddings(), f.inv_norms(), f.sq_norms(), threads};
     const auto slots = f.term_slots();
-    // Every entry first (a list's vector at its size), so no state moves once built.
-    f.mix().for_each([&](auto i, const auto& /*objective*/, double /*v*/) { (void)term_entry(states, i); });
+    f.mix().size_entries(states);
     f.mix().for_each([&](auto i, const auto& objective, double /*v*/) {
       const std::size_t at = i;
       if (slots[at] < 0) return;
