@@ -14,7 +14,7 @@
 // --references runs each estimator with each reference set size while learning
 // (`settings::reference_size`: 0 the step's active batch, R > 0 R rows drawn each step).
 //
-// --set gives any setting of the library's table (datamask/run/settings.hpp) to both estimators,
+// --set gives any setting of the library's table (datamask/learners/settings.hpp) to both estimators,
 // e.g. --set min-active 256 --set init quality (a flag takes on or off). Every f is the same
 // function: objective_function with lambda 0.5, mean quality, and the scales the learner
 // calibrates with the benchmark's options (seed 0), facility location with the whole block as
@@ -32,7 +32,7 @@
 #include <datamask/datamask.hpp>
 #include <datamask/core/wait_policy.hpp>
 #include <datamask/learners/greedy/greedy.hpp>
-#include <datamask/run/settings.hpp>
+#include <datamask/learners/settings.hpp>
 
 #include "bench_common.hpp"
 #include "synthetic.hpp"

@@ -9,7 +9,7 @@
 //
 // Options: --objective pws|fl|disf [pws], --n [20000], --seeds LIST [1,2,3,4],
 // --reference naive|lazy|stochastic [stochastic, epsilon 0.01], and every setting of the library's
-// settings table (datamask/run/settings.hpp: --steps, --rollouts, --active-fraction, --min-active,
+// settings table (datamask/learners/settings.hpp: --steps, --rollouts, --active-fraction, --min-active,
 // --lr-max, --lr-min, --schedule, --init, --logprob, --scaling, ...; a flag takes no value), with
 // the library's defaults and ranges. --scaling fixed uses the evaluation f's scales.
 #include <chrono>
@@ -25,8 +25,7 @@
 #include <datamask/datamask.hpp>
 #include <datamask/core/wait_policy.hpp>
 #include <datamask/learners/greedy/greedy.hpp>
-#include <datamask/run/pipeline.hpp>
-#include <datamask/run/settings.hpp>
+#include <datamask/learners/settings.hpp>
 
 #include "bench_common.hpp"
 #include "synthetic.hpp"
@@ -129,7 +128,7 @@ int run(const tune_args& s, const D& div) {
   std::vector<double> scales;
   for (const auto& t : dm::learner<>(eval_opt).calibrate(p, div)) scales.push_back(t.scale);
   f.set_scales(scales);
-  const index_t count = dm::selection_size(s.n, eval_opt.ratio, 0);
+  const index_t count = dm::detail::selection_size(eval_opt, s.n);
 
   // Random subsets and the reference greedy, as in the suite.
   std::mt19937_64 g(7);

@@ -2,7 +2,8 @@
 // run/block_select.hpp: the run-level rules every front end shares (objective weights, auto
 // optimizer, corpus plan), a block's selection through each optimizer against the evaluation of
 // its rows, the stop hook, and a policy-gradient or continuous block resumed from a snapshot
-// against the uninterrupted run.
+// against the uninterrupted run; datamask::select (the library's one call) selects what the
+// program's block selects.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include <datamask/learners/select.hpp>
 #include <datamask/run/block_select.hpp>
 
 #include "helpers.hpp"
@@ -609,4 +611,58 @@ TEST_CASE("a caller's preparation: learners on it select as on their own; anothe
                     Catch::Contains("prepared") && Catch::Contains("200 x 8"));
   CHECK_THROWS_WITH(dm::continuous_learner(co).select(p, dm::pairwise_similarity{}, &wrong),
                     Catch::Contains("prepared"));
+}
+
+namespace {
+
+/// The program's block with the same f: one block, its weights, S = count.
+dm::block_result program_block(const dm::problem<float>& p, index_t count, const dm::objective_weights& w,
+                               const dm::options& o) {
+  dm::block_run_settings s;
+  static_cast<dm::settings&>(s.run) = o;
+  s.weights = w;
+  return dm::select_block(p, 0, count, std::nullopt, s);
+}
+
+}  // namespace
+
+TEST_CASE("select: auto runs the program's optimizer and selects the program's ids", "[select]") {
+  const dmtest::float_block blk = random_block(400, 8, 21);
+  const dm::problem<float> p = blk.problem();
+  dm::options o;
+  o.seed = 5;
+  o.threads = 1;
+  const auto ids = [](const dm::selection_result& r) { return r.ids; };
+  struct run_case {
+    const char* name;
+    index_t count;
+    dm::objective_weights w;
+    dm::block_optimizer expected;
+  };
+  // Pairwise: naive greedy while S <= 377 on 8 columns (the cost model), continuous above it;
+  // facility location alone: lazy; beside pairwise (no relaxation for dense facility): stochastic.
+  for (const run_case& c : {run_case{"pairwise, small S", 40, {1.0, 0.0, 0.0}, dm::block_optimizer::greedy},
+                            run_case{"pairwise, large S", 390, {1.0, 0.0, 0.0}, dm::block_optimizer::continuous},
+                            run_case{"facility", 40, {0.0, 1.0, 0.0}, dm::block_optimizer::lazy},
+                            run_case{"pairwise + facility", 40, {1.0, 1.0, 0.0}, dm::block_optimizer::stochastic},
+                            run_case{"disf", 300, {0.0, 0.0, 1.0}, dm::block_optimizer::continuous}}) {
+    INFO(c.name);
+    o.count = c.count;
+    const dm::block_result program = program_block(p, c.count, c.w, o);
+    REQUIRE(program.optimizer == dm::enum_name(c.expected));
+    const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, c.w.pairwise},
+                           dm::weighted{dm::facility_location{}, c.w.facility}, dm::weighted{dm::disf{}, c.w.disf});
+    const dm::selection_result chosen = dm::select(p, m, o);
+    CHECK(ids(chosen) == program.ids);
+    CHECK(ids(chosen) == ids(dm::select(p, m, o, c.expected)));
+    // f as the program reports it: the same terms, scales and value.
+    REQUIRE(chosen.evaluated);
+    REQUIRE(chosen.terms.size() == program.terms.size());
+    for (std::size_t t = 0; t < chosen.terms.size(); ++t) CHECK(chosen.terms[t].scale == program.terms[t].scale);
+    CHECK(chosen.objective == Approx(program.objective).epsilon(1e-12));
+  }
+  // A single objective is the mix of it alone.
+  o.count = 40;
+  CHECK(ids(dm::select(p, dm::facility_location{}, o)) ==
+        ids(dm::select(p, dm::facility_location{}, o, dm::block_optimizer::lazy)));
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The run report round trip: a report written by report_json (as datamask-select writes it) and
-// read back by read_report / read_report_file gives the same fields (datamask/io/report.hpp).
+// read back by read_report / read_report_file gives the same fields (datamask/run/report.hpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <string>
 
-#include <datamask/io/report.hpp>
+#include <datamask/run/report.hpp>
 
 namespace {
 

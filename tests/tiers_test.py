@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The library's include tiers: every header of include/datamask includes only headers of its own
-tier or a lower one, as docs/architecture.md's map states them (one folder a tier: no header but
-the umbrella and the version above the folders), and the learners' headers pull in no file
-reader, no kNN graph builder and nothing of the run layer.
+"""The include tiers: every header of the library (include/datamask) and of the front-end layer
+(frontend/include/datamask: run/ and frontend/) includes only headers of its own tier or a lower
+one, as docs/architecture.md's map states them (one folder a tier: no header but the umbrella and
+the version above the folders); the library holds none of the front-end layer's folders, so the
+header-only package never reaches it; and the learners' headers pull in no file reader, no kNN
+graph builder and nothing of the run layer.
 
     tiers_test.py REPOSITORY_ROOT
 
 The tiers are read from docs/architecture.md (the lines `tier N NAME: PATTERNS` between the markers
 `<!-- tiers -->` and `<!-- /tiers -->`), so the map a reader sees is the one checked. A pattern is a
-header path relative to include/datamask ("options.hpp") or a folder ("objectives/"); the longest
-pattern that matches a header gives its tier.
+header path relative to a root's datamask/ folder ("options.hpp") or a folder ("objectives/"); the
+longest pattern that matches a header gives its tier.
 """
 import os
 import re
@@ -18,7 +20,9 @@ import sys
 
 # The learners' headers, and what none of them may pull in (directly or through others).
 LEARNERS = ["learners/pg/learner.hpp", "learners/continuous/learner.hpp", "learners/continuous.hpp"]
-FORBIDDEN = re.compile(r"^(io/|run/|objectives/knn/(exact|clustered|build)\.hpp$)")
+FORBIDDEN = re.compile(r"^(io/|run/|frontend/|objectives/knn/(exact|clustered|build)\.hpp$)")
+# The front-end layer's folders: in frontend/include/datamask, never in the library's include/.
+FRONTEND_FOLDERS = ("run/", "frontend/")
 # How many of the library's headers `#include <datamask/learners/pg/learner.hpp>` may bring (25:
 # learners/protocol.hpp, the optimizers' protocol, joined its interface).
 LEARNER_HEADERS_MAX = 25
@@ -49,12 +53,17 @@ def tier_of(header, tiers):
     return None if best is None else tiers[best]
 
 
-def includes(root, header):
-    text = open(os.path.join(root, header), encoding="utf-8").read()
+def includes(path):
+    text = open(path, encoding="utf-8").read()
     return re.findall(r'^\s*#\s*include\s*[<"]datamask/([^>"]+)[>"]', text, re.M)
 
 
-def closure(root, header, graph):
+def headers_under(root):
+    return {os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/"): os.path.join(d, f)
+            for d, _, fs in os.walk(root) for f in fs if f.endswith(".hpp")}
+
+
+def closure(header, graph):
     seen, todo = set(), [header]
     while todo:
         h = todo.pop()
@@ -67,12 +76,17 @@ def closure(root, header, graph):
 
 def main():
     repo = sys.argv[1]
-    root = os.path.join(repo, "include", "datamask")
+    library = headers_under(os.path.join(repo, "include", "datamask"))
+    frontend = headers_under(os.path.join(repo, "frontend", "include", "datamask"))
     tiers = read_tiers(os.path.join(repo, "docs", "architecture.md"))
-    headers = sorted(os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
-                     for d, _, fs in os.walk(root) for f in fs if f.endswith(".hpp"))
-    graph = {h: includes(root, h) for h in headers}
-    problems = []
+    problems = ["%s: in include/ and in frontend/include/" % h for h in sorted(set(library) & set(frontend))]
+    problems += ["include/datamask/%s: the front-end layer's folders live in frontend/include" % h
+                 for h in sorted(library) if h.startswith(FRONTEND_FOLDERS)]
+    problems += ["frontend/include/datamask/%s: outside the front-end layer's folders (%s)" %
+                 (h, " ".join(FRONTEND_FOLDERS)) for h in sorted(frontend) if not h.startswith(FRONTEND_FOLDERS)]
+    paths = {**library, **frontend}
+    headers = sorted(paths)
+    graph = {h: includes(paths[h]) for h in headers}
     for h in headers:
         th = tier_of(h, tiers)
         if th is None:
@@ -84,23 +98,24 @@ def main():
                 problems.append("%s includes datamask/%s, which does not exist" % (h, d))
             elif td is not None and td > th:
                 problems.append("%s (tier %d) includes %s (tier %d): against the grain" % (h, th, d, td))
-    loose = sorted(h for h in headers if "/" not in h and h not in ("datamask.hpp", "version.hpp"))
+    loose = sorted(h for h in library if "/" not in h and h not in ("datamask.hpp", "version.hpp"))
     if loose:
         problems.append("%s: outside the tiers' folders (only the umbrella and the version header are)" %
                         ", ".join(loose))
     for h in LEARNERS:
-        pulled = closure(root, h, graph)
+        pulled = closure(h, graph)
         bad = sorted(d for d in pulled if FORBIDDEN.match(d))
         if bad:
             problems.append("%s pulls in %s" % (h, ", ".join(bad)))
-    learner = closure(root, "learners/pg/learner.hpp", graph)
-    print("datamask/learners/pg/learner.hpp brings %d of the library's %d headers" % (len(learner), len(headers)))
+    learner = closure("learners/pg/learner.hpp", graph)
+    print("datamask/learners/pg/learner.hpp brings %d of the library's %d headers" % (len(learner), len(library)))
     if len(learner) > LEARNER_HEADERS_MAX:
         problems.append("learner.hpp brings %d headers, more than %d: %s" %
                         (len(learner), LEARNER_HEADERS_MAX, ", ".join(sorted(learner))))
     if problems:
         raise SystemExit("include tiers broken:\n  " + "\n  ".join(problems))
-    print("%d headers, every include within its tier or below" % len(headers))
+    print("%d headers (%d of the front-end layer), every include within its tier or below" %
+          (len(headers), len(frontend)))
 
 
 if __name__ == "__main__":

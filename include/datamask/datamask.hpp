@@ -14,7 +14,7 @@
 #include "datamask/core/philox.hpp"
 #include "datamask/core/enum_names.hpp"
 #include "datamask/core/options.hpp"
-#include "datamask/run/settings.hpp"
+#include "datamask/learners/settings.hpp"
 #include "datamask/objectives/pairwise.hpp"
 #include "datamask/objectives/facility.hpp"
 #include "datamask/objectives/disf.hpp"
@@ -36,8 +36,6 @@
 #include "datamask/core/kernels.hpp"
 #include "datamask/objectives/knn/build.hpp"
 #include "datamask/objectives/sparse_facility.hpp"
-#include "datamask/run/pipeline.hpp"
-#include "datamask/run/plan.hpp"
 
 namespace datamask {
 static_assert(diversity_objective<pairwise_similarity, float>);

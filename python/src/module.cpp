@@ -39,7 +39,7 @@
 #include <datamask/run/block_select.hpp>
 #include <datamask/datamask.hpp>
 #include <datamask/core/input_checks.hpp>
-#include <datamask/io/block_fields.hpp>
+#include <datamask/run/block_fields.hpp>
 #include <datamask/run/pipeline.hpp>
 #include <datamask/core/synthetic.hpp>
 

@@ -829,7 +829,7 @@ def test_wording():
 
 
 def test_report_readback():
-    """The report is JSON that the library reads back (datamask/io/report.hpp): field names kept."""
+    """The report is JSON that the library reads back (datamask/run/report.hpp): field names kept."""
     rows, q, ids, e, qf, idf = standard_files()
     run(["--embeddings", e, "--quality", qf, "--block-size", "250", "--out", path("s.npy"),
          "--report", path("r.json")] + FAST)

@@ -38,7 +38,7 @@ endif()
 step("build" TRUE "${CMAKE_COMMAND}" --build "${build}" --target datamask-select)
 step("install" TRUE "${CMAKE_COMMAND}" --install "${build}" --prefix "${prefix}")
 foreach(f IN ITEMS bin/datamask-select include/datamask/datamask.hpp include/datamask/run/pipeline.hpp
-                   include/datamask/core/synthetic.hpp include/datamask/io/report.hpp)
+                   include/datamask/core/synthetic.hpp include/datamask/run/report.hpp)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "install_line: ${prefix}/${f} was not installed")
   endif()

@@ -2,7 +2,7 @@
 #pragma once
 
 // datamask-select: the command line (through CLI11) and the configuration. Every option that
-// sets a library setting is built from the library's settings table (datamask/run/settings.hpp:
+// sets a library setting is built from the library's settings table (datamask/learners/settings.hpp:
 // name, help, default, range or choices); the program's own numeric options use the same entry
 // types in a small table of their own. Nothing here keeps a default, range or spelling twice.
 
@@ -27,8 +27,8 @@
 
 #include <datamask/run/block_select.hpp>
 #include <datamask/datamask.hpp>
-#include <datamask/io/report.hpp>
-#include <datamask/run/settings.hpp>
+#include <datamask/run/report.hpp>
+#include <datamask/learners/settings.hpp>
 #include <datamask/version.hpp>
 
 #include <datamask/frontend/block_backend.hpp>

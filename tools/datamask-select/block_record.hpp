@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <datamask/core/input_checks.hpp>
-#include <datamask/io/report.hpp>
+#include <datamask/run/report.hpp>
 #include <datamask/run/pipeline.hpp>
 
 #include "args.hpp"
@@ -150,7 +150,7 @@ inline std::string ids_checksum(std::span<const datamask::id_t> ids) {
   return bytes_checksum(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size_bytes()));
 }
 
-/// One block's result, every field of it: the report's (datamask/io/report.hpp), then its
+/// One block's result, every field of it: the report's (datamask/run/report.hpp), then its
 /// doubles exactly, the ids and the per-step history; sealed. `ids_apart`: the ids are in a file
 /// of their own (a part's), and the record holds their checksum instead.
 inline nlohmann::ordered_json block_record(const block_result& r, bool ids_apart = false) {

@@ -2,7 +2,7 @@
 #pragma once
 
 // datamask-select: the files written from the per-block results (ids, CSV log, SVG plot; the
-// JSON report's fields are the library's, datamask/io/report.hpp), built in memory and written
+// JSON report's fields are the library's, datamask/run/report.hpp), built in memory and written
 // as one atomic set.
 
 #include <algorithm>
@@ -23,7 +23,7 @@
 #include <datamask/core/input_checks.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/io/npy.hpp>
-#include <datamask/io/report.hpp>
+#include <datamask/run/report.hpp>
 #include <datamask/run/pipeline.hpp>
 
 #include "args.hpp"

@@ -35,7 +35,7 @@
 
 #include <datamask/datamask.hpp>
 #include <datamask/io/file.hpp>
-#include <datamask/io/report.hpp>
+#include <datamask/run/report.hpp>
 #include <datamask/run/block_select.hpp>
 #include <datamask/run/pipeline.hpp>
 #include <datamask/core/wait_policy.hpp>

@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <datamask/io/report.hpp>
+#include <datamask/run/report.hpp>
 #include <datamask/run/pipeline.hpp>
 
 #include "args.hpp"

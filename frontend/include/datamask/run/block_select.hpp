@@ -44,7 +44,7 @@
 #include "datamask/objectives/pairwise.hpp"
 #include "datamask/objectives/sparse_facility.hpp"
 #include "datamask/run/pipeline.hpp"
-#include "datamask/run/settings.hpp"
+#include "datamask/learners/settings.hpp"
 
 namespace datamask {
 

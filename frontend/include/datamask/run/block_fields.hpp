@@ -3,7 +3,7 @@
 
 /// @file
 /// @brief The fields of a block's record (and of f and a certificate), in the report's order,
-/// for every writer of them: the JSON report (io/report.hpp) and the Python module's dicts, so
+/// for every writer of them: the JSON report (run/report.hpp) and the Python module's dicts, so
 /// that both say the same things under the same names.
 ///
 /// A writer `w` has `w.value(name, v)`, v an integer, a double (a writer writes a non-finite one

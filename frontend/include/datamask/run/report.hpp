@@ -33,7 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include <datamask/core/error.hpp>
-#include <datamask/io/block_fields.hpp>
+#include <datamask/run/block_fields.hpp>
 #include <datamask/io/file.hpp>
 #include <datamask/run/pipeline.hpp>
 #include <datamask/version.hpp>
