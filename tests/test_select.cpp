@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <datamask/datamask.hpp>
@@ -88,6 +89,34 @@ TEST_CASE("select: every optimizer reports through the caller's hooks, and stops
       CHECK(s.steps_run == 5);
     }
   }
+}
+
+TEST_CASE("changed_pg_setting names each policy-gradient setting changed from its default", "[select]") {
+  CHECK(dm::changed_pg_setting(dm::settings{}).empty());
+  // Every member of pg_settings, with a value other than its default.
+  const std::vector<std::pair<std::string_view, void (*)(dm::settings&)>> cases{
+      {"rollouts", [](dm::settings& s) { s.rollouts = 7; }},
+      {"steps", [](dm::settings& s) { s.steps = 3; }},
+      {"reference_size", [](dm::settings& s) { s.reference_size = 30; }},
+      {"init", [](dm::settings& s) { s.init = dm::init_mode::quality; }},
+      {"advantage", [](dm::settings& s) { s.advantage = dm::advantage_mode::leave_one_out; }},
+      {"credit", [](dm::settings& s) { s.credit = dm::credit_mode::item; }},
+      {"readout", [](dm::settings& s) { s.readout = dm::readout_mode::sample; }},
+      {"keep_best_rollout", [](dm::settings& s) { s.keep_best_rollout = false; }}};
+  dm::settings all;
+  for (const auto& [name, change] : cases) {
+    dm::settings s;
+    change(s);
+    CHECK(dm::changed_pg_setting(s) == name);
+    change(all);
+  }
+  CHECK(dm::changed_pg_setting(all) == "rollouts");  // the first, in the table's order
+  // Settings of every optimizer are not the policy gradient's.
+  dm::settings other;
+  other.count = 5;
+  other.lambda = 0.2;
+  other.seed = 9;
+  CHECK(dm::changed_pg_setting(other).empty());
 }
 
 TEST_CASE("select: what only the policy gradient reads is refused with another optimizer", "[select]") {

@@ -168,23 +168,6 @@ struct pg_settings {
   bool operator==(const pg_settings&) const = default;
 };
 
-/// @brief The name of the first of `s`'s members (in declaration order) that differs from its
-/// default, or empty: the policy-gradient settings a caller changed, which `datamask::select`
-/// refuses when it runs another optimizer.
-[[nodiscard]] inline std::string_view changed_pg_setting(const pg_settings& s) {
-  const pg_settings d;
-  if (s.rollouts != d.rollouts) return "rollouts";
-  if (s.steps != d.steps) return "steps";
-  if (s.reference_size != d.reference_size) return "reference_size";
-  if (s.init != d.init) return "init";
-  if (s.advantage != d.advantage) return "advantage";
-  if (s.credit != d.credit) return "credit";
-  if (s.readout != d.readout) return "readout";
-  if (s.keep_best_rollout != d.keep_best_rollout) return "keep_best_rollout";
-  if (!(s == d)) return "pg_settings";  // a member added after this list
-  return {};
-}
-
 /// @brief Stochastic greedy's own setting, read by the baseline and by the continuous learner's
 /// stochastic start (`polish_settings::stochastic_start`); the policy-gradient learner ignores it.
 struct stochastic_settings {
@@ -376,6 +359,21 @@ template <class F>
 void visit_run_settings(F&& f) {
   detail::visit_selection_settings(f);
   detail::visit_scale_and_run_settings(f);
+}
+
+/// @brief The C++ name of the first policy-gradient setting (the table's entries owned by
+/// `pg_settings`, in its order) that `s` changed from its default, or empty: what
+/// `datamask::select` refuses when it runs another optimizer. Read off the table, so a new
+/// member of `pg_settings` is named once it is declared there ("pg_settings" until then).
+[[nodiscard]] inline std::string_view changed_pg_setting(const settings& s) {
+  std::string_view changed;
+  visit_run_settings([&](const auto& entry) {
+    if constexpr (std::is_same_v<typename std::remove_cvref_t<decltype(entry)>::owner_type, pg_settings>) {
+      if (changed.empty() && !(s.*entry.member == entry.default_value())) changed = entry.field;
+    }
+  });
+  if (changed.empty() && !(static_cast<const pg_settings&>(s) == pg_settings{})) return "pg_settings";
+  return changed;
 }
 
 /// @brief Checks every setting of a run against its range, then the rules between settings.
