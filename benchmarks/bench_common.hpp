@@ -74,8 +74,8 @@ void parse_args(int argc, char** argv, Settings& s, Usage&& usage, Other&& other
 }
 
 /// The benchmark's options: S = 0.1 n, lambda 0.5, seed 0, the given threads.
-inline dm::options bench_options(int threads) {
-  dm::options o;
+inline dm::settings bench_options(int threads) {
+  dm::settings o;
   o.ratio = 0.1;
   o.lambda = 0.5;
   o.threads = threads;
@@ -86,7 +86,7 @@ inline dm::options bench_options(int threads) {
 /// sets up the same f inside `select`).
 template <class D>
 void calibrate(dm::objective_function<float, D>& f, const dm::problem<float>& p, const D& div,
-               const dm::options& opt) {
+               const dm::settings& opt) {
   std::vector<double> scales;
   for (const auto& t : dm::learner<>(opt).calibrate(p, div)) scales.push_back(t.scale);
   f.set_scales(scales);

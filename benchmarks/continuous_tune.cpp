@@ -105,7 +105,7 @@ template <class D>
 int run(const settings& s, const D& div) {
   const auto& b = dm_bench::data(s.n, s.d);
   const auto p = b.problem();
-  const dm::options eval_opt = dm_bench::bench_options(s.threads);
+  const dm::settings eval_opt = dm_bench::bench_options(s.threads);
   dm::objective_function<float, D> f(p, div, 0.5, dm::quality_aggregate::mean, false, s.threads);
   dm_bench::calibrate(f, p, div, eval_opt);
   const index_t count = std::llround(0.1 * static_cast<double>(s.n));

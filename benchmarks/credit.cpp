@@ -62,7 +62,7 @@ struct args {
 };
 
 /// Sets the table setting `name` of `o` or `l` from text; false when the table has none such.
-bool set_setting(dm::options& o, dm::learner_settings& l, const std::string& name, const std::string& v) {
+bool set_setting(dm::settings& o, dm::learner_settings& l, const std::string& name, const std::string& v) {
   bool found = false;
   dm::visit_settings([&](const auto& s) {
     using entry = std::remove_cvref_t<decltype(s)>;
@@ -137,7 +137,7 @@ template <class D>
 int run(const args& a, const D& div) {
   const auto& b = dm_bench::data(a.n, a.d);
   const auto p = b.problem();
-  dm::options opt = dm_bench::bench_options(a.threads);
+  dm::settings opt = dm_bench::bench_options(a.threads);
   dm::learner_settings ls;
   for (const auto& [name, value] : a.sets) {
     if (!set_setting(opt, ls, name, value)) usage("--set: no setting named '" + name + "'");
@@ -166,7 +166,7 @@ int run(const args& a, const D& div) {
   for (const index_t e : a.steps) {
     for (const index_t r : a.references) {
       for (const dm::credit_mode c : a.credits) {
-        dm::options o = opt;
+        dm::settings o = opt;
         o.steps = e;
         o.credit = c;
         o.reference_size = r;
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     if (a.objective == "pws") return run(a, dm::pairwise_similarity{});
     if (a.objective == "disf") return run(a, dm::disf{});
     for (const auto& [name, value] : a.sets) {  // the kernel and gamma reach facility location
-      dm::options unused;
+      dm::settings unused;
       (void)set_setting(unused, ls, name, value);
     }
     return run(a, ls.facility_object());

@@ -192,14 +192,14 @@ std::vector<std::pair<std::string, dm::knn_settings>> graphs_of(const settings& 
 struct bench_run {
   const settings& s;
   const dm::problem<float>& p;
-  dm::options opt;
+  dm::settings opt;
   index_t count = 0;
   dm::facility_location dense;
   std::unique_ptr<dm::objective_function<float, dm::facility_location>> f;
   // The sparse runs optimise f with the dense term's scales (fixed): the same weights of quality
   // against coverage, so the sparse term stands in for the dense one in the same f. Without
   // the dense f, the scales are calibrated on the first graph's sparse f.
-  dm::options fixed;
+  dm::settings fixed;
   double random = 0.0;
   double reference = 0.0;
   bool have_reference = false;

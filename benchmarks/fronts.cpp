@@ -83,7 +83,7 @@ template <class D>
 int run(const settings& s, const D& div) {
   const auto& b = dm_bench::data(s.n, s.d);
   const auto p = b.problem();
-  const dm::options opt = dm_bench::bench_options(s.threads);
+  const dm::settings opt = dm_bench::bench_options(s.threads);
   const index_t count = std::llround(0.1 * static_cast<double>(s.n));
   const auto t_setup = clk::now();
   dm::objective_function<float, D> f(p, div, 0.5, dm::quality_aggregate::mean, false, s.threads);
@@ -113,7 +113,7 @@ int run(const settings& s, const D& div) {
     seconds = since(t0);
     fv = f(res.rows);
   } else if (s.method == "learner") {
-    dm::options o = opt;
+    dm::settings o = opt;
     o.steps = static_cast<index_t>(number(setting));
     const auto t0 = clk::now();
     const auto res = dm::learner<>(o).select(p, div);

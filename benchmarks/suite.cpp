@@ -58,8 +58,8 @@ auto with_objective(obj o, F&& f) {
   return f(dm::pairwise_similarity{});
 }
 
-dm::options learner_options(index_t steps) {
-  dm::options o;
+dm::settings learner_options(index_t steps) {
+  dm::settings o;
   o.ratio = 0.1;
   o.lambda = 0.5;
   o.steps = steps;
@@ -72,8 +72,8 @@ dm::options learner_options(index_t steps) {
 /// gradient, credit auto). Per unit of work it beats the default batch with rollout credit
 /// (DiSF's under auto), not with per-item credit (pairwise similarity's and facility location's):
 /// RESULTS.md section 1, docs/tuning.md, "Choosing the active batch".
-dm::options small_batch_options(index_t steps, index_t n) {
-  dm::options o = learner_options(steps);
+dm::settings small_batch_options(index_t steps, index_t n) {
+  dm::settings o = learner_options(steps);
   o.min_active = 256;
   o.active_fraction = std::min(1.0, 256.0 / static_cast<double>(n));
   o.init = dm::init_mode::quality;

@@ -44,7 +44,7 @@ struct tune_args {
   index_t n = 20000;
   std::vector<std::uint64_t> seeds{1, 2, 3, 4};
   std::string reference = "stochastic";
-  dm::options run;            // the table's settings of a run (library defaults)
+  dm::settings run;            // the table's settings of a run (library defaults)
   dm::learner_settings learn;  // lr, schedule, logprob, kernel, gamma
 };
 
@@ -123,7 +123,7 @@ template <class D>
 int run(const tune_args& s, const D& div) {
   const auto& b = dm_bench::data(s.n, 256);
   const auto p = b.problem();
-  const dm::options eval_opt;  // the suite's f: default options (ratio 0.1, lambda 0.5), seed 0
+  const dm::settings eval_opt;  // the suite's f: default options (ratio 0.1, lambda 0.5), seed 0
   dm::objective_function<float, D> f(p, div, eval_opt.lambda);
   std::vector<double> scales;
   for (const auto& t : dm::learner<>(eval_opt).calibrate(p, div)) scales.push_back(t.scale);
@@ -151,7 +151,7 @@ int run(const tune_args& s, const D& div) {
   std::printf("%s n=%lld: random %.6g, greedy %s %.6g (%.2f s)\n", s.objective.c_str(),
               static_cast<long long>(s.n), f_random, s.reference.c_str(), f_greedy, since(t0));
 
-  dm::options o = s.run;
+  dm::settings o = s.run;
   o.evaluate_selection = false;
   if (o.scaling == dm::term_scaling::fixed) o.scales = scales;
   std::vector<double> shares;

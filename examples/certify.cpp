@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     ks.build = knn_build::automatic;  // exact up to 50,000 items, clustered above
     const sparse_facility_location fl{
         std::make_shared<const knn_graph>(build_knn_graph(block, ks))};
-    options o;
+    settings o;
     o.ratio = 0.1;
     o.lambda = 0.5;
     o.seed = 1;

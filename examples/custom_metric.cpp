@@ -65,16 +65,17 @@ int main(int, char** argv) {
                              {quality_column{scores, 1.0}, quality_column{c.quality, 0.5}},
                              {}};
   const auto diversity = mix(weighted{spread{}, 1.0}, weighted{pairwise_similarity{}, 0.5});
-  options opt;
+  settings opt;
   opt.ratio = 0.05;
   opt.lambda = 0.4;
   opt.steps = 300;
-  opt.on_step = [](const step_info& s) {
+  optimizer_hooks progress;
+  progress.on_step = [](const step_record& s) {
     if (s.step % 100 == 0) std::printf("step %4lld  mean reward %8.4f\n", static_cast<long long>(s.step), s.reward_mean);
   };
   // `spread` is a black box (no relaxation, no greedy state), so auto runs the policy gradient,
   // which needs only its values on rollouts (a greedy would evaluate f for every candidate).
-  const selection_result r = select(block, diversity, opt);
+  const selection_result r = select(block, diversity, opt, progress);
   std::printf("selected %zu of %lld; f = %.4f\n", r.ids.size(), static_cast<long long>(c.n), r.objective);
   for (const auto& t : r.terms) {
     std::printf("  %-9s weight %.2f  scale %.4g  raw %.5f\n", t.name.c_str(), t.weight, t.scale, t.raw);

@@ -74,7 +74,7 @@ int main(int, char** argv) {
   p.embeddings = datamask::make_matrix_view(x.data(), n, d);
   p.quality.push_back(datamask::quality_column{q, 1.0});
 
-  datamask::options o;
+  datamask::settings o;
   o.ratio = 0.05;
   o.lambda = 0.5;
   o.steps = 100;

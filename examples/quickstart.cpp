@@ -29,7 +29,7 @@ int main(int, char** argv) {
                              weighted{facility_location{}, 1.0}, weighted{disf{}, 1.0});
   const objective_function<float, decltype(all_terms)> measure(block, all_terms, 0.5);
 
-  options opt;  // select() runs the optimizer the program's `auto` runs for each f
+  settings opt;  // select() runs the optimizer the program's `auto` runs for each f
   opt.ratio = 0.1;
   opt.seed = 1;
 
@@ -43,7 +43,7 @@ int main(int, char** argv) {
                 raw[3], topics.size(), seconds);
   };
   auto run = [&](const char* label, double lambda) {
-    options o = opt;
+    settings o = opt;
     o.lambda = lambda;
     const auto t0 = std::chrono::steady_clock::now();
     const selection_result r = select(block, pairwise_similarity{}, o);

@@ -17,7 +17,7 @@ int main() {
   const std::vector<double> q = {0.9, 0.8, 0.7, 0.3, 0.2, 0.1};
   const datamask::problem<float> p{datamask::make_matrix_view(x.data(), 6, 2),
                                    {datamask::quality_column{q, 1.0}}, {}};
-  datamask::options o;
+  datamask::settings o;
   o.count = 2;
   o.lambda = 1.0;
   const auto top = datamask::select(p, datamask::pairwise_similarity{}, o);

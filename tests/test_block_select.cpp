@@ -555,7 +555,7 @@ TEST_CASE("select_block with certify: the selection unchanged, the certificate t
     const dm::block_certificate& got = *r.certificate;
     CHECK(got.method == c.method);
     // The library's certify on the f the block optimised (its mix, lambda and scales).
-    const dm::options o = dm::block_options(s, 3, 40, std::nullopt);
+    const dm::settings o = dm::block_settings(s, 3, 40, std::nullopt);
     const auto m = dm::detail::blocks::block_mix(p, s, {});
     dm::objective_function<float, dm::standard_mix> f(p, m, o.lambda, o.quality, o.normalized, o.threads);
     f.set_scales(dm::scales_of(r.terms));
@@ -586,14 +586,14 @@ TEST_CASE("a caller's preparation: learners on it select as on their own; anothe
           "[block_select]") {
   const block blk = random_block(300, 8, 11);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.count = 30;
   o.steps = 5;
   o.threads = 1;
   const dm::detail::prepared given = dm::detail::prepare(p, false, 1);
 
   const auto pg = dm::learner<>(o).select(p, dm::pairwise_similarity{});
-  const auto pg_given = dm::learner<>(o).select(p, dm::pairwise_similarity{}, &given);
+  const auto pg_given = dm::learner<>(o).select(p, dm::pairwise_similarity{}, {}, nullptr, &given);
   CHECK(pg_given.ids == pg.ids);
   CHECK(pg_given.objective == pg.objective);
 
@@ -601,15 +601,15 @@ TEST_CASE("a caller's preparation: learners on it select as on their own; anothe
   co.common = o;
   co.ascent.iterations = 10;
   const auto cont = dm::continuous_learner(co).select(p, dm::pairwise_similarity{});
-  const auto cont_given = dm::continuous_learner(co).select(p, dm::pairwise_similarity{}, &given);
+  const auto cont_given = dm::continuous_learner(co).select(p, dm::pairwise_similarity{}, {}, nullptr, &given);
   CHECK(cont_given.ids == cont.ids);
   CHECK(cont_given.objective == cont.objective);
 
   const block other = random_block(200, 8, 12);
   const dm::detail::prepared wrong = dm::detail::prepare(other.problem(), false, 1);
-  CHECK_THROWS_WITH(dm::learner<>(o).select(p, dm::pairwise_similarity{}, &wrong),
+  CHECK_THROWS_WITH(dm::learner<>(o).select(p, dm::pairwise_similarity{}, {}, nullptr, &wrong),
                     Catch::Contains("prepared") && Catch::Contains("200 x 8"));
-  CHECK_THROWS_WITH(dm::continuous_learner(co).select(p, dm::pairwise_similarity{}, &wrong),
+  CHECK_THROWS_WITH(dm::continuous_learner(co).select(p, dm::pairwise_similarity{}, {}, nullptr, &wrong),
                     Catch::Contains("prepared"));
 }
 
@@ -617,7 +617,7 @@ namespace {
 
 /// The program's block with the same f: one block, its weights, S = count.
 dm::block_result program_block(const dm::problem<float>& p, index_t count, const dm::objective_weights& w,
-                               const dm::options& o) {
+                               const dm::settings& o) {
   dm::block_run_settings s;
   static_cast<dm::settings&>(s.run) = o;
   s.weights = w;
@@ -629,7 +629,7 @@ dm::block_result program_block(const dm::problem<float>& p, index_t count, const
 TEST_CASE("select: auto runs the program's optimizer and selects the program's ids", "[select]") {
   const dmtest::float_block blk = random_block(400, 8, 21);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.seed = 5;
   o.threads = 1;
   const auto ids = [](const dm::selection_result& r) { return r.ids; };

@@ -564,7 +564,7 @@ namespace {
 template <class D>
 void check_optimizers(const block& b, const D& objective, bool continuous, const char* name) {
   const dm::problem<double> p = b.problem();
-  dm::options o;
+  dm::settings o;
   o.ratio = 0.1;
   o.lambda = 0.5;
   o.threads = 1;  // one thread: a loaded machine makes OpenMP barriers spin

@@ -437,9 +437,13 @@ TEST_CASE("continuous learner: the ascent raises the relaxed f; polish never low
   CHECK(polished.objective >= plain.objective);
   // Progress callback and early stop.
   int calls = 0;
-  o.on_step = [&](const datamask::continuous_step_info&) { ++calls; };
-  o.stop = [](const datamask::continuous_step_info& s) { return s.iteration == 7; };
-  const auto stopped = datamask::continuous_learner(o).select(blk.p, datamask::pairwise_similarity{});
+  datamask::optimizer_hooks h;
+  h.on_step = [&](const datamask::step_record& r) {
+    ++calls;
+    CHECK(r.step == calls);
+  };
+  h.stop = [&] { return calls == 7; };
+  const auto stopped = datamask::continuous_learner(o).select(blk.p, datamask::pairwise_similarity{}, h);
   CHECK(calls == 7);
   CHECK(stopped.steps_run == 7);
   CHECK(stopped.stopped_early);
@@ -457,7 +461,7 @@ TEST_CASE("continuous learner: the shared phases give the policy-gradient learne
   const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0},
                                  datamask::weighted{datamask::disf{}, 0.5});
   const auto res = datamask::continuous_learner(o).select(blk.p, mix);
-  datamask::options pg;
+  datamask::settings pg;
   static_cast<datamask::settings&>(pg) = o.common;
   const auto pg_terms = datamask::learner<>(pg).calibrate(blk.p, mix);
   pg.steps = 0;

@@ -120,7 +120,7 @@ namespace {
 template <class D>
 void check_one_step(const D& objective, datamask::advantage_mode mode) {
   const tiny b(40, 4, 11);
-  datamask::options o;
+  datamask::settings o;
   o.count = 8;
   o.rollouts = 6;
   o.steps = 1;
@@ -192,8 +192,8 @@ void check_one_step(const D& objective, datamask::advantage_mode mode) {
 namespace {
 
 /// A small run under per-item credit: 10%, G = 16, `steps` steps, active batches of `min_active`.
-datamask::options item_credit_options(index_t steps, index_t min_active) {
-  datamask::options o;
+datamask::settings item_credit_options(index_t steps, index_t min_active) {
+  datamask::settings o;
   o.ratio = 0.1;
   o.rollouts = 16;
   o.steps = steps;
@@ -225,7 +225,7 @@ TEST_CASE("per-item credit on facility location: batched marginals, the same sel
   // The learner under per-item credit: the same selection and logits either way (the marginals
   // themselves, batched and one at a time, against a fixed-order reference: test_objectives.cpp).
   const tiny b(400, 8, 23);
-  datamask::options o = item_credit_options(8, 150);
+  datamask::settings o = item_credit_options(8, 150);
   for (const int threads : {1, 2}) {
     o.threads = threads;
     datamask::facility_location fl;
@@ -258,11 +258,11 @@ TEST_CASE("one step of per-item credit is the estimator on brute-force marginals
 TEST_CASE("per-item credit: same selection and logits on 1 and 2 threads; not the rollout estimator",
           "[credit][determinism]") {
   const tiny b(1500, 16, 21);
-  datamask::options o = item_credit_options(6, 600);
+  datamask::settings o = item_credit_options(6, 600);
   o.seed = 9;
   const auto prob = b.problem();
   auto run = [&](const auto& obj, int threads, datamask::credit_mode credit) {
-    datamask::options oo = o;
+    datamask::settings oo = o;
     oo.threads = threads;
     oo.credit = credit;
     return datamask::learner<>(oo).select(prob, obj);
@@ -285,13 +285,13 @@ TEST_CASE("per-item credit: same selection and logits on 1 and 2 threads; not th
 TEST_CASE("credit auto: the learner's choice is the rule's (item for pairwise and facility location, "
           "rollout for DiSF and Plackett-Luce)", "[credit]") {
   const tiny b(300, 8, 41);
-  datamask::options o;
+  datamask::settings o;
   o.count = 20;
   o.rollouts = 8;
   o.steps = 4;
   const auto prob = b.problem();
   auto logits = [&](const auto& obj, datamask::credit_mode credit, datamask::gradient_mode g) {
-    datamask::options oo = o;
+    datamask::settings oo = o;
     oo.credit = credit;
     return datamask::basic_learner<datamask::eigen_backend>(oo, datamask::softmax_policy{g}).select(prob, obj).logits;
   };
@@ -302,7 +302,7 @@ TEST_CASE("credit auto: the learner's choice is the rule's (item for pairwise an
   };
   using datamask::credit_mode;
   const auto relaxed = datamask::gradient_mode::relaxed;
-  CHECK(datamask::options{}.credit == credit_mode::automatic);
+  CHECK(datamask::settings{}.credit == credit_mode::automatic);
   check(datamask::pairwise_similarity{}, credit_mode::item, relaxed);
   check(datamask::facility_location{}, credit_mode::item, relaxed);
   check(datamask::disf{}, credit_mode::rollout, relaxed);
@@ -327,7 +327,7 @@ struct plain_spread {
 
 TEST_CASE("per-item credit refuses objectives without marginals and the Plackett-Luce form", "[credit][errors]") {
   const tiny b(60, 4, 31);
-  datamask::options o;
+  datamask::settings o;
   o.count = 6;
   o.rollouts = 4;
   o.steps = 2;
@@ -335,7 +335,7 @@ TEST_CASE("per-item credit refuses objectives without marginals and the Plackett
   const auto prob = b.problem();
   CHECK_THROWS_WITH(datamask::learner<>(o).select(prob, plain_spread{}),
                     Catch::Contains("credit") && Catch::Contains("marginal_objective"));
-  datamask::options automatic = o;  // auto: the paper's estimator for an objective without marginals
+  datamask::settings automatic = o;  // auto: the paper's estimator for an objective without marginals
   automatic.credit = datamask::credit_mode::automatic;
   CHECK_NOTHROW(datamask::learner<>(automatic).select(prob, plain_spread{}));
   // Weight 0: the term is off, so it needs no marginals.

@@ -48,8 +48,8 @@ struct inputs {
 // quick() sets the policy gradient's steps and rollouts: these runs name it.
 constexpr auto pg = datamask::block_optimizer::pg;
 
-datamask::options quick() {
-  datamask::options o;
+datamask::settings quick() {
+  datamask::settings o;
   o.steps = 2;
   o.rollouts = 4;
   o.ratio = 0.25;
@@ -66,7 +66,7 @@ TEST_CASE("non-finite embeddings are rejected with their position", "[errors]") 
   const index_t n = 2000, d = 3;
   auto x = dmtest::random_embeddings<float>(n, d, 3);
   const datamask::problem<float> p{datamask::make_matrix_view(x.data(), n, d), {}, {}};
-  datamask::options o = quick();
+  datamask::settings o = quick();
   o.lambda = 0.0;
   x[1500 * d + 2] = std::numeric_limits<float>::quiet_NaN();
   CHECK_INVALID(datamask::select(p, datamask::pairwise_similarity{}, o, pg), "embeddings", "row 1500, column 2 is NaN");
@@ -206,7 +206,7 @@ TEST_CASE("empty input is rejected", "[errors]") {
 
 TEST_CASE("the settings table refuses every value outside its range", "[errors][settings]") {
   // Every numeric entry: the defaults pass; a value just past each bound is refused by name.
-  CHECK_NOTHROW(datamask::validate(datamask::options{}));
+  CHECK_NOTHROW(datamask::validate(datamask::settings{}));
   CHECK_NOTHROW(datamask::validate(datamask::learner_settings{}));
   int refused = 0;
   datamask::visit_settings([&](const auto& s) {
@@ -228,7 +228,7 @@ TEST_CASE("the settings table refuses every value outside its range", "[errors][
         for (bool low : {true, false}) {
           const auto v = past(low);
           if (!v) continue;
-          datamask::options o;
+          datamask::settings o;
           datamask::learner_settings ls;
           ls.kernel = datamask::similarity_kernel::rbf;  // gamma is checked with rbf only
           datamask::setting_owner(s, o, ls).*s.member = *v;
@@ -260,7 +260,7 @@ TEST_CASE("cross-field rules and enum spellings come from one place", "[errors][
   ls.kernel = datamask::similarity_kernel::rbf;
   CHECK_INVALID(datamask::validate(ls), "gamma", "must be > 0, found -1");
 
-  datamask::options o;
+  datamask::settings o;
   o.ratio = 0.0;  // unused when a count is given
   o.count = 3;
   CHECK_NOTHROW(datamask::validate(o));
@@ -273,24 +273,4 @@ TEST_CASE("cross-field rules and enum spellings come from one place", "[errors][
   CHECK(datamask::enum_name(datamask::readout_mode::top_logits) == "top-logits");
   CHECK_INVALID(datamask::parse_enum<datamask::init_mode>("best", "--init"), "--init",
                 "expected uniform or quality, found 'best'");
-}
-
-TEST_CASE("options compose settings, hooks and resume state; old snapshot callbacks work",
-          "[errors][settings]") {
-  datamask::options o;
-  o.steps = 5;
-  o.first_step = 3;
-  int two = 0;
-  int three = 0;
-  o.on_snapshot = [&](const datamask::step_info&, std::span<const double>) { ++two; };
-  o.on_snapshot({}, {}, datamask::best_rollout{});
-  o.on_snapshot = [&](const datamask::step_info&, std::span<const double>,
-                      const datamask::best_rollout&) { ++three; };
-  o.on_snapshot({}, {}, datamask::best_rollout{});
-  CHECK(two == 1);
-  CHECK(three == 1);
-  o.on_snapshot = nullptr;
-  CHECK_FALSE(o.on_snapshot);
-  const datamask::settings& s = o;
-  CHECK(s.steps == 5);
 }

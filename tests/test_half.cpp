@@ -259,7 +259,7 @@ struct twin_problem {
 /// certificate of pg's selection on f over a 16-bit block: its float32 twin's, bit for bit.
 template <class T, class D>
 void check_pg_greedy_certify(const datamask::problem<T>& low, const datamask::problem<float>& wide, const D& objective,
-                             const datamask::options& o, std::initializer_list<datamask::greedy_method> methods,
+                             const datamask::settings& o, std::initializer_list<datamask::greedy_method> methods,
                              index_t count) {
   const auto pl = datamask::learner<>(o).select(low, objective);
   const auto pw = datamask::learner<>(o).select(wide, objective);
@@ -307,7 +307,7 @@ void check_learners_match_float(const D& objective) {
   const auto low = t.problem(t.x.low);
   const auto wide = t.problem(t.x.wide);
   check_continuous(low, wide, objective);
-  datamask::options o;
+  datamask::settings o;
   o.ratio = 0.1;
   o.steps = 20;
   o.threads = 2;
@@ -339,7 +339,7 @@ TEMPLATE_TEST_CASE("facility location and its kNN graphs on a 16-bit block: the 
     fl.kernel = kernel;
     fl.gamma = 0.05;
     fl.cache_bytes = kernel == datamask::similarity_kernel::dot ? 0 : fl.cache_bytes;  // both greedy paths
-    datamask::options o;
+    datamask::settings o;
     o.ratio = 0.1;
     o.steps = 10;
     o.threads = 2;

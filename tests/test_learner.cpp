@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -42,7 +43,7 @@ template <class D>
 outcome converge_once(const D& objective, std::uint64_t seed) {
   const index_t n = 12;
   block blk(n, 6, seed);
-  datamask::options opt;
+  datamask::settings opt;
   opt.ratio = 0.25;  // S = 3
   opt.lambda = 0.5;
   opt.seed = seed;
@@ -142,7 +143,7 @@ TEST_CASE("lambda = 1 selects exactly the top S by quality, ties to the smaller 
   const datamask::problem<float> p{datamask::make_matrix_view(x.data(), n, d), {{q, 1.0}}, ids};
   const auto order = by_quality(q, ids);
   for (double ratio : {0.05, 0.3, 0.5, 1.0}) {
-    datamask::options opt;
+    datamask::settings opt;
     opt.ratio = ratio;
     opt.lambda = 1.0;
     const auto s = static_cast<index_t>(std::llround(ratio * n));
@@ -168,7 +169,7 @@ TEST_CASE("pruning drops every item below the prune-fraction quantile", "[learne
   const auto x = dmtest::random_embeddings<double>(n, d, 4);
   const auto q = dmtest::random_quality(n, 5);
   const datamask::problem<double> p{datamask::make_matrix_view(x.data(), n, d), {{q, 1.0}}, {}};
-  datamask::options opt;
+  datamask::settings opt;
   opt.ratio = 0.3;
   opt.lambda = 0.0;  // diversity only: nothing but the pruning keeps low-quality items out
   opt.steps = 30;
@@ -223,7 +224,7 @@ struct det_case {
   std::vector<double> q = dmtest::random_quality(300, 22);
   std::vector<datamask::id_t> ids = scattered_ids(300, 23);
   datamask::problem<float> p{datamask::make_matrix_view(x.data(), 300, 8), {{q, 1.0}}, ids};
-  datamask::options opt;
+  datamask::settings opt;
   det_case() {
     opt.ratio = 0.1;
     opt.lambda = 0.5;
@@ -321,7 +322,7 @@ TEST_CASE("a result's invariants hold", "[learner][invariants]") {
   const auto q = dmtest::random_quality(n, 32);
   const auto ids = scattered_ids(n, 33);
   const datamask::problem<double> p{datamask::make_matrix_view(x.data(), n, d), {{q, 1.0}}, ids};
-  datamask::options opt;
+  datamask::settings opt;
   opt.ratio = 0.2;
   opt.lambda = 0.5;
   opt.steps = 40;
@@ -392,21 +393,21 @@ TEST_CASE("progress callback, early stop and the sampled readout", "[learner][ca
   const auto x = dmtest::random_embeddings<double>(n, d, 41);
   const auto q = dmtest::random_quality(n, 42);
   const datamask::problem<double> p{datamask::make_matrix_view(x.data(), n, d), {{q, 1.0}}, {}};
-  datamask::options opt;
+  datamask::settings opt;
   opt.ratio = 0.25;
   opt.steps = 50;
   opt.rollouts = 8;
   std::vector<index_t> seen;
   std::vector<double> lrs;
-  opt.on_step = [&](const datamask::step_info& s) {
+  datamask::optimizer_hooks h;
+  h.on_step = [&](const datamask::step_record& s) {
     seen.push_back(s.step);
     lrs.push_back(s.lr);
-    CHECK(s.total == 50);
     CHECK(s.term_means.size() == 2u);
     CHECK(s.reward_max >= s.reward_mean);
   };
-  opt.stop = [](const datamask::step_info& s) { return s.step == 7; };
-  const auto res = datamask::select(p, datamask::disf{}, opt, datamask::block_optimizer::pg);
+  h.stop = [&] { return seen.size() == 7u; };
+  const auto res = datamask::select(p, datamask::disf{}, opt, datamask::block_optimizer::pg, h);
   CHECK(res.steps_run == 7);
   CHECK(res.stopped_early);
   CHECK(res.history.size() == 7u);
@@ -414,8 +415,6 @@ TEST_CASE("progress callback, early stop and the sampled readout", "[learner][ca
   CHECK(lrs[0] == 10.0);
   CHECK(lrs[1] == Approx(10.0 - 9.0 / 49.0));
 
-  opt.stop = nullptr;
-  opt.on_step = nullptr;
   opt.readout = datamask::readout_mode::sample;
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     opt.seed = seed;
@@ -434,7 +433,7 @@ TEST_CASE("best rollout: kept, switchable, and exact across a snapshot and resum
   int pruned_checked = 0;
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     block blk(12, 6, seed);
-    datamask::options opt;
+    datamask::settings opt;
     opt.ratio = 0.25;
     opt.seed = seed;
     opt.steps = 200;
@@ -442,7 +441,7 @@ TEST_CASE("best rollout: kept, switchable, and exact across a snapshot and resum
     used += full.best_rollout_used ? 1 : 0;
 
     // Without it, the read-out of the same logits.
-    datamask::options off = opt;
+    datamask::settings off = opt;
     off.keep_best_rollout = false;
     const auto plain = datamask::learner<>(off).select(blk.p, datamask::disf{});
     CHECK_FALSE(plain.best_rollout_used);
@@ -456,44 +455,52 @@ TEST_CASE("best rollout: kept, switchable, and exact across a snapshot and resum
     // Stop after step 70, keep the snapshot, resume from it.
     std::vector<double> logits;
     datamask::best_rollout best;
-    datamask::options first = opt;
+    datamask::optimizer_hooks first;
     first.snapshot_every = 70;
-    first.on_snapshot = [&](const datamask::step_info& s, std::span<const double> l,
-                            const datamask::best_rollout& b) {
-      if (s.step == 70) {
+    first.on_snapshot = [&](index_t step, std::span<const double> l, const datamask::best_rollout& b) {
+      if (step == 70) {
         logits.assign(l.begin(), l.end());
         best = b;
       }
     };
-    first.stop = [](const datamask::step_info& s) { return s.step == 70; };
-    const auto cut = datamask::learner<>(first).select(blk.p, datamask::disf{});
+    index_t steps = 0;
+    first.on_step = [&](const datamask::step_record&) { ++steps; };
+    first.stop = [&] { return steps == 70; };
+    const auto cut = datamask::learner<>(opt).select(blk.p, datamask::disf{}, first);
     REQUIRE(cut.steps_run == 70);
     REQUIRE(!best.rows.empty());
-    datamask::options second = opt;
-    second.first_step = 71;
-    second.initial_logits = logits;
-    second.initial_best = best;
-    const auto resumed = datamask::learner<>(second).select(blk.p, datamask::disf{});
+    datamask::resume_point second{70, logits, best, {}};
+    const auto resumed = datamask::learner<>(opt).select(blk.p, datamask::disf{}, {}, &second);
     CHECK(resumed.rows == full.rows);
     CHECK(resumed.logits == full.logits);
     CHECK(resumed.best_rollout_used == full.best_rollout_used);
 
     // A snapshot's best rollout with rows that do not exist, repeat, or were pruned is refused.
     auto bad = second;
-    bad.initial_best.rows.back() = blk.n;
-    CHECK_THROWS_WITH(datamask::learner<>(bad).select(blk.p, datamask::disf{}),
-                      Catch::Contains("initial_best") && Catch::Contains("is outside"));
-    bad.initial_best.rows.back() = bad.initial_best.rows.front();
-    CHECK_THROWS_WITH(datamask::learner<>(bad).select(blk.p, datamask::disf{}),
-                      Catch::Contains("initial_best") && Catch::Contains("appears twice"));
+    bad.best.rows.back() = blk.n;
+    CHECK_THROWS_WITH(datamask::learner<>(opt).select(blk.p, datamask::disf{}, {}, &bad),
+                      Catch::Contains("resume_point.best") && Catch::Contains("is outside"));
+    bad.best.rows.back() = bad.best.rows.front();
+    CHECK_THROWS_WITH(datamask::learner<>(opt).select(blk.p, datamask::disf{}, {}, &bad),
+                      Catch::Contains("resume_point.best") && Catch::Contains("appears twice"));
+    // Logits of another block's size, or not finite, are refused.
+    auto other = second;
+    other.state.pop_back();
+    CHECK_THROWS_WITH(datamask::learner<>(opt).select(blk.p, datamask::disf{}, {}, &other),
+                      Catch::StartsWith("resume_point.state: has 11 values, expected one logit per row (12)"));
+    other.state = second.state;
+    other.state.front() = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_WITH(datamask::learner<>(opt).select(blk.p, datamask::disf{}, {}, &other),
+                      Catch::StartsWith("resume_point.state: row 0 is not finite"));
     {
+      datamask::settings pruning = opt;
       auto pruned = second;
       const auto lowest = static_cast<index_t>(std::min_element(blk.q.begin(), blk.q.end()) - blk.q.begin());
-      pruned.prune_threshold = blk.q[lowest] + 1e-12;  // drops exactly the lowest-quality row
-      pruned.initial_best.rows.back() = lowest;
+      pruning.prune_threshold = blk.q[lowest] + 1e-12;  // drops exactly the lowest-quality row
+      pruned.best.rows.back() = lowest;
       if (std::find(best.rows.begin(), best.rows.end(), lowest) == best.rows.end()) {
-        CHECK_THROWS_WITH(datamask::learner<>(pruned).select(blk.p, datamask::disf{}),
-                          Catch::Contains("initial_best") && Catch::Contains("was pruned"));
+        CHECK_THROWS_WITH(datamask::learner<>(pruning).select(blk.p, datamask::disf{}, {}, &pruned),
+                          Catch::Contains("resume_point.best") && Catch::Contains("was pruned"));
         ++pruned_checked;
       }
     }

@@ -40,7 +40,7 @@ struct spread {
 TEST_CASE("select: auto runs the policy gradient on a black box and under group scaling", "[select]") {
   const dmtest::float_block blk = random_block(200, 6, 17);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.count = 20;
   o.steps = 40;  // the policy gradient's: accepted, as auto runs it
   const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{spread{}, 1.0});
@@ -49,9 +49,9 @@ TEST_CASE("select: auto runs the policy gradient on a black box and under group 
   CHECK(r.ids == dm::select(p, m, o, dm::block_optimizer::pg).ids);
   o.scaling = dm::term_scaling::group;
   CHECK(dm::select(p, dm::pairwise_similarity{}, o).steps_run == 40);
-  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, dm::options{o}, dm::block_optimizer::lazy),
+  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, dm::settings{o}, dm::block_optimizer::lazy),
                     Catch::StartsWith("steps:"));
-  o.steps = dm::options{}.steps;
+  o.steps = dm::settings{}.steps;
   CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::continuous),
                     Catch::StartsWith("scaling:"));
 }
@@ -59,17 +59,20 @@ TEST_CASE("select: auto runs the policy gradient on a black box and under group 
 TEST_CASE("select: every optimizer reports through the caller's hooks, and stops", "[select]") {
   const dmtest::float_block blk = random_block(300, 6, 4);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.count = 30;
   o.threads = 1;
   for (const auto which : {dm::block_optimizer::pg, dm::block_optimizer::continuous, dm::block_optimizer::lazy,
                            dm::block_optimizer::stochastic}) {
     INFO(dm::enum_name(which));
     std::vector<index_t> steps;
-    dm::options watched = o;
-    if (which == dm::block_optimizer::pg) watched.steps = 20;
-    watched.on_step = [&](const dm::step_info& si) { steps.push_back(si.step); };
-    const dm::selection_result r = dm::select(p, dm::pairwise_similarity{}, watched, which);
+    dm::settings run = o;
+    if (which == dm::block_optimizer::pg) run.steps = 20;
+    const bool greedy = which == dm::block_optimizer::lazy || which == dm::block_optimizer::stochastic;
+    dm::optimizer_hooks watched;
+    watched.on_step = [&](const dm::step_record& r) { steps.push_back(r.step); };
+    watched.on_pick = [&](index_t picked) { steps.push_back(picked); };
+    const dm::selection_result r = dm::select(p, dm::pairwise_similarity{}, run, which, watched);
     const index_t expected = which == dm::block_optimizer::pg           ? 20
                              : which == dm::block_optimizer::continuous ? dm::continuous_settings{}.iterations
                                                                         : o.count;  // one per pick
@@ -77,12 +80,12 @@ TEST_CASE("select: every optimizer reports through the caller's hooks, and stops
     for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == static_cast<index_t>(i + 1));
     CHECK(r.ids.size() == 30u);
 
-    dm::options stopped = watched;
-    stopped.stop = [](const dm::step_info& si) { return si.step >= 5; };
+    dm::optimizer_hooks stopped = watched;
+    stopped.stop = [&] { return steps.size() >= 5u; };
     steps.clear();
-    const dm::selection_result s = dm::select(p, dm::pairwise_similarity{}, stopped, which);
+    const dm::selection_result s = dm::select(p, dm::pairwise_similarity{}, run, which, stopped);
     CHECK(s.stopped_early);
-    if (which == dm::block_optimizer::lazy || which == dm::block_optimizer::stochastic) {
+    if (greedy) {
       CHECK(s.ids.size() == 5u);  // the picks so far, not evaluated
       CHECK_FALSE(s.evaluated);
     } else {
@@ -122,27 +125,17 @@ TEST_CASE("changed_pg_setting names each policy-gradient setting changed from it
 TEST_CASE("select: what only the policy gradient reads is refused with another optimizer", "[select]") {
   const dmtest::float_block blk = random_block(200, 6, 8);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.count = 20;
   o.steps = 50;  // auto runs naive greedy here
   CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o),
                     Catch::StartsWith("steps: is a setting of the policy-gradient learner, but select() runs greedy"));
   CHECK(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::pg).steps_run == 50);
-  o.steps = dm::options{}.steps;
+  o.steps = dm::settings{}.steps;
   o.readout = dm::readout_mode::sample;
   CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::continuous),
                     Catch::StartsWith("readout:"));
-  o.readout = dm::options{}.readout;
-  o.on_snapshot = [](const dm::step_info&, std::span<const double>, const dm::best_rollout&) {};
-  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o), Catch::StartsWith("on_snapshot:"));
-  o.on_snapshot = nullptr;
-  o.first_step = 3;
-  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o, dm::block_optimizer::lazy),
-                    Catch::StartsWith("first_step:"));
-  o.first_step = 1;
-  o.initial_logits.assign(200, 0.0);
-  CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, o), Catch::StartsWith("initial_logits:"));
-  o.initial_logits.clear();
+  o.readout = dm::settings{}.readout;
   // The continuous learner named on a term without a relaxation: refused, naming the term.
   CHECK_THROWS_WITH(dm::select(p, dm::facility_location{}, o, dm::block_optimizer::continuous),
                     Catch::Contains("'facility' has none"));
@@ -155,7 +148,7 @@ TEST_CASE("select: what only the policy gradient reads is refused with another o
 TEST_CASE("greedy_learner: greedy_select on the f a learner with the same settings optimises", "[select][greedy]") {
   const dmtest::float_block blk = random_block(250, 6, 12);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.count = 25;
   o.prune = 0.2;  // the candidates are the kept rows
   o.seed = 9;
@@ -183,7 +176,7 @@ TEST_CASE("greedy_learner: greedy_select on the f a learner with the same settin
     CHECK(r.objective == Approx(f(std::span<const index_t>(r.rows))).epsilon(1e-12));
     CHECK(r.logits.empty());
   }
-  dm::options group = o;
+  dm::settings group = o;
   group.scaling = dm::term_scaling::group;
   CHECK_THROWS_WITH(dm::greedy_learner(group).select(p, m), Catch::StartsWith("scaling:"));
 }
@@ -191,7 +184,7 @@ TEST_CASE("greedy_learner: greedy_select on the f a learner with the same settin
 TEST_CASE("the optimizers' protocol: one shape of hooks, snapshots and resume for every optimizer", "[select][protocol]") {
   const dmtest::float_block blk = random_block(240, 6, 31);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.count = 24;
   o.steps = 12;
   o.rollouts = 8;
@@ -259,7 +252,7 @@ TEST_CASE("the optimizers' protocol: one shape of hooks, snapshots and resume fo
 TEST_CASE("a term list: terms whose number is known at run time select as if the mix listed them", "[select][mix]") {
   const dmtest::float_block blk = random_block(300, 8, 33);
   const dm::problem<float> p = blk.problem();
-  dm::options o;
+  dm::settings o;
   o.seed = 9;
   o.threads = 1;
   o.count = 30;
@@ -275,7 +268,7 @@ TEST_CASE("a term list: terms whose number is known at run time select as if the
   for (const auto which : {dm::block_optimizer::continuous, dm::block_optimizer::pg, dm::block_optimizer::greedy,
                            dm::block_optimizer::lazy, dm::block_optimizer::stochastic}) {
     INFO(dm::enum_name(which));
-    dm::options run = o;
+    dm::settings run = o;
     if (which == dm::block_optimizer::pg) run.steps = 15;
     const dm::selection_result a = dm::select(p, listed, run, which);
     const dm::selection_result b = dm::select(p, held, run, which);

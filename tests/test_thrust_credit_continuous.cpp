@@ -12,6 +12,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <type_traits>
@@ -27,8 +28,8 @@ using datamask::index_t;
 
 namespace {
 
-datamask::options credit_options(int threads) {
-  datamask::options o;
+datamask::settings credit_options(int threads) {
+  datamask::settings o;
   o.ratio = 0.1;
   o.rollouts = 16;
   o.steps = 25;
@@ -320,26 +321,22 @@ TEST_CASE("the ascent on the Thrust executor resumed from a snapshot gives the u
   const auto p = inst.problem();
   datamask::continuous_options o;
   o.common.ratio = 0.1;
-  o.common.snapshot_every = 10;
   o.ascent.iterations = 30;
   o.ascent.rule = datamask::step_rule::adam;
   o.ascent.track_every = 7;
-  datamask::continuous_iterate saved;
-  datamask::best_rollout saved_best;
-  o.on_snapshot = [&](const datamask::continuous_iterate& it, const datamask::best_rollout& b) {
-    if (it.iteration == 20) {
-      saved = it;
-      saved_best = b;
-    }
+  std::optional<datamask::resume_point> saved;
+  std::vector<datamask::step_record> history;
+  datamask::optimizer_hooks h;
+  h.snapshot_every = 10;
+  h.on_step = [&](const datamask::step_record& r) { history.push_back(r); };
+  h.on_snapshot = [&](index_t iteration, std::span<const double> state, const datamask::best_rollout& b) {
+    if (iteration == 20) saved = datamask::resume_point{iteration, {state.begin(), state.end()}, b, history};
   };
-  const datamask::basic_continuous_learner<datamask::thrust_backend> whole(o);
-  const auto full = whole.select(p, datamask::pairwise_similarity{});
-  REQUIRE(saved.iteration == 20);
-  o.on_snapshot = {};
-  o.initial = saved;
-  o.initial_best = saved_best;
-  const auto resumed = datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(
-      p, datamask::pairwise_similarity{});
+  const datamask::basic_continuous_learner<datamask::thrust_backend> learner(o);
+  const auto full = learner.select(p, datamask::pairwise_similarity{}, h);
+  REQUIRE(saved);
+  REQUIRE(saved->history.size() == 20u);
+  const auto resumed = learner.select(p, datamask::pairwise_similarity{}, {}, &*saved);
   CHECK(resumed.rows == full.rows);
   CHECK(resumed.objective == full.objective);
   REQUIRE(resumed.history.size() == full.history.size());
@@ -398,7 +395,6 @@ TEMPLATE_TEST_CASE("the tracked read-outs: the best of every iterate's read-out 
     datamask::continuous_options o;
     o.common.ratio = 0.1;
     o.common.scaling = datamask::term_scaling::raw;  // f's scales are 1: the test's f is the learner's
-    o.common.snapshot_every = 1;
     o.ascent.iterations = 25;
     o.ascent.parameterization = par;
     o.ascent.rule = par == datamask::continuous_parameterization::logits ? datamask::step_rule::plain
@@ -411,8 +407,11 @@ TEMPLATE_TEST_CASE("the tracked read-outs: the best of every iterate's read-out 
     std::vector<index_t> want;
     double want_f = -std::numeric_limits<double>::infinity();
     index_t snapshots = 0;
-    o.on_snapshot = [&](const datamask::continuous_iterate& it, const datamask::best_rollout& best) {
-      std::vector<index_t> r = datamask::read_out(it.p, f.ids(), all, s);
+    datamask::optimizer_hooks h;
+    h.snapshot_every = 1;
+    h.on_snapshot = [&](index_t, std::span<const double> state, const datamask::best_rollout& best) {
+      // The packed iterate begins with p, one value per row (continuous_iterate::pack).
+      std::vector<index_t> r = datamask::read_out(state.first(static_cast<std::size_t>(inst.n)), f.ids(), all, s);
       const double fr = f(std::span<const index_t>(r));
       if (fr > want_f) {
         want_f = fr;
@@ -422,7 +421,7 @@ TEMPLATE_TEST_CASE("the tracked read-outs: the best of every iterate's read-out 
       CHECK(best.reward == Approx(want_f).epsilon(1e-12));
       ++snapshots;
     };
-    (void)datamask::basic_continuous_learner<TestType>(o).select(p, datamask::pairwise_similarity{});
+    (void)datamask::basic_continuous_learner<TestType>(o).select(p, datamask::pairwise_similarity{}, h);
     CHECK(snapshots == 25);
   }
 }

@@ -14,8 +14,8 @@
 using datamask::index_t;
 
 namespace {
-datamask::options small_options() {
-  datamask::options o;
+datamask::settings small_options() {
+  datamask::settings o;
   o.ratio = 0.1;
   o.rollouts = 32;
   o.steps = 40;

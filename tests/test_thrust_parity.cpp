@@ -114,7 +114,7 @@ TEST_CASE("each primitive gives the CPU backend's result on the same inputs", "[
 namespace {
 
 template <class B, class D>
-auto run(const dm_test::instance& inst, const D& objective, datamask::options o,
+auto run(const dm_test::instance& inst, const D& objective, datamask::settings o,
          datamask::gradient_mode mode, std::vector<std::vector<index_t>>* masks = nullptr) {
   dm_test::recording_sampler rec;
   const datamask::learner<B, datamask::softmax_policy, datamask::linear_lr, dm_test::recording_sampler> l(
@@ -144,7 +144,7 @@ TEST_CASE("every step's masks are identical across backends", "[parity]") {
 }
 
 TEST_CASE("final selections and objectives agree on three instances", "[parity]") {
-  const auto check = [](const dm_test::instance& inst, const auto& objective, datamask::options o) {
+  const auto check = [](const dm_test::instance& inst, const auto& objective, datamask::settings o) {
     const auto er = run<eigen_backend>(inst, objective, o, datamask::gradient_mode::relaxed);
     const auto tr = run<thrust_backend>(inst, objective, o, datamask::gradient_mode::relaxed);
     const double shared = dm_test::overlap(er.rows, tr.rows);

@@ -81,8 +81,8 @@ inline double overlap(std::vector<index_t> a, std::vector<index_t> b) {
 
 /// The small run both backends are compared on: 30 steps of 32 rollouts, an active batch that
 /// changes every step (m = 256 of the block), seed 17.
-inline datamask::options parity_options() {
-  datamask::options o;
+inline datamask::settings parity_options() {
+  datamask::settings o;
   o.ratio = 0.1;
   o.rollouts = 32;
   o.steps = 30;

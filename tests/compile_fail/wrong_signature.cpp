@@ -18,7 +18,7 @@ struct my_objective {
 int main() {
   std::vector<float> x(40, 1.0f);
   const datamask::problem<float> p{datamask::make_matrix_view(x.data(), 10, 4), {}, {}};
-  datamask::options opt;
+  datamask::settings opt;
   opt.lambda = 0.0;
   const auto res = datamask::select(p, my_objective{}, opt);
   return res.ids.empty() ? 1 : 0;

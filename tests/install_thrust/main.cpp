@@ -16,7 +16,7 @@ int main() {
   datamask::problem<float> p;
   p.embeddings = datamask::make_matrix_view(x.data(), 6, 2);
   p.quality.push_back(datamask::quality_column{q, 1.0});
-  datamask::options o;
+  datamask::settings o;
   o.count = 2;
   o.lambda = 1.0;
   const auto res = datamask::learner<datamask::thrust_backend>(o).select(p, datamask::pairwise_similarity{});

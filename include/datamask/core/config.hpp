@@ -7,7 +7,7 @@
 /// User-settable macros (define before including any datamask header):
 /// - `DATAMASK_DEFAULT_BACKEND_EIGEN` / `DATAMASK_DEFAULT_BACKEND_THRUST`: which backend
 ///   `datamask::default_backend` names (backend/default.hpp); otherwise every behaviour is chosen
-///   through template arguments or `datamask::options`.
+///   through template arguments or `datamask::settings`.
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 /// Marks a function callable from host and device code under a CUDA compiler; empty otherwise.

@@ -2,14 +2,13 @@
 #pragma once
 
 /// @file
-/// @brief The input of a run (`problem`), its options (`settings` + `hooks` + `resume_state`)
-/// and its output (`selection_result`).
+/// @brief The input of a run (`problem`), its settings (`settings`: values only; an optimizer
+/// takes its hooks and a resume point as arguments, learners/protocol.hpp) and its output
+/// (`selection_result`).
 
 #include <array>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -119,16 +118,6 @@ struct enum_traits<readout_mode> {
       {{"top-logits", readout_mode::top_logits}, {"sample", readout_mode::sample}}};
 };
 
-/// @brief What a progress callback and an early-stop predicate see after each step.
-struct step_info {
-  index_t step = 0;   ///< 1-based
-  index_t total = 0;  ///< steps planned
-  double lr = 0.0;
-  double reward_mean = 0.0;
-  double reward_max = 0.0;
-  std::span<const double> term_means;  ///< raw term values averaged over the rollouts
-};
-
 /// @brief The best complete selection a run has evaluated: its rows and its reward (f with the
 /// active batch, here all kept items, as reference set). Part of a checkpoint.
 struct best_rollout {
@@ -174,14 +163,13 @@ struct stochastic_settings {
   double epsilon = greedy_options{}.epsilon;  ///< `greedy_options::epsilon`
 };
 
-/// @brief What a run over blocks sets for each block from its own arguments and hooks
-/// (`select_block`), not from a user's option: a front end offers none of them.
+/// @brief What a run over blocks sets for each block from its own arguments (`select_block`),
+/// not from a user's option: a front end offers none of them.
 struct per_block_settings {
   std::uint64_t block = 0;  ///< block number, part of the random key
   /// A quality threshold computed elsewhere (global quantile over blocks); overrides `prune`.
   std::optional<double> prune_threshold;
   bool evaluate_selection = true;  ///< evaluate each term on the selection (whole block as V)
-  index_t snapshot_every = 0;      ///< call `hooks::on_snapshot` after every this many steps (0: never)
 };
 
 /// @brief The plain values of a run, with the reference script's defaults where it has one: what
@@ -192,8 +180,8 @@ struct per_block_settings {
 /// Each member's default is written here and nowhere else; its command-line name, help text
 /// and valid range are in the settings table (settings.hpp, `visit_settings`), declared with
 /// the struct that owns it, and `validate(const settings&)` checks a whole set against that
-/// table. Only values: no callbacks and no state of an earlier run (see `hooks` and
-/// `resume_state`).
+/// table. Only values: no callbacks and no state of an earlier run (an optimizer takes those as
+/// arguments: `optimizer_hooks` and `resume_point`, learners/protocol.hpp).
 struct settings : pg_settings, stochastic_settings, per_block_settings {
   double ratio = 0.1;        ///< rho: the fraction of items selected, in (0, 1]
   index_t count = 0;         ///< when > 0, select exactly this many items (overrides ratio)
@@ -219,39 +207,6 @@ struct settings : pg_settings, stochastic_settings, per_block_settings {
 [[nodiscard]] inline std::uint64_t greedy_seed(const settings& s) {
   return s.seed ^ (s.block * 0x9E3779B97F4A7C15ull);
 }
-
-/// @brief A snapshot callback: `(const step_info&, std::span<const double> logits, const
-/// best_rollout&)`, or the older two-argument form `(const step_info&, std::span<const double>)`,
-/// which simply does not see the best rollout.
-class snapshot_callback {
- public:
-  using signature = void(const step_info&, std::span<const double>, const best_rollout&);
-
-  snapshot_callback() = default;
-  snapshot_callback(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): `= nullptr` clears
-  /// Wraps a three-argument callable.
-  template <class F>
-    requires(!std::same_as<std::remove_cvref_t<F>, snapshot_callback> &&
-             std::invocable<F&, const step_info&, std::span<const double>, const best_rollout&>)
-  snapshot_callback(F f) : fn_(std::move(f)) {}  // NOLINT(google-explicit-constructor)
-  /// Wraps a two-argument callable (written before snapshots carried the best rollout).
-  template <class F>
-    requires(!std::same_as<std::remove_cvref_t<F>, snapshot_callback> &&
-             !std::invocable<F&, const step_info&, std::span<const double>, const best_rollout&> &&
-             std::invocable<F&, const step_info&, std::span<const double>>)
-  snapshot_callback(F f)  // NOLINT(google-explicit-constructor)
-      : fn_([g = std::move(f)](const step_info& s, std::span<const double> logits,
-                               const best_rollout&) mutable { g(s, logits); }) {}
-
-  [[nodiscard]] explicit operator bool() const { return static_cast<bool>(fn_); }
-  void operator()(const step_info& s, std::span<const double> logits,
-                  const best_rollout& best) const {
-    fn_(s, logits, best);
-  }
-
- private:
-  std::function<signature> fn_;
-};
 
 namespace detail {
 inline bool uses_ratio(const settings& s) { return s.count == 0; }
@@ -343,9 +298,6 @@ void visit_scale_and_run_settings(F& f) {
   f(flag_setting<P>{"keep-best-rollout", "keep_best_rollout",
                     "return the best complete rollout when it beats the read-out",
                     &P::keep_best_rollout});
-  f(number_setting<B, index_t>{"snapshot-every", "snapshot_every",
-                               "steps between snapshots (0: never)", &B::snapshot_every, 0,
-                               index_max});
   f(number_setting<G, double>{"epsilon", "epsilon",
                               "stochastic greedy: ceil((n / S) ln(1 / epsilon)) candidates per round",
                               &G::epsilon, 0.0, 1.0, true, true});
@@ -397,32 +349,6 @@ inline void validate(const settings& s) {
   if (asked <= used) return {};
   return detail::concat(asked, " is more than this process can run at once (the CPUs it may run on); using ", used);
 }
-
-/// @brief What a run calls back: progress, early stop, snapshots. None changes the selection.
-struct hooks {
-  std::function<void(const step_info&)> on_step;  ///< progress callback, after each step
-  std::function<bool(const step_info&)> stop;     ///< early stop: return true to stop
-  /// Receives the logits after a step (a host copy, one per row): every
-  /// `settings::snapshot_every` steps, and after the step at which `stop` ended the run early.
-  snapshot_callback on_snapshot;
-};
-
-/// @brief Where a resumed run starts. Every draw is a pure function of (seed, block, step,
-/// rollout, item id), so a run restarted at step t + 1 from the logits after step t reproduces
-/// the uninterrupted run exactly.
-struct resume_state {
-  index_t first_step = 1;  ///< the first step to run; steps before it count as done
-  /// The logits after step `first_step - 1`, one per row (pruned rows are ignored); empty: the
-  /// `init` logits. Calibration does not depend on the logits, so it is simply redone.
-  std::vector<double> initial_logits;
-  /// The best complete selection evaluated before `first_step` (from a snapshot); empty: none.
-  best_rollout initial_best;
-};
-
-/// @brief Everything a run takes: its settings, its hooks and, when resumed, its resume state.
-/// `options o; o.steps = 5; o.on_step = ...; o.first_step = 3;` reads as one struct. (The
-/// block's per-row quantities, when a caller has them, are an argument of `select`.)
-struct options : settings, hooks, resume_state {};
 
 /// @brief One term of f: its raw value on the selection, the divisor applied, and its weight
 /// in f (lambda * w for quality, (1 - lambda) * v_b for diversity objective b).

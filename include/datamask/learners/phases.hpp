@@ -14,7 +14,7 @@
 /// @code
 ///   auto ctx = phases::make_context(b, p, mix, opt);            // checks, kept rows, S, upload
 ///   auto [m, k] = phases::batch_sizes(ctx.blk, opt);            // active batch, rollout size
-///   auto init = phases::initial_logits(ctx.blk, opt, opt);      // init mode or resumed logits
+///   auto init = phases::initial_logits(ctx.blk, opt, resumed);  // init mode or resumed logits
 ///   if (phases::learns(ctx.blk, opt)) phases::calibrate_scales(ctx, m, k);
 ///   ... optimise the logits ...
 ///   auto rows = phases::read_out(ctx, logits);
@@ -134,10 +134,10 @@ inline batch_size batch_sizes(const block_plan& blk, const settings& s) {
   return batch_sizes(blk.kept_count(), blk.selected, s);
 }
 
-/// @brief One logit per row: the `init` logits, or the resumed ones (`r.initial_logits`) on
-/// kept rows. Pruned rows hold 0 here; they are never active and read out as -infinity.
-inline std::vector<double> initial_logits(const block_plan& blk, const settings& s,
-                                          const resume_state& r) {
+/// @brief One logit per row: the `init` logits, or the resumed ones (`resumed`, a snapshot's
+/// `resume_point::state`; empty: none) on kept rows. Pruned rows hold 0 here; they are never
+/// active and read out as -infinity.
+inline std::vector<double> initial_logits(const block_plan& blk, const settings& s, std::span<const double> resumed) {
   const index_t n = blk.rows();
   std::vector<double> init(static_cast<std::size_t>(n), 0.0);
   if (s.init == init_mode::quality) {
@@ -150,13 +150,12 @@ inline std::vector<double> initial_logits(const block_plan& blk, const settings&
     const double delta = hi > lo ? 0.01 * (hi - lo) : 1.0;
     for (index_t row : blk.kept) init[row] = std::log(blk.data.quality[row] - lo + delta);
   }
-  if (!r.initial_logits.empty()) {
-    DATAMASK_EXPECTS(static_cast<index_t>(r.initial_logits.size()) == n, "initial_logits", "has ",
-                     r.initial_logits.size(), " values, expected one per row (", n, ")");
+  if (!resumed.empty()) {
+    DATAMASK_EXPECTS(static_cast<index_t>(resumed.size()) == n, "resume_point.state", "has ", resumed.size(),
+                     " values, expected one logit per row (", n, ")");
     for (index_t row : blk.kept) {
-      DATAMASK_EXPECTS(std::isfinite(r.initial_logits[row]), "initial_logits", "row ", row,
-                       " is not finite");
-      init[row] = r.initial_logits[row];
+      DATAMASK_EXPECTS(std::isfinite(resumed[row]), "resume_point.state", "row ", row, " is not finite");
+      init[row] = resumed[row];
     }
   }
   return init;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,35 +26,23 @@ namespace datamask {
 
 namespace detail {
 
-/// What `select` hands every optimizer from `options`: its settings and its progress hooks.
-/// Snapshots and resume state have each learner's own form, so only the policy gradient takes
-/// them here; a changed policy-gradient setting with another optimizer is refused, as the
-/// program refuses an option the run does not read.
-inline void check_select_options(const options& o, block_optimizer which) {
+/// What only the policy-gradient learner reads (its settings, group scaling) is refused with
+/// another optimizer, as the program refuses an option the run does not read.
+inline void check_select_settings(const settings& s, block_optimizer which) {
   if (which == block_optimizer::pg) return;
   const std::string ran(enum_name(which));
-  const std::string_view pg_only = changed_pg_setting(o);
+  const std::string_view pg_only = changed_pg_setting(s);
   DATAMASK_EXPECTS(pg_only.empty(), std::string(pg_only), "is a setting of the policy-gradient learner, but select() runs ", ran,
                    " here; pass datamask::block_optimizer::pg to run it");
-  DATAMASK_EXPECTS(!o.on_snapshot, "on_snapshot",
-                   "select() takes snapshots of the policy-gradient learner only, and it runs ", ran,
-                   " here; pass datamask::block_optimizer::pg, or use continuous_learner's on_snapshot");
-  DATAMASK_EXPECTS(o.scaling != term_scaling::group, "scaling",
+  DATAMASK_EXPECTS(s.scaling != term_scaling::group, "scaling",
                    "group makes f a different function at every step, which only the policy-gradient learner "
                    "takes, and select() runs ", ran, " here; pass datamask::block_optimizer::pg");
-  const auto resumed = [&](bool given, const char* input) {
-    DATAMASK_EXPECTS(!given, input, "continues a policy-gradient run, and select() runs ", ran,
-                     " here; pass datamask::block_optimizer::pg");
-  };
-  resumed(o.first_step != 1, "first_step");
-  resumed(!o.initial_logits.empty(), "initial_logits");
-  resumed(!o.initial_best.rows.empty(), "initial_best");
 }
 
 }  // namespace detail
 
 /// @brief Selects S items of one block on the default backend:
-/// `datamask::select(problem, datamask::pairwise_similarity{}, opts)`.
+/// `datamask::select(problem, datamask::pairwise_similarity{}, settings)`.
 ///
 /// `auto` (the default) runs what the program runs for the same f (learners/auto.hpp): lazy
 /// greedy when every diversity term that counts is submodular (facility location), else the
@@ -65,19 +52,20 @@ inline void check_select_options(const options& o, block_optimizer which) {
 /// the scaling is `group`. Name an optimizer to choose another. A greedy returns its ids in the
 /// order picked, with no logits.
 ///
-/// `opt`'s hooks report every optimizer's progress: `on_step` after each policy-gradient step,
-/// continuous iteration (reward_mean = reward_max = the relaxed f before the step) or greedy pick
-/// (step = the picks so far, total = S, rewards NaN), and `stop` is asked as often. Its
-/// policy-gradient settings (`pg_settings`), snapshots and resume state are the policy-gradient
-/// learner's: set with another optimizer, they are refused. For the continuous learner's own
-/// settings, snapshots and resume, call `continuous_learner`; for the greedy's, `greedy_learner`.
+/// `h` goes to the optimizer that runs, as its `select` takes it (learners/protocol.hpp):
+/// `on_step` after each policy-gradient step or continuous iteration, `on_pick` after each greedy
+/// pick, `stop` as often, snapshots of a learner's state. The policy-gradient settings
+/// (`pg_settings`) are that learner's: changed with another optimizer, they are refused. For the
+/// continuous learner's own settings or to resume a snapshot, call the optimizer itself
+/// (`continuous_learner`, `learner<>`, `greedy_learner`).
 /// @param which the optimizer (`block_optimizer::automatic`: `auto`)
 /// @return the selection as the optimizer fills it (`basic_learner::select`,
 ///         `basic_continuous_learner::select`, `basic_greedy_learner::select`)
 /// @throws invalid_input for bad input or settings, naming them
 template <class T, class Diversity>
-[[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const options& opt = {},
-                                      block_optimizer which = block_optimizer::automatic) {
+[[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const settings& opt = {},
+                                      block_optimizer which = block_optimizer::automatic,
+                                      const optimizer_hooks& h = {}) {
   static_assert(detail::mix_models<Diversity, T>::value,
                 "datamask::select: the diversity argument does not model datamask::diversity_objective<D, T>");
   const auto m = detail::as_mix(diversity);
@@ -93,33 +81,19 @@ template <class T, class Diversity>
     which = auto_block_optimizer(counting_terms<T>(m, opt.lambda, p.embeddings.cols), block_shape{n, p.embeddings.cols, s},
                                  continuous_settings{}.iterations);
   }
-  detail::check_select_options(opt, which);
-  if (which == block_optimizer::pg) return learner<>(opt).select(p, m);
-  if (which == block_optimizer::continuous) {
-    continuous_options co;
-    co.common = opt;
-    const auto as_step = [](const continuous_step_info& si) {
-      return step_info{si.iteration, si.total, si.lr, si.relaxed, si.relaxed, {}};
-    };
-    if (opt.on_step) co.on_step = [&](const continuous_step_info& si) { opt.on_step(as_step(si)); };
-    if (opt.stop) co.stop = [&](const continuous_step_info& si) { return opt.stop(as_step(si)); };
-    return continuous_learner(std::move(co)).select(p, m);
-  }
+  detail::check_select_settings(opt, which);
+  if (which == block_optimizer::pg) return learner<>(opt).select(p, m, h);
+  if (which == block_optimizer::continuous) return continuous_learner(continuous_options{opt, {}, {}}).select(p, m, h);
   greedy_options g;
   g.method = greedy_method_of(which);
-  index_t picks = 0;
-  const auto as_step = [&] {
-    const double none = std::numeric_limits<double>::quiet_NaN();
-    return step_info{picks, s, 0.0, none, none, {}};
-  };
-  if (opt.on_step || opt.stop) {
-    g.on_pick = [&](index_t picked) {
-      picks = picked;
-      if (opt.on_step) opt.on_step(as_step());
-    };
-  }
-  if (opt.stop) g.stop = [&] { return opt.stop(as_step()); };
-  return greedy_learner(opt, std::move(g)).select(p, m);
+  return greedy_learner(opt, std::move(g)).select(p, m, h);
+}
+
+/// @brief `select` by `auto`, with hooks.
+template <class T, class Diversity>
+[[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const settings& opt,
+                                      const optimizer_hooks& h) {
+  return select(p, diversity, opt, block_optimizer::automatic, h);
 }
 
 }  // namespace datamask

@@ -13,7 +13,7 @@
 ///
 /// A program builds its flags from the table (sketch for CLI11; any parser works the same way):
 /// @code
-///   datamask::options o;              // the library's defaults
+///   datamask::settings o;             // the library's defaults
 ///   datamask::learner_settings ls;
 ///   datamask::visit_settings([&](const auto& s) {
 ///     using entry = std::remove_cvref_t<decltype(s)>;

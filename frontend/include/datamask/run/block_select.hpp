@@ -5,7 +5,7 @@
 /// @brief A corpus's plan (selection size, blocks, their quotas, the global prune threshold)
 /// and one block's selection as every front end runs it: the optimizer a run names (the
 /// continuous learner, the policy gradient, or a greedy baseline) on the diversity mix the run's
-/// objective weights choose, with the learner's options for that block, its per-step history,
+/// objective weights choose, with the optimizer's settings for that block, its per-step history,
 /// then the evaluation of the selection (whole block as reference set).
 ///
 /// Why here and not in a program: datamask-select, the Python package and a scale-out run must
@@ -405,8 +405,7 @@ template <class IdOf, class Combined>
 template <backend Backend = eigen_backend>
 [[nodiscard]] std::vector<term_value> calibrate_sample(const problem<float>& sample, index_t subset,
                                                        const block_run_settings& s) {
-  options o;
-  static_cast<settings&>(o) = s.run;
+  settings o = s.run;
   o.count = subset;
   o.prune = 0.0;  // the sample holds kept rows only
   o.active_fraction = 1.0;
@@ -456,13 +455,12 @@ struct block_hooks {
   std::function<void(const knn_graph&, double)> on_graph;
 };
 
-/// @brief The learner's options for block `b`: the run's settings, S_b, and the corpus-level
+/// @brief The optimizer's settings for block `b`: the run's settings, S_b, and the corpus-level
 /// prune threshold in place of the per-block quantile.
 /// With a corpus calibration (`block_run_settings::calibration`), its scales, fixed.
-[[nodiscard]] inline options block_options(const block_run_settings& s, index_t b, index_t s_b,
-                                           std::optional<double> threshold) {
-  options o;
-  static_cast<settings&>(o) = s.run;
+[[nodiscard]] inline settings block_settings(const block_run_settings& s, index_t b, index_t s_b,
+                                            std::optional<double> threshold) {
+  settings o = s.run;
   o.count = s_b;
   o.prune = 0.0;  // the corpus-level threshold replaces the per-block quantile
   o.prune_threshold = threshold;
@@ -481,10 +479,10 @@ using any_optimizer = std::variant<learner<Backend, softmax_policy, runtime_lr>,
                                    basic_greedy_learner<Backend>>;
 
 /// @brief The optimizer `which` names (resolved: not `automatic`) with a run's settings for one
-/// block (`o`, from `block_options`; the policy and schedule, the ascent and the polish, from
+/// block (`o`, from `block_settings`; the policy and schedule, the ascent and the polish, from
 /// `s`). Each selects through the optimizers' protocol (learners/protocol.hpp).
 template <backend Backend>
-[[nodiscard]] any_optimizer<Backend> make_optimizer(block_optimizer which, const options& o,
+[[nodiscard]] any_optimizer<Backend> make_optimizer(block_optimizer which, const settings& o,
                                                     const block_run_settings& s) {
   switch (which) {
     case block_optimizer::pg:
@@ -552,7 +550,7 @@ standard_mix block_mix(const problem<T>& p, const block_run_settings& s, const b
 /// The certificate of a block's selection `rows` (`certify` on the f `evaluate_block` evaluated
 /// it with); random subsets, where f's terms need them, drawn from the run's seed and the block.
 template <class T>
-block_certificate certify_rows(const objective_function<T, standard_mix>& f, const options& o,
+block_certificate certify_rows(const objective_function<T, standard_mix>& f, const settings& o,
                                       std::span<const index_t> rows, const block_run_settings& s,
                                       double objective) {
   certify_settings cs = s.learn.certify_object();
@@ -611,7 +609,7 @@ inline optimizer_hooks optimizer_hooks_of(const block_hooks& h, stop_latch& stop
 /// terms as the optimizer scaled them (`terms`); returns the rows selected.
 /// @throws run_stopped when the stop hook ended it
 template <backend Backend, class T>
-std::vector<index_t> optimize(const problem<T>& p, const detail::prepared& prep, const options& o,
+std::vector<index_t> optimize(const problem<T>& p, const detail::prepared& prep, const settings& o,
                               const block_run_settings& s, block_optimizer which, const standard_mix& m,
                               const block_hooks& h, stop_latch& stop, block_result& r,
                               std::vector<term_value>& terms) {
@@ -643,7 +641,7 @@ std::vector<index_t> optimize(const problem<T>& p, const detail::prepared& prep,
 /// smaller id), f's terms with the scales the run fixes (1 where it calibrates: every subset is
 /// the block, so no term varies, and each is marked constant).
 template <backend Backend, class T>
-std::vector<index_t> every_row(const problem<T>& p, const detail::prepared& prep, const options& o,
+std::vector<index_t> every_row(const problem<T>& p, const detail::prepared& prep, const settings& o,
                                const standard_mix& m, block_result& r, std::vector<term_value>& terms) {
   if (o.prune_threshold) {  // as every optimizer refuses it: S_b is the block, the prune keeps less
     const auto kept = static_cast<index_t>(kept_rows(p, *o.prune_threshold).size());
@@ -692,7 +690,7 @@ template <backend Backend = eigen_backend, class T>
   const bool everything = s_b == p.embeddings.rows;  // nothing to choose: no optimizer runs
   const block_optimizer which = resolve_optimizer(s, block_shape{p.embeddings.rows, p.embeddings.cols, s_b});
   if (!everything) r.optimizer = std::string(enum_name(which));
-  options o = block_options(s, b, s_b, threshold);
+  settings o = block_settings(s, b, s_b, threshold);
   const auto t_graph = std::chrono::steady_clock::now();
   const standard_mix m = detail::blocks::block_mix(p, s, h);  // before t0: the graph is not optimising
   if (s.knn()) r.graph = detail::blocks::graph_record(m, s.graph ? 0.0 : detail::blocks::seconds_since(t_graph));
@@ -738,7 +736,7 @@ template <backend Backend = eigen_backend, class T>
   r.items = p.embeddings.rows;
   r.selected = static_cast<index_t>(rows.size());
   DATAMASK_EXPECTS(!rows.empty(), "rows", "the subset is empty; f needs at least one item");
-  options o = block_options(s, b, r.selected, threshold);
+  settings o = block_settings(s, b, r.selected, threshold);
   const detail::prepared prep = detail::prepare(p, o.normalized, o.threads);
   const standard_mix m = detail::blocks::block_mix(p, s, {});  // select_block's f: the kNN term when s.knn()
   std::vector<term_value> terms = learner<Backend>(o).calibrate(p, m, &prep);

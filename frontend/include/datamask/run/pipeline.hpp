@@ -254,7 +254,7 @@ struct block_result {
 
 /// @brief f of block `p` under `o`, on `prepared` when the caller prepared the block.
 template <class T, class Mix>
-[[nodiscard]] objective_function<T, Mix> block_objective(const problem<T>& p, const Mix& mix, const options& o,
+[[nodiscard]] objective_function<T, Mix> block_objective(const problem<T>& p, const Mix& mix, const settings& o,
                                                          const detail::prepared* prepared = nullptr) {
   return objective_function<T, Mix>(p.embeddings, detail::prepared_of(p, prepared, o.normalized, o.threads),
                                         mix, o.lambda, o.quality, o.threads);
@@ -266,7 +266,7 @@ template <class T, class Mix>
 /// @param calibrated the terms of f as the optimizer scaled them, in order
 /// @param prepared the block's per-row quantities when the caller has them (else null)
 template <class T, class Mix>
-objective_function<T, Mix> evaluate_block(const problem<T>& p, const Mix& mix, const options& o,
+objective_function<T, Mix> evaluate_block(const problem<T>& p, const Mix& mix, const settings& o,
                                               std::span<const term_value> calibrated,
                                               std::span<const index_t> rows, block_result& r,
                                               const detail::prepared* prepared = nullptr) {

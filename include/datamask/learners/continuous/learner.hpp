@@ -44,23 +44,12 @@ struct continuous_options {
   /// The settings every optimizer reads: ratio or count, lambda, prune or prune_threshold,
   /// scaling and scales, calibration_subsets, quality aggregate, seed and block (they key the
   /// calibration subsets), active_fraction and min_active (the calibration batch), epsilon (the
-  /// polish's stochastic start), threads, normalized, and snapshot_every (here in iterations).
-  /// Its `pg_settings` base (rollouts, steps, init, readout, ...) is the policy gradient's: of it
-  /// only `reference_size` is read (facility location's reference set in the calibration), and
-  /// `init` is checked; the hooks and the resume state are the members below.
+  /// polish's stochastic start), threads, normalized. Its `pg_settings` base (rollouts, steps,
+  /// init, readout, ...) is the policy gradient's: of it only `reference_size` is read (facility
+  /// location's reference set in the calibration), and `init` is checked.
   settings common;
   continuous_settings ascent;
   polish_settings polish;
-  std::function<void(const continuous_step_info&)> on_step;  ///< after each iteration
-  std::function<bool(const continuous_step_info&)> stop;     ///< return true to stop early
-  /// Checkpoints, as `options::on_snapshot` for the policy gradient: the whole iterate and the
-  /// best tracked read-out (rows and f; `continuous_settings::track_every`), every
-  /// `common.snapshot_every` iterations and after the iteration at which `stop` ended the run.
-  std::function<void(const continuous_iterate&, const best_rollout&)> on_snapshot;
-  /// A run to continue: a snapshot's iterate (empty `p`: start afresh) and best read-out. The
-  /// selection and the history are those of the uninterrupted run.
-  continuous_iterate initial;
-  best_rollout initial_best;
 };
 
 /// @brief The read-out: the S candidates with the largest key (p, or the logits, which order
@@ -106,66 +95,41 @@ class basic_continuous_learner {
 
   [[nodiscard]] const continuous_options& settings() const { return opt_; }
 
-  /// @brief Selects S items of one block.
+  /// @brief Selects S items of one block (the optimizers' protocol, learners/protocol.hpp).
   /// @param p the block: embeddings, quality columns, ids
   /// @param diversity a relaxable diversity objective or a `diversity_mix` of them
+  /// @param h progress (`on_step` after each iteration: reward_mean = reward_max = the relaxed f
+  ///        before the step), early stop (`stop`, asked after each iteration) and snapshots
+  ///        (`on_snapshot` every `snapshot_every` iterations and at the stop: the whole iterate,
+  ///        `continuous_iterate::pack()`, and the best tracked read-out); none changes the
+  ///        selection
+  /// @param from a snapshot to continue from (its packed iterate after `from->step`
+  ///        iterations, the relaxed values of its history and its best tracked read-out): the
+  ///        result is the uninterrupted run's. Null: from the start.
+  /// @param prepared as `basic_learner::select`'s: the block's per-row quantities, or null
   /// @return the selection, filled as the policy-gradient learner fills it (ids and rows in
   ///         read-out order, terms, objective when `evaluate_selection`, kept, prune_threshold);
   ///         `history` holds one record per iteration (reward_mean = reward_max = the relaxed f
   ///         before the step, term_means empty); `steps_run` counts iterations; `logits` holds
   ///         logit(p) clamped to [-40, 40] (projected) or L - tau (logits), -infinity for pruned
   ///         rows
-  /// @param prepared as `basic_learner::select`'s: the block's per-row quantities, or null
   /// @throws invalid_input for bad input or settings (term_scaling::group is refused: f must be
   ///         a fixed function), and ("diversity") for a term that counts without a relaxation
   template <class T, class Diversity>
-  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const optimizer_hooks& h = {},
+                                        const resume_point* from = nullptr,
                                         const detail::prepared* prepared = nullptr) const {
     static_assert(embedding_element<T>, "datamask: embeddings must be float, double, float16 or bfloat16");
     static_assert(detail::mix_models<Diversity, T>::value,
                   "datamask::continuous_learner::select: the diversity argument does not model "
                   "datamask::diversity_objective<D, T>");
-    return run(p, detail::as_mix(diversity), prepared);
-  }
-
-  /// @brief `select` through the optimizers' protocol (learners/protocol.hpp): these options
-  /// with `h` in place of their hooks and `common.snapshot_every`, continued from `from` (its
-  /// packed iterate after `from->step` iterations, the relaxed values of its history and its
-  /// best tracked read-out) when given, else from the start.
-  template <class T, class Diversity>
-  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const optimizer_hooks& h,
-                                        const resume_point* from = nullptr,
-                                        const detail::prepared* prepared = nullptr) const {
-    continuous_options co = opt_;
-    co.common.snapshot_every = h.snapshot_every;
-    co.on_step = {};
-    co.stop = {};
-    co.on_snapshot = {};
-    if (h.on_step) {
-      co.on_step = [&h](const continuous_step_info& si) {
-        h.on_step(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
-      };
-    }
-    if (h.stop) co.stop = [&h](const continuous_step_info&) { return h.stop(); };
-    if (h.on_snapshot) {
-      co.on_snapshot = [&h](const continuous_iterate& it, const best_rollout& best) {
-        h.on_snapshot(it.iteration, it.pack(), best);
-      };
-    }
-    co.initial = {};
-    co.initial_best = {};
-    if (from != nullptr) {
-      std::vector<double> relaxed;
-      for (const step_record& rec : from->history) relaxed.push_back(rec.reward_mean);
-      co.initial = continuous_iterate::unpack(from->state, p.embeddings.rows, co.ascent, from->step, std::move(relaxed));
-      co.initial_best = from->best;
-    }
-    return basic_continuous_learner(std::move(co), backend_).select(p, diversity, prepared);
+    return run(p, detail::as_mix(diversity), h, from, prepared);
   }
 
  private:
   template <class T, class Mix>
-  selection_result run(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
+  selection_result run(const problem<T>& p, const Mix& mix, const optimizer_hooks& h, const resume_point* from,
+                       const detail::prepared* prepared) const {
     const datamask::settings& o = opt_.common;
     DATAMASK_EXPECTS(o.scaling != term_scaling::group, "scaling",
                      "group scaling makes f a different function at every step; the continuous "
@@ -188,7 +152,7 @@ class basic_continuous_learner {
       const phases::batch_size size = phases::batch_sizes(blk, o);
       // The scales of the policy-gradient learner with the same settings: one f for both.
       phases::calibrate_scales(ctx, size.active, size.rollout);
-      rows = ascend(ctx, key, res);
+      rows = ascend(ctx, h, from, key, res);
     }
     const auto key_dev = b.to_device(std::span<const double>(key));
     // Read-out order: the key, ties to the smaller id (the top S by quality when f is modular).
@@ -205,8 +169,8 @@ class basic_continuous_learner {
   /// The ascent, its read-out and the polish on f with the block's scales. Fills `key` (the
   /// read-out key per row), the history and the counters; returns the selected rows.
   template <class T, class Mix>
-  std::vector<index_t> ascend(const phases::block_context<Backend, T, Mix>& ctx, std::vector<double>& key,
-                              selection_result& res) const {
+  std::vector<index_t> ascend(const phases::block_context<Backend, T, Mix>& ctx, const optimizer_hooks& h,
+                              const resume_point* from, std::vector<double>& key, selection_result& res) const {
     const datamask::settings& o = opt_.common;
     const phases::block_plan& blk = ctx.blk;
     const Backend& b = ctx.backend;
@@ -214,10 +178,16 @@ class basic_continuous_learner {
     // f on the rows the context prepared (no second pass over the block).
     objective_function<T, Mix> f(ctx.block.embeddings, blk.data, ctx.mix, o.lambda, o.quality, o.threads);
     f.set_scales(scales_of(blk.plan.terms));
-    best_rollout best = opt_.initial_best;  // the best tracked read-out: rows and f
-    phases::check_resumed_best(blk, best, "initial_best");
+    best_rollout best = from ? from->best : best_rollout{};  // the best tracked read-out: rows and f
+    phases::check_resumed_best(blk, best, "resume_point.best");
     const index_t every = opt_.ascent.track_every;
-    ascent_hooks hooks{opt_.on_step, opt_.stop, {}, o.snapshot_every, {}};
+    ascent_hooks hooks{{}, {}, {}, h.snapshot_every, {}};
+    if (h.on_step) {
+      hooks.on_step = [&h](const continuous_step_info& si) {
+        h.on_step(step_record{si.iteration, si.lr, si.relaxed, si.relaxed, {}});
+      };
+    }
+    if (h.stop) hooks.stop = [&h](const continuous_step_info&) { return h.stop(); };
     hooks.on_iterate = [&](index_t t, std::span<const double> pcur) {
       if (every == 0 || t % every != 0) return;
       std::vector<index_t> r = read_out(pcur, f.ids(), blk.kept, s);
@@ -227,10 +197,16 @@ class basic_continuous_learner {
         best.rows = std::move(r);
       }
     };
-    if (opt_.on_snapshot) hooks.on_snapshot = [&](const continuous_iterate& it) { opt_.on_snapshot(it, best); };
+    if (h.on_snapshot) {
+      hooks.on_snapshot = [&](const continuous_iterate& it) { h.on_snapshot(it.iteration, it.pack(), best); };
+    }
     hooks.iterate_every = every;
-    continuous_iterate start =
-        opt_.initial.p.empty() ? first_iterate(blk.rows(), blk.kept, s, opt_.ascent) : opt_.initial;
+    continuous_iterate start = first_iterate(blk.rows(), blk.kept, s, opt_.ascent);
+    if (from != nullptr) {
+      std::vector<double> relaxed;
+      for (const step_record& rec : from->history) relaxed.push_back(rec.reward_mean);
+      start = continuous_iterate::unpack(from->state, blk.rows(), opt_.ascent, from->step, std::move(relaxed));
+    }
     // The ascent on the backend's executor: f's quality uploaded once, the block read where the
     // backend keeps it.
     auto exec = b.make_executor(ctx.dev.ds);

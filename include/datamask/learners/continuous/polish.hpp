@@ -445,7 +445,7 @@ struct polisher {
 ///        where the ranking is not exact
 /// @param rows the selection, changed in place (the same number of rows)
 /// @param candidates the rows that may be selected (sorted, distinct)
-/// @param threads as `options::threads` (0: all); the result does not depend on it
+/// @param threads as `settings::threads` (0: all); the result does not depend on it
 /// @return rounds, swaps and the total gain
 template <class T, class Diversity, class Relaxed>
 polish_report polish_swaps(const objective_function<T, Diversity>& f, const Relaxed& relaxed,

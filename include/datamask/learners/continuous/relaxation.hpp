@@ -102,7 +102,7 @@ template <class T, class Diversity>
 
 /// @brief `relaxation_of` on the host, from f's own arrays, as a callable of host spans,
 /// `double(std::span<const double> p, std::span<double> grad)` (the polish ranks by it).
-/// @param threads as `options::threads` (0: all); the result does not depend on it
+/// @param threads as `settings::threads` (0: all); the result does not depend on it
 template <class T, class Diversity>
 [[nodiscard]] auto relaxed_objective(const objective_function<T, Diversity>& f, index_t s, int threads) {
   const relax_view<T> view{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), {}, 0.0, threads};

@@ -64,7 +64,7 @@ template <backend Backend, class Policy = softmax_policy, lr_scheduler Scheduler
   requires mask_policy<Policy, Backend> && rollout_sampler<Sampler, Backend>
 class basic_learner {
  public:
-  explicit basic_learner(options opt = {}, Policy policy = {}, Scheduler schedule = {},
+  explicit basic_learner(datamask::settings opt = {}, Policy policy = {}, Scheduler schedule = {},
                          Sampler sampler = {}, Backend b = {})
       : opt_(std::move(opt)),
         policy_(std::move(policy)),
@@ -72,20 +72,28 @@ class basic_learner {
         sampler_(std::move(sampler)),
         backend_(std::move(b)) {}
 
-  [[nodiscard]] const options& settings() const { return opt_; }
+  [[nodiscard]] const datamask::settings& settings() const { return opt_; }
 
-  /// @brief Selects S items of one block.
+  /// @brief Selects S items of one block (the optimizers' protocol, learners/protocol.hpp).
   /// @param p the block: embeddings, quality columns, ids
   /// @param diversity a `diversity_objective` or a `diversity_mix` of them (`no_diversity{}` for
   ///        quality only)
+  /// @param h progress (`on_step`, after each step), early stop (`stop`, asked after each step)
+  ///        and snapshots (`on_snapshot` every `snapshot_every` steps and at the stop: the
+  ///        logits after the step, one per row, and the best rollout); none changes the selection
+  /// @param from a snapshot to continue from (its step, logits and best rollout; its records
+  ///        head the history): every draw is a pure function of (seed, block, step, rollout,
+  ///        item id), and calibration does not read the logits, so the result is the
+  ///        uninterrupted run's. Null: from the start.
   /// @param prepared the block's per-row quantities (norms, combined quality, ids:
   ///        `detail::prepare(p, normalized, threads)`, which also checks the values) when the
   ///        caller has them, so that the run does not pass over the block again; only its shape
   ///        is checked, the caller vouches that it is p's. Null: the run prepares the block.
   /// @throws invalid_input for bad input or settings; the message names the input ("prepared"
-  ///         for a preparation of another shape).
+  ///         for a preparation of another shape, "resume_point.state" for logits of another).
   template <class T, class Diversity>
-  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity,
+  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const optimizer_hooks& h = {},
+                                        const resume_point* from = nullptr,
                                         const detail::prepared* prepared = nullptr) const {
     static_assert(embedding_element<T>, "datamask: embeddings must be float, double, float16 or bfloat16");
     constexpr bool ok = detail::mix_models<Diversity, T>::value;
@@ -95,50 +103,18 @@ class basic_learner {
                   "double(const datamask::subset_view<T>&), or must be a datamask::diversity_mix "
                   "of such objectives");
     if constexpr (ok) {
-      return run(p, detail::as_mix(diversity), prepared);
+      selection_result res = run(p, detail::as_mix(diversity), h, from, prepared);
+      if (from != nullptr) {  // the records of the steps done: the uninterrupted run's history
+        res.history.insert(res.history.begin(), from->history.begin(), from->history.end());
+      }
+      return res;
     } else {
       return {};
     }
   }
 
-  /// @brief `select` through the optimizers' protocol (learners/protocol.hpp): this learner's
-  /// options with `h` in place of their hooks and `snapshot_every`, continued from `from` (its
-  /// logits after `from->step` and its best rollout) when given, else from the start.
-  template <class T, class Diversity>
-  [[nodiscard]] selection_result select(const problem<T>& p, const Diversity& diversity, const optimizer_hooks& h,
-                                        const resume_point* from = nullptr,
-                                        const detail::prepared* prepared = nullptr) const {
-    basic_learner with = *this;
-    options& o = with.opt_;
-    static_cast<hooks&>(o) = {};
-    static_cast<resume_state&>(o) = {};
-    o.snapshot_every = h.snapshot_every;
-    if (h.on_step) {
-      o.on_step = [&h](const step_info& si) {
-        h.on_step(step_record{si.step, si.lr, si.reward_mean, si.reward_max,
-                              std::vector<double>(si.term_means.begin(), si.term_means.end())});
-      };
-    }
-    if (h.stop) o.stop = [&h](const step_info&) { return h.stop(); };
-    if (h.on_snapshot) {
-      o.on_snapshot = [&h](const step_info& si, std::span<const double> logits, const best_rollout& best) {
-        h.on_snapshot(si.step, logits, best);
-      };
-    }
-    if (from != nullptr) {
-      o.first_step = from->step + 1;
-      o.initial_logits = from->state;
-      o.initial_best = from->best;
-    }
-    selection_result res = with.select(p, diversity, prepared);
-    if (from != nullptr) {  // the records of the steps done: the uninterrupted run's history
-      res.history.insert(res.history.begin(), from->history.begin(), from->history.end());
-    }
-    return res;
-  }
-
   /// @brief The terms of f and the scales this learner would use on `p` (calibrated from
-  /// uniform subsets of the first active batch, `options::scales` under fixed scaling, or 1
+  /// uniform subsets of the first active batch, `settings::scales` under fixed scaling, or 1
   /// under raw and group scaling), without learning: only the prepare and calibrate phases run.
   /// Greedy baselines and checks use it to optimise exactly the f a run optimises.
   /// @param prepared as `select`'s
@@ -149,7 +125,8 @@ class basic_learner {
                   "datamask::learner::calibrate: the diversity argument does not model "
                   "datamask::diversity_objective<D, T>");
     const auto mix = detail::as_mix(diversity);
-    auto st = start(p, mix, prepared);
+    const optimizer_hooks none;
+    auto st = start(p, mix, none, nullptr, prepared);
     if (phases::learns(st.ctx.blk, opt_)) phases::calibrate_scales(st.ctx, st.size.active, st.size.rollout);
     return std::move(st.ctx.blk.plan.terms);
   }
@@ -158,35 +135,42 @@ class basic_learner {
   using ivec = typename Backend::template vector<index_t>;
   using dvec = typename Backend::template vector<double>;
 
-  /// Everything one block run carries from phase to phase: the block's context and the loop's state.
+  /// Everything one block run carries from phase to phase: the block's context, the caller's
+  /// hooks and the loop's state.
   template <class T, class Mix>
   struct run_state {
     phases::block_context<Backend, T, Mix> ctx;
+    const optimizer_hooks& hooks;
+    index_t first_step = 1;  ///< 1, or the step after a resumed snapshot's
     phases::batch_size size;
     dvec logits;
     rng::philox_key key;
     bool track_best = false;  ///< every rollout is a complete candidate selection
     best_rollout best;
     selection_result res;
-    credit_mode credit = credit_mode::rollout;  ///< `options::credit` resolved for this f
+    credit_mode credit = credit_mode::rollout;  ///< `settings::credit` resolved for this f
   };
 
-  /// The block's context, batch sizes, initial logits.
+  /// The block's context, batch sizes, initial logits (the `init` ones, or the snapshot's).
   template <class T, class Mix>
-  run_state<T, Mix> start(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
-    DATAMASK_EXPECTS(opt_.first_step >= 1, "first_step", "must be at least 1, found ",
-                     opt_.first_step);
+  run_state<T, Mix> start(const problem<T>& p, const Mix& mix, const optimizer_hooks& h, const resume_point* from,
+                          const detail::prepared* prepared) const {
+    DATAMASK_EXPECTS(from == nullptr || from->step >= 0, "resume_point.step", "must be at least 0, found ",
+                     from ? from->step : 0);
     auto ctx = phases::make_context(backend_, p, mix, opt_, prepared);
     const phases::batch_size size = phases::batch_sizes(ctx.blk, opt_);
-    const std::vector<double> init = phases::initial_logits(ctx.blk, opt_, opt_);
+    const std::vector<double> init =
+        phases::initial_logits(ctx.blk, opt_, from ? std::span<const double>(from->state) : std::span<const double>{});
     dvec logits = ctx.backend.to_device(std::span<const double>(init));
-    return run_state<T, Mix>{std::move(ctx), size, std::move(logits), rng::block_key(opt_.seed, opt_.block), false,
-                             {}, {}};
+    return run_state<T, Mix>{std::move(ctx), h, from ? from->step + 1 : 1, size, std::move(logits),
+                             rng::block_key(opt_.seed, opt_.block), false, from ? from->best : best_rollout{},
+                             {}, credit_mode::rollout};
   }
 
   template <class T, class Mix>
-  selection_result run(const problem<T>& p, const Mix& mix, const detail::prepared* prepared) const {
-    run_state<T, Mix> st = start(p, mix, prepared);
+  selection_result run(const problem<T>& p, const Mix& mix, const optimizer_hooks& h, const resume_point* from,
+                       const detail::prepared* prepared) const {
+    run_state<T, Mix> st = start(p, mix, h, from, prepared);
     st.credit = resolved_credit<T>(st.ctx.mix, st.ctx.blk.plan);
     if (st.credit == credit_mode::item) check_item_credit<T>(mix, st.ctx.blk.plan);
     st.res.active = st.size.active;
@@ -207,7 +191,7 @@ class basic_learner {
     return std::move(st.res);
   }
 
-  /// `options::credit` for this f: `automatic` gives per-item credit only with a policy whose
+  /// `settings::credit` for this f: `automatic` gives per-item credit only with a policy whose
   /// gradient has the relaxed form (`softmax_policy`'s default), never to another policy.
   template <class T, class Mix>
   credit_mode resolved_credit(const Mix& mix, const detail::term_plan& plan) const {
@@ -247,9 +231,11 @@ class basic_learner {
                     (opt_.reference_size == 0 || opt_.reference_size >= st.ctx.blk.kept_count()) &&
                     opt_.scaling != term_scaling::group &&
                     opt_.readout == readout_mode::top_logits;
-    if (!st.track_best) return;
-    st.best = opt_.initial_best;
-    phases::check_resumed_best(st.ctx.blk, st.best, "initial_best");
+    if (!st.track_best) {
+      st.best = {};  // a snapshot's best, where this run tracks none, is not a candidate
+      return;
+    }
+    phases::check_resumed_best(st.ctx.blk, st.best, "resume_point.best");
   }
 
   /// Per-step buffers of the loop.
@@ -272,8 +258,8 @@ class basic_learner {
     buf.term_means.resize(st.ctx.blk.plan.terms.size());
     selection_result& res = st.res;
     res.history.reserve(static_cast<std::size_t>(opt_.steps));
-    res.steps_run = std::min(opt_.first_step - 1, opt_.steps);  // resumed: those are done
-    for (index_t step = opt_.first_step; step <= opt_.steps; ++step) {
+    res.steps_run = std::min(st.first_step - 1, opt_.steps);  // resumed: those are done
+    for (index_t step = st.first_step; step <= opt_.steps; ++step) {
       const double lr = schedule_(step, opt_.steps);
       const bool stop = one_step(st, buf, step, lr);
       if (stop) {
@@ -316,8 +302,7 @@ class basic_learner {
                                : std::numeric_limits<double>::quiet_NaN();
     st.res.history.push_back(step_record{step, lr, finite ? mean : rmax, rmax, buf.term_means});
     st.res.steps_run = step;
-    return call_hooks(st, step_info{step, opt_.steps, lr, st.res.history.back().reward_mean, rmax,
-                                    std::span<const double>(buf.term_means)});
+    return call_hooks(st, step);
   }
 
   /// The policy's update from the step's advantages (`advantage_estimator`): one coefficient
@@ -360,18 +345,18 @@ class basic_learner {
 
   /// Progress, early stop and snapshot hooks after a step. Returns whether to stop.
   template <class State>
-  bool call_hooks(State& st, const step_info& info) const {
-    if (opt_.on_step) opt_.on_step(info);
-    const bool stop = opt_.stop && opt_.stop(info);
-    if (opt_.on_snapshot &&
-        (stop || (opt_.snapshot_every > 0 && info.step % opt_.snapshot_every == 0))) {
+  bool call_hooks(State& st, index_t step) const {
+    const optimizer_hooks& h = st.hooks;
+    if (h.on_step) h.on_step(st.res.history.back());
+    const bool stop = h.stop && h.stop();
+    if (h.on_snapshot && (stop || (h.snapshot_every > 0 && step % h.snapshot_every == 0))) {
       const std::vector<double> host = st.ctx.backend.to_host(st.logits);
-      opt_.on_snapshot(info, std::span<const double>(host), st.best);
+      h.on_snapshot(step, std::span<const double>(host), st.best);
     }
     return stop;
   }
 
-  options opt_;
+  datamask::settings opt_;
   Policy policy_;
   Scheduler schedule_;
   Sampler sampler_;
