@@ -582,7 +582,7 @@ TEST_CASE("select_block with certify: the selection unchanged, the certificate t
   }
 }
 
-TEST_CASE("a caller's preparation: learners on it select as on their own; another block's is refused",
+TEST_CASE("a caller's preparation: learners on it select as on their own, another block's is refused",
           "[block_select]") {
   const block blk = random_block(300, 8, 11);
   const dm::problem<float> p = blk.problem();

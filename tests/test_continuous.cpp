@@ -421,7 +421,7 @@ TEST_CASE("continuous learner: same options, same bits on 1 and 2 threads", "[co
   }
 }
 
-TEST_CASE("continuous learner: the ascent raises the relaxed f; polish never lowers f",
+TEST_CASE("continuous learner: the ascent raises the relaxed f, polish never lowers f",
           "[continuous][invariants]") {
   block blk(400, 8, 71);
   datamask::continuous_options o;

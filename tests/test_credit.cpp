@@ -255,7 +255,7 @@ TEST_CASE("one step of per-item credit is the estimator on brute-force marginals
   }
 }
 
-TEST_CASE("per-item credit: same selection and logits on 1 and 2 threads; not the rollout estimator",
+TEST_CASE("per-item credit: same selection and logits on 1 and 2 threads, not the rollout estimator",
           "[credit][determinism]") {
   const tiny b(1500, 16, 21);
   datamask::settings o = item_credit_options(6, 600);

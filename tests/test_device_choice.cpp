@@ -21,7 +21,7 @@ auto environment(const std::map<std::string, std::string>& vars) {
 
 }  // namespace
 
-TEST_CASE("local_rank_from_environment: Open MPI, MPICH, then Slurm; junk ignored", "[device]") {
+TEST_CASE("local_rank_from_environment: Open MPI, MPICH, then Slurm, junk ignored", "[device]") {
   using datamask::local_rank_from_environment;
   CHECK_FALSE(local_rank_from_environment(environment({})).has_value());
   CHECK(local_rank_from_environment(environment({{"SLURM_LOCALID", "3"}})) == 3);
@@ -35,7 +35,7 @@ TEST_CASE("local_rank_from_environment: Open MPI, MPICH, then Slurm; junk ignore
   CHECK(local_rank_from_environment(environment({{"SLURM_LOCALID", "7 "}})) == std::nullopt);
 }
 
-TEST_CASE("device_for_local_rank: local rank modulo the devices; none found is an error", "[device]") {
+TEST_CASE("device_for_local_rank: local rank modulo the devices, none found is an error", "[device]") {
   using datamask::device_for_local_rank;
   CHECK(device_for_local_rank(std::nullopt, 4) == 0);
   CHECK(device_for_local_rank(0, 4) == 0);

@@ -604,7 +604,7 @@ TEST_CASE("lazy greedy saves evaluations on facility location mixed with pairwis
   CHECK(lazy.evaluations < naive.evaluations);
 }
 
-TEST_CASE("greedy stop hook: asked every round, ends the run with the picks so far; on_pick after each pick", "[greedy]") {
+TEST_CASE("greedy stop hook: asked every round, ends the run with the picks so far, on_pick after each pick", "[greedy]") {
   const auto in = random_instance(1500, 4, 41);
   const auto p = in.problem();
   const auto m = dm::mix(dm::weighted{dm::pairwise_similarity{}, 1.0}, dm::weighted{dm::facility_location{}, 1.0},

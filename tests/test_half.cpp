@@ -365,7 +365,7 @@ TEMPLATE_TEST_CASE("facility location and its kNN graphs on a 16-bit block: the 
   }
 }
 
-TEST_CASE("a float16 or bfloat16 .npy file is read as the floats it holds; its NaNs are named", "[half][npy]") {
+TEST_CASE("a float16 or bfloat16 .npy file is read as the floats it holds, its NaNs are named", "[half][npy]") {
   // Values across both formats' ranges, subnormals included; a `<V2` file is bfloat16.
   std::vector<float> values;
   for (std::uint32_t h = 0; h < 65536; h += 7) {

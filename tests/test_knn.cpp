@@ -306,7 +306,7 @@ TEST_CASE("the clustered kNN graph probing every cluster is the exact graph, bit
   }
 }
 
-TEST_CASE("the clustered kNN graph is the same on 1 and 2 threads; its rows are valid", "[knn]") {
+TEST_CASE("the clustered kNN graph is the same on 1 and 2 threads, its rows are valid", "[knn]") {
   const index_t n = 300;
   const index_t d = 6;
   const index_t k = 9;

@@ -277,7 +277,7 @@ TEST_CASE("same seed, same selection and logits, bit for bit, on any thread coun
   }
 }
 
-TEST_CASE("fixed scales: the calibrated scales given back reproduce the run; others change it", "[learner][scales]") {
+TEST_CASE("fixed scales: the calibrated scales given back reproduce the run, others change it", "[learner][scales]") {
   const det_case c;
   const auto objective = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0},
                                        datamask::weighted{datamask::facility_location{}, 0.5});

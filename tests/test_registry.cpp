@@ -138,7 +138,7 @@ TEST_CASE("registry: names to weights and the user's term, bad lists refused", "
   }
 }
 
-TEST_CASE("registry: a registered type scores as its definition; its relaxation is exact", "[registry]") {
+TEST_CASE("registry: a registered type scores as its definition, its relaxation is exact", "[registry]") {
   const index_t n = 12, d = 5;
   const rows_with_norms block(n, d);
   const auto& [x, view, inv, sq] = block;

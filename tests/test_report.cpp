@@ -128,7 +128,7 @@ TEST_CASE("read_report_file reads a written file and names a bad one", "[report]
   std::filesystem::remove(path);
 }
 
-TEST_CASE("json_text keeps UTF-8 and writes every other byte as \\xNN", "[report]") {
+TEST_CASE("json_text keeps UTF-8 and writes every other byte as a hex escape", "[report]") {
   using datamask::io::json_text;
   CHECK(json_text("plain/path.npy") == "plain/path.npy");
   CHECK(json_text("caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80") == "caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80");
@@ -147,7 +147,7 @@ TEST_CASE("json_text keeps UTF-8 and writes every other byte as \\xNN", "[report
   }
 }
 
-TEST_CASE("certificates: written per block and in total, read back; the total weighs the blocks", "[report]") {
+TEST_CASE("certificates: written per block and in total, read back, the total weighs the blocks", "[report]") {
   auto rep = make_report();
   rep.blocks[1] = make_block(1, -0.05);
   const auto cert = [](double bound, double f, double random, double seconds) {
