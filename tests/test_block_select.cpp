@@ -519,7 +519,7 @@ TEST_CASE("select_block: a continuous block stopped at iteration k and resumed i
     bad.state.pop_back();
     index_t after = 0;
     CHECK_THROWS_WITH(dm::select_block(blk.problem(), 1, 30, std::nullopt, s, resume_from(bad, after)),
-                      Catch::Contains("continuous_state"));
+                      Catch::Contains("resume_point.state"));
   }
 }
 

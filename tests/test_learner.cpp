@@ -97,7 +97,7 @@ void check_convergence(const D& objective, const char* name) {
 // active batch is the whole block, so the learner's f (reference set = active batch) is exactly
 // objective_function's f (reference set = whole block).
 // On such a block every rollout is a complete selection and the learner also keeps the best one it
-// evaluated (options::keep_best_rollout, default on): without it the policy alone reaches the
+// evaluated (settings::keep_best_rollout, default on): without it the policy alone reaches the
 // optimum in 14 (PWS), 17 (FL) and 13 (DiSF) of these 20 seeds, collapsing by step ~100 onto a
 // subset one swap from the optimum (a local maximum of E[f] in the softmax family).
 TEST_CASE("the learner finds the exhaustive optimum: pairwise similarity", "[learner][convergence]") {

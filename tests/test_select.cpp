@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -69,9 +70,8 @@ TEST_CASE("select: every optimizer reports through the caller's hooks, and stops
     dm::settings run = o;
     if (which == dm::block_optimizer::pg) run.steps = 20;
     const bool greedy = which == dm::block_optimizer::lazy || which == dm::block_optimizer::stochastic;
-    dm::optimizer_hooks watched;
+    dm::optimizer_hooks watched;  // on_step hears every optimizer: a greedy's picks as steps
     watched.on_step = [&](const dm::step_record& r) { steps.push_back(r.step); };
-    watched.on_pick = [&](index_t picked) { steps.push_back(picked); };
     const dm::selection_result r = dm::select(p, dm::pairwise_similarity{}, run, which, watched);
     const index_t expected = which == dm::block_optimizer::pg           ? 20
                              : which == dm::block_optimizer::continuous ? dm::continuous_settings{}.iterations
@@ -88,6 +88,17 @@ TEST_CASE("select: every optimizer reports through the caller's hooks, and stops
     if (greedy) {
       CHECK(s.ids.size() == 5u);  // the picks so far, not evaluated
       CHECK_FALSE(s.evaluated);
+      // on_pick beside on_step: each pick told to both; a snapshot hook is refused.
+      std::vector<index_t> picks;
+      dm::optimizer_hooks both = watched;
+      both.on_pick = [&](index_t k) { picks.push_back(k); };
+      steps.clear();
+      (void)dm::select(p, dm::pairwise_similarity{}, run, which, both);
+      CHECK(picks == steps);
+      CHECK(static_cast<index_t>(picks.size()) == o.count);
+      dm::optimizer_hooks snap;
+      snap.on_snapshot = [](index_t, std::span<const double>, const dm::best_rollout&) {};
+      CHECK_THROWS_WITH(dm::select(p, dm::pairwise_similarity{}, run, which, snap), Catch::StartsWith("on_snapshot:"));
     } else {
       CHECK(s.steps_run == 5);
     }
@@ -236,6 +247,13 @@ TEST_CASE("the optimizers' protocol: one shape of hooks, snapshots and resume fo
   };
   check_resume(pg, "pg");
   check_resume(cont, "continuous");
+  // A resume point that does not fit the block is refused, also where nothing is learned.
+  const dm::resume_point short_state{5, std::vector<double>(10, 0.5), {}, std::vector<dm::step_record>(5)};
+  CHECK_THROWS_WITH(cont.select(p, dm::pairwise_similarity{}, {}, &short_state), Catch::StartsWith("resume_point.state:"));
+  dm::continuous_options quality_only = co;
+  quality_only.common.lambda = 1.0;  // no diversity: the read-out is the top S by quality
+  CHECK_THROWS_WITH(dm::continuous_learner(quality_only).select(p, dm::pairwise_similarity{}, {}, &short_state),
+                    Catch::StartsWith("resume_point.state:"));
   // The greedy: picks reported, a stop heard, no state to continue.
   dm::optimizer_hooks h;
   index_t picks = 0;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,8 +54,9 @@ inline void check_select_settings(const settings& s, block_optimizer which) {
 /// order picked, with no logits.
 ///
 /// `h` goes to the optimizer that runs, as its `select` takes it (learners/protocol.hpp):
-/// `on_step` after each policy-gradient step or continuous iteration, `on_pick` after each greedy
-/// pick, `stop` as often, snapshots of a learner's state. The policy-gradient settings
+/// `on_step` after each policy-gradient step or continuous iteration and, from a greedy, after
+/// each pick (step = the picks so far, rewards NaN); `on_pick` after each greedy pick; `stop` as
+/// often; snapshots of a learner's state (refused when a greedy runs). The policy-gradient settings
 /// (`pg_settings`) are that learner's: changed with another optimizer, they are refused. For the
 /// continuous learner's own settings or to resume a snapshot, call the optimizer itself
 /// (`continuous_learner`, `learner<>`, `greedy_learner`).
@@ -84,9 +86,22 @@ template <class T, class Diversity>
   detail::check_select_settings(opt, which);
   if (which == block_optimizer::pg) return learner<>(opt).select(p, m, h);
   if (which == block_optimizer::continuous) return continuous_learner(continuous_options{opt, {}, {}}).select(p, m, h);
+  // A greedy: a progress hook hears each pick as a step (step = the picks so far, rewards NaN),
+  // so that a caller's progress under `auto` does not depend on which optimizer it picked; a
+  // snapshot hook is refused, as a greedy keeps no state to snapshot.
+  DATAMASK_EXPECTS(!h.on_snapshot, "on_snapshot", "a greedy keeps no state to snapshot, and select() runs ",
+                   enum_name(which), " here; pass datamask::block_optimizer::pg or continuous");
+  optimizer_hooks greedy_hooks = h;
+  if (h.on_step) {
+    greedy_hooks.on_pick = [&h](index_t picked) {
+      if (h.on_pick) h.on_pick(picked);
+      const double none = std::numeric_limits<double>::quiet_NaN();
+      h.on_step(step_record{picked, 0.0, none, none, {}});
+    };
+  }
   greedy_options g;
   g.method = greedy_method_of(which);
-  return greedy_learner(opt, std::move(g)).select(p, m, h);
+  return greedy_learner(opt, std::move(g)).select(p, m, greedy_hooks);
 }
 
 /// @brief `select` by `auto`, with hooks.

@@ -27,7 +27,7 @@ struct continuous_step_info {
 };
 
 /// @brief Everything the ascent carries from one iteration to the next, after `iteration`
-/// iterations: a run continued from it (`ascend_from`, `continuous_options::initial`) computes
+/// iterations: a run continued from it (`ascend_from`; a `resume_point` of the learner) computes
 /// what the run that saved it computes, bit for bit, because an iteration reads nothing else
 /// (the relaxation keeps nothing between calls, the step size is a function of the iteration).
 struct continuous_iterate {
@@ -54,7 +54,7 @@ struct continuous_iterate {
   }
 
   /// @brief The inverse of `pack` for a block of n rows ascended with `cfg`.
-  /// @throws invalid_input ("continuous_state") when `values` does not hold that many values
+  /// @throws invalid_input ("resume_point.state") when `values` does not hold that many values
   ///         (`ascend_from` checks the rest when it starts from the iterate)
   [[nodiscard]] static continuous_iterate unpack(std::span<const double> values, index_t n,
                                                  const continuous_settings& cfg, index_t iteration,
@@ -63,7 +63,7 @@ struct continuous_iterate {
     const bool adam = cfg.rule == step_rule::adam;
     const auto nn = static_cast<std::size_t>(n);
     const std::size_t expected = nn * (1 + (logit ? 1 : 0) + (adam ? 2 : 0)) + (logit ? 1 : 0);
-    DATAMASK_EXPECTS(values.size() == expected, "continuous_state", "has ", values.size(),
+    DATAMASK_EXPECTS(values.size() == expected, "resume_point.state", "has ", values.size(),
                      " values, expected ", expected, " for ", n, " rows (", enum_name(cfg.parameterization),
                      ", step rule ", enum_name(cfg.rule), ")");
     continuous_iterate it;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -148,11 +149,19 @@ class basic_continuous_learner {
     res.rollout_size = blk.selected;
     std::vector<double> key(static_cast<std::size_t>(blk.rows()), 0.0);
     std::vector<index_t> rows;
+    // Where the ascent starts: the first iterate, or the resume point's (checked before anything
+    // runs, whether or not this block learns).
+    std::optional<continuous_iterate> resumed;
+    if (from != nullptr) {
+      std::vector<double> relaxed;
+      for (const step_record& rec : from->history) relaxed.push_back(rec.reward_mean);
+      resumed = continuous_iterate::unpack(from->state, blk.rows(), opt_.ascent, from->step, std::move(relaxed));
+    }
     if (phases::learns(blk, o)) {
       const phases::batch_size size = phases::batch_sizes(blk, o);
       // The scales of the policy-gradient learner with the same settings: one f for both.
       phases::calibrate_scales(ctx, size.active, size.rollout);
-      rows = ascend(ctx, h, from, key, res);
+      rows = ascend(ctx, h, from, std::move(resumed), key, res);
     }
     const auto key_dev = b.to_device(std::span<const double>(key));
     // Read-out order: the key, ties to the smaller id (the top S by quality when f is modular).
@@ -170,7 +179,8 @@ class basic_continuous_learner {
   /// read-out key per row), the history and the counters; returns the selected rows.
   template <class T, class Mix>
   std::vector<index_t> ascend(const phases::block_context<Backend, T, Mix>& ctx, const optimizer_hooks& h,
-                              const resume_point* from, std::vector<double>& key, selection_result& res) const {
+                              const resume_point* from, std::optional<continuous_iterate> resumed,
+                              std::vector<double>& key, selection_result& res) const {
     const datamask::settings& o = opt_.common;
     const phases::block_plan& blk = ctx.blk;
     const Backend& b = ctx.backend;
@@ -201,12 +211,7 @@ class basic_continuous_learner {
       hooks.on_snapshot = [&](const continuous_iterate& it) { h.on_snapshot(it.iteration, it.pack(), best); };
     }
     hooks.iterate_every = every;
-    continuous_iterate start = first_iterate(blk.rows(), blk.kept, s, opt_.ascent);
-    if (from != nullptr) {
-      std::vector<double> relaxed;
-      for (const step_record& rec : from->history) relaxed.push_back(rec.reward_mean);
-      start = continuous_iterate::unpack(from->state, blk.rows(), opt_.ascent, from->step, std::move(relaxed));
-    }
+    continuous_iterate start = resumed ? std::move(*resumed) : first_iterate(blk.rows(), blk.kept, s, opt_.ascent);
     // The ascent on the backend's executor: f's quality uploaded once, the block read where the
     // backend keeps it.
     auto exec = b.make_executor(ctx.dev.ds);

@@ -15,7 +15,7 @@
 namespace datamask {
 
 /// @brief The policy-gradient learner with the default backend and policies:
-/// `datamask::learner<>(opts).select(problem, objective)`; name a backend to choose another
+/// `datamask::learner<>(settings).select(problem, objective)`; name a backend to choose another
 /// (`learner<thrust_backend>`). See `basic_learner`.
 template <backend Backend = default_backend, class Policy = softmax_policy,
           lr_scheduler Scheduler = linear_lr, class Sampler = gumbel_top_k_sampler>
