@@ -111,7 +111,7 @@ tune_args parse(int argc, char** argv) {
     usage("--reference: naive, lazy or stochastic");
   }
   try {  // the library's one validation path: ranges and the rules between settings
-    dm::validate(static_cast<const dm::settings&>(t.run));
+    dm::validate(t.run);
     dm::validate(t.learn);
   } catch (const dm::invalid_input& e) {
     usage(e.what());

@@ -619,7 +619,7 @@ namespace {
 dm::block_result program_block(const dm::problem<float>& p, index_t count, const dm::objective_weights& w,
                                const dm::settings& o) {
   dm::block_run_settings s;
-  static_cast<dm::settings&>(s.run) = o;
+  s.run = o;
   s.weights = w;
   return dm::select_block(p, 0, count, std::nullopt, s);
 }

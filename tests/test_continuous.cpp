@@ -461,8 +461,7 @@ TEST_CASE("continuous learner: the shared phases give the policy-gradient learne
   const auto mix = datamask::mix(datamask::weighted{datamask::pairwise_similarity{}, 1.0},
                                  datamask::weighted{datamask::disf{}, 0.5});
   const auto res = datamask::continuous_learner(o).select(blk.p, mix);
-  datamask::settings pg;
-  static_cast<datamask::settings&>(pg) = o.common;
+  datamask::settings pg = o.common;
   const auto pg_terms = datamask::learner<>(pg).calibrate(blk.p, mix);
   pg.steps = 0;
   const auto pg_res = datamask::learner<>(pg).select(blk.p, mix);

@@ -161,7 +161,7 @@ class basic_continuous_learner {
       const phases::batch_size size = phases::batch_sizes(blk, o);
       // The scales of the policy-gradient learner with the same settings: one f for both.
       phases::calibrate_scales(ctx, size.active, size.rollout);
-      rows = ascend(ctx, h, from, std::move(resumed), key, res);
+      rows = ascend(ctx, h, std::move(resumed), from ? from->best : best_rollout{}, key, res);
     }
     const auto key_dev = b.to_device(std::span<const double>(key));
     // Read-out order: the key, ties to the smaller id (the top S by quality when f is modular).
@@ -175,11 +175,12 @@ class basic_continuous_learner {
     return res;
   }
 
-  /// The ascent, its read-out and the polish on f with the block's scales. Fills `key` (the
-  /// read-out key per row), the history and the counters; returns the selected rows.
+  /// The ascent, its read-out and the polish on f with the block's scales, from `resumed` (a
+  /// resume point's iterate; none: the first) with `best` its best tracked read-out so far. Fills
+  /// `key` (the read-out key per row), the history and the counters; returns the selected rows.
   template <class T, class Mix>
   std::vector<index_t> ascend(const phases::block_context<Backend, T, Mix>& ctx, const optimizer_hooks& h,
-                              const resume_point* from, std::optional<continuous_iterate> resumed,
+                              std::optional<continuous_iterate> resumed, best_rollout best,
                               std::vector<double>& key, selection_result& res) const {
     const datamask::settings& o = opt_.common;
     const phases::block_plan& blk = ctx.blk;
@@ -188,8 +189,7 @@ class basic_continuous_learner {
     // f on the rows the context prepared (no second pass over the block).
     objective_function<T, Mix> f(ctx.block.embeddings, blk.data, ctx.mix, o.lambda, o.quality, o.threads);
     f.set_scales(scales_of(blk.plan.terms));
-    best_rollout best = from ? from->best : best_rollout{};  // the best tracked read-out: rows and f
-    phases::check_resumed_best(blk, best, "resume_point.best");
+    phases::check_resumed_best(blk, best, "resume_point.best");  // the best tracked read-out: rows and f
     const index_t every = opt_.ascent.track_every;
     ascent_hooks hooks{{}, {}, {}, h.snapshot_every, {}};
     if (h.on_step) {
