@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -101,6 +102,59 @@ TEST_CASE("each primitive gives the CPU backend's result on the same inputs", "[
     const auto er = e.b.top_rows(tied, e.ds, candidates, 100);
     const auto tr = t.b.top_rows(t.dev(tied), t.ds, t.dev(candidates), 100);
     CHECK(tr == er);
+  }
+  SECTION("a read-out's long subset: its rows, its gathered sum bit for bit, f to rounding") {
+    // Keys with ties (i % 7) and with +0 and -0 (rows a projection zeroed), which are one key:
+    // the S largest by key, ties to the smaller id, against a sort of (key, id) here. S is more
+    // than a subset sum's chunk (core/detail/chunked_sum.hpp), so the sums run in chunks.
+    std::vector<double> readout_key(static_cast<std::size_t>(inst.n));
+    for (index_t i = 0; i < inst.n; ++i) readout_key[i] = i % 3 == 0 ? (i % 2 == 0 ? 0.0 : -0.0) : static_cast<double>(i % 7);
+    std::vector<index_t> all(static_cast<std::size_t>(inst.n));
+    std::iota(all.begin(), all.end(), index_t{0});
+    const index_t s = 1500;
+    REQUIRE(s > datamask::detail::subset_chunk);
+    std::vector<index_t> want = all;
+    std::sort(want.begin(), want.end(), [&](index_t a, index_t b) {
+      return readout_key[a] != readout_key[b] ? readout_key[a] > readout_key[b] : inst.ids[a] < inst.ids[b];
+    });
+    want.resize(static_cast<std::size_t>(s));
+    const auto er = e.b.largest(readout_key.data(), e.ds, all.data(), inst.n, s);
+    const auto tkey = t.dev(readout_key);
+    const auto tall = t.dev(all);
+    const auto trows = t.b.largest(thrust_backend::data(tkey), t.ds, thrust_backend::data(tall), inst.n, s);
+    CHECK(er == want);
+    CHECK(t.b.to_host(trows) == want);
+
+    std::vector<double> eq(1);
+    std::vector<double> tq(1);
+    e.b.gather_sum(inst.q, er, 1, s, eq);
+    t.b.gather_sum(t.dev(inst.q), trows, 1, s, tq);
+    CHECK(std::bit_cast<std::uint64_t>(tq[0]) == std::bit_cast<std::uint64_t>(eq[0]));
+    long double sum = 0.0L;
+    for (index_t r : want) sum += inst.q[r];
+    CHECK(eq[0] == Approx(static_cast<double>(sum)).epsilon(1e-13));
+
+    // Pairwise similarity by brute force in double: minus the mean cosine over ordered pairs.
+    std::vector<double> unit(static_cast<std::size_t>(s * inst.d));
+    for (index_t a = 0; a < s; ++a) {
+      double norm = 0.0;
+      for (index_t j = 0; j < inst.d; ++j) norm += static_cast<double>(inst.x[want[a] * inst.d + j]) * inst.x[want[a] * inst.d + j];
+      for (index_t j = 0; j < inst.d; ++j) unit[a * inst.d + j] = inst.x[want[a] * inst.d + j] / std::sqrt(norm);
+    }
+    double pairs = 0.0;
+    for (index_t a = 0; a < s; ++a) {
+      for (index_t b = 0; b < s; ++b) {
+        if (a == b) continue;
+        for (index_t j = 0; j < inst.d; ++j) pairs += unit[a * inst.d + j] * unit[b * inst.d + j];
+      }
+    }
+    const double brute = -pairs / (static_cast<double>(s) * static_cast<double>(s - 1));
+    std::vector<double> ev(1);
+    std::vector<double> tv(1);
+    e.b.evaluate(datamask::pairwise_similarity{}, e.ds, er, 1, s, all, ev);
+    t.b.evaluate(datamask::pairwise_similarity{}, t.ds, trows, 1, s, tall, tv);
+    CHECK(ev[0] == Approx(brute).epsilon(1e-10));
+    CHECK(tv[0] == Approx(ev[0]).epsilon(1e-12));
   }
   SECTION("objectives agree to rounding") {
     std::vector<double> ev(static_cast<std::size_t>(g_count));

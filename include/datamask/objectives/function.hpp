@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "datamask/core/detail/chunked_sum.hpp"
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/detail/prepare.hpp"
 #include "datamask/objectives/mix.hpp"
@@ -181,9 +182,10 @@ class objective_function {
     // with, not all cores: a caller that asked for one thread gets one.
     const subset_view<T> s{x_, data_.inv_norms.data(), data_.sq_norms.data(), index_view(rows), ref, threads_};
     if (plan_.quality) {
-      double q = 0.0;
-      for (index_t r : rows) q += data_.quality[r];
-      out[0] = detail::aggregate_quality(q, static_cast<index_t>(rows.size()), aggregate_);
+      // The backends' order of a subset sum (`gather_sum`), so f here is the learners' f.
+      const auto k = static_cast<index_t>(rows.size());
+      const double q = detail::chunked_sum(k, [&](index_t t) { return data_.quality[rows[t]]; });
+      out[0] = detail::aggregate_quality(q, k, aggregate_);
     }
     mix_.for_each([&](auto i, const auto& objective, double /*w*/) {
       if (plan_.slot[i] >= 0) out[plan_.slot[i]] = static_cast<double>(objective(s));

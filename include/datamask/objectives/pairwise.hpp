@@ -17,6 +17,7 @@
 
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/config.hpp"
+#include "datamask/core/detail/chunked_sum.hpp"
 #include "datamask/core/detail/parallel.hpp"
 #include "datamask/core/detail/row_map.hpp"
 #include "datamask/exec/host.hpp"
@@ -28,41 +29,79 @@ namespace datamask {
 
 namespace detail::pairwise_impl {
 
-/// Device pass 1: s[g d + j] = sum_t x[r_t, j] / ||x_{r_t}|| in draw order (one output element
-/// per call, in double): the host's summation order, so the two agree bit for bit.
+/// The value of position t of subset g that pairwise similarity sums for column j: x[r, j] /
+/// ||x_r|| with r the subset's t-th row.
 template <class T>
-struct column_sum {
-  batch_view<T> b;
-  double* s;
-  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
-    const index_t d = b.embeddings.cols;
-    const index_t* rows = b.subsets.row(i / d);
-    double acc = 0.0;
-    for (index_t t = 0; t < b.subsets.cols; ++t) {
-      acc += static_cast<double>(b.embeddings(rows[t], i % d)) * b.inv_norms[rows[t]];
-    }
-    s[i] = acc;
+struct unit_entry {
+  const batch_view<T>* b;
+  index_t g;
+  index_t j;
+  DATAMASK_HOST_DEVICE double operator()(index_t t) const {
+    const index_t r = b->subsets(g, t);
+    return static_cast<double>(b->embeddings(r, j)) * b->inv_norms[r];
   }
 };
 
-/// Device pass 2: out[g] = -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)), k >= 2.
+/// ||u_r||^2 = ||x_r||^2 / ||x_r||^2 (1, or 0 for a zero row) of position t of subset g.
+template <class T>
+struct self_entry {
+  const batch_view<T>* b;
+  index_t g;
+  DATAMASK_HOST_DEVICE double operator()(index_t t) const {
+    const index_t r = b->subsets(g, t);
+    const double w = b->inv_norms[r];
+    return b->sq_norms[r] * w * w;
+  }
+};
+
+/// Device pass 1: the chunk sums (core/detail/chunked_sum.hpp) of every subset's unit rows and
+/// of their squared norms: part[(g nc + c) (d + 1) + j] for column j < d, and the squared norms'
+/// at j = d. One output per call, in double, in the host's order, so the two agree bit for bit.
+template <class T>
+struct chunk_pass {
+  batch_view<T> b;
+  index_t nc;  ///< chunks per subset
+  double* part;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = b.embeddings.cols;
+    const index_t j = i % (d + 1);
+    const index_t gc = i / (d + 1);
+    const index_t g = gc / nc;
+    const index_t c = gc % nc;
+    const index_t k = b.subsets.cols;
+    part[i] = j < d ? chunk_sum(k, c, unit_entry<T>{&b, g, j}) : chunk_sum(k, c, self_entry<T>{&b, g});
+  }
+};
+
+/// Device pass 2: each subset's sums, sums[g (d + 1) + j], from its chunk sums added in chunk
+/// order.
+struct chunk_total {
+  index_t nc;
+  index_t width;  ///< d + 1
+  const double* part;
+  double* sums;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t g = i / width;
+    const index_t j = i % width;
+    double acc = 0.0;
+    for (index_t c = 0; c < nc; ++c) acc += part[(g * nc + c) * width + j];
+    sums[i] = acc;
+  }
+};
+
+/// Device pass 3: out[g] = -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)), k >= 2.
 template <class T>
 struct finish {
   batch_view<T> b;
-  const double* s;
+  const double* sums;
   double* out;
   DATAMASK_HOST_DEVICE void operator()(index_t g) const {
     const index_t k = b.subsets.cols;
     const index_t d = b.embeddings.cols;
-    double self = 0.0;
-    for (index_t t = 0; t < k; ++t) {
-      const index_t r = b.subsets(g, t);
-      const double w = b.inv_norms[r];
-      self += b.sq_norms[r] * w * w;
-    }
+    const double* s = sums + g * (d + 1);
     double sq = 0.0;
-    for (index_t j = 0; j < d; ++j) sq += s[g * d + j] * s[g * d + j];
-    out[g] = -(sq - self) / (static_cast<double>(k) * static_cast<double>(k - 1));
+    for (index_t j = 0; j < d; ++j) sq += s[j] * s[j];
+    out[g] = -(sq - s[d]) / (static_cast<double>(k) * static_cast<double>(k - 1));
   }
 };
 
@@ -280,16 +319,24 @@ struct pairwise_similarity {
     return detail::pairwise_impl::swaps<T>(block, selection);
   }
 
-  /// @brief Scores G subsets through a backend's executor (see `device_evaluable`): the column
-  /// sums (G d values), then one finishing pass per subset.
+  /// @brief Scores G subsets through a backend's executor (see `device_evaluable`): the chunk
+  /// sums of the unit rows and their squared norms (a long subset, a read-out of 10^5 rows, in
+  /// many chunks: core/detail/chunked_sum.hpp), their totals (G (d + 1) values), then one
+  /// finishing pass per subset. Agrees with the host's evaluation to rounding (the host sums
+  /// each column in subset order).
   template <class Exec, class T>
   void evaluate_device(Exec& exec, const batch_view<T>& b, double* out) const {
+    namespace pi = detail::pairwise_impl;
     if (detail::device_passes::zero_when(b.subsets.cols < 2, exec, b, out)) return;
     const index_t g_count = b.subsets.rows;
-    const index_t d = b.embeddings.cols;
-    double* s = exec.template scratch<double>(g_count * d);
-    exec.for_each(g_count * d, detail::pairwise_impl::column_sum<T>{b, s});
-    exec.for_each(g_count, detail::pairwise_impl::finish<T>{b, s, out});
+    const index_t width = b.embeddings.cols + 1;
+    const index_t nc = detail::subset_chunks(b.subsets.cols);
+    double* part = exec.template scratch<double>(g_count * nc * width);
+    double* sums = exec.template scratch<double>(g_count * width);
+    exec.for_each(g_count * nc * width, pi::chunk_pass<T>{b, nc, part},
+                  static_cast<double>(std::min(b.subsets.cols, detail::subset_chunk)));
+    exec.for_each(g_count * width, pi::chunk_total{nc, width, part, sums}, static_cast<double>(nc));
+    exec.for_each(g_count, pi::finish<T>{b, sums, out}, static_cast<double>(width));
   }
 
   /// @brief The relaxation (docs/method.md section 6, the `relaxable_objective` capability): with

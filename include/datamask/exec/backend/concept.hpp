@@ -44,7 +44,9 @@ struct probe_objective {
 /// - `b.entries_by_row(active, subsets)`: the G k rollout entries grouped by row (rows
 ///   ascending, each row's entries ascending), which the policy's updates sum over;
 /// - `B::data(v)`: the values of a backend vector as an executor's passes read them;
-/// - `b.top_rows(logits, ds, candidates, S) -> std::vector<index_t>` (host);
+/// - `b.top_rows(logits, ds, candidates, S) -> std::vector<index_t>` (host), and the same of
+///   arrays in the executor's memory kept there, `b.largest(key, ds, candidates, m, S) ->
+///   B::vector<index_t>`;
 /// - `b.make_executor(ds)`: an `executor` (executor/concept.hpp) on the backend's memory, where
 ///   every algorithm written against an executor runs (the continuous ascent, relaxations);
 /// - `b.relaxation_view(ds)`: the block as a relaxation reads it (`relax_view`, in the
@@ -74,6 +76,7 @@ concept backend = requires(const B& b, typename B::template vector<double>& dv,
   { B::data(dv) } -> std::same_as<double*>;
   { b.make_executor() } -> executor;
   { b.top_rows(cdv, ds, civ, n) } -> std::same_as<std::vector<index_t>>;
+  { b.largest(B::data(cdv), ds, B::data(civ), n, n) } -> std::same_as<typename B::template vector<index_t>>;
   { b.make_executor(ds) } -> executor;
   { b.relaxation_view(ds) } -> std::same_as<relax_view<float>>;
 };

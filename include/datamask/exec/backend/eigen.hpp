@@ -14,6 +14,7 @@
 
 #include "datamask/exec/backend/concept.hpp"
 #include "datamask/core/concepts.hpp"
+#include "datamask/core/detail/chunked_sum.hpp"
 #include "datamask/core/detail/parallel.hpp"
 #include "datamask/exec/host.hpp"
 #include "datamask/core/philox.hpp"
@@ -180,13 +181,12 @@ struct eigen_backend {
     }, work);
   }
 
-  /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
+  /// @brief out[g] = sum of `values` over the g-th subset, in draw order by chunks
+  /// (core/detail/chunked_sum.hpp: the Thrust backend's bits).
   void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
                   index_t k, std::span<double> out) const {
     for (index_t g = 0; g < g_count; ++g) {
-      double s = 0.0;
-      for (index_t t = 0; t < k; ++t) s += values[subsets[g * k + t]];
-      out[g] = s;
+      out[g] = detail::chunked_sum(k, [&](index_t t) { return values[subsets[g * k + t]]; });
     }
   }
 
@@ -238,11 +238,17 @@ struct eigen_backend {
   [[nodiscard]] std::vector<index_t> top_rows(const vector<double>& logits, const dataset<T>& ds,
                                               const vector<index_t>& candidates,
                                               index_t s) const {
-    std::vector<index_t> rows(candidates.begin(), candidates.end());
-    auto greater = [&](index_t a, index_t b) {
-      return logits[a] != logits[b] ? logits[a] > logits[b] : ds.ids[a] < ds.ids[b];
-    };
-    if (s < static_cast<index_t>(rows.size())) {
+    return largest(logits.data(), ds, candidates.data(), static_cast<index_t>(candidates.size()), s);
+  }
+
+  /// @brief The S of `m` candidates with the largest key, by key descending, ties to the smaller
+  /// id (`top_rows` of an executor's arrays).
+  template <class T>
+  [[nodiscard]] vector<index_t> largest(const double* key, const dataset<T>& ds, const index_t* candidates,
+                                        index_t m, index_t s) const {
+    std::vector<index_t> rows(candidates, candidates + m);
+    auto greater = [&](index_t a, index_t b) { return key[a] != key[b] ? key[a] > key[b] : ds.ids[a] < ds.ids[b]; };
+    if (s < m) {
       std::nth_element(rows.begin(), rows.begin() + (s - 1), rows.end(), greater);
       rows.resize(static_cast<std::size_t>(s));
     }

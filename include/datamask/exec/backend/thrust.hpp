@@ -537,9 +537,14 @@ struct thrust_backend {
   /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
   void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
                   index_t k, std::span<double> out) const {
+    // Chunk sums, then their totals: a long subset (a read-out) spreads over many threads.
+    const index_t nc = detail::subset_chunks(k);
+    vector<double> part(static_cast<std::size_t>(g_count * nc));
+    thrust::transform(thrust::device, count(0), count(g_count * nc), part.begin(),
+                      detail::thrust_impl::gather_chunk{raw(values), raw(subsets), k, nc});
     vector<double> res(static_cast<std::size_t>(g_count));
     thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
-                      detail::thrust_impl::gather_sum_rollout{raw(values), raw(subsets), k});
+                      detail::thrust_impl::chunk_total{raw(part), nc});
     thrust::copy(res.begin(), res.end(), out.begin());
   }
 
@@ -570,19 +575,33 @@ struct thrust_backend {
     return raw(v);
   }
 
-  /// @brief The S candidates with the largest logits, by logit descending, ties to the smaller
-  /// id, returned to the host.
+  /// @brief The S candidates with the largest logits, by logit descending, ties to the smaller id
+  /// (`largest`), on the host.
   template <class T>
   [[nodiscard]] std::vector<index_t> top_rows(const vector<double>& logits, const dataset<T>& ds,
                                               const vector<index_t>& candidates,
                                               index_t s) const {
-    vector<index_t> rows(candidates);
-    thrust::sort(thrust::device, rows.begin(), rows.end(),
-                 detail::thrust_impl::logit_then_id{raw(logits), raw(ds.ids)});
-    const auto keep = std::min<index_t>(s, static_cast<index_t>(rows.size()));
-    std::vector<index_t> out(static_cast<std::size_t>(keep));
-    thrust::copy(rows.begin(), rows.begin() + keep, out.begin());
-    return out;
+    return to_host(largest(raw(logits), ds, raw(candidates), static_cast<index_t>(candidates.size()), s));
+  }
+
+  /// @brief The S of `m` candidates (rows, in device memory) with the largest key, by key
+  /// descending, ties to the smaller id, on the device. Two radix sorts of plain keys: by id, then
+  /// stably by key (-0 and +0 as one key), so equal keys keep the smaller id first. Why not one
+  /// sort by (key, id): a comparison sort reading both through the rows costs several times the
+  /// radix sorts on a GPU, and a read-out sorts up to the whole block.
+  template <class T>
+  [[nodiscard]] vector<index_t> largest(const double* key, const dataset<T>& ds, const index_t* candidates,
+                                        index_t m, index_t s) const {
+    const auto first = thrust::device_pointer_cast(candidates);
+    vector<index_t> rows(first, first + m);
+    vector<id_t> ids(static_cast<std::size_t>(m));
+    thrust::gather(thrust::device, rows.begin(), rows.end(), ds.ids.begin(), ids.begin());
+    thrust::stable_sort_by_key(thrust::device, ids.begin(), ids.end(), rows.begin());
+    vector<double> keys(static_cast<std::size_t>(m));
+    thrust::transform(thrust::device, rows.begin(), rows.end(), keys.begin(), detail::thrust_impl::key_of{key});
+    thrust::stable_sort_by_key(thrust::device, keys.begin(), keys.end(), rows.begin(), thrust::greater<double>());
+    rows.resize(static_cast<std::size_t>(std::min(s, m)));
+    return rows;
   }
 
  private:

@@ -37,14 +37,15 @@ namespace datamask {
 struct ascent_hooks {
   std::function<void(const continuous_step_info&)> on_step;  ///< after each iteration
   std::function<bool(const continuous_step_info&)> stop;     ///< return true to stop early
-  /// After each step, before `on_step`: the iteration and the new p (on the host).
-  std::function<void(index_t, std::span<const double>)> on_iterate;
+  /// After each step, before `on_step`: the iteration and the new p where the executor keeps it
+  /// (n values in its memory: the host's for a host executor, a GPU's under CUDA; nothing is
+  /// copied for it).
+  std::function<void(index_t, const double*)> on_iterate;
   /// The whole iterate every `snapshot_every` iterations (0: never) and after the iteration at
   /// which `stop` ended the run, after `on_iterate`, `on_step` and `stop`.
   index_t snapshot_every = 0;
   std::function<void(const continuous_iterate&)> on_snapshot;
-  /// `on_iterate` is called at the iterations divisible by this only (p is copied to the host
-  /// for it then).
+  /// `on_iterate` is called at the iterations divisible by this only.
   index_t iterate_every = 1;
 };
 
@@ -138,10 +139,7 @@ class ascent {
       if constexpr (logit) it.tau = tau;
       const double integ = step.reduce(m, dc::spread_at{c.rows, p}, ops::plus{}, 0.0);
       it.iteration = t;
-      if (hooks.on_iterate && dc::due(t, hooks.iterate_every)) {
-        to_host(p, it.p);
-        hooks.on_iterate(t, std::span<const double>(it.p));
-      }
+      if (hooks.on_iterate && dc::due(t, hooks.iterate_every)) hooks.on_iterate(t, p);
       const continuous_step_info info{t, iterations_, lr, val, integ / sd};
       if (hooks.on_step) hooks.on_step(info);
       const bool stopping = hooks.stop && hooks.stop(info);
@@ -236,8 +234,13 @@ template <class Relaxed>
                                         const std::function<void(const continuous_step_info&)>& on_step = {},
                                         const std::function<bool(const continuous_step_info&)>& stop = {},
                                         const std::function<void(index_t, std::span<const double>)>& on_iterate = {}) {
-  return ascend_from(relaxed, n, candidates, s, cfg, first_iterate(n, candidates, s, cfg),
-                     ascent_hooks{on_step, stop, on_iterate, 0, {}});
+  ascent_hooks hooks{on_step, stop, {}, 0, {}};
+  if (on_iterate) {  // p in a host executor's memory: on the host
+    hooks.on_iterate = [&on_iterate, n](index_t t, const double* p) {
+      on_iterate(t, std::span<const double>(p, static_cast<std::size_t>(n)));
+    };
+  }
+  return ascend_from(relaxed, n, candidates, s, cfg, first_iterate(n, candidates, s, cfg), hooks);
 }
 
 }  // namespace datamask

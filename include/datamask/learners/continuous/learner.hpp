@@ -53,6 +53,14 @@ struct continuous_options {
   polish_settings polish;
 };
 
+namespace detail::continuous {
+/// Whether p_i > 0 (`keep_if`'s predicate of the tracked read-out).
+struct positive_at {
+  const double* p;
+  DATAMASK_HOST_DEVICE bool operator()(index_t i) const { return p[i] > 0.0; }
+};
+}  // namespace detail::continuous
+
 /// @brief The read-out: the S candidates with the largest key (p, or the logits, which order
 /// alike but resolve more), ties to the smaller id, in that order.
 [[nodiscard]] inline std::vector<index_t> read_out(std::span<const double> key, std::span<const id_t> ids,
@@ -82,8 +90,9 @@ struct continuous_options {
 /// @tparam Backend runs the shared phases (calibration subsets, read-out order, the final
 ///         evaluation) and the ascent, on its executor (`eigen_backend`: the host's threads;
 ///         `thrust_backend`: its device): the iterate, the gradient, the step, the projection
-///         and every term's relaxation stay there, and per iteration only scalars come back
-///         (and p at the tracked read-outs). The same code runs on every backend: on
+///         and every term's relaxation stay there, and per iteration only scalars come back;
+///         the tracked read-outs (the S largest p, f of them) run there too, and only the
+///         best one's rows come back, once. The same code runs on every backend: on
 ///         `thrust_backend` over OpenMP the selection is the CPU backend's
 ///         (tests/test_thrust_credit_continuous.cpp). The polish ranks its candidates on the
 ///         executor too (the relaxation's gradient at its selection); its swaps and its
@@ -190,7 +199,9 @@ class basic_continuous_learner {
     objective_function<T, Mix> f(ctx.block.embeddings, blk.data, ctx.mix, o.lambda, o.quality, o.threads);
     f.set_scales(scales_of(blk.plan.terms));
     phases::check_resumed_best(blk, best, "resume_point.best");  // the best tracked read-out: rows and f
-    const index_t every = opt_.ascent.track_every;
+    // The ascent on the backend's executor: f's quality uploaded once, the block read where the
+    // backend keeps it.
+    auto exec = b.make_executor(ctx.dev.ds);
     ascent_hooks hooks{{}, {}, {}, h.snapshot_every, {}};
     if (h.on_step) {
       hooks.on_step = [&h](const continuous_step_info& si) {
@@ -198,23 +209,36 @@ class basic_continuous_learner {
       };
     }
     if (h.stop) hooks.stop = [&h](const continuous_step_info&) { return h.stop(); };
-    hooks.on_iterate = [&](index_t t, std::span<const double> pcur) {
-      if (every == 0 || t % every != 0) return;
-      std::vector<index_t> r = read_out(pcur, f.ids(), blk.kept, s);
-      const double fv = f(std::span<const index_t>(r));
+    // The tracked read-outs where the ascent keeps p: the S largest (`tracked_read_out`) and f
+    // of them as the final evaluation scores them (phases::score, the whole block as reference),
+    // so per read-out only the terms' values reach the host; the best one's rows stay in the
+    // backend's memory until a snapshot or the polish reads them.
+    const auto all = phases::all_rows(b, blk.rows());
+    auto best_rows = b.to_device(std::span<const index_t>(best.rows));
+    bool best_on_host = true;  // best.rows holds best_rows
+    std::vector<double> raw;
+    hooks.on_iterate = [&](index_t /*t*/, const double* pcur) {
+      auto r = tracked_read_out(ctx, exec, pcur);
+      phases::score(ctx, r, 1, s, all, raw);
+      const double fv = blk.plan.combine(raw);
       if (fv > best.reward) {
         best.reward = fv;
-        best.rows = std::move(r);
+        best_rows = std::move(r);
+        best_on_host = false;
       }
     };
+    hooks.iterate_every = opt_.ascent.track_every;
+    auto best_to_host = [&] {
+      if (!best_on_host) best.rows = b.to_host(best_rows);
+      best_on_host = true;
+    };
     if (h.on_snapshot) {
-      hooks.on_snapshot = [&](const continuous_iterate& it) { h.on_snapshot(it.iteration, it.pack(), best); };
+      hooks.on_snapshot = [&](const continuous_iterate& it) {
+        best_to_host();
+        h.on_snapshot(it.iteration, it.pack(), best);
+      };
     }
-    hooks.iterate_every = every;
     continuous_iterate start = resumed ? std::move(*resumed) : first_iterate(blk.rows(), blk.kept, s, opt_.ascent);
-    // The ascent on the backend's executor: f's quality uploaded once, the block read where the
-    // backend keeps it.
-    auto exec = b.make_executor(ctx.dev.ds);
     const double* quality = f.has_quality_term() ? exec.upload(f.quality()) : nullptr;
     const auto relaxation = relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality);
     const continuous_state st =
@@ -250,12 +274,27 @@ class basic_continuous_learner {
     // which orders as p does but does not round to 1.
     std::vector<std::vector<index_t>> starts;
     starts.push_back(read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s));
+    best_to_host();
     starts.push_back(std::move(best.rows));
     // A stopped run skips the start: its greedy has no stop check and would delay the stop.
     if (opt_.polish.enabled && opt_.polish.stochastic_start && !st.stopped_early) {
       starts.push_back(stochastic_start(f, blk.kept, s));
     }
     return polish_best(f, ranking, blk.kept, std::move(starts));
+  }
+
+  /// `read_out` of p in the executor's memory, on the backend: the S kept rows with the largest
+  /// p, ties to the smaller id, from the rows with p > 0 when S rows have it (rows outside the
+  /// candidates hold p = 0); the rows stay in the backend's memory.
+  template <class T, class Mix, class Exec>
+  static auto tracked_read_out(const phases::block_context<Backend, T, Mix>& ctx, Exec& exec, const double* p) {
+    const index_t n = ctx.blk.rows();
+    const index_t s = ctx.blk.selected;
+    auto scope = exec.scope();
+    index_t* positive = scope.template scratch<index_t>(n);
+    const index_t count = scope.keep_if(n, detail::continuous::positive_at{p}, positive);
+    if (count >= s) return ctx.backend.largest(p, ctx.dev.ds, static_cast<const index_t*>(positive), count, s);
+    return ctx.backend.largest(p, ctx.dev.ds, Backend::data(ctx.dev.kept), ctx.blk.kept_count(), s);
   }
 
   /// Stochastic greedy's selection of `s` kept rows on f (`polish_settings::stochastic_start`),

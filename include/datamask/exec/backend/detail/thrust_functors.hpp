@@ -16,6 +16,7 @@
 #include <cuda/std/bit>
 
 #include "datamask/core/config.hpp"
+#include "datamask/core/detail/chunked_sum.hpp"
 #include "datamask/core/detail/sorted_search.hpp"
 #include "datamask/core/philox.hpp"
 #include "datamask/core/types.hpp"
@@ -93,25 +94,42 @@ struct take_top {
   }
 };
 
-/// out[g] = sum_t values[subsets[g k + t]] in draw order.
-struct gather_sum_rollout {
+/// The value at position t of subset g, values[subsets[g k + t]].
+struct gathered_value {
   const double* values;
   const index_t* subsets;
   index_t k;
-  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
-    double s = 0.0;
-    for (index_t t = 0; t < k; ++t) s += values[subsets[g * k + t]];
-    return s;
+  index_t g;
+  DATAMASK_HOST_DEVICE double operator()(index_t t) const { return values[subsets[g * k + t]]; }
+};
+
+/// part[g nc + c]: chunk c of subset g's gathered values (core/detail/chunked_sum.hpp).
+struct gather_chunk {
+  const double* values;
+  const index_t* subsets;
+  index_t k;
+  index_t nc;
+  DATAMASK_HOST_DEVICE double operator()(index_t i) const {
+    return chunk_sum(k, i % nc, gathered_value{values, subsets, k, i / nc});
   }
 };
 
-/// Readout order: logit descending, ties to the smaller id.
-struct logit_then_id {
-  const double* logits;
-  const id_t* ids;
-  DATAMASK_HOST_DEVICE bool operator()(index_t a, index_t b) const {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : ids[a] < ids[b];
+/// out[g]: subset g's chunk sums added in chunk order.
+struct chunk_total {
+  const double* part;
+  index_t nc;
+  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
+    double acc = 0.0;
+    for (index_t c = 0; c < nc; ++c) acc += part[g * nc + c];
+    return acc;
   }
+};
+
+/// key[r] + 0, the sort key of row r (-0 becomes +0: a radix sort tells them apart, the read-out
+/// order does not).
+struct key_of {
+  const double* key;
+  DATAMASK_HOST_DEVICE double operator()(index_t r) const { return key[r] + 0.0; }
 };
 
 }  // namespace datamask::detail::thrust_impl

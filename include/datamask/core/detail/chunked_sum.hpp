@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// @brief The order of a sum over a subset's rows (a long one: a read-out of 10^5 rows) that
+/// every backend keeps: fixed chunks of `subset_chunk` positions, each summed in position order
+/// from 0, the chunk sums added in chunk order from 0.
+///
+/// Why chunks: a device sums each chunk on its own thread (a subset of 10^5 rows gives ~100
+/// threads per value instead of one thread waiting on 10^5 dependent loads), and the host sums
+/// in the same order, so both give the same bits. A subset of at most `subset_chunk` rows (every
+/// rollout of a typical run) is one chunk: the plain loop's order.
+
+#include "datamask/core/config.hpp"
+#include "datamask/core/types.hpp"
+
+namespace datamask::detail {
+
+/// Positions per chunk of a subset sum.
+inline constexpr index_t subset_chunk = 1024;
+
+/// The chunks of a subset of k positions (at least 1).
+DATAMASK_HOST_DEVICE inline index_t subset_chunks(index_t k) {
+  return k <= subset_chunk ? 1 : (k + subset_chunk - 1) / subset_chunk;
+}
+
+/// term(t) summed in position order over chunk c of k positions, from 0.
+template <class Term>
+DATAMASK_HOST_DEVICE double chunk_sum(index_t k, index_t c, const Term& term) {
+  const index_t end = (c + 1) * subset_chunk < k ? (c + 1) * subset_chunk : k;
+  double acc = 0.0;
+  for (index_t t = c * subset_chunk; t < end; ++t) acc += term(t);
+  return acc;
+}
+
+/// term(0) + ... + term(k - 1) in the chunked order: the chunk sums added in order from 0.
+template <class Term>
+DATAMASK_HOST_DEVICE double chunked_sum(index_t k, const Term& term) {
+  double acc = 0.0;
+  for (index_t c = 0; c < subset_chunks(k); ++c) acc += chunk_sum(k, c, term);
+  return acc;
+}
+
+}  // namespace datamask::detail
