@@ -440,3 +440,60 @@ TEMPLATE_TEST_CASE("the tracked read-outs: the best of every iterate's read-out 
     CHECK(snapshots == 25);
   }
 }
+
+TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's order of the keys chooses",
+                   "[continuous][thrust][polish]", datamask::eigen_backend, datamask::thrust_backend) {
+  // The reference: each side's rows by the key (the relaxation's gradient at the selection, or
+  // keys given with ties and signed zeros), ties to the smaller id (`top_by`); candidates skip
+  // every fifth row (pruned), and the choices follow the selection through swaps.
+  const dm_test::instance inst(900, 8, 3);
+  const auto p = inst.problem();
+  const datamask::objective_function<float, datamask::pairwise_similarity> f(p, datamask::pairwise_similarity{}, 0.5);
+  std::vector<index_t> candidates;
+  for (index_t i = 0; i < inst.n; ++i) {
+    if (i % 5 != 0) candidates.push_back(i);
+  }
+  std::vector<index_t> selection;
+  for (std::size_t c = 0; c < candidates.size(); c += 8) selection.push_back(candidates[c]);
+  const auto s = static_cast<index_t>(selection.size());
+  const TestType b{};
+  const auto ds = b.make_dataset(p.embeddings, f.inv_norms(), f.sq_norms(), f.ids());
+  auto exec = b.make_executor(ds);
+  const double* quality = exec.upload(f.quality());
+  const auto relaxation = datamask::relaxation_of(f, s, b.relaxation_view(ds), quality);
+  const auto cand = b.to_device(std::span<const index_t>(candidates));
+  datamask::polish_ranking rank(b, ds, exec, relaxation, inst.n, TestType::data(cand),
+                                static_cast<index_t>(candidates.size()));
+  const auto host_relaxed = datamask::relaxed_objective(f, s, 1);
+  auto expect = [&](std::span<const double> key, index_t c) {
+    std::vector<index_t> outside;
+    for (index_t i : candidates) {
+      if (std::find(selection.begin(), selection.end(), i) == selection.end()) outside.push_back(i);
+    }
+    namespace dc = datamask::detail::continuous;
+    CHECK(rank.best_outside(c) == dc::top_by(key, f.ids(), outside, c, true));
+    CHECK(rank.worst_inside(c) == dc::top_by(key, f.ids(), selection, c, false));
+  };
+  auto gradient = [&] {
+    std::vector<double> at(static_cast<std::size_t>(inst.n), 0.0);
+    for (index_t i : selection) at[i] = 1.0;
+    std::vector<double> grad(at.size());
+    (void)host_relaxed(std::span<const double>(at), std::span<double>(grad));
+    return grad;
+  };
+  rank.start(selection);
+  rank.refresh();
+  expect(gradient(), 16);
+  expect(gradient(), 1);
+  for (const auto& [r, a] : {std::pair{selection[3], candidates[5]}, std::pair{selection[7], candidates[9]}}) {
+    rank.swap(r, a);
+    *std::find(selection.begin(), selection.end(), r) = a;
+  }
+  rank.refresh();
+  expect(gradient(), 16);
+  std::vector<double> keys(static_cast<std::size_t>(inst.n));
+  for (index_t i = 0; i < inst.n; ++i) keys[i] = i % 4 == 0 ? (i % 8 == 0 ? 0.0 : -0.0) : static_cast<double>(i % 3);
+  rank.refresh(std::span<const double>(keys));
+  expect(keys, 40);
+  CHECK(rank.best_outside(0).empty());
+}

@@ -94,8 +94,8 @@ struct positive_at {
 ///         the tracked read-outs (the S largest p, f of them) run there too, and only the
 ///         best one's rows come back, once. The same code runs on every backend: on
 ///         `thrust_backend` over OpenMP the selection is the CPU backend's
-///         (tests/test_thrust_credit_continuous.cpp). The polish ranks its candidates on the
-///         executor too (the relaxation's gradient at its selection); its swaps and its
+///         (tests/test_thrust_credit_continuous.cpp). The polish ranks and chooses its
+///         candidates on the executor too (`polish_ranking`); its swaps' exact gains and its
 ///         stochastic-greedy start run on the host.
 template <backend Backend = default_backend>
 class basic_continuous_learner {
@@ -243,17 +243,11 @@ class basic_continuous_learner {
     const auto relaxation = relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality);
     const continuous_state st =
         datamask::ascend(exec, relaxation, blk.rows(), blk.kept, s, opt_.ascent, std::move(start), hooks);
-    // The polish ranks its candidates by the relaxation's gradient at its selection: the same
-    // passes over the block as an ascent step, on the same executor (a device's, under CUDA), with
-    // p and the gradient crossing to the host (n values each way per refresh of the ranking).
-    auto ranking = [&](std::span<const double> pr, std::span<double> grad) {
-      auto scope = exec.scope();
-      const double* pd = scope.upload(pr);
-      double* gd = scope.template scratch<double>(static_cast<index_t>(grad.size()));
-      const double value = relaxation(scope, pd, gd);
-      scope.download(static_cast<const double*>(gd), grad);
-      return value;
-    };
+    // The polish ranks and chooses its candidates on the same executor (a device's, under
+    // CUDA): the relaxation's gradient at its selection is the same passes over the block as an
+    // ascent step, and per round only the chosen rows come to the host.
+    polish_ranking ranking(b, ctx.dev.ds, exec, relaxation, blk.rows(), Backend::data(ctx.dev.kept),
+                           blk.kept_count());
     res.steps_run = st.iterations_run;
     res.stopped_early = st.stopped_early;
     res.history.reserve(st.relaxed.size());
@@ -312,8 +306,8 @@ class basic_continuous_learner {
 
   /// Polishes each start set (the final read-out first; empty and repeated sets dropped) and
   /// returns the best by f, ties to the earlier start.
-  template <class F, class Relaxed>
-  std::vector<index_t> polish_best(const F& f, const Relaxed& relaxed, std::span<const index_t> kept,
+  template <class F, class Ranking>
+  std::vector<index_t> polish_best(const F& f, Ranking& ranking, std::span<const index_t> kept,
                                    std::vector<std::vector<index_t>> starts) const {
     std::vector<index_t> best;
     double best_f = 0.0;
@@ -323,7 +317,7 @@ class basic_continuous_learner {
       std::sort(sorted.begin(), sorted.end());
       if (rows.empty() || std::find(seen.begin(), seen.end(), sorted) != seen.end()) continue;
       seen.push_back(std::move(sorted));
-      if (opt_.polish.enabled) (void)polish_swaps(f, relaxed, rows, kept, opt_.polish, opt_.common.threads);
+      if (opt_.polish.enabled) (void)polish_swaps(f, ranking, rows, kept, opt_.polish, opt_.common.threads);
       const double value = f(std::span<const index_t>(rows));
       if (best.empty() || value > best_f) {
         best = std::move(rows);

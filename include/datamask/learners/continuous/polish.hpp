@@ -17,11 +17,17 @@
 #include <optional>
 #include <span>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/detail/parallel.hpp"
+#include "datamask/exec/backend/concept.hpp"
+#include "datamask/exec/backend/eigen.hpp"
+#include "datamask/exec/host.hpp"
+#include "datamask/exec/ops.hpp"
+#include "datamask/learners/continuous/projection.hpp"
 #include "datamask/objectives/function.hpp"
 #include "datamask/objectives/mix.hpp"
 #include "datamask/learners/continuous/settings.hpp"
@@ -146,10 +152,134 @@ using swap_state_t = std::optional<decltype(swap_state_for(std::declval<const te
 template <class T, class... Ds>
 std::tuple<per_term_t<Ds, swap_state_t<T, Ds>>...> swap_states_for(const diversity_mix<Ds...>&);
 
+/// Sets p = 1 on rows[k] (`polish_ranking::start`).
+struct mark_rows {
+  const index_t* rows;
+  double* p;
+  DATAMASK_HOST_DEVICE void operator()(index_t k) const { p[rows[k]] = 1.0; }
+};
+
+/// Row `out` leaves the selection (its indicator, and position `at` of its rows) and row `in`
+/// joins it (one call).
+struct swap_marks {
+  double* p;
+  index_t* rows;
+  index_t at;
+  index_t out;
+  index_t in;
+  DATAMASK_HOST_DEVICE void operator()(index_t /*k*/) const {
+    p[out] = 0.0;
+    p[in] = 1.0;
+    rows[at] = in;
+  }
+};
+
+/// Whether candidate k is outside the selection (`keep_if`'s predicate).
+struct outside_at {
+  const index_t* rows;
+  const double* p;
+  DATAMASK_HOST_DEVICE bool operator()(index_t k) const { return p[rows[k]] == 0.0; }
+};
+
+/// to[i] = sign from[i] (sign -1: the keys whose largest are the smallest of `from`).
+struct signed_copy {
+  const double* from;
+  double* to;
+  double sign;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const { to[i] = sign * from[i]; }
+};
+
+}  // namespace detail::continuous
+
+/// @brief The polish's ranking of its candidates, kept in the memory of a backend's executor:
+/// the selection's indicator, each row's key (the relaxation's gradient at the selection, or
+/// exact one-sided changes computed on the host and given), and the choice of the best-ranked
+/// rows on each side, so that per round only the chosen rows' ids reach the host (n values
+/// cross only where the host computes the keys).
+/// @tparam Relaxed `double(Exec& exec, const double* p, double* grad)`, as the ascent's (the
+///         relaxation of f, `relaxation_of`)
+template <backend Backend, class Dataset, class Exec, class Relaxed>
+class polish_ranking {
+ public:
+  /// @param ds the block on the backend (its ids break ties)
+  /// @param candidates the `m` rows that may be selected, in the executor's memory
+  polish_ranking(const Backend& b, const Dataset& ds, Exec& exec,
+                 const Relaxed& relaxed, index_t n, const index_t* candidates, index_t m)
+      : b_(b), ds_(ds), exec_(exec), relaxed_(relaxed), n_(n), candidates_(candidates), m_(m),
+        p_(exec.template scratch<double>(n)), key_(exec.template scratch<double>(n)),
+        negated_(exec.template scratch<double>(n)) {}
+
+  /// @brief Starts from a selection (keys are stale until `refresh`).
+  void start(std::span<const index_t> selection) {
+    selection_.assign(selection.begin(), selection.end());
+    exec_.for_each(n_, ops::fill{p_, 0.0});
+    auto scope = exec_.scope();
+    held_.emplace(exec_.scope());  // frees the last start's rows
+    rows_ = held_->upload(selection);
+    scope.for_each(static_cast<index_t>(selection.size()), detail::continuous::mark_rows{rows_, p_});
+  }
+  /// @brief Row r leaves the selection and row a joins it.
+  void swap(index_t r, index_t a) {
+    const auto at = std::find(selection_.begin(), selection_.end(), r);
+    *at = a;
+    exec_.for_each(1, detail::continuous::swap_marks{p_, rows_, at - selection_.begin(), r, a});
+  }
+  /// @brief Keys: the relaxation's gradient at the selection.
+  void refresh() {
+    auto scope = exec_.scope();
+    (void)relaxed_(scope, static_cast<const double*>(p_), key_);
+    exec_.for_each(n_, detail::continuous::signed_copy{key_, negated_, -1.0});
+  }
+  /// @brief Keys given on the host (n values).
+  void refresh(std::span<const double> keys) {
+    auto scope = exec_.scope();
+    exec_.for_each(n_, detail::continuous::signed_copy{scope.upload(keys), key_, 1.0});
+    exec_.for_each(n_, detail::continuous::signed_copy{key_, negated_, -1.0});
+  }
+  /// @brief The c candidates outside the selection with the largest keys, by key descending,
+  /// ties to the smaller id.
+  [[nodiscard]] std::vector<index_t> best_outside(index_t c) {
+    auto scope = exec_.scope();
+    index_t* rows = scope.template scratch<index_t>(m_);
+    const index_t count = scope.keep_if(m_, detail::continuous::outside_at{candidates_, p_}, rows);
+    scope.for_each(count, detail::continuous::positions_to_rows{candidates_, rows});
+    return chosen(key_, rows, count, c);
+  }
+  /// @brief The c selected rows with the smallest keys, by key ascending, ties to the smaller id.
+  [[nodiscard]] std::vector<index_t> worst_inside(index_t c) {
+    return chosen(negated_, rows_, static_cast<index_t>(selection_.size()), c);
+  }
+
+ private:
+  /// The c of `count` rows with the largest key, on the host.
+  std::vector<index_t> chosen(const double* key, const index_t* rows, index_t count, index_t c) const {
+    if (count == 0 || c <= 0) return {};
+    return b_.to_host(b_.largest(key, ds_, rows, count, std::min(c, count)));
+  }
+
+  const Backend& b_;
+  const Dataset& ds_;
+  Exec& exec_;
+  const Relaxed& relaxed_;
+  index_t n_;
+  const index_t* candidates_;
+  index_t m_;
+  double* p_;
+  double* key_;
+  double* negated_;
+  std::vector<index_t> selection_;  ///< the selection, as `rows_` holds it
+  std::optional<Exec> held_;        ///< holds `rows_`
+  index_t* rows_ = nullptr;
+};
+
+namespace detail::continuous {
+
 /// The state of one `polish_swaps` run, in steps: the term states on the selection, the exact
 /// gain of a swap, the candidates' ranking (`refresh_if_due`), the scans of single swaps, the
 /// double-swap search, and the round loop. Not copyable or movable: the term states view `all`.
-template <class T, class Diversity>
+/// The ranking (`polish_ranking`) chooses each side's candidates where the backend keeps the
+/// block.
+template <class T, class Diversity, class Ranking>
 struct polisher {
   using objective_t = objective_function<T, Diversity>;
   using states_t = decltype(swap_states_for<T>(std::declval<const typename objective_t::mix_type&>()));
@@ -159,6 +289,7 @@ struct polisher {
   std::span<const index_t> candidates;
   const polish_settings& cfg;
   int threads;
+  Ranking& rank;
   polish_report rep;
   const index_t n;
   const index_t k;
@@ -166,19 +297,17 @@ struct polisher {
   std::vector<index_t> all;  ///< every row, in order: the states' base view points into it
   states_t states;
   std::vector<char> in;
-  std::vector<double> p;
-  std::vector<double> grad;
+  std::vector<double> keys;  ///< the exact ranking's keys (`exact_keys`)
   const double qdiv;
   index_t last_refresh = -1;
   bool force_refresh = false;
   bool exact_ranking = true;  ///< every term of f's state gives one-sided changes (`exact_keys`)
 
   polisher(const objective_t& f_, std::vector<index_t>& rows_, std::span<const index_t> candidates_,
-           const polish_settings& cfg_, int threads_)
-      : f(f_), rows(rows_), candidates(candidates_), cfg(cfg_), threads(threads_), n(f_.size()),
+           const polish_settings& cfg_, int threads_, Ranking& rank_)
+      : f(f_), rows(rows_), candidates(candidates_), cfg(cfg_), threads(threads_), rank(rank_), n(f_.size()),
         k(static_cast<index_t>(rows_.size())), all(static_cast<std::size_t>(n)),
-        in(static_cast<std::size_t>(n), 0), p(static_cast<std::size_t>(n), 0.0),
-        grad(static_cast<std::size_t>(n), 0.0),
+        in(static_cast<std::size_t>(n), 0),
         qdiv(f_.aggregate() == quality_aggregate::mean ? static_cast<double>(k) : 1.0) {
     std::iota(all.begin(), all.end(), index_t{0});
     const subset_view<T> base{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), index_view{},
@@ -191,6 +320,7 @@ struct polisher {
       exact_ranking = exact_ranking && ranked_swap_state<typename std::remove_reference_t<decltype(state)>::value_type>;
     });
     for (index_t r : rows) in[r] = 1;
+    rank.start(rows);
   }
   polisher(const polisher&) = delete;
   polisher& operator=(const polisher&) = delete;
@@ -237,6 +367,7 @@ struct polisher {
     *std::find(rows.begin(), rows.end(), r) = a;
     in[r] = 0;
     in[a] = 1;
+    rank.swap(r, a);
   }
 
   /// The exact ranking, where every term's state gives one-sided changes: a selected row's key
@@ -244,6 +375,7 @@ struct polisher {
   /// `pair_gain`), so the best swaps pair the smallest keys inside with the largest outside.
   void exact_keys() {
     const auto& terms = f.terms();
+    keys.resize(static_cast<std::size_t>(n), 0.0);
     detail::parallel_for(static_cast<index_t>(candidates.size()), threads, [&](index_t c) {
       const index_t i = candidates[static_cast<std::size_t>(c)];
       const bool inside = in[i] != 0;
@@ -259,36 +391,25 @@ struct polisher {
           key += term.weight / term.scale * (inside ? -change : change);
         }
       });
-      grad[i] = key;
+      keys[i] = key;
     }, static_cast<double>(f.embeddings().cols) * static_cast<double>(f.embeddings().cols));
   }
 
   /// The ranking at the selection, when due (or forced): exact (`exact_keys`) where every term
   /// offers it, else the relaxation's gradient; true when refreshed.
-  template <class Relaxed>
-  bool refresh_if_due(const Relaxed& relaxed, index_t round) {
+  bool refresh_if_due(index_t round) {
     const bool fresh = force_refresh || last_refresh < 0 || round - last_refresh >= cfg.refresh_every;
     if (fresh) {
       if (exact_ranking) {
         exact_keys();
+        rank.refresh(std::span<const double>(keys));
       } else {
-        for (index_t i = 0; i < n; ++i) p[i] = in[i] ? 1.0 : 0.0;
-        (void)relaxed(std::span<const double>(p), std::span<double>(grad));
+        rank.refresh();
       }
       last_refresh = round;
       force_refresh = false;
     }
     return fresh;
-  }
-
-  /// The candidates outside the selection, in candidate order.
-  [[nodiscard]] std::vector<index_t> outside_rows() const {
-    std::vector<index_t> outside;
-    outside.reserve(candidates.size() - rows.size());
-    for (index_t i : candidates) {
-      if (!in[i]) outside.push_back(i);
-    }
-    return outside;
   }
 
   /// A swap among the candidates: indices into the removals and additions, and its gain.
@@ -387,11 +508,12 @@ struct polisher {
   /// At a 1-swap local optimum: the best double swap among the `pair_candidates` best-ranked
   /// items on each side (two removals, two additions), applied if it clearly improves f.
   /// @return whether one was applied
-  bool double_swap(const std::vector<index_t>& outside) {
-    const index_t b2 = std::min(cfg.pair_candidates, std::min<index_t>(k, static_cast<index_t>(outside.size())));
+  bool double_swap() {
+    const auto outside = static_cast<index_t>(candidates.size()) - k;
+    const index_t b2 = std::min(cfg.pair_candidates, std::min(k, outside));
     if (b2 < 2) return false;
-    const std::vector<index_t> r2 = top_by(grad, f.ids(), rows, b2, false);
-    const std::vector<index_t> a2 = top_by(grad, f.ids(), outside, b2, true);
+    const std::vector<index_t> r2 = rank.worst_inside(b2);
+    const std::vector<index_t> a2 = rank.best_outside(b2);
     prepare_all(states, r2, a2);
     const std::size_t nb = static_cast<std::size_t>(b2);
     std::vector<double> best2(nb * nb, -std::numeric_limits<double>::infinity());
@@ -413,20 +535,18 @@ struct polisher {
 
   /// The rounds: rank by the (possibly stale) ranking, apply single swaps; with none, refresh a
   /// stale ranking and retry, else try one double swap and stop without one.
-  template <class Relaxed>
-  void run(const Relaxed& relaxed) {
+  void run() {
     for (index_t round = 0; round < cfg.rounds && !out_of_time(); ++round) {
       ++rep.rounds;
-      const bool fresh = refresh_if_due(relaxed, round);
-      const std::vector<index_t> outside = outside_rows();
-      std::vector<index_t> adds = top_by(grad, f.ids(), outside, cfg.candidates, true);
-      std::vector<index_t> rems = top_by(grad, f.ids(), rows, cfg.candidates, false);
+      const bool fresh = refresh_if_due(round);
+      std::vector<index_t> adds = rank.best_outside(cfg.candidates);
+      std::vector<index_t> rems = rank.worst_inside(cfg.candidates);
       if (single_swaps(adds, rems) > 0) continue;
       if (!fresh) {  // no single swap by the stale ranking: refresh before giving up
         force_refresh = true;
         continue;
       }
-      if (!double_swap(outside)) break;
+      if (!double_swap()) break;
     }
   }
 };
@@ -434,29 +554,50 @@ struct polisher {
 }  // namespace detail::continuous
 
 /// @brief Swap local search on a selection (see `polish_settings`): 1-swaps, then a 2-swap search
-/// at a 1-swap optimum; each applied swap raises f
-/// by its exact gain; candidates are ranked by exact one-sided changes where every term's swap
-/// state gives them (`ranked_swap_state`), else by the gradient of `relaxed` at the selection.
+/// at a 1-swap optimum; each applied swap raises f by its exact gain; candidates are ranked by
+/// exact one-sided changes where every term's swap state gives them (`ranked_swap_state`), else
+/// by the gradient of the relaxation at the selection, and chosen by `rank` on its backend.
 ///
 /// @param f the objective (terms, weights, scales)
-/// @param relaxed its relaxation on host spans, `double(std::span<const double> p,
-///        std::span<double> grad)` (`relaxed_objective(f, S, threads)`, or, as the continuous
-///        learner gives it, the relaxation on the backend's executor), to rank the candidates
-///        where the ranking is not exact
+/// @param rank the ranking of `candidates` (its relaxation is f's), on the backend that keeps
+///        the block (the continuous learner's)
 /// @param rows the selection, changed in place (the same number of rows)
 /// @param candidates the rows that may be selected (sorted, distinct)
 /// @param threads as `settings::threads` (0: all); the result does not depend on it
 /// @return rounds, swaps and the total gain
-template <class T, class Diversity, class Relaxed>
-polish_report polish_swaps(const objective_function<T, Diversity>& f, const Relaxed& relaxed,
+template <class T, class Diversity, backend B, class Dataset, class Exec, class Relaxed>
+polish_report polish_swaps(const objective_function<T, Diversity>& f, polish_ranking<B, Dataset, Exec, Relaxed>& rank,
                            std::vector<index_t>& rows, std::span<const index_t> candidates,
                            const polish_settings& cfg, int threads = 0) {
   validate(cfg);
   const auto k = static_cast<index_t>(rows.size());
   if (k == 0 || k >= static_cast<index_t>(candidates.size())) return polish_report{};
-  detail::continuous::polisher<T, Diversity> polish(f, rows, candidates, cfg, threads);
-  polish.run(relaxed);
+  detail::continuous::polisher<T, Diversity, polish_ranking<B, Dataset, Exec, Relaxed>> polish(f, rows, candidates,
+                                                                                                cfg, threads, rank);
+  polish.run();
   return polish.rep;
+}
+
+/// @brief `polish_swaps` on the host, with the relaxation on host spans.
+/// @param relaxed `double(std::span<const double> p, std::span<double> grad)`
+///        (`relaxed_objective(f, S, threads)`), to rank the candidates where the ranking is not
+///        exact
+template <class T, class Diversity, class Relaxed>
+  requires std::is_invocable_r_v<double, const Relaxed&, std::span<const double>, std::span<double>>
+polish_report polish_swaps(const objective_function<T, Diversity>& f, const Relaxed& relaxed,
+                           std::vector<index_t>& rows, std::span<const index_t> candidates,
+                           const polish_settings& cfg, int threads = 0) {
+  const eigen_backend b{threads};
+  const auto ds = b.make_dataset(f.embeddings(), std::span<const double>(f.inv_norms()),
+                                 std::span<const double>(f.sq_norms()), f.ids());
+  const auto n = static_cast<std::size_t>(f.size());
+  auto on_host = [&relaxed, n](host_executor& /*exec*/, const double* p, double* grad) {
+    return relaxed(std::span<const double>(p, n), std::span<double>(grad, n));
+  };
+  host_executor exec(threads);
+  polish_ranking rank(b, ds, exec, on_host, f.size(), exec.upload(candidates),
+                      static_cast<index_t>(candidates.size()));
+  return polish_swaps(f, rank, rows, candidates, cfg, threads);
 }
 
 }  // namespace datamask
