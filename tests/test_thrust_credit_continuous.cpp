@@ -495,5 +495,8 @@ TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's 
   for (index_t i = 0; i < inst.n; ++i) keys[i] = i % 4 == 0 ? (i % 8 == 0 ? 0.0 : -0.0) : static_cast<double>(i % 3);
   rank.refresh(std::span<const double>(keys));
   expect(keys, 40);
+  expect(keys, static_cast<index_t>(candidates.size()));  // more than either side holds: all of it
+  CHECK(rank.worst_inside(s + 5).size() == static_cast<std::size_t>(s));
   CHECK(rank.best_outside(0).empty());
+  CHECK_THROWS_AS(rank.swap(candidates[1], candidates[2]), datamask::invalid_input);  // not selected
 }

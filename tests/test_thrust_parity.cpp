@@ -124,6 +124,16 @@ TEST_CASE("each primitive gives the CPU backend's result on the same inputs", "[
     const auto trows = t.b.largest(thrust_backend::data(tkey), t.ds, thrust_backend::data(tall), inst.n, s);
     CHECK(er == want);
     CHECK(t.b.to_host(trows) == want);
+    // S at least the candidates: all of them, in order; S = 0: none.
+    std::vector<index_t> every = all;
+    std::sort(every.begin(), every.end(), [&](index_t a, index_t b) {
+      return readout_key[a] != readout_key[b] ? readout_key[a] > readout_key[b] : inst.ids[a] < inst.ids[b];
+    });
+    CHECK(e.b.largest(readout_key.data(), e.ds, all.data(), inst.n, inst.n + 3) == every);
+    CHECK(t.b.to_host(t.b.largest(thrust_backend::data(tkey), t.ds, thrust_backend::data(tall), inst.n, inst.n + 3)) ==
+          every);
+    CHECK(e.b.largest(readout_key.data(), e.ds, all.data(), inst.n, 0).empty());
+    CHECK(t.b.largest(thrust_backend::data(tkey), t.ds, thrust_backend::data(tall), inst.n, 0).empty());
 
     std::vector<double> eq(1);
     std::vector<double> tq(1);

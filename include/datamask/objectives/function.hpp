@@ -184,7 +184,7 @@ class objective_function {
     if (plan_.quality) {
       // The backends' order of a subset sum (`gather_sum`), so f here is the learners' f.
       const auto k = static_cast<index_t>(rows.size());
-      const double q = detail::chunked_sum(k, [&](index_t t) { return data_.quality[rows[t]]; });
+      const double q = detail::chunked_sum(k, detail::gathered_at{data_.quality.data(), rows.data()});
       out[0] = detail::aggregate_quality(q, k, aggregate_);
     }
     mix_.for_each([&](auto i, const auto& objective, double /*w*/) {

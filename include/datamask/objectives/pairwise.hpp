@@ -56,7 +56,8 @@ struct self_entry {
 
 /// Device pass 1: the chunk sums (core/detail/chunked_sum.hpp) of every subset's unit rows and
 /// of their squared norms: part[(g nc + c) (d + 1) + j] for column j < d, and the squared norms'
-/// at j = d. One output per call, in double, in the host's order, so the two agree bit for bit.
+/// at j = d. One output per call, in double. A subset of one chunk sums in the host's order (the
+/// same column sums as the host's evaluation); a longer one in chunks.
 template <class T>
 struct chunk_pass {
   batch_view<T> b;
@@ -73,23 +74,8 @@ struct chunk_pass {
   }
 };
 
-/// Device pass 2: each subset's sums, sums[g (d + 1) + j], from its chunk sums added in chunk
-/// order.
-struct chunk_total {
-  index_t nc;
-  index_t width;  ///< d + 1
-  const double* part;
-  double* sums;
-  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
-    const index_t g = i / width;
-    const index_t j = i % width;
-    double acc = 0.0;
-    for (index_t c = 0; c < nc; ++c) acc += part[(g * nc + c) * width + j];
-    sums[i] = acc;
-  }
-};
-
-/// Device pass 3: out[g] = -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)), k >= 2.
+/// Device pass 2 (after the chunk sums' totals, `chunk_totals`, where a subset has several
+/// chunks): out[g] = -(||s_g||^2 - sum_i ||u_i||^2) / (k (k - 1)), k >= 2.
 template <class T>
 struct finish {
   batch_view<T> b;
@@ -332,10 +318,13 @@ struct pairwise_similarity {
     const index_t width = b.embeddings.cols + 1;
     const index_t nc = detail::subset_chunks(b.subsets.cols);
     double* part = exec.template scratch<double>(g_count * nc * width);
-    double* sums = exec.template scratch<double>(g_count * width);
     exec.for_each(g_count * nc * width, pi::chunk_pass<T>{b, nc, part},
                   static_cast<double>(std::min(b.subsets.cols, detail::subset_chunk)));
-    exec.for_each(g_count * width, pi::chunk_total{nc, width, part, sums}, static_cast<double>(nc));
+    double* sums = part;  // one chunk: its sums are the subset's
+    if (nc > 1) {
+      sums = exec.template scratch<double>(g_count * width);
+      exec.for_each(g_count * width, detail::chunk_totals{part, nc, width, sums}, static_cast<double>(nc));
+    }
     exec.for_each(g_count, pi::finish<T>{b, sums, out}, static_cast<double>(width));
   }
 

@@ -186,7 +186,7 @@ struct eigen_backend {
   void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
                   index_t k, std::span<double> out) const {
     for (index_t g = 0; g < g_count; ++g) {
-      out[g] = detail::chunked_sum(k, [&](index_t t) { return values[subsets[g * k + t]]; });
+      out[g] = detail::chunked_sum(k, detail::gathered_at{values.data(), subsets.data() + g * k});
     }
   }
 
@@ -246,6 +246,7 @@ struct eigen_backend {
   template <class T>
   [[nodiscard]] vector<index_t> largest(const double* key, const dataset<T>& ds, const index_t* candidates,
                                         index_t m, index_t s) const {
+    if (s <= 0) return {};
     std::vector<index_t> rows(candidates, candidates + m);
     auto greater = [&](index_t a, index_t b) { return key[a] != key[b] ? key[a] > key[b] : ds.ids[a] < ds.ids[b]; };
     if (s < m) {

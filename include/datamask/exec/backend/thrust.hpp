@@ -534,18 +534,20 @@ struct thrust_backend {
     });
   }
 
-  /// @brief out[g] = sum of `values` over the g-th subset, summed in draw order.
+  /// @brief out[g] = sum of `values` over the g-th subset, in draw order by chunks
+  /// (core/detail/chunked_sum.hpp): a long subset (a read-out) spreads over many threads.
   void gather_sum(const vector<double>& values, const vector<index_t>& subsets, index_t g_count,
                   index_t k, std::span<double> out) const {
-    // Chunk sums, then their totals: a long subset (a read-out) spreads over many threads.
     const index_t nc = detail::subset_chunks(k);
     vector<double> part(static_cast<std::size_t>(g_count * nc));
     thrust::transform(thrust::device, count(0), count(g_count * nc), part.begin(),
                       detail::thrust_impl::gather_chunk{raw(values), raw(subsets), k, nc});
-    vector<double> res(static_cast<std::size_t>(g_count));
-    thrust::transform(thrust::device, count(0), count(g_count), res.begin(),
-                      detail::thrust_impl::chunk_total{raw(part), nc});
-    thrust::copy(res.begin(), res.end(), out.begin());
+    if (nc > 1) {  // one chunk: its sum is the subset's
+      vector<double> res(static_cast<std::size_t>(g_count));
+      thrust::for_each(thrust::device, count(0), count(g_count), detail::chunk_totals{raw(part), nc, 1, raw(res)});
+      part.swap(res);
+    }
+    thrust::copy(part.begin(), part.end(), out.begin());
   }
 
   /// @brief The G k rollout entries e = g k + t grouped by row: `rows` ascending, each row's
@@ -592,16 +594,19 @@ struct thrust_backend {
   template <class T>
   [[nodiscard]] vector<index_t> largest(const double* key, const dataset<T>& ds, const index_t* candidates,
                                         index_t m, index_t s) const {
-    const auto first = thrust::device_pointer_cast(candidates);
-    vector<index_t> rows(first, first + m);
-    vector<id_t> ids(static_cast<std::size_t>(m));
-    thrust::gather(thrust::device, rows.begin(), rows.end(), ds.ids.begin(), ids.begin());
-    thrust::stable_sort_by_key(thrust::device, ids.begin(), ids.end(), rows.begin());
-    vector<double> keys(static_cast<std::size_t>(m));
-    thrust::transform(thrust::device, rows.begin(), rows.end(), keys.begin(), detail::thrust_impl::key_of{key});
-    thrust::stable_sort_by_key(thrust::device, keys.begin(), keys.end(), rows.begin(), thrust::greater<double>());
-    rows.resize(static_cast<std::size_t>(std::min(s, m)));
-    return rows;
+    if (s <= 0 || m <= 0) return {};
+    // The sorts' arrays from the run's scratch pool (no allocation per read-out).
+    executor exec(ds.resident, ds.pool);
+    const auto rows = thrust::device_pointer_cast(exec.scratch<index_t>(m));
+    const auto ids = thrust::device_pointer_cast(exec.scratch<id_t>(m));
+    const auto keys = thrust::device_pointer_cast(exec.scratch<double>(m));
+    thrust::copy(thrust::device, thrust::device_pointer_cast(candidates), thrust::device_pointer_cast(candidates) + m,
+                 rows);
+    thrust::gather(thrust::device, rows, rows + m, ds.ids.begin(), ids);
+    thrust::stable_sort_by_key(thrust::device, ids, ids + m, rows);
+    thrust::transform(thrust::device, rows, rows + m, keys, detail::thrust_impl::key_of{key});
+    thrust::stable_sort_by_key(thrust::device, keys, keys + m, rows, thrust::greater<double>());
+    return vector<index_t>(rows, rows + std::min(s, m));
   }
 
  private:

@@ -201,26 +201,36 @@ struct signed_copy {
 template <backend Backend, class Dataset, class Exec, class Relaxed>
 class polish_ranking {
  public:
-  /// @param ds the block on the backend (its ids break ties)
+  /// @param ds the block on the backend (its ids break ties); it and `exec` must outlive the
+  ///        ranking (the backend and the relaxation are copied)
   /// @param candidates the `m` rows that may be selected, in the executor's memory
-  polish_ranking(const Backend& b, const Dataset& ds, Exec& exec,
-                 const Relaxed& relaxed, index_t n, const index_t* candidates, index_t m)
-      : b_(b), ds_(ds), exec_(exec), relaxed_(relaxed), n_(n), candidates_(candidates), m_(m),
-        p_(exec.template scratch<double>(n)), key_(exec.template scratch<double>(n)),
-        negated_(exec.template scratch<double>(n)) {}
+  polish_ranking(Backend b, const Dataset& ds, Exec& exec, Relaxed relaxed, index_t n, const index_t* candidates,
+                 index_t m)
+      : b_(std::move(b)), ds_(ds), exec_(exec), relaxed_(std::move(relaxed)), n_(n), candidates_(candidates),
+        m_(m) {}
 
-  /// @brief Starts from a selection (keys are stale until `refresh`).
+  /// @brief The number of candidates.
+  [[nodiscard]] index_t candidate_count() const { return m_; }
+
+  /// @brief Starts from a selection of candidates (keys are 0 until `refresh`).
   void start(std::span<const index_t> selection) {
+    if (p_ == nullptr) {  // the n-value arrays, on the first start (none when nothing is polished)
+      p_ = exec_.template scratch<double>(n_);
+      key_ = exec_.template scratch<double>(n_);
+      negated_ = exec_.template scratch<double>(n_);
+      exec_.for_each(n_, ops::fill{key_, 0.0});
+      exec_.for_each(n_, ops::fill{negated_, 0.0});
+    }
     selection_.assign(selection.begin(), selection.end());
-    exec_.for_each(n_, ops::fill{p_, 0.0});
-    auto scope = exec_.scope();
     held_.emplace(exec_.scope());  // frees the last start's rows
     rows_ = held_->upload(selection);
-    scope.for_each(static_cast<index_t>(selection.size()), detail::continuous::mark_rows{rows_, p_});
+    exec_.for_each(n_, ops::fill{p_, 0.0});
+    exec_.for_each(static_cast<index_t>(selection.size()), detail::continuous::mark_rows{rows_, p_});
   }
-  /// @brief Row r leaves the selection and row a joins it.
+  /// @brief Selected row r leaves the selection and row a joins it.
   void swap(index_t r, index_t a) {
     const auto at = std::find(selection_.begin(), selection_.end(), r);
+    DATAMASK_EXPECTS(at != selection_.end(), "r", "row ", r, " is not in the selection");
     *at = a;
     exec_.for_each(1, detail::continuous::swap_marks{p_, rows_, at - selection_.begin(), r, a});
   }
@@ -236,8 +246,8 @@ class polish_ranking {
     exec_.for_each(n_, detail::continuous::signed_copy{scope.upload(keys), key_, 1.0});
     exec_.for_each(n_, detail::continuous::signed_copy{key_, negated_, -1.0});
   }
-  /// @brief The c candidates outside the selection with the largest keys, by key descending,
-  /// ties to the smaller id.
+  /// @brief The c candidates outside the selection with the largest keys (all of them when
+  /// fewer), by key descending, ties to the smaller id.
   [[nodiscard]] std::vector<index_t> best_outside(index_t c) {
     auto scope = exec_.scope();
     index_t* rows = scope.template scratch<index_t>(m_);
@@ -245,7 +255,8 @@ class polish_ranking {
     scope.for_each(count, detail::continuous::positions_to_rows{candidates_, rows});
     return chosen(key_, rows, count, c);
   }
-  /// @brief The c selected rows with the smallest keys, by key ascending, ties to the smaller id.
+  /// @brief The c selected rows with the smallest keys (all of them when fewer), by key
+  /// ascending, ties to the smaller id.
   [[nodiscard]] std::vector<index_t> worst_inside(index_t c) {
     return chosen(negated_, rows_, static_cast<index_t>(selection_.size()), c);
   }
@@ -253,20 +264,20 @@ class polish_ranking {
  private:
   /// The c of `count` rows with the largest key, on the host.
   std::vector<index_t> chosen(const double* key, const index_t* rows, index_t count, index_t c) const {
-    if (count == 0 || c <= 0) return {};
-    return b_.to_host(b_.largest(key, ds_, rows, count, std::min(c, count)));
+    if (count <= 0 || c <= 0) return {};
+    return b_.to_host(b_.largest(key, ds_, rows, count, c));
   }
 
-  const Backend& b_;
+  Backend b_;
   const Dataset& ds_;
   Exec& exec_;
-  const Relaxed& relaxed_;
+  Relaxed relaxed_;
   index_t n_;
   const index_t* candidates_;
   index_t m_;
-  double* p_;
-  double* key_;
-  double* negated_;
+  double* p_ = nullptr;
+  double* key_ = nullptr;
+  double* negated_ = nullptr;
   std::vector<index_t> selection_;  ///< the selection, as `rows_` holds it
   std::optional<Exec> held_;        ///< holds `rows_`
   index_t* rows_ = nullptr;
@@ -570,6 +581,8 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, polish_ran
                            std::vector<index_t>& rows, std::span<const index_t> candidates,
                            const polish_settings& cfg, int threads = 0) {
   validate(cfg);
+  DATAMASK_EXPECTS(rank.candidate_count() == static_cast<index_t>(candidates.size()), "rank",
+                   "ranks ", rank.candidate_count(), " candidates, not the ", candidates.size(), " given");
   const auto k = static_cast<index_t>(rows.size());
   if (k == 0 || k >= static_cast<index_t>(candidates.size())) return polish_report{};
   detail::continuous::polisher<T, Diversity, polish_ranking<B, Dataset, Exec, Relaxed>> polish(f, rows, candidates,

@@ -94,42 +94,23 @@ struct take_top {
   }
 };
 
-/// The value at position t of subset g, values[subsets[g k + t]].
-struct gathered_value {
-  const double* values;
-  const index_t* subsets;
-  index_t k;
-  index_t g;
-  DATAMASK_HOST_DEVICE double operator()(index_t t) const { return values[subsets[g * k + t]]; }
-};
-
-/// part[g nc + c]: chunk c of subset g's gathered values (core/detail/chunked_sum.hpp).
+/// part[g nc + c]: chunk c of subset g's gathered values (core/detail/chunked_sum.hpp; with one
+/// chunk, the subset's sum).
 struct gather_chunk {
   const double* values;
   const index_t* subsets;
   index_t k;
   index_t nc;
   DATAMASK_HOST_DEVICE double operator()(index_t i) const {
-    return chunk_sum(k, i % nc, gathered_value{values, subsets, k, i / nc});
+    return chunk_sum(k, i % nc, gathered_at{values, subsets + (i / nc) * k});
   }
 };
 
-/// out[g]: subset g's chunk sums added in chunk order.
-struct chunk_total {
-  const double* part;
-  index_t nc;
-  DATAMASK_HOST_DEVICE double operator()(index_t g) const {
-    double acc = 0.0;
-    for (index_t c = 0; c < nc; ++c) acc += part[g * nc + c];
-    return acc;
-  }
-};
-
-/// key[r] + 0, the sort key of row r (-0 becomes +0: a radix sort tells them apart, the read-out
+/// key[r], the sort key of row r, with -0 as +0 (a radix sort tells them apart, the read-out
 /// order does not).
 struct key_of {
   const double* key;
-  DATAMASK_HOST_DEVICE double operator()(index_t r) const { return key[r] + 0.0; }
+  DATAMASK_HOST_DEVICE double operator()(index_t r) const { return key[r] == 0.0 ? 0.0 : key[r]; }
 };
 
 }  // namespace datamask::detail::thrust_impl
