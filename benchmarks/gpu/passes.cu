@@ -295,6 +295,37 @@ void time_read_out(const datamask::matrix_view<const float>& x, report_line& lin
   std::printf("  (pairwise term: host %.17g, device %.17g)\n", fh, out[0]);
   line("read-out on the device: gather_sum of S values",
        median_ms(3, [&] { b.gather_sum(p, subset, 1, s, out); }), 16.0 * static_cast<double>(s));
+  // As the continuous learner runs a tracked read-out: the positive rows by keep_if, the S
+  // largest kept on the device, then the pairwise term and the quality sum of them.
+  auto exec = b.make_executor(ds);
+  const double* pd = datamask::thrust_backend::data(p);
+  line("tracked read-out as the learner runs it: keep_if, largest, evaluate, gather_sum",
+       median_ms(3, [&] {
+         auto scope = exec.scope();
+         index_t* pos_rows = scope.scratch<index_t>(n);
+         const index_t count = scope.keep_if(n, datamask::detail::continuous::positive_at{pd}, pos_rows);
+         const auto top = b.largest(pd, ds, static_cast<const index_t*>(pos_rows), count, s);
+         b.evaluate(pw, ds, top, 1, s, kept, out);
+         b.gather_sum(p, top, 1, s, out);
+       }),
+       8.0 * static_cast<double>(n) + static_cast<double>(s * d) * 4.0);
+  // A polish round's choice of its 32 + 32 candidates (`polish_ranking`), after a refresh.
+  const auto relaxed = [&](exec_t& scope, const double* at, double* grad) {
+    datamask::relax_view<float> v = b.relaxation_view(ds);
+    v.p = std::span<const double>(at, static_cast<std::size_t>(n));
+    v.total = static_cast<double>(s);
+    return pw.relax(scope, v, grad);
+  };
+  datamask::polish_ranking rank(b, ds, exec, relaxed, n, datamask::thrust_backend::data(kept), n);
+  rank.start(rows);
+  line("polish ranking: refresh (the relaxation's gradient at the selection)", median_ms(3, [&] { rank.refresh(); }),
+       2.0 * static_cast<double>(n * d) * 4.0);
+  line("polish ranking: one round's choice, best_outside(32) and worst_inside(32)",
+       median_ms(3, [&] {
+         (void)rank.best_outside(32);
+         (void)rank.worst_inside(32);
+       }),
+       16.0 * static_cast<double>(n));
 }
 
 /// DiSF's two O(n d^2) passes (its relaxation's iteration is one of each), with their FP64 rates:
