@@ -174,7 +174,11 @@ struct swaps {
   subset_view<T> base;
   Eigen::VectorXd s;
   double k = 0.0;
-  std::vector<double> us;  // u_i . s for the candidates of the round, by row
+  // u_i . s for the rows last prepared (the round's candidates: a few dozen). Why not one value
+  // per row of the block: the polish's double-swap search copies the state once per first swap,
+  // and n values a copy made it copy 36 x 8 MB at 10^6 rows.
+  std::vector<index_t> us_rows;
+  std::vector<double> us;
   index_t d = 0;
 
   Eigen::VectorXd unit(index_t i) const {
@@ -183,16 +187,23 @@ struct swaps {
   double c(index_t i) const { return base.sq_norms[i] * base.inv_norms[i] * base.inv_norms[i]; }
   swaps(const subset_view<T>& v, std::span<const index_t> sel)
       : base(v), s(Eigen::VectorXd::Zero(v.embeddings.cols)), k(static_cast<double>(sel.size())),
-        us(static_cast<std::size_t>(v.embeddings.rows), 0.0), d(v.embeddings.cols) {
+        d(v.embeddings.cols) {
     for (index_t i : sel) s += unit(i);
   }
   void prepare(std::span<const index_t> removals, std::span<const index_t> additions) {
-    for (index_t i : removals) us[i] = unit(i).dot(s);
-    for (index_t i : additions) us[i] = unit(i).dot(s);
+    us_rows.assign(removals.begin(), removals.end());
+    us_rows.insert(us_rows.end(), additions.begin(), additions.end());
+    us.resize(us_rows.size());
+    for (std::size_t t = 0; t < us_rows.size(); ++t) us[t] = unit(us_rows[t]).dot(s);
+  }
+  /// u_i . s: the prepared value, or (a row not prepared) the same product now.
+  [[nodiscard]] double us_of(index_t i) const {
+    const auto at = std::find(us_rows.begin(), us_rows.end(), i);
+    return at != us_rows.end() ? us[static_cast<std::size_t>(at - us_rows.begin())] : unit(i).dot(s);
   }
   double delta(index_t r, index_t a) const {
     if (k < 2.0) return 0.0;
-    const double dp = 2.0 * c(r) - 2.0 * us[r] + 2.0 * us[a] - 2.0 * unit(r).dot(unit(a));
+    const double dp = 2.0 * c(r) - 2.0 * us_of(r) + 2.0 * us_of(a) - 2.0 * unit(r).dot(unit(a));
     return -dp / (k * (k - 1.0));
   }
   void apply(index_t r, index_t a) { s += unit(a) - unit(r); }
