@@ -485,9 +485,9 @@ TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's 
   rank.refresh();
   expect(gradient(), 16);
   expect(gradient(), 1);
-  for (const auto& [r, a] : {std::pair{selection[3], candidates[5]}, std::pair{selection[7], candidates[9]}}) {
-    rank.swap(r, a);
-    *std::find(selection.begin(), selection.end(), r) = a;
+  for (const auto& [at, a] : {std::pair{index_t{3}, candidates[5]}, std::pair{index_t{7}, candidates[9]}}) {
+    rank.swap(at, a);
+    selection[static_cast<std::size_t>(at)] = a;
   }
   rank.refresh();
   expect(gradient(), 16);
@@ -498,5 +498,5 @@ TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's 
   expect(keys, static_cast<index_t>(candidates.size()));  // more than either side holds: all of it
   CHECK(rank.worst_inside(s + 5).size() == static_cast<std::size_t>(s));
   CHECK(rank.best_outside(0).empty());
-  CHECK_THROWS_AS(rank.swap(candidates[1], candidates[2]), datamask::invalid_input);  // not selected
+  CHECK_THROWS_AS(rank.swap(s, candidates[2]), datamask::invalid_input);  // not a position of the selection
 }

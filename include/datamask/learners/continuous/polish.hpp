@@ -159,16 +159,15 @@ struct mark_rows {
   DATAMASK_HOST_DEVICE void operator()(index_t k) const { p[rows[k]] = 1.0; }
 };
 
-/// Row `out` leaves the selection (its indicator, and position `at` of its rows) and row `in`
-/// joins it (one call).
+/// The row at position `at` of the selection leaves it (its indicator and its place in the
+/// rows) and row `in` takes its place (one call).
 struct swap_marks {
   double* p;
   index_t* rows;
   index_t at;
-  index_t out;
   index_t in;
   DATAMASK_HOST_DEVICE void operator()(index_t /*k*/) const {
-    p[out] = 0.0;
+    p[rows[at]] = 0.0;
     p[in] = 1.0;
     rows[at] = in;
   }
@@ -221,18 +220,18 @@ class polish_ranking {
       exec_.for_each(n_, ops::fill{key_, 0.0});
       exec_.for_each(n_, ops::fill{negated_, 0.0});
     }
-    selection_.assign(selection.begin(), selection.end());
+    selected_ = static_cast<index_t>(selection.size());
     held_.emplace(exec_.scope());  // frees the last start's rows
     rows_ = held_->upload(selection);
     exec_.for_each(n_, ops::fill{p_, 0.0});
     exec_.for_each(static_cast<index_t>(selection.size()), detail::continuous::mark_rows{rows_, p_});
   }
-  /// @brief Selected row r leaves the selection and row a joins it.
-  void swap(index_t r, index_t a) {
-    const auto at = std::find(selection_.begin(), selection_.end(), r);
-    DATAMASK_EXPECTS(at != selection_.end(), "r", "row ", r, " is not in the selection");
-    *at = a;
-    exec_.for_each(1, detail::continuous::swap_marks{p_, rows_, at - selection_.begin(), r, a});
+  /// @brief The row at position `at` of the selection (as `start` was given it, later swaps
+  /// in place) leaves it and row a takes its place.
+  void swap(index_t at, index_t a) {
+    DATAMASK_EXPECTS(at >= 0 && at < selected_, "at", "is ", at, ", not a position of the ", selected_,
+                     " selected rows");
+    exec_.for_each(1, detail::continuous::swap_marks{p_, rows_, at, a});
   }
   /// @brief Keys: the relaxation's gradient at the selection.
   void refresh() {
@@ -258,7 +257,7 @@ class polish_ranking {
   /// @brief The c selected rows with the smallest keys (all of them when fewer), by key
   /// ascending, ties to the smaller id.
   [[nodiscard]] std::vector<index_t> worst_inside(index_t c) {
-    return chosen(negated_, rows_, static_cast<index_t>(selection_.size()), c);
+    return chosen(negated_, rows_, selected_, c);
   }
 
  private:
@@ -278,9 +277,9 @@ class polish_ranking {
   double* p_ = nullptr;
   double* key_ = nullptr;
   double* negated_ = nullptr;
-  std::vector<index_t> selection_;  ///< the selection, as `rows_` holds it
-  std::optional<Exec> held_;        ///< holds `rows_`
-  index_t* rows_ = nullptr;
+  index_t selected_ = 0;       ///< S, the rows of the selection
+  std::optional<Exec> held_;  ///< holds `rows_`
+  index_t* rows_ = nullptr;   ///< the selection, in the positions `start` gave them
 };
 
 namespace detail::continuous {
@@ -375,10 +374,11 @@ struct polisher {
   /// Row r leaves the selection (states, rows, membership) and row a takes its place.
   void swap_in(index_t r, index_t a) {
     apply_to(states, r, a);
-    *std::find(rows.begin(), rows.end(), r) = a;
+    const auto at = std::find(rows.begin(), rows.end(), r);
+    *at = a;
     in[r] = 0;
     in[a] = 1;
-    rank.swap(r, a);
+    rank.swap(at - rows.begin(), a);
   }
 
   /// The exact ranking, where every term's state gives one-sided changes: a selected row's key
