@@ -15,6 +15,7 @@
 #include "datamask/exec/backend/concept.hpp"
 #include "datamask/core/concepts.hpp"
 #include "datamask/core/detail/chunked_sum.hpp"
+#include "datamask/core/detail/keep_first.hpp"
 #include "datamask/core/detail/parallel.hpp"
 #include "datamask/exec/host.hpp"
 #include "datamask/core/philox.hpp"
@@ -121,11 +122,9 @@ struct eigen_backend {
         const index_t r = active[a];
         keys[a] = {logits[r] + rng::gumbel(key, ds.ids[r], step, stream), r};
       }
-      auto greater = [&](const auto& x, const auto& y) {
+      detail::keep_first(keys, static_cast<std::size_t>(k), [&](const auto& x, const auto& y) {
         return x.first != y.first ? x.first > y.first : ds.ids[x.second] < ds.ids[y.second];
-      };
-      if (k < m) std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), greater);
-      std::sort(keys.begin(), keys.begin() + k, greater);
+      });
       for (index_t t = 0; t < k; ++t) out[g * k + t] = keys[t].second;
     }, draw_cost * static_cast<double>(m));
   }
@@ -246,14 +245,9 @@ struct eigen_backend {
   template <class T>
   [[nodiscard]] vector<index_t> largest(const double* key, const dataset<T>& ds, const index_t* candidates,
                                         index_t m, index_t s) const {
-    if (s <= 0) return {};
     std::vector<index_t> rows(candidates, candidates + m);
-    auto greater = [&](index_t a, index_t b) { return key[a] != key[b] ? key[a] > key[b] : ds.ids[a] < ds.ids[b]; };
-    if (s < m) {
-      std::nth_element(rows.begin(), rows.begin() + (s - 1), rows.end(), greater);
-      rows.resize(static_cast<std::size_t>(s));
-    }
-    std::sort(rows.begin(), rows.end(), greater);
+    detail::keep_first(rows, static_cast<std::size_t>(std::max<index_t>(s, 0)),
+                       [&](index_t a, index_t b) { return key[a] != key[b] ? key[a] > key[b] : ds.ids[a] < ds.ids[b]; });
     return rows;
   }
 

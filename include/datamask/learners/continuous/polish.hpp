@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "datamask/core/concepts.hpp"
+#include "datamask/core/detail/keep_first.hpp"
 #include "datamask/core/detail/parallel.hpp"
 #include "datamask/exec/backend/concept.hpp"
 #include "datamask/exec/backend/eigen.hpp"
@@ -45,20 +46,15 @@ struct polish_report {
 
 namespace detail::continuous {
 
-/// Rows ordered by key descending, ties to the smaller id; the first `s` of them.
+/// The first `s` candidates by key descending (`largest`) or ascending, ties to the smaller id, in
+/// that order.
 inline std::vector<index_t> top_by(std::span<const double> key, std::span<const id_t> ids,
                                    std::span<const index_t> candidates, index_t s, bool largest) {
   std::vector<index_t> rows(candidates.begin(), candidates.end());
-  auto before = [&](index_t a, index_t b) {
+  detail::keep_first(rows, static_cast<std::size_t>(std::max<index_t>(s, 0)), [&](index_t a, index_t b) {
     if (key[a] != key[b]) return largest ? key[a] > key[b] : key[a] < key[b];
     return ids[a] < ids[b];
-  };
-  s = std::min<index_t>(s, static_cast<index_t>(rows.size()));
-  // The order is total (ties to the smaller id), so selecting the first s and sorting them gives
-  // partial_sort's result, in O(n + s log s) instead of O(n log s).
-  std::nth_element(rows.begin(), rows.begin() + s, rows.end(), before);
-  rows.resize(static_cast<std::size_t>(s));
-  std::sort(rows.begin(), rows.end(), before);
+  });
   return rows;
 }
 
