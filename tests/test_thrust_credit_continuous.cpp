@@ -344,6 +344,70 @@ TEST_CASE("the ascent on the Thrust executor resumed from a snapshot gives the u
   for (std::size_t t = 0; t < full.history.size(); ++t) CHECK(resumed.history[t].reward_mean == full.history[t].reward_mean);
 }
 
+namespace {
+/// Thrust on OpenMP, declared as a backend that leaves the host free (as under CUDA): the
+/// continuous learner's stochastic-greedy start then runs on a thread of its own beside the ascent.
+struct thrust_beside : datamask::thrust_backend {
+  static constexpr bool frees_host = true;
+};
+}  // namespace
+
+TEST_CASE("the stochastic-greedy start beside the ascent: stochastic greedy's rows, the selection of the run after "
+          "the ascent", "[continuous][thrust][polish]") {
+  using TestType = datamask::pairwise_similarity;  // a block on which the start is the best of the three
+  static_assert(datamask::backend_frees_host<thrust_beside>);
+  static_assert(!datamask::backend_frees_host<datamask::thrust_backend>);  // OpenMP's threads are the host's
+  static_assert(!datamask::backend_frees_host<datamask::eigen_backend>);
+  const dm_test::instance inst(1500, 10, 8);
+  const auto p = inst.problem();
+  datamask::continuous_options o;
+  o.common.ratio = 0.1;
+  o.common.scaling = datamask::term_scaling::raw;  // f's scales are 1: the test's f is the learner's
+  o.ascent.iterations = 1;  // a poor read-out: stochastic greedy's start is the best of the three
+  o.polish.rounds = 0;      // the starts as they are
+  const auto beside = datamask::basic_continuous_learner<thrust_beside>(o).select(p, TestType{});
+  const auto after = datamask::basic_continuous_learner<datamask::thrust_backend>(o).select(p, TestType{});
+  CHECK(beside.rows == after.rows);
+  CHECK(beside.objective == after.objective);
+  // The reference: stochastic greedy on f, keyed as the learner keys its start.
+  const datamask::objective_function<float, TestType> f(p, TestType{}, o.common.lambda);
+  datamask::greedy_options g;
+  g.method = datamask::greedy_method::stochastic;
+  g.epsilon = o.common.epsilon;
+  g.seed = datamask::greedy_seed(o.common);
+  std::vector<index_t> want = datamask::greedy_select(f, inst.n / 10, g).rows;
+  std::vector<index_t> got = beside.rows;
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  CHECK(got == want);
+  // Without the start the run selects something else: the start was used.
+  o.polish.stochastic_start = false;
+  const auto without = datamask::basic_continuous_learner<thrust_beside>(o).select(p, TestType{});
+  CHECK(without.objective < beside.objective);
+}
+
+TEST_CASE("a stopped run abandons the start beside the ascent and selects what the run after the ascent selects",
+          "[continuous][thrust][polish]") {
+  const dm_test::instance inst(1500, 10, 8);
+  const auto p = inst.problem();
+  datamask::continuous_options o;
+  o.common.ratio = 0.1;
+  o.ascent.iterations = 50;
+  auto stopped = [&](auto backend) {
+    index_t steps = 0;
+    datamask::optimizer_hooks h;
+    h.on_step = [&](const datamask::step_record&) { ++steps; };
+    h.stop = [&] { return steps >= 3; };
+    return datamask::basic_continuous_learner<decltype(backend)>(o).select(p, datamask::pairwise_similarity{}, h);
+  };
+  const auto beside = stopped(thrust_beside{});
+  const auto after = stopped(datamask::thrust_backend{});
+  CHECK(beside.stopped_early);
+  CHECK(beside.steps_run == 3);
+  CHECK(beside.rows == after.rows);
+  CHECK(beside.objective == after.objective);
+}
+
 TEST_CASE("a user's relaxation written with the executor's passes runs the continuous learner on both backends",
           "[continuous][thrust][relax]") {
   // examples/centred_mean.hpp: host code only (the executor's products, a library functor, a

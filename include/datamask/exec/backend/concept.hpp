@@ -81,6 +81,13 @@ concept backend = requires(const B& b, typename B::template vector<double>& dv,
   { b.relaxation_view(ds) } -> std::same_as<relax_view<float>>;
 };
 
+/// @brief Whether a backend's passes leave the host's cores free (its executor is a device's):
+/// then host work that does not depend on them (the continuous learner's stochastic-greedy
+/// start) runs on a host thread beside them. A backend says so with `static constexpr bool
+/// frees_host = true;`; without the member, false (the host work runs after the passes).
+template <class B>
+inline constexpr bool backend_frees_host = requires { requires B::frees_host; };
+
 }  // namespace datamask
 
 namespace datamask {

@@ -98,6 +98,8 @@ struct thrust_backend {
   template <class T>
   using vector = thrust::device_vector<T>;
   static constexpr std::string_view name = thrust_device_is_cuda ? "thrust-cuda" : "thrust-omp";
+  /// The passes run on the GPU under CUDA, leaving the host's cores free (`backend_frees_host`).
+  static constexpr bool frees_host = thrust_device_is_cuda;
 
   /// @brief Device copies of host arrays an objective holds for a whole run (the executor's
   /// `resident`, see `device_evaluable`): each array is copied on its first request and the

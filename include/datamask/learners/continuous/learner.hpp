@@ -13,8 +13,10 @@
 /// over the block and carries a separate signal for every item.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <optional>
 #include <span>
 #include <string>
@@ -22,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "datamask/core/detail/parallel.hpp"
 #include "datamask/exec/backend/concept.hpp"
 #include "datamask/exec/backend/default.hpp"
 #include "datamask/learners/continuous/ascent.hpp"
@@ -58,6 +61,33 @@ namespace detail::continuous {
 struct positive_at {
   const double* p;
   DATAMASK_HOST_DEVICE bool operator()(index_t i) const { return p[i] > 0.0; }
+};
+
+/// Host work that is started early and collected later: on a thread of its own from the start
+/// when `beside`, else when collected. Beside, the work gets a flag that the task's end sets
+/// (and then waits for the thread), so that work nobody collects ends early.
+class host_task {
+ public:
+  using work = std::function<std::vector<index_t>(const std::atomic<bool>* abandoned)>;
+
+  host_task(work w, bool beside) : work_(std::move(w)) {
+    if (beside) running_ = std::async(std::launch::async, [this] { return work_(&abandoned_); });
+  }
+  host_task(const host_task&) = delete;
+  host_task& operator=(const host_task&) = delete;
+  ~host_task() {
+    abandoned_.store(true, std::memory_order_relaxed);
+    if (running_.valid()) running_.wait();
+  }
+
+  /// The result (the work's exception, if it threw); the work runs now, without a flag, when
+  /// it was not started beside.
+  std::vector<index_t> get() { return running_.valid() ? running_.get() : work_(nullptr); }
+
+ private:
+  work work_;
+  std::atomic<bool> abandoned_{false};
+  std::future<std::vector<index_t>> running_;
 };
 }  // namespace detail::continuous
 
@@ -96,7 +126,8 @@ struct positive_at {
 ///         `thrust_backend` over OpenMP the selection is the CPU backend's
 ///         (tests/test_thrust_credit_continuous.cpp). The polish ranks and chooses its
 ///         candidates on the executor too (`polish_ranking`); its swaps' exact gains and its
-///         stochastic-greedy start run on the host.
+///         stochastic-greedy start run on the host, the start on a thread of its own beside the
+///         ascent where the backend leaves the host free (`backend_frees_host`: under CUDA).
 template <backend Backend = default_backend>
 class basic_continuous_learner {
  public:
@@ -238,6 +269,14 @@ class basic_continuous_learner {
         h.on_snapshot(it.iteration, it.pack(), best);
       };
     }
+    // The stochastic-greedy start depends on f and the kept rows only, not on the ascent: where
+    // the ascent leaves the host's cores free it runs beside it, else after it. The same rows
+    // either way; a stopped run drops it (abandoned at once beside the ascent).
+    std::optional<detail::continuous::host_task> side_start;
+    if (opt_.polish.enabled && opt_.polish.stochastic_start) {
+      side_start.emplace([&](const std::atomic<bool>* abandoned) { return stochastic_start(f, blk.kept, s, abandoned); },
+                         backend_frees_host<Backend>);
+    }
     continuous_iterate start = resumed ? std::move(*resumed) : first_iterate(blk.rows(), blk.kept, s, opt_.ascent);
     const double* quality = f.has_quality_term() ? exec.upload(f.quality()) : nullptr;
     const auto relaxation = relaxation_of(f, s, b.relaxation_view(ctx.dev.ds), quality);
@@ -270,10 +309,8 @@ class basic_continuous_learner {
     starts.push_back(read_out(st.logits.empty() ? st.p : st.logits, f.ids(), blk.kept, s));
     best_to_host();
     starts.push_back(std::move(best.rows));
-    // A stopped run skips the start: its greedy has no stop check and would delay the stop.
-    if (opt_.polish.enabled && opt_.polish.stochastic_start && !st.stopped_early) {
-      starts.push_back(stochastic_start(f, blk.kept, s));
-    }
+    if (side_start && !st.stopped_early) starts.push_back(side_start->get());
+    side_start.reset();  // a stopped run's start is abandoned and waited for
     return polish_best(f, ranking, blk.kept, std::move(starts));
   }
 
@@ -292,14 +329,21 @@ class basic_continuous_learner {
   }
 
   /// Stochastic greedy's selection of `s` kept rows on f (`polish_settings::stochastic_start`),
-  /// keyed as the greedy baseline of the same run and block is (`greedy_seed`).
+  /// keyed as the greedy baseline of the same run and block is (`greedy_seed`). Beside the
+  /// ascent (`abandoned` given) it ends early once the flag is set, and leaves one core to the
+  /// thread that drives the device; the rows do not depend on the thread count.
   template <class F>
-  std::vector<index_t> stochastic_start(const F& f, std::span<const index_t> kept, index_t s) const {
+  std::vector<index_t> stochastic_start(const F& f, std::span<const index_t> kept, index_t s,
+                                        const std::atomic<bool>* abandoned) const {
     greedy_options g;
     g.method = greedy_method::stochastic;
     g.epsilon = opt_.common.epsilon;
     g.seed = greedy_seed(opt_.common);
     g.threads = opt_.common.threads;
+    if (abandoned != nullptr) {
+      g.threads = std::max(1, detail::resolve_threads(opt_.common.threads) - 1);
+      g.stop = [abandoned] { return abandoned->load(std::memory_order_relaxed); };
+    }
     if (static_cast<index_t>(kept.size()) < f.size()) g.candidates.assign(kept.begin(), kept.end());
     return greedy_select(f, s, g).rows;
   }
