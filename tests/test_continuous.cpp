@@ -523,7 +523,7 @@ TEST_CASE("continuous settings: the table's ranges, named by their fields", "[co
 
 TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change of F, in double",
           "[continuous][polish]") {
-  relax_block b(60, 5, 91, false);
+  relax_block b(240, 5, 91, false);
   dmtest::rng r(17);
   const datamask::disf objective;
   std::vector<index_t> all(static_cast<std::size_t>(b.n));
@@ -534,7 +534,7 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
                                          datamask::index_view(std::span<const index_t>(all))};
   };
   const auto value = [&](const std::vector<index_t>& u) { return static_cast<double>(objective(view(u))); };
-  for (index_t k : {2, 3, 12}) {
+  for (index_t k : {2, 3, 12, 100}) {  // one_sided_many's products from 64 rows on
     std::vector<index_t> sel = r.distinct(b.n, k);
     auto state = objective.swap_state(view({}), sel);
     static_assert(datamask::ranked_swap_state<decltype(state)>);
@@ -553,6 +553,31 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
       auto with = sel;
       with.push_back(in);
       CHECK(std::abs(state.one_sided(in, false) - (value(with) - now)) <= tol);
+      // Every row at once (one_sided_many, two matrix products per block of rows): each side's
+      // changes against F; the rows outside four times over (several blocks of rows), the same
+      // bits on one and two threads.
+      static_assert(datamask::batched_ranked_swap_state<decltype(state)>);
+      std::vector<index_t> outside;
+      for (int copy = 0; copy < 4; ++copy) {
+        for (index_t i = 0; i < b.n; ++i) {
+          if (std::find(sel.begin(), sel.end(), i) == sel.end()) outside.push_back(i);
+        }
+      }
+      std::vector<double> leaving(sel.size()), joining(outside.size()), joining_one(outside.size());
+      state.one_sided_many(sel, true, leaving, 2);
+      state.one_sided_many(outside, false, joining, 2);
+      state.one_sided_many(outside, false, joining_one, 1);
+      CHECK(joining == joining_one);
+      for (std::size_t t = 0; t < sel.size(); ++t) {
+        auto less = sel;
+        less.erase(less.begin() + static_cast<std::ptrdiff_t>(t));
+        CHECK(std::abs(leaving[t] - (value(less) - now)) <= tol);
+      }
+      for (std::size_t c = 0; c < outside.size() / 4; ++c) {
+        auto more = sel;
+        more.push_back(outside[c]);
+        CHECK(std::abs(joining[c] - (value(more) - now)) <= tol);
+      }
       if (step % 2 == 0) {  // every other swap applied
         state.apply(out, in);
         sel = swapped;

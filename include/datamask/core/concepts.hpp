@@ -280,6 +280,15 @@ concept ranked_swap_state = swap_state<S> && requires(const S& cst, index_t i, b
   { cst.one_sided(i, inside) } -> std::convertible_to<double>;
 };
 
+/// @brief Refinement of `ranked_swap_state`: `st.one_sided_many(rows, inside, out, threads)`
+/// writes `one_sided(rows[r], inside)` to out[r] for many rows at once (the same values to
+/// rounding, the same bits on any thread count), for a state whose per-row formula is faster
+/// as matrix products over blocks of rows (DiSF's). The polish ranks every candidate with it.
+template <class S>
+concept batched_ranked_swap_state =
+    ranked_swap_state<S> && requires(const S& cst, std::span<const index_t> rows, bool inside, std::span<double> out,
+                                     int threads) { cst.one_sided_many(rows, inside, out, threads); };
+
 /// @brief Refinement of `diversity_objective`: exact swap gains cheaper than two evaluations,
 /// `d.swap_state(const subset_view<T>& block, std::span<const index_t> selection)` (const),
 /// returning a `swap_state` on the selection; `block.reference` is every row of the block and

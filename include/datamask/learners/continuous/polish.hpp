@@ -380,26 +380,39 @@ struct polisher {
   /// The exact ranking, where every term's state gives one-sided changes: a selected row's key
   /// is what f loses without it, another row's what f gains with it (quality included as in
   /// `pair_gain`), so the best swaps pair the smallest keys inside with the largest outside.
+  /// Each term's changes come a side at a time, from `one_sided_many` where the state has it.
   void exact_keys() {
     const auto& terms = f.terms();
     keys.resize(static_cast<std::size_t>(n), 0.0);
-    detail::parallel_for(static_cast<index_t>(candidates.size()), threads, [&](index_t c) {
-      const index_t i = candidates[static_cast<std::size_t>(c)];
-      const bool inside = in[i] != 0;
-      double key = 0.0;
-      if (f.has_quality_term()) key += terms[0].weight / terms[0].scale * f.quality()[i] / qdiv;
-      f.mix().for_each([&](auto t, const auto& /*o*/, double /*v*/) {
-        const int slot = f.term_slots()[t];
-        if (slot < 0) return;
-        const auto& state = *term_entry(std::as_const(states), t);
-        if constexpr (ranked_swap_state<std::remove_cvref_t<decltype(state)>>) {
-          const double change = state.one_sided(i, inside);
-          const auto& term = terms[static_cast<std::size_t>(slot)];
-          key += term.weight / term.scale * (inside ? -change : change);
+    std::vector<index_t> sides[2];  // the candidates outside (joining) and inside (leaving), in order
+    for (index_t i : candidates) {
+      sides[in[i] != 0 ? 1 : 0].push_back(i);
+      keys[i] = f.has_quality_term() ? terms[0].weight / terms[0].scale * f.quality()[i] / qdiv : 0.0;
+    }
+    const double per_row = static_cast<double>(f.embeddings().cols) * static_cast<double>(f.embeddings().cols);
+    std::vector<double> change;
+    f.mix().for_each([&](auto t, const auto& /*o*/, double /*v*/) {
+      const int slot = f.term_slots()[t];
+      if (slot < 0) return;
+      const auto& state = *term_entry(std::as_const(states), t);
+      using state_t = std::remove_cvref_t<decltype(state)>;
+      if constexpr (ranked_swap_state<state_t>) {
+        const auto& term = terms[static_cast<std::size_t>(slot)];
+        const double coef = term.weight / term.scale;
+        for (const bool inside : {false, true}) {
+          const std::vector<index_t>& side = sides[inside ? 1 : 0];
+          change.resize(side.size());
+          if constexpr (batched_ranked_swap_state<state_t>) {
+            state.one_sided_many(side, inside, change, threads);
+          } else {
+            detail::parallel_for(static_cast<index_t>(side.size()), threads, [&](index_t r) {
+              change[static_cast<std::size_t>(r)] = state.one_sided(side[static_cast<std::size_t>(r)], inside);
+            }, per_row);
+          }
+          for (std::size_t r = 0; r < side.size(); ++r) keys[side[r]] += coef * (inside ? -change[r] : change[r]);
         }
-      });
-      keys[i] = key;
-    }, static_cast<double>(f.embeddings().cols) * static_cast<double>(f.embeddings().cols));
+      }
+    });
   }
 
   /// The ranking at the selection, when due (or forced): exact (`exact_keys`) where every term
