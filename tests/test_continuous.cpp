@@ -5,12 +5,16 @@
 // helpers.hpp at integral p, and exhaustive search on tiny blocks.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -554,11 +558,11 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
       with.push_back(in);
       CHECK(std::abs(state.one_sided(in, false) - (value(with) - now)) <= tol);
       // Every row at once (one_sided_many, two matrix products per block of rows): each side's
-      // changes against F; the rows outside four times over (several blocks of rows), the same
-      // bits on one and two threads.
+      // changes against F; the rows outside eight times over (enough blocks of rows for two
+      // threads to share them), the same bits on one and two threads.
       static_assert(datamask::batched_ranked_swap_state<decltype(state)>);
       std::vector<index_t> outside;
-      for (int copy = 0; copy < 4; ++copy) {
+      for (int copy = 0; copy < 8; ++copy) {
         for (index_t i = 0; i < b.n; ++i) {
           if (std::find(sel.begin(), sel.end(), i) == sel.end()) outside.push_back(i);
         }
@@ -573,7 +577,7 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
         less.erase(less.begin() + static_cast<std::ptrdiff_t>(t));
         CHECK(std::abs(leaving[t] - (value(less) - now)) <= tol);
       }
-      for (std::size_t c = 0; c < outside.size() / 4; ++c) {
+      for (std::size_t c = 0; c < outside.size() / 8; ++c) {
         auto more = sel;
         more.push_back(outside[c]);
         CHECK(std::abs(joining[c] - (value(more) - now)) <= tol);
@@ -584,6 +588,33 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
       }
     }
   }
+}
+
+TEST_CASE("host work beside the ascent: its rows or its exception when collected, abandoned when not",
+          "[continuous]") {
+  using task = datamask::detail::continuous::host_task;
+  // Not collected: the task's end sets the flag and waits for the work, which sees it.
+  std::atomic<bool> saw{false};
+  {
+    const task t([&](const std::atomic<bool>* abandoned) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (abandoned != nullptr && !abandoned->load() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      saw = abandoned != nullptr && abandoned->load();
+      return std::vector<index_t>{};
+    }, true);
+  }
+  CHECK(saw);
+  // Beside, the work has a flag; otherwise it runs when collected, without one.
+  auto flag = [](const std::atomic<bool>* abandoned) { return std::vector<index_t>{abandoned != nullptr ? 1 : 0}; };
+  task beside(flag, true);
+  task later(flag, false);
+  CHECK(beside.get() == std::vector<index_t>{1});
+  CHECK(later.get() == std::vector<index_t>{0});
+  task failing([](const std::atomic<bool>*) -> std::vector<index_t> { throw std::runtime_error("the work failed"); },
+               true);
+  CHECK_THROWS_WITH(failing.get(), "the work failed");
 }
 
 TEST_CASE("the continuous learner's selection is at least stochastic greedy's, which it also polishes",

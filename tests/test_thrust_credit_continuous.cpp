@@ -392,20 +392,31 @@ TEST_CASE("a stopped run abandons the start beside the ascent and selects what t
   const auto p = inst.problem();
   datamask::continuous_options o;
   o.common.ratio = 0.1;
+  o.common.scaling = datamask::term_scaling::raw;  // f's scales are 1: the test's f is the learner's
   o.ascent.iterations = 50;
+  o.polish.rounds = 0;  // the starts as they are: the best of them by f
   auto stopped = [&](auto backend) {
     index_t steps = 0;
     datamask::optimizer_hooks h;
     h.on_step = [&](const datamask::step_record&) { ++steps; };
-    h.stop = [&] { return steps >= 3; };
+    h.stop = [&] { return steps >= 1; };
     return datamask::basic_continuous_learner<decltype(backend)>(o).select(p, datamask::pairwise_similarity{}, h);
   };
   const auto beside = stopped(thrust_beside{});
   const auto after = stopped(datamask::thrust_backend{});
   CHECK(beside.stopped_early);
-  CHECK(beside.steps_run == 3);
+  CHECK(beside.steps_run == 1);
   CHECK(beside.rows == after.rows);
   CHECK(beside.objective == after.objective);
+  // Kept, the start would have won (stochastic greedy's set has the larger f): it was dropped.
+  const datamask::objective_function<float, datamask::pairwise_similarity> f(p, datamask::pairwise_similarity{},
+                                                                             o.common.lambda);
+  datamask::greedy_options g;
+  g.method = datamask::greedy_method::stochastic;
+  g.epsilon = o.common.epsilon;
+  g.seed = datamask::greedy_seed(o.common);
+  const std::vector<index_t> start = datamask::greedy_select(f, inst.n / 10, g).rows;
+  CHECK(beside.objective < f(std::span<const index_t>(start)));
 }
 
 TEST_CASE("a user's relaxation written with the executor's passes runs the continuous learner on both backends",

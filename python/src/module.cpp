@@ -19,6 +19,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cmath>
@@ -306,7 +307,9 @@ struct cancelled : std::runtime_error {
 /// What the library calls back into Python during one call, from whichever thread it runs on:
 /// the metric (datamask.Metric, its results checked by the Python layer), the progress callable
 /// and the cancel event. Each callback takes the GIL for its own time (a batch of subsets, one
-/// relaxation, one event, one poll at most every 50 ms). The first Python error (the metric's
+/// relaxation, one event, one poll at most every 50 ms); the metric's may come from a second
+/// thread meanwhile (the continuous learner's stochastic start beside its ascent, under CUDA),
+/// so the checks made without the GIL read an atomic flag. The first Python error (the metric's
 /// exception or the InvalidInput of a wrong result, the callable's exception, KeyboardInterrupt:
 /// seen only when the main thread runs the call) is kept: the metric's values are NaN from then
 /// on, the run stops at its next poll, and the call raises it once the library returns. Lives in
@@ -407,6 +410,7 @@ class python_side {
       PyErr_SetString(PyExc_TypeError, "datamask: a metric's checked result did not convert to float64");
       error_.emplace();
     }
+    failed_.store(true);
     return false;
   }
   void step(index_t block, index_t blocks, index_t step, double value) {
@@ -414,12 +418,12 @@ class python_side {
     emit(block, blocks, step, done_, total_, value, unit_);
   }
   void emit(index_t block, index_t blocks, index_t step, index_t done, index_t total, double value, const char* unit) {
-    if (on_event_.is_none() || error_) return;
+    if (on_event_.is_none() || failed_.load()) return;
     nb::gil_scoped_acquire gil;
     guarded([&] { on_event_(block, blocks, step, done, total, value, unit); });
   }
   bool poll() {
-    if (error_ || cancelled_) return true;
+    if (failed_.load() || cancelled_) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(50)) return false;
     last_ = now;
@@ -439,7 +443,8 @@ class python_side {
     nb::object score, relax;  // relax None: not given
   };
   std::vector<metric_functions> metrics_;  // one per metric of the call, in `metric`'s order
-  std::optional<nb::python_error> error_;
+  std::optional<nb::python_error> error_;  // written and read with the GIL held
+  std::atomic<bool> failed_{false};        // error_ holds one: read without the GIL
   bool cancelled_ = false;
   index_t total_ = 0;
   const char* unit_ = "step";

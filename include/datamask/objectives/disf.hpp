@@ -448,6 +448,7 @@ struct swaps {
   void one_sided_many(std::span<const index_t> rows, bool inside, std::span<double> out, int threads) const {
     const double kk = inside ? k - 1.0 : k + 1.0;
     const auto count = static_cast<index_t>(rows.size());
+    if (count == 0) return;
     if (kk < 2.0) {  // fewer than two rows after the change: the term is 0
       std::fill(out.begin(), out.begin() + count, -value);
       return;

@@ -58,8 +58,10 @@ struct held_greedy_state {
 ///
 /// Rules the functions must keep (as every objective's, concepts.hpp): values do not depend on
 /// the order of a subset's rows, larger is more diverse, the same subset always scores the same;
-/// `score` may be called from any thread, one call at a time or several at once; the relaxation
-/// equals the objective at every p in {0, 1}^n with sum p = S and gives its exact gradient.
+/// `score` may be called from any thread, one call at a time or several at once (also beside a
+/// relaxation's call: the continuous learner's stochastic start runs beside its ascent under
+/// CUDA); the relaxation equals the objective at every p in {0, 1}^n with sum p = S and gives
+/// its exact gradient.
 struct external_objective {
   /// Scores G subsets: row g of `b.subsets` (G x k, k >= 1) holds k rows of the block
   /// `b.embeddings` (n x d); writes the G values into `out`. The views are the library's, as a

@@ -94,7 +94,10 @@ void fixed_dots(index_t nr, index_t d, RowOf&& row_of, const T* xct, Row&& row) 
 /// A 16-bit block is computed in float (`widened_t`): its unit rows (cosine kernels) or a float
 /// copy of its rows (the others) are what the products run on, the float block's values. Under
 /// the dot and rbf kernels that copy is held beside the block (a float32 block needs none), so
-/// the state then holds 1.5x a float32 block's bytes.
+/// the state then holds 1.5x a float32 block's bytes. Widening rows where the products read them
+/// would hold no copy, but converts every reference row once per chunk of candidates: tried, the
+/// greedy was markedly slower (without F16C a conversion costs several multiply-adds), for a
+/// copy that is small beside the time of the n^2 d products.
 template <class T>
 struct state {
   using W = widened_t<T>;

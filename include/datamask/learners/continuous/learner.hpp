@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -64,14 +65,19 @@ struct positive_at {
 };
 
 /// Host work that is started early and collected later: on a thread of its own from the start
-/// when `beside`, else when collected. Beside, the work gets a flag that the task's end sets
-/// (and then waits for the thread), so that work nobody collects ends early.
+/// when `beside` (and a thread can be had), else when collected. Beside, the work gets a flag
+/// that the task's end sets (and then waits for the thread), so that work nobody collects ends
+/// at its next check of the flag.
 class host_task {
  public:
   using work = std::function<std::vector<index_t>(const std::atomic<bool>* abandoned)>;
 
   host_task(work w, bool beside) : work_(std::move(w)) {
-    if (beside) running_ = std::async(std::launch::async, [this] { return work_(&abandoned_); });
+    if (!beside) return;
+    try {
+      running_ = std::async(std::launch::async, [this] { return work_(&abandoned_); });
+    } catch (const std::system_error&) {  // no thread to be had: the work runs when collected
+    }
   }
   host_task(const host_task&) = delete;
   host_task& operator=(const host_task&) = delete;
@@ -271,7 +277,8 @@ class basic_continuous_learner {
     }
     // The stochastic-greedy start depends on f and the kept rows only, not on the ascent: where
     // the ascent leaves the host's cores free it runs beside it, else after it. The same rows
-    // either way; a stopped run drops it (abandoned at once beside the ascent).
+    // either way; a stopped run drops it (beside the ascent: abandoned, and waited for until
+    // the greedy's next stop check: every round, and every slice of about 0.1 s of a round).
     std::optional<detail::continuous::host_task> side_start;
     if (opt_.polish.enabled && opt_.polish.stochastic_start) {
       side_start.emplace([&](const std::atomic<bool>* abandoned) { return stochastic_start(f, blk.kept, s, abandoned); },
