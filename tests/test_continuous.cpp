@@ -538,7 +538,7 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
                                          datamask::index_view(std::span<const index_t>(all))};
   };
   const auto value = [&](const std::vector<index_t>& u) { return static_cast<double>(objective(view(u))); };
-  for (index_t k : {2, 3, 12, 100}) {  // one_sided_many's products from 64 rows on
+  for (index_t k : {2, 3, 12, 100}) {  // one_sided_many's products for joins to 63 rows or more
     std::vector<index_t> sel = r.distinct(b.n, k);
     auto state = objective.swap_state(view({}), sel);
     static_assert(datamask::ranked_swap_state<decltype(state)>);

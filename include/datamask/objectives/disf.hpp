@@ -86,6 +86,38 @@ inline void check_d_memory(index_t d, index_t matrices, const char* what, double
                                                    "; reduce d (project the embeddings) or drop DiSF"));
 }
 
+/// The term after each of `nc` rows joins a set of k >= 1 rows with mean mu, centred scatter m
+/// and q = m o m (the greedy state's formula, below; also the polish's ranking of the rows
+/// outside its selection, `swaps::one_sided_many`).
+template <class T>
+void joined_values(matrix_view<const T> x, const Eigen::VectorXd& mu, const Eigen::MatrixXd& m,
+                   const Eigen::MatrixXd& q, index_t k, const index_t* cands, index_t nc, double* val) {
+  const index_t d = x.cols;
+  const double kk = static_cast<double>(k);
+  const double beta = kk / (kk + 1.0);
+  Eigen::MatrixXd y(nc, d);
+  for (index_t c = 0; c < nc; ++c) y.row(c) = (detail::row_as<double>(x, cands[c]) - mu).transpose();
+  const Eigen::ArrayXd diag = m.diagonal().array();
+  Eigen::MatrixXd w(nc, d);
+  Eigen::MatrixXd v(nc, d);
+  for (index_t c = 0; c < nc; ++c) {
+    const Eigen::ArrayXd var = (diag + beta * y.row(c).transpose().array().square()) / kk;
+    const Eigen::ArrayXd wc = 1.0 / (var + epsilon);
+    w.row(c) = wc.matrix().transpose();
+    v.row(c) = (wc * y.row(c).transpose().array()).matrix().transpose();
+    // the diagonal, and the last term
+    const double t3 = (wc * y.row(c).transpose().array().square()).sum();
+    val[c] = beta * beta * t3 * t3 / (kk * kk) - (var * wc).square().sum();
+  }
+  const Eigen::MatrixXd wq = w * q;
+  const Eigen::MatrixXd vm = v * m;
+  for (index_t c = 0; c < nc; ++c) {
+    const double t1 = wq.row(c).dot(w.row(c));
+    const double t2 = vm.row(c).dot(v.row(c));
+    val[c] = -scale * ((t1 + 2.0 * beta * t2) / (kk * kk) + val[c]);
+  }
+}
+
 /// The greedy state. With M the centred scatter of S (k rows) and mean mu, adding row x with
 /// y = x - mu gives M' = M + beta y y^T, beta = k / (k + 1) (a rank-one update). With
 /// var'_a = M'_aa / k and w_a = 1 / (var'_a + 1e-8), sum_{a != b} C'_ab^2 = (w^T (M o M) w +
@@ -116,32 +148,7 @@ struct state {
     return detail::row_as<double>(x, i);
   }
 
-  void chunk_values(const index_t* cands, index_t nc, double* val) const {
-    const index_t d = x.cols;
-    const double kk = static_cast<double>(k);
-    const double beta = kk / (kk + 1.0);
-    Eigen::MatrixXd y(nc, d);
-    for (index_t c = 0; c < nc; ++c) y.row(c) = (row(cands[c]) - mu).transpose();
-    const Eigen::ArrayXd diag = m.diagonal().array();
-    Eigen::MatrixXd w(nc, d);
-    Eigen::MatrixXd v(nc, d);
-    for (index_t c = 0; c < nc; ++c) {
-      const Eigen::ArrayXd var = (diag + beta * y.row(c).transpose().array().square()) / kk;
-      const Eigen::ArrayXd wc = 1.0 / (var + epsilon);
-      w.row(c) = wc.matrix().transpose();
-      v.row(c) = (wc * y.row(c).transpose().array()).matrix().transpose();
-      // the diagonal, and the last term
-      const double t3 = (wc * y.row(c).transpose().array().square()).sum();
-      val[c] = beta * beta * t3 * t3 / (kk * kk) - (var * wc).square().sum();
-    }
-    const Eigen::MatrixXd wq = w * q;
-    const Eigen::MatrixXd vm = v * m;
-    for (index_t c = 0; c < nc; ++c) {
-      const double t1 = wq.row(c).dot(w.row(c));
-      const double t2 = vm.row(c).dot(v.row(c));
-      val[c] = -scale * ((t1 + 2.0 * beta * t2) / (kk * kk) + val[c]);
-    }
-  }
+  void chunk_values(const index_t* cands, index_t nc, double* val) const { joined_values(x, mu, m, q, k, cands, nc, val); }
 
   void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
     if (k == 0) return;  // a singleton scores 0
@@ -398,7 +405,7 @@ struct swaps {
     c = Eigen::VectorXd::Zero(d);
     for (index_t i : sel) c += row_as<double>(v.embeddings, i);
     c /= std::max(1.0, k);
-    check_d_memory(d, 5, "the polish");  // the scatter, Sigma and a product in score; A and A o A in one_sided_many
+    check_d_memory(d, 5, "the polish");  // the scatter, Sigma and a product in score; two in one_sided_many
     mm = Eigen::MatrixXd::Zero(d, d);
     m = Eigen::VectorXd::Zero(d);
     // Blocks of rows, one symmetric rank update each (one rank-one update per row ran at vector
@@ -429,78 +436,35 @@ struct swaps {
     return (inside ? swapped(y, none, k - 1.0) : swapped(none, y, k + 1.0)) - value;
   }
 
-  /// `one_sided` of many rows on one side (`batched_ranked_swap_state`), as two matrix products
-  /// per block of 64 rows instead of a d^2 / 2 loop per row (where 64 or more rows remain after
-  /// the change; fewer: `one_sided` itself): the polish ranks every candidate,
-  /// and that loop was half of a DiSF run's time at 10^5 x 128. The same values to rounding:
-  /// both subtract the state's value from the term after the change, which for a large
-  /// selection is thousands of times the change, so there they agree to fewer digits of the
-  /// change than of the term (the ranking reads these; each swap's gain is still `delta`'s).
-  ///
-  /// With y = x_i - c and kk rows after the change, the covariance after it is
-  /// S = A + alpha y y^T - beta (m y^T + y m^T), A = (M - m m^T / kk) / (kk - 1) (joining:
-  /// alpha = 1 / kk, beta = 1 / (kk (kk - 1)); leaving: alpha = -(kk + 1) / (kk (kk - 1)),
-  /// beta = -1 / (kk (kk - 1))). With w_a = 1 / (S_aa + epsilon), u = y w and z = m w
-  /// (elementwise), and A' = A with a zero diagonal, the term's sum over a != b of
-  /// S_ab^2 w_a w_b is w^T (A' * A') w + 2 alpha u^T A' u - 4 beta z^T A' u, plus the rank-two
-  /// part's sum, which takes O(d) per row. Blocks of rows are fixed, so the values do not depend
-  /// on the thread count.
+  /// `one_sided` of many rows on one side (`batched_ranked_swap_state`). Rows joining a
+  /// selection of 63 rows or more: the greedy state's formula (`joined_values`, two products with
+  /// d x d matrices per 64 rows) on the scatter re-centred at the selection's mean, instead of a
+  /// d^2 / 2 loop per row; the polish ranks every candidate, and that loop was half of a DiSF
+  /// run's time at 10^5 x 128. Rows leaving (a tenth of them at ratio 0.1), and joins to fewer
+  /// rows, where that formula's terms cancel to fewer digits: `one_sided` itself. The same
+  /// values to rounding (both subtract the state's value, which for a large selection is
+  /// thousands of times the change; the ranking reads these, each swap's gain is `delta`'s).
+  /// Blocks of rows are fixed, so the values do not depend on the thread count.
   void one_sided_many(std::span<const index_t> rows, bool inside, std::span<double> out, int threads) const {
-    const double kk = inside ? k - 1.0 : k + 1.0;
     const auto count = static_cast<index_t>(rows.size());
-    if (count == 0) return;
-    if (kk < 2.0) {  // fewer than two rows after the change: the term is 0
-      std::fill(out.begin(), out.begin() + count, -value);
-      return;
-    }
-    if (kk < 64.0) {
-      // A few rows: the rank-two part is as large as A, and the products' terms cancel each
-      // other to far fewer digits than `one_sided` keeps (it squares S itself).
+    const double per_row = static_cast<double>(d) * static_cast<double>(d);
+    if (inside || k + 1.0 < 64.0) {
       detail::parallel_for(count, threads, [&](index_t r) {
         out[static_cast<std::size_t>(r)] = one_sided(rows[static_cast<std::size_t>(r)], inside);
-      }, static_cast<double>(d) * static_cast<double>(d));
+      }, per_row);
       return;
     }
-    const double alpha = inside ? -(kk + 1.0) / (kk * (kk - 1.0)) : 1.0 / kk;
-    const double beta = (inside ? -1.0 : 1.0) / (kk * (kk - 1.0));
-    Eigen::MatrixXd a = (mm - m * m.transpose() / kk) / (kk - 1.0);
-    const Eigen::VectorXd a_diag = a.diagonal();
-    a.diagonal().setZero();
-    const Eigen::MatrixXd a_sq = a.cwiseAbs2();
-    using rows_t = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    constexpr index_t block = 64;
+    const Eigen::VectorXd mu = c + m / k;  // the selection's mean, and its scatter about it
+    const Eigen::MatrixXd centred = mm - m * m.transpose() / k;
+    const Eigen::MatrixXd q = centred.cwiseAbs2();
+    const auto rows_k = static_cast<index_t>(k);
+    constexpr index_t block = state<T>::chunk;
     detail::parallel_for((count + block - 1) / block, threads, [&](index_t b) {
       const index_t r0 = b * block;
       const index_t nb = std::min(block, count - r0);
-      rows_t w(nb, d), u(nb, d), z(nb, d);
-      Eigen::VectorXd rank_two(nb);
-      for (index_t r = 0; r < nb; ++r) {
-        const Eigen::VectorXd y = row(rows[static_cast<std::size_t>(r0 + r)]);
-        // The rank-two part P = alpha y y^T - beta (m y^T + y m^T), weighted: its whole sum
-        // from three inner products, less its diagonal.
-        double yy = 0.0, my = 0.0, mw = 0.0, diag = 0.0;
-        for (index_t j = 0; j < d; ++j) {
-          const double p_jj = alpha * y(j) * y(j) - 2.0 * beta * m(j) * y(j);
-          const double wj = 1.0 / (a_diag(j) + p_jj + epsilon);
-          w(r, j) = wj;
-          u(r, j) = y(j) * wj;
-          z(r, j) = m(j) * wj;
-          yy += wj * y(j) * y(j);
-          my += wj * m(j) * y(j);
-          mw += wj * m(j) * m(j);
-          diag += p_jj * p_jj * wj * wj;
-        }
-        rank_two(r) = alpha * alpha * yy * yy + 2.0 * beta * beta * (mw * yy + my * my) - 4.0 * alpha * beta * my * yy -
-                      diag;
-      }
-      const rows_t wa = w * a_sq;
-      const rows_t ua = u * a;
-      for (index_t r = 0; r < nb; ++r) {
-        const double off = wa.row(r).dot(w.row(r)) + 2.0 * alpha * ua.row(r).dot(u.row(r)) -
-                           4.0 * beta * ua.row(r).dot(z.row(r)) + rank_two(r);
-        out[static_cast<std::size_t>(r0 + r)] = -scale * off - value;
-      }
-    }, 4.0 * static_cast<double>(block) * static_cast<double>(d) * static_cast<double>(d));
+      joined_values(base.embeddings, mu, centred, q, rows_k, rows.data() + r0, nb, out.data() + r0);
+      for (index_t r = 0; r < nb; ++r) out[static_cast<std::size_t>(r0 + r)] -= value;
+    }, 4.0 * static_cast<double>(block) * per_row);
   }
   void apply(index_t r, index_t a) {
     const Eigen::VectorXd yr = row(r);

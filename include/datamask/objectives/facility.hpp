@@ -96,8 +96,7 @@ void fixed_dots(index_t nr, index_t d, RowOf&& row_of, const T* xct, Row&& row) 
 /// the dot and rbf kernels that copy is held beside the block (a float32 block needs none), so
 /// the state then holds 1.5x a float32 block's bytes. Widening rows where the products read them
 /// would hold no copy, but converts every reference row once per chunk of candidates: tried, the
-/// greedy was markedly slower (without F16C a conversion costs several multiply-adds), for a
-/// copy that is small beside the time of the n^2 d products.
+/// greedy was markedly slower, for a copy that is small beside the time of the n^2 d products.
 template <class T>
 struct state {
   using W = widened_t<T>;
