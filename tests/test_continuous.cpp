@@ -538,7 +538,7 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
                                          datamask::index_view(std::span<const index_t>(all))};
   };
   const auto value = [&](const std::vector<index_t>& u) { return static_cast<double>(objective(view(u))); };
-  for (index_t k : {2, 3, 12, 100}) {  // one_sided_many's products for joins to 63 rows or more
+  for (index_t k : {2, 3, 12, 100}) {  // one_sided_many's products for selections of 63 rows or more
     std::vector<index_t> sel = r.distinct(b.n, k);
     auto state = objective.swap_state(view({}), sel);
     static_assert(datamask::ranked_swap_state<decltype(state)>);
@@ -567,10 +567,13 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
           if (std::find(sel.begin(), sel.end(), i) == sel.end()) outside.push_back(i);
         }
       }
-      std::vector<double> leaving(sel.size()), joining(outside.size()), joining_one(outside.size());
+      std::vector<double> leaving(sel.size()), leaving_one(sel.size()), joining(outside.size()),
+          joining_one(outside.size());
       state.one_sided_many(sel, true, leaving, 2);
+      state.one_sided_many(sel, true, leaving_one, 1);
       state.one_sided_many(outside, false, joining, 2);
       state.one_sided_many(outside, false, joining_one, 1);
+      CHECK(leaving == leaving_one);
       CHECK(joining == joining_one);
       for (std::size_t t = 0; t < sel.size(); ++t) {
         auto less = sel;

@@ -279,13 +279,45 @@ struct relax_gradient {
   DATAMASK_HOST_DEVICE void operator()(index_t i) const { grad[i] = (grad[i] - gs) / wm1; }
 };
 
-/// Every item's marginal (`disf::marginals`). With Y the k centred rows (y_i = x_i - mean), the
-/// scatter M = Y^T Y and w0_a = 1 / (M_aa / (k - 1) + 1e-8), F = -scale (w0^T (M o M) w0 /
-/// (k - 1)^2 - sum_a (M_aa w0_a / (k - 1))^2). Removing row i is a rank-one downdate
-/// M' = M - beta y_i y_i^T, beta = k / (k - 1) (the mean moves too), so, as in the greedy state
-/// with the sign of beta turned, with w_a = 1 / (M'_aa / (k - 2) + 1e-8):
+/// The term after each of `nr` rows of a set leaves it: the set has k >= 3 rows, mean mu,
+/// centred scatter m and q = m o m. Removing row i is a rank-one downdate M' = M - beta y_i y_i^T,
+/// y_i = x_i - mu, beta = k / (k - 1) (the mean moves too), so, as in `joined_values` with the
+/// sign of beta turned, with w_a = 1 / (M'_aa / (k - 2) + 1e-8):
 ///   w^T (M' o M') w = w^T (M o M) w - 2 beta (w o y)^T M (w o y) + beta^2 (sum_a w_a y_a^2)^2:
-/// two (k x d) (d x d) products for all k items, in double. Sets of fewer than two items score 0.
+/// two (nr x d) (d x d) products, in double (`marginals`; the polish's ranking of the rows of its
+/// selection, `swaps::one_sided_many`).
+template <class T>
+void left_values(matrix_view<const T> x, const Eigen::VectorXd& mu, const Eigen::MatrixXd& m,
+                 const Eigen::MatrixXd& q, index_t k, const index_t* rows, index_t nr, double* val) {
+  const index_t d = x.cols;
+  const double kk = static_cast<double>(k);
+  const double beta = kk / (kk - 1.0);
+  const Eigen::ArrayXd diag = m.diagonal().array();
+  Eigen::MatrixXd w(nr, d);
+  Eigen::MatrixXd v(nr, d);
+  Eigen::ArrayXd t3(nr);    // sum_a w_a y_a^2
+  Eigen::ArrayXd diag_term(nr);  // sum_a (var'_a w_a)^2
+  for (index_t t = 0; t < nr; ++t) {
+    const Eigen::ArrayXd yt = (detail::row_as<double>(x, rows[t]) - mu).array();
+    const Eigen::ArrayXd var = (diag - beta * yt.square()) / (kk - 2.0);
+    const Eigen::ArrayXd wt = 1.0 / (var + epsilon);
+    w.row(t) = wt.matrix().transpose();
+    v.row(t) = (wt * yt).matrix().transpose();
+    t3(t) = (wt * yt.square()).sum();
+    diag_term(t) = (var * wt).square().sum();
+  }
+  const Eigen::MatrixXd wq = w * q;
+  const Eigen::MatrixXd vm = v * m;
+  for (index_t t = 0; t < nr; ++t) {
+    const double quad = wq.row(t).dot(w.row(t)) - 2.0 * beta * vm.row(t).dot(v.row(t)) + beta * beta * t3(t) * t3(t);
+    val[t] = -scale * (quad / ((kk - 2.0) * (kk - 2.0)) - diag_term(t));
+  }
+}
+
+/// Every item's marginal (`disf::marginals`): F of the set less F without it (`left_values`).
+/// With Y the k centred rows (y_i = x_i - mean), the scatter M = Y^T Y and w0_a = 1 / (M_aa /
+/// (k - 1) + 1e-8), F = -scale (w0^T (M o M) w0 / (k - 1)^2 - sum_a (M_aa w0_a / (k - 1))^2).
+/// Sets of fewer than two items score 0.
 template <class T>
 double marginals(const subset_view<T>& s, std::span<double> out) {
   const index_t k = s.subset.size;
@@ -298,44 +330,21 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
   for (index_t t = 0; t < k; ++t) {
     y.row(t) = detail::row_as<double>(s.embeddings, s.subset[t]).transpose();
   }
-  const Eigen::RowVectorXd mean = y.colwise().sum() / kk;
-  y.rowwise() -= mean;
+  const Eigen::VectorXd mean = y.colwise().sum().transpose() / kk;
+  y.rowwise() -= mean.transpose();
   Eigen::MatrixXd m = Eigen::MatrixXd::Zero(d, d);
   m.selfadjointView<Eigen::Lower>().rankUpdate(y.transpose());
   m = m.selfadjointView<Eigen::Lower>();
   const Eigen::MatrixXd q = m.cwiseAbs2();
-  // F from a diagonal (the scatter's, or the downdated one) and w^T (M' o M') w.
-  auto term = [&](const Eigen::ArrayXd& diag, double quad, double km1) {
-    const Eigen::ArrayXd var = diag / km1;
-    const Eigen::ArrayXd w = 1.0 / (var + epsilon);
-    return -scale * (quad / (km1 * km1) - (var * w).square().sum());
-  };
-  const Eigen::ArrayXd diag = m.diagonal().array();
-  const Eigen::VectorXd w0 = (1.0 / (diag / (kk - 1.0) + epsilon)).matrix();
-  const double value = term(diag, w0.dot(q * w0), kk - 1.0);
+  const Eigen::ArrayXd var = m.diagonal().array() / (kk - 1.0);
+  const Eigen::VectorXd w0 = (1.0 / (var + epsilon)).matrix();
+  const double value = -scale * (w0.dot(q * w0) / ((kk - 1.0) * (kk - 1.0)) - (var * w0.array()).square().sum());
   if (k == 2) {  // without either item one row is left, which scores 0
     std::fill(out.begin(), out.end(), value);
     return value;
   }
-  const double beta = kk / (kk - 1.0);
-  Eigen::MatrixXd w(k, d);
-  Eigen::MatrixXd v(k, d);
-  std::vector<double> t3(static_cast<std::size_t>(k));
-  for (index_t t = 0; t < k; ++t) {
-    const Eigen::ArrayXd yt = y.row(t).transpose().array();
-    const Eigen::ArrayXd wt = 1.0 / ((diag - beta * yt.square()) / (kk - 2.0) + epsilon);
-    w.row(t) = wt.matrix().transpose();
-    v.row(t) = (wt * yt).matrix().transpose();
-    t3[static_cast<std::size_t>(t)] = (wt * yt.square()).sum();
-  }
-  const Eigen::MatrixXd wq = w * q;
-  const Eigen::MatrixXd vm = v * m;
-  for (index_t t = 0; t < k; ++t) {
-    const Eigen::ArrayXd yt = y.row(t).transpose().array();
-    const double c = t3[static_cast<std::size_t>(t)];
-    const double quad = wq.row(t).dot(w.row(t)) - 2.0 * beta * vm.row(t).dot(v.row(t)) + beta * beta * c * c;
-    out[t] = value - term(diag - beta * yt.square(), quad, kk - 2.0);
-  }
+  left_values(s.embeddings, mean, m, q, k, s.subset.data, k, out.data());
+  for (index_t t = 0; t < k; ++t) out[static_cast<std::size_t>(t)] = value - out[static_cast<std::size_t>(t)];
   return value;
 }
 
@@ -436,19 +445,19 @@ struct swaps {
     return (inside ? swapped(y, none, k - 1.0) : swapped(none, y, k + 1.0)) - value;
   }
 
-  /// `one_sided` of many rows on one side (`batched_ranked_swap_state`). Rows joining a
-  /// selection of 63 rows or more: the greedy state's formula (`joined_values`, two products with
-  /// d x d matrices per 64 rows) on the scatter re-centred at the selection's mean, instead of a
-  /// d^2 / 2 loop per row; the polish ranks every candidate, and that loop was half of a DiSF
-  /// run's time at 10^5 x 128. Rows leaving (a tenth of them at ratio 0.1), and joins to fewer
-  /// rows, where that formula's terms cancel to fewer digits: `one_sided` itself. The same
-  /// values to rounding (both subtract the state's value, which for a large selection is
-  /// thousands of times the change; the ranking reads these, each swap's gain is `delta`'s).
+  /// `one_sided` of many rows on one side (`batched_ranked_swap_state`). For a selection of 63
+  /// rows or more: the rows joining by the greedy state's formula (`joined_values`), the rows
+  /// leaving by the marginals' (`left_values`), two products with d x d matrices per 64 rows on
+  /// the scatter re-centred at the selection's mean, instead of a d^2 / 2 loop per row; the
+  /// polish ranks every candidate, and that loop was half of a DiSF run's time at 10^5 x 128.
+  /// Smaller selections, where those formulas' terms cancel to fewer digits: `one_sided` itself.
+  /// The same values to rounding (both subtract the state's value, which for a large selection
+  /// is thousands of times the change; the ranking reads these, each swap's gain is `delta`'s).
   /// Blocks of rows are fixed, so the values do not depend on the thread count.
   void one_sided_many(std::span<const index_t> rows, bool inside, std::span<double> out, int threads) const {
     const auto count = static_cast<index_t>(rows.size());
     const double per_row = static_cast<double>(d) * static_cast<double>(d);
-    if (inside || k + 1.0 < 64.0) {
+    if (k < 63.0) {
       detail::parallel_for(count, threads, [&](index_t r) {
         out[static_cast<std::size_t>(r)] = one_sided(rows[static_cast<std::size_t>(r)], inside);
       }, per_row);
@@ -462,7 +471,11 @@ struct swaps {
     detail::parallel_for((count + block - 1) / block, threads, [&](index_t b) {
       const index_t r0 = b * block;
       const index_t nb = std::min(block, count - r0);
-      joined_values(base.embeddings, mu, centred, q, rows_k, rows.data() + r0, nb, out.data() + r0);
+      if (inside) {
+        left_values(base.embeddings, mu, centred, q, rows_k, rows.data() + r0, nb, out.data() + r0);
+      } else {
+        joined_values(base.embeddings, mu, centred, q, rows_k, rows.data() + r0, nb, out.data() + r0);
+      }
       for (index_t r = 0; r < nb; ++r) out[static_cast<std::size_t>(r0 + r)] -= value;
     }, 4.0 * static_cast<double>(block) * per_row);
   }
