@@ -14,6 +14,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -538,7 +539,7 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
                                          datamask::index_view(std::span<const index_t>(all))};
   };
   const auto value = [&](const std::vector<index_t>& u) { return static_cast<double>(objective(view(u))); };
-  for (index_t k : {2, 3, 12, 100}) {  // one_sided_many's products for selections of 63 rows or more
+  for (index_t k : {2, 3, 12, 100}) {  // add_one_sided's products for selections of 63 rows or more
     std::vector<index_t> sel = r.distinct(b.n, k);
     auto state = objective.swap_state(view({}), sel);
     static_assert(datamask::ranked_swap_state<decltype(state)>);
@@ -557,22 +558,26 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
       auto with = sel;
       with.push_back(in);
       CHECK(std::abs(state.one_sided(in, false) - (value(with) - now)) <= tol);
-      // Every row at once (one_sided_many, two matrix products per block of rows): each side's
-      // changes against F; the rows outside eight times over (enough blocks of rows for two
-      // threads to share them), the same bits on one and two threads.
-      static_assert(datamask::batched_ranked_swap_state<decltype(state)>);
+      // Every row at once (add_one_sided on the host's executor, two matrix products per row
+      // for 63 rows or more): each side's changes against F; the rows outside eight times over
+      // (enough blocks of rows for two threads to share them), the same bits on one and two
+      // threads.
+      static_assert(datamask::executor_ranked_swap_state<decltype(state), datamask::host_executor, double>);
       std::vector<index_t> outside;
       for (int copy = 0; copy < 8; ++copy) {
         for (index_t i = 0; i < b.n; ++i) {
           if (std::find(sel.begin(), sel.end(), i) == sel.end()) outside.push_back(i);
         }
       }
-      std::vector<double> leaving(sel.size()), leaving_one(sel.size()), joining(outside.size()),
-          joining_one(outside.size());
-      state.one_sided_many(sel, true, leaving, 2);
-      state.one_sided_many(sel, true, leaving_one, 1);
-      state.one_sided_many(outside, false, joining, 2);
-      state.one_sided_many(outside, false, joining_one, 1);
+      const auto x = datamask::make_matrix_view(b.x.data(), b.n, b.d);
+      const auto changes = [&](const std::vector<index_t>& rows, bool inside, int threads) {
+        datamask::host_executor exec(threads);
+        std::vector<double> values(rows.size(), 0.0);
+        state.add_one_sided(exec, x, rows.data(), static_cast<index_t>(rows.size()), inside, 1.0, values.data());
+        return values;
+      };
+      const std::vector<double> leaving = changes(sel, true, 2), leaving_one = changes(sel, true, 1);
+      const std::vector<double> joining = changes(outside, false, 2), joining_one = changes(outside, false, 1);
       CHECK(leaving == leaving_one);
       CHECK(joining == joining_one);
       for (std::size_t t = 0; t < sel.size(); ++t) {
@@ -590,6 +595,71 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
         sel = swapped;
       }
     }
+  }
+}
+
+namespace {
+
+/// DiSF with a swap state that ranks a row at a time only (`ranked_swap_state`, without
+/// `add_one_sided`): the polish computes its keys on the host and gives them to its ranking.
+struct disf_ranked_on_host {
+  static constexpr std::string_view name = "disf_ranked_on_host";
+  template <class T>
+  double operator()(const datamask::subset_view<T>& s) const {
+    return datamask::disf{}(s);
+  }
+  template <class T>
+  struct state {
+    datamask::detail::disf_impl::swaps<T> inner;
+    void prepare(std::span<const index_t> r, std::span<const index_t> a) { inner.prepare(r, a); }
+    [[nodiscard]] double delta(index_t r, index_t a) const { return inner.delta(r, a); }
+    void apply(index_t r, index_t a) { inner.apply(r, a); }
+    [[nodiscard]] double one_sided(index_t i, bool inside) const { return inner.one_sided(i, inside); }
+  };
+  template <class T>
+  state<T> swap_state(const datamask::subset_view<T>& block, std::span<const index_t> selection) const {
+    return {datamask::disf{}.swap_state(block, selection)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the polish ranks on the host a swap state that ranks a row at a time, as DiSF's on its executor",
+          "[continuous][polish]") {
+  // From the same start (the first S candidates; every seventh row is not one), the polish with
+  // DiSF's keys on the host's executor and with the same keys a row at a time makes the same
+  // swaps: the keys agree to rounding and every swap's gain is exact. S = 80 takes the
+  // executor's products, S = 30 the per-row formula on both.
+  block blk(600, 6, 41);
+  static_assert(datamask::executor_ranked_swap_state<datamask::detail::disf_impl::swaps<double>,
+                                                     datamask::host_executor, double>);
+  static_assert(datamask::ranked_swap_state<disf_ranked_on_host::state<double>>);
+  static_assert(!datamask::executor_ranked_swap_state<disf_ranked_on_host::state<double>, datamask::host_executor,
+                                                      double>);
+  std::vector<index_t> candidates;
+  for (index_t i = 0; i < 600; ++i) {
+    if (i % 7 != 3) candidates.push_back(i);
+  }
+  datamask::polish_settings cfg;
+  cfg.refresh_every = 2;
+  for (const index_t s : {index_t{80}, index_t{30}}) {
+    CAPTURE(s);
+    const datamask::objective_function<double, datamask::disf> f(blk.p, datamask::disf{}, 0.5);
+    const datamask::objective_function<double, disf_ranked_on_host> g(blk.p, disf_ranked_on_host{}, 0.5);
+    const auto no_gradient = [](std::span<const double>, std::span<double>) -> double {
+      FAIL("an exact ranking does not ask for the relaxation");
+      return 0.0;
+    };
+    std::vector<index_t> on_executor(candidates.begin(), candidates.begin() + s);
+    std::vector<index_t> on_host = on_executor;
+    const double before = f(std::span<const index_t>(on_executor));
+    const auto a = datamask::polish_swaps(f, no_gradient, on_executor, candidates, cfg, 2);
+    const auto b = datamask::polish_swaps(g, no_gradient, on_host, candidates, cfg, 1);
+    CHECK(a.swaps > 4);
+    CHECK(a.swaps == b.swaps);
+    CHECK(a.rounds == b.rounds);
+    CHECK(on_executor == on_host);
+    CHECK(a.gain == Approx(f(std::span<const index_t>(on_executor)) - before).epsilon(1e-9));
   }
 }
 

@@ -538,7 +538,7 @@ TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's 
   const auto relaxation = datamask::relaxation_of(f, s, b.relaxation_view(ds), quality);
   const auto cand = b.to_device(std::span<const index_t>(candidates));
   datamask::polish_ranking rank(b, ds, exec, relaxation, inst.n, TestType::data(cand),
-                                static_cast<index_t>(candidates.size()));
+                                static_cast<index_t>(candidates.size()), quality);
   const auto host_relaxed = datamask::relaxed_objective(f, s, 1);
   auto expect = [&](std::span<const double> key, index_t c) {
     std::vector<index_t> outside;
@@ -574,4 +574,75 @@ TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's 
   CHECK(rank.worst_inside(s + 5).size() == static_cast<std::size_t>(s));
   CHECK(rank.best_outside(0).empty());
   CHECK_THROWS_AS(rank.swap(s, candidates[2]), datamask::invalid_input);  // not a position of the selection
+}
+
+TEMPLATE_TEST_CASE("DiSF's exact keys computed on the backend: each row's change of F, and the ranking's choices by them",
+                   "[continuous][thrust][polish]", datamask::eigen_backend, datamask::thrust_backend) {
+  // The reference: the swap state's one_sided on the host, a row at a time (its formula is
+  // checked against F in double in test_continuous.cpp). A selection of 113 rows takes the
+  // executor's products, one of 20 the host's formula; candidates skip every fifth row.
+  const dm_test::instance inst(900, 8, 5);
+  const auto p = inst.problem();
+  const datamask::objective_function<float, datamask::disf> f(p, datamask::disf{}, 0.5);
+  std::vector<index_t> candidates;
+  for (index_t i = 0; i < inst.n; ++i) {
+    if (i % 5 != 0) candidates.push_back(i);
+  }
+  std::vector<index_t> all(static_cast<std::size_t>(inst.n));
+  std::iota(all.begin(), all.end(), index_t{0});
+  const datamask::subset_view<float> base{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(),
+                                          datamask::index_view{}, datamask::index_view(std::span<const index_t>(all))};
+  const TestType b{};
+  const auto ds = b.make_dataset(p.embeddings, f.inv_norms(), f.sq_norms(), f.ids());
+  auto exec = b.make_executor(ds);
+  using exec_t = decltype(exec);
+  const double* quality = exec.upload(std::span<const double>(f.quality()));
+  const auto relaxation = datamask::relaxation_of(f, 1, b.relaxation_view(ds), quality);
+  const auto cand = b.to_device(std::span<const index_t>(candidates));
+  const auto x = b.relaxation_view(ds).embeddings;
+  for (const std::size_t every : {std::size_t{6}, std::size_t{36}}) {
+    std::vector<index_t> selection;
+    for (std::size_t c = 0; c < candidates.size(); c += every) selection.push_back(candidates[c]);
+    CAPTURE(selection.size());
+    const auto state = datamask::disf{}.swap_state(base, selection);
+    static_assert(datamask::executor_ranked_swap_state<std::remove_cvref_t<decltype(state)>, exec_t, float>);
+    // Each side's changes, added with a weight to values already there.
+    std::vector<index_t> outside;
+    for (index_t i : candidates) {
+      if (std::find(selection.begin(), selection.end(), i) == selection.end()) outside.push_back(i);
+    }
+    for (const bool inside : {false, true}) {
+      const std::vector<index_t>& side = inside ? selection : outside;
+      const auto count = static_cast<index_t>(side.size());
+      const auto rows = b.to_device(std::span<const index_t>(side));
+      double* out = exec.template scratch<double>(count);
+      exec.for_each(count, datamask::ops::fill{out, 2.0});
+      state.add_one_sided(exec, x, TestType::data(rows), count, inside, -3.0, out);
+      std::vector<double> got(side.size());
+      exec.download(static_cast<const double*>(out), std::span<double>(got));
+      for (std::size_t t = 0; t < side.size(); ++t) {
+        const double want = 2.0 - 3.0 * state.one_sided(side[t], inside);
+        CHECK(got[t] == Approx(want).epsilon(1e-10).margin(1e-12));
+      }
+    }
+    // The ranking's exact keys: 0.7 times the quality, 1.3 times the change (a row's loss
+    // inside); its choices are the host's order of the reference keys.
+    datamask::polish_ranking rank(b, ds, exec, relaxation, inst.n, TestType::data(cand),
+                                  static_cast<index_t>(candidates.size()), quality);
+    rank.start(selection);
+    rank.refresh(0.7, [&](auto& e, datamask::matrix_view<const float> xs, const index_t* rows, index_t count,
+                          bool inside, double* out) {
+      state.add_one_sided(e, xs, rows, count, inside, inside ? -1.3 : 1.3, out);
+    });
+    std::vector<double> keys(static_cast<std::size_t>(inst.n), 0.0);
+    for (index_t i : candidates) {
+      const bool inside = std::find(selection.begin(), selection.end(), i) != selection.end();
+      keys[i] = 0.7 * f.quality()[i] + (inside ? -1.3 : 1.3) * state.one_sided(i, inside);
+    }
+    namespace dc = datamask::detail::continuous;
+    for (const index_t c : {index_t{1}, index_t{16}, static_cast<index_t>(selection.size())}) {
+      CHECK(rank.best_outside(c) == dc::top_by(keys, f.ids(), outside, c, true));
+      CHECK(rank.worst_inside(c) == dc::top_by(keys, f.ids(), selection, c, false));
+    }
+  }
 }

@@ -316,7 +316,7 @@ void time_read_out(const datamask::matrix_view<const float>& x, report_line& lin
     v.total = static_cast<double>(s);
     return pw.relax(scope, v, grad);
   };
-  datamask::polish_ranking rank(b, ds, exec, relaxed, n, datamask::thrust_backend::data(kept), n);
+  datamask::polish_ranking rank(b, ds, exec, relaxed, n, datamask::thrust_backend::data(kept), n, nullptr);
   rank.start(rows);
   line("polish ranking: refresh (the relaxation's gradient at the selection)", median_ms(3, [&] { rank.refresh(); }),
        2.0 * static_cast<double>(n * d) * 4.0);

@@ -280,14 +280,20 @@ concept ranked_swap_state = swap_state<S> && requires(const S& cst, index_t i, b
   { cst.one_sided(i, inside) } -> std::convertible_to<double>;
 };
 
-/// @brief Refinement of `ranked_swap_state`: `st.one_sided_many(rows, inside, out, threads)`
-/// writes `one_sided(rows[r], inside)` to out[r] for many rows at once (the same values to
-/// rounding, the same bits on any thread count), for a state whose per-row formula is faster
-/// as matrix products over blocks of rows (DiSF's). The polish ranks every candidate with it.
-template <class S>
-concept batched_ranked_swap_state =
-    ranked_swap_state<S> && requires(const S& cst, std::span<const index_t> rows, bool inside, std::span<double> out,
-                                     int threads) { cst.one_sided_many(rows, inside, out, threads); };
+/// @brief Refinement of `ranked_swap_state` for an executor E and a block of T:
+/// `st.add_one_sided(e, x, rows, count, inside, weight, out)` adds weight times
+/// `one_sided(rows[t], inside)` to out[t] for t in [0, count), with x (the block), rows and out
+/// in the executor's memory (the same values to rounding, the same bits on any thread count).
+///
+/// Why: the polish ranks every candidate at each refresh; with this, the ranking's keys are
+/// computed where the block is kept (on a device, under CUDA) and nothing of size n crosses to
+/// the host, and a state whose per-row formula is faster as matrix products (DiSF's) batches it.
+template <class S, class E, class T>
+concept executor_ranked_swap_state =
+    ranked_swap_state<S> && requires(const S& cst, E& e, matrix_view<const T> x, const index_t* rows, index_t count,
+                                     bool inside, double weight, double* out) {
+      cst.add_one_sided(e, x, rows, count, inside, weight, out);
+    };
 
 /// @brief Refinement of `diversity_objective`: exact swap gains cheaper than two evaluations,
 /// `d.swap_state(const subset_view<T>& block, std::span<const index_t> selection)` (const),

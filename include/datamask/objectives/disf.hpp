@@ -25,6 +25,7 @@
 #include "datamask/core/error.hpp"
 #include "datamask/objectives/detail/device_passes.hpp"
 #include "datamask/exec/dense.hpp"
+#include "datamask/exec/host.hpp"
 #include "datamask/exec/ops.hpp"
 
 #if __has_include(<unistd.h>)
@@ -86,45 +87,118 @@ inline void check_d_memory(index_t d, index_t matrices, const char* what, double
                                                    "; reduce d (project the embeddings) or drop DiSF"));
 }
 
-/// The term after each of `nc` rows joins a set of k >= 1 rows with mean mu, centred scatter m
-/// and q = m o m (the greedy state's formula, below; also the polish's ranking of the rows
-/// outside its selection, `swaps::one_sided_many`).
-template <class T>
-void joined_values(matrix_view<const T> x, const Eigen::VectorXd& mu, const Eigen::MatrixXd& m,
-                   const Eigen::MatrixXd& q, index_t k, const index_t* cands, index_t nc, double* val) {
-  const index_t d = x.cols;
-  const double kk = static_cast<double>(k);
-  const double beta = kk / (kk + 1.0);
-  Eigen::MatrixXd y(nc, d);
-  for (index_t c = 0; c < nc; ++c) y.row(c) = (detail::row_as<double>(x, cands[c]) - mu).transpose();
-  const Eigen::ArrayXd diag = m.diagonal().array();
-  Eigen::MatrixXd w(nc, d);
-  Eigen::MatrixXd v(nc, d);
-  for (index_t c = 0; c < nc; ++c) {
-    const Eigen::ArrayXd var = (diag + beta * y.row(c).transpose().array().square()) / kk;
-    const Eigen::ArrayXd wc = 1.0 / (var + epsilon);
-    w.row(c) = wc.matrix().transpose();
-    v.row(c) = (wc * y.row(c).transpose().array()).matrix().transpose();
-    // the diagonal, and the last term
-    const double t3 = (wc * y.row(c).transpose().array().square()).sum();
-    val[c] = beta * beta * t3 * t3 / (kk * kk) - (var * wc).square().sum();
+/// The change one row y = x - mu makes to the centred scatter M of a set of k rows with mean mu:
+/// M' = M + beta y y^T, joining (beta = k / (k + 1), k + 1 rows after, variances over k) or
+/// leaving (beta = -k / (k - 1), the mean moves too, k - 1 rows after, variances over k - 2).
+/// With var'_a = M'_aa / divisor and w_a = 1 / (var'_a + 1e-8), sum_{a != b} C'_ab^2 =
+/// (w^T (M o M) w + 2 beta (w o y)^T M (w o y) + beta^2 (sum_a w_a y_a^2)^2) / divisor^2 -
+/// sum_a (var'_a w_a)^2: two products with d x d matrices per row (`changed_values`).
+struct rank_one {
+  double beta = 0.0;
+  double divisor = 1.0;
+  /// A row joins a set of k >= 1 rows.
+  static rank_one joining(index_t k) {
+    const auto kk = static_cast<double>(k);
+    return {kk / (kk + 1.0), kk};
   }
-  const Eigen::MatrixXd wq = w * q;
-  const Eigen::MatrixXd vm = v * m;
-  for (index_t c = 0; c < nc; ++c) {
-    const double t1 = wq.row(c).dot(w.row(c));
-    const double t2 = vm.row(c).dot(v.row(c));
-    val[c] = -scale * ((t1 + 2.0 * beta * t2) / (kk * kk) + val[c]);
+  /// A row of a set of k >= 3 rows leaves it.
+  static rank_one leaving(index_t k) {
+    const auto kk = static_cast<double>(k);
+    return {-kk / (kk - 1.0), kk - 2.0};
+  }
+};
+
+/// `changed_values`' first pass, one (row, column) a call (index t d + a): w[t d + a] = w_a and
+/// v[t d + a] = w_a y_a for row rows[t].
+template <class T>
+struct change_weights {
+  matrix_view<const T> x;
+  const index_t* rows;
+  const double* mu;
+  const double* diag;  ///< M's diagonal
+  rank_one change;
+  double* w;
+  double* v;
+  DATAMASK_HOST_DEVICE void operator()(index_t i) const {
+    const index_t d = x.cols;
+    const index_t a = i % d;
+    const double y = static_cast<double>(x(rows[i / d], a)) - mu[a];
+    const double wa = 1.0 / ((diag[a] + change.beta * y * y) / change.divisor + epsilon);
+    w[i] = wa;
+    v[i] = wa * y;
+  }
+};
+
+/// `changed_values`' last pass, one row a call: the term from t1 = w^T (M o M) w and
+/// t2 = (w o y)^T M (w o y), times -scale.
+template <class T>
+struct changed_value {
+  matrix_view<const T> x;
+  const index_t* rows;
+  const double* mu;
+  const double* diag;
+  rank_one change;
+  const double* t1;
+  const double* t2;
+  double* val;
+  DATAMASK_HOST_DEVICE void operator()(index_t t) const {
+    double t3 = 0.0;     // sum_a w_a y_a^2
+    double spread = 0.0;  // sum_a (var'_a w_a)^2
+    for (index_t a = 0; a < x.cols; ++a) {
+      const double y = static_cast<double>(x(rows[t], a)) - mu[a];
+      const double var = (diag[a] + change.beta * y * y) / change.divisor;
+      const double wa = 1.0 / (var + epsilon);
+      t3 += wa * y * y;
+      spread += (var * wa) * (var * wa);
+    }
+    const double quad = t1[t] + 2.0 * change.beta * t2[t] + change.beta * change.beta * t3 * t3;
+    val[t] = -scale * (quad / (change.divisor * change.divisor) - spread);
+  }
+};
+
+/// The term after `change` (`rank_one`) of each of `count` rows of x: rows, mu (d), M's diagonal
+/// (d), M and M o M (d x d, symmetric) and val (count) in the executor's memory. Per block of
+/// rows: the weights, two of the executor's quadratic forms (its fastest d x d products: Eigen's
+/// on the host) and the values. Blocks of a fixed number of rows, about 2^21 doubles (16 MiB) a
+/// matrix: blocks of 2^22 made a DiSF run at 10^5 x 128 1.5% slower on the host, where each
+/// call's scratch is new memory; a device wants many rows at once. Each row's value is its own:
+/// the same bits on any thread count.
+template <class Exec, class T>
+void changed_values(Exec& exec, matrix_view<const T> x, const index_t* rows, index_t count, const double* mu,
+                    const double* diag, const double* m, const double* q, rank_one change, double* val) {
+  if (count <= 0) return;
+  const index_t d = x.cols;
+  const index_t block = std::min(count, std::max<index_t>(512, (index_t{1} << 21) / d / 512 * 512));
+  auto scope = exec.scope();
+  double* w = scope.template scratch<double>(block * d);
+  double* v = scope.template scratch<double>(block * d);
+  double* t1 = scope.template scratch<double>(block);
+  double* t2 = scope.template scratch<double>(block);
+  double* zero = scope.template scratch<double>(d);
+  scope.for_each(d, ops::fill{zero, 0.0});
+  for (index_t r0 = 0; r0 < count; r0 += block) {
+    const index_t nb = std::min(block, count - r0);
+    scope.for_each(nb * d, change_weights<T>{x, rows + r0, mu, diag, change, w, v}, 8.0);
+    scope.quadratic_forms(make_matrix_view(static_cast<const double*>(w), nb, d), zero, q, t1);
+    scope.quadratic_forms(make_matrix_view(static_cast<const double*>(v), nb, d), zero, m, t2);
+    scope.for_each(nb, changed_value<T>{x, rows + r0, mu, diag, change, t1, t2, val + r0},
+                   10.0 * static_cast<double>(d));
   }
 }
 
-/// The greedy state. With M the centred scatter of S (k rows) and mean mu, adding row x with
-/// y = x - mu gives M' = M + beta y y^T, beta = k / (k + 1) (a rank-one update). With
-/// var'_a = M'_aa / k and w_a = 1 / (var'_a + 1e-8), sum_{a != b} C'_ab^2 = (w^T (M o M) w +
-/// 2 beta (w o y)^T M (w o y) + beta^2 (sum_a w_a y_a^2)^2) / k^2 - sum_a (var'_a w_a)^2: two
-/// products with d x d matrices per candidate (4 d^2 flops), batched over candidates as matrix
-/// products, all in double. Candidates are scored in fixed chunks of 64 (a chunk's products
-/// round alike whatever the thread count). Not submodular: no `diminishing_gains`.
+/// `changed_values` on the host, for Eigen's vectors and (symmetric) matrices, on this thread.
+template <class T>
+void changed_values(matrix_view<const T> x, const index_t* rows, index_t count, const Eigen::VectorXd& mu,
+                    const Eigen::MatrixXd& m, const Eigen::MatrixXd& q, rank_one change, double* val) {
+  host_executor exec(1);
+  const Eigen::VectorXd diag = m.diagonal();
+  changed_values(exec, x, rows, count, mu.data(), diag.data(), m.data(), q.data(), change, val);
+}
+
+/// The greedy state: the centred scatter M of S (k rows), its mean mu and M o M; a candidate's
+/// value is `rank_one::joining`'s (two products with d x d matrices, 4 d^2 flops, in double), and
+/// adding it the rank-one update itself. Candidates are scored in fixed chunks of 64 (a chunk's
+/// products round alike whatever the thread count). Not submodular: no `diminishing_gains`.
 template <class T>
 struct state {
   static constexpr index_t chunk = 64;
@@ -148,7 +222,9 @@ struct state {
     return detail::row_as<double>(x, i);
   }
 
-  void chunk_values(const index_t* cands, index_t nc, double* val) const { joined_values(x, mu, m, q, k, cands, nc, val); }
+  void chunk_values(const index_t* cands, index_t nc, double* val) const {
+    changed_values(x, cands, nc, mu, m, q, rank_one::joining(k), val);
+  }
 
   void accumulate(std::span<const index_t> cands, std::span<double> out, double w) const {
     if (k == 0) return;  // a singleton scores 0
@@ -279,42 +355,7 @@ struct relax_gradient {
   DATAMASK_HOST_DEVICE void operator()(index_t i) const { grad[i] = (grad[i] - gs) / wm1; }
 };
 
-/// The term after each of `nr` rows of a set leaves it: the set has k >= 3 rows, mean mu,
-/// centred scatter m and q = m o m. Removing row i is a rank-one downdate M' = M - beta y_i y_i^T,
-/// y_i = x_i - mu, beta = k / (k - 1) (the mean moves too), so, as in `joined_values` with the
-/// sign of beta turned, with w_a = 1 / (M'_aa / (k - 2) + 1e-8):
-///   w^T (M' o M') w = w^T (M o M) w - 2 beta (w o y)^T M (w o y) + beta^2 (sum_a w_a y_a^2)^2:
-/// two (nr x d) (d x d) products, in double (`marginals`; the polish's ranking of the rows of its
-/// selection, `swaps::one_sided_many`).
-template <class T>
-void left_values(matrix_view<const T> x, const Eigen::VectorXd& mu, const Eigen::MatrixXd& m,
-                 const Eigen::MatrixXd& q, index_t k, const index_t* rows, index_t nr, double* val) {
-  const index_t d = x.cols;
-  const double kk = static_cast<double>(k);
-  const double beta = kk / (kk - 1.0);
-  const Eigen::ArrayXd diag = m.diagonal().array();
-  Eigen::MatrixXd w(nr, d);
-  Eigen::MatrixXd v(nr, d);
-  Eigen::ArrayXd t3(nr);    // sum_a w_a y_a^2
-  Eigen::ArrayXd diag_term(nr);  // sum_a (var'_a w_a)^2
-  for (index_t t = 0; t < nr; ++t) {
-    const Eigen::ArrayXd yt = (detail::row_as<double>(x, rows[t]) - mu).array();
-    const Eigen::ArrayXd var = (diag - beta * yt.square()) / (kk - 2.0);
-    const Eigen::ArrayXd wt = 1.0 / (var + epsilon);
-    w.row(t) = wt.matrix().transpose();
-    v.row(t) = (wt * yt).matrix().transpose();
-    t3(t) = (wt * yt.square()).sum();
-    diag_term(t) = (var * wt).square().sum();
-  }
-  const Eigen::MatrixXd wq = w * q;
-  const Eigen::MatrixXd vm = v * m;
-  for (index_t t = 0; t < nr; ++t) {
-    const double quad = wq.row(t).dot(w.row(t)) - 2.0 * beta * vm.row(t).dot(v.row(t)) + beta * beta * t3(t) * t3(t);
-    val[t] = -scale * (quad / ((kk - 2.0) * (kk - 2.0)) - diag_term(t));
-  }
-}
-
-/// Every item's marginal (`disf::marginals`): F of the set less F without it (`left_values`).
+/// Every item's marginal (`disf::marginals`): F of the set less F without it (`changed_values`).
 /// With Y the k centred rows (y_i = x_i - mean), the scatter M = Y^T Y and w0_a = 1 / (M_aa /
 /// (k - 1) + 1e-8), F = -scale (w0^T (M o M) w0 / (k - 1)^2 - sum_a (M_aa w0_a / (k - 1))^2).
 /// Sets of fewer than two items score 0.
@@ -343,10 +384,19 @@ double marginals(const subset_view<T>& s, std::span<double> out) {
     std::fill(out.begin(), out.end(), value);
     return value;
   }
-  left_values(s.embeddings, mean, m, q, k, s.subset.data, k, out.data());
+  changed_values(s.embeddings, s.subset.data, k, mean, m, q, rank_one::leaving(k), out.data());
   for (index_t t = 0; t < k; ++t) out[static_cast<std::size_t>(t)] = value - out[static_cast<std::size_t>(t)];
   return value;
 }
+
+/// out[t] += weight (val[t] - value): a change of the term, weighed (`swaps::add_one_sided`).
+struct add_change {
+  double* out;
+  const double* val;
+  double value;
+  double weight;
+  DATAMASK_HOST_DEVICE void operator()(index_t t) const { out[t] += weight * (val[t] - value); }
+};
 
 /// DiSF: the scatter M = sum (x - c)(x - c)^T and m = sum (x - c) of the set, shifted by the
 /// set's mean c at the start (the covariance does not depend on the shift; the shift avoids
@@ -445,39 +495,44 @@ struct swaps {
     return (inside ? swapped(y, none, k - 1.0) : swapped(none, y, k + 1.0)) - value;
   }
 
-  /// `one_sided` of many rows on one side (`batched_ranked_swap_state`). For a selection of 63
-  /// rows or more: the rows joining by the greedy state's formula (`joined_values`), the rows
-  /// leaving by the marginals' (`left_values`), two products with d x d matrices per 64 rows on
-  /// the scatter re-centred at the selection's mean, instead of a d^2 / 2 loop per row; the
-  /// polish ranks every candidate, and that loop was half of a DiSF run's time at 10^5 x 128.
-  /// Smaller selections, where those formulas' terms cancel to fewer digits: `one_sided` itself.
-  /// The same values to rounding (both subtract the state's value, which for a large selection
-  /// is thousands of times the change; the ranking reads these, each swap's gain is `delta`'s).
-  /// Blocks of rows are fixed, so the values do not depend on the thread count.
-  void one_sided_many(std::span<const index_t> rows, bool inside, std::span<double> out, int threads) const {
-    const auto count = static_cast<index_t>(rows.size());
-    const double per_row = static_cast<double>(d) * static_cast<double>(d);
+  /// weight times `one_sided` of `count` rows on one side, added to out (`executor_ranked_swap_state`):
+  /// x (the block), rows and out in the executor's memory. For a selection of 63 rows or more,
+  /// `changed_values` on the scatter re-centred at the selection's mean: two products with d x d
+  /// matrices per row on the executor (a device's, under CUDA: then only M, M o M and two
+  /// d-vectors cross), instead of a d^2 / 2 loop per row on the host; the polish ranks every
+  /// candidate, and that loop was half of a DiSF run's time at 10^5 x 128. Smaller selections,
+  /// where that formula's terms cancel to fewer digits: `one_sided` on the host. The same values
+  /// to rounding (both subtract the state's value, which for a large selection is thousands of
+  /// times the change; the ranking reads these, each swap's gain is `delta`'s), the same bits on
+  /// any thread count.
+  template <class Exec>
+  void add_one_sided(Exec& exec, matrix_view<const T> x, const index_t* rows, index_t count, bool inside,
+                     double weight, double* out) const {
+    if (count <= 0) return;
+    auto scope = exec.scope();
     if (k < 63.0) {
-      detail::parallel_for(count, threads, [&](index_t r) {
-        out[static_cast<std::size_t>(r)] = one_sided(rows[static_cast<std::size_t>(r)], inside);
-      }, per_row);
+      std::vector<index_t> ids(static_cast<std::size_t>(count));
+      scope.download(rows, std::span<index_t>(ids));
+      std::vector<double> change(ids.size());
+      detail::parallel_for(count, base.threads, [&](index_t r) {
+        change[static_cast<std::size_t>(r)] = one_sided(ids[static_cast<std::size_t>(r)], inside);
+      }, static_cast<double>(d) * static_cast<double>(d));
+      scope.for_each(count, ops::add_scaled{out, scope.upload(std::span<const double>(change)), weight});
       return;
     }
     const Eigen::VectorXd mu = c + m / k;  // the selection's mean, and its scatter about it
     const Eigen::MatrixXd centred = mm - m * m.transpose() / k;
     const Eigen::MatrixXd q = centred.cwiseAbs2();
+    const Eigen::VectorXd diag = centred.diagonal();
+    auto up = [&](const auto& values) {
+      return static_cast<const double*>(
+          scope.upload(std::span<const double>(values.data(), static_cast<std::size_t>(values.size()))));
+    };
+    double* val = scope.template scratch<double>(count);
     const auto rows_k = static_cast<index_t>(k);
-    constexpr index_t block = state<T>::chunk;
-    detail::parallel_for((count + block - 1) / block, threads, [&](index_t b) {
-      const index_t r0 = b * block;
-      const index_t nb = std::min(block, count - r0);
-      if (inside) {
-        left_values(base.embeddings, mu, centred, q, rows_k, rows.data() + r0, nb, out.data() + r0);
-      } else {
-        joined_values(base.embeddings, mu, centred, q, rows_k, rows.data() + r0, nb, out.data() + r0);
-      }
-      for (index_t r = 0; r < nb; ++r) out[static_cast<std::size_t>(r0 + r)] -= value;
-    }, 4.0 * static_cast<double>(block) * per_row);
+    changed_values(scope, x, rows, count, up(mu), up(diag), up(centred), up(q),
+                   inside ? rank_one::leaving(rows_k) : rank_one::joining(rows_k), val);
+    scope.for_each(count, add_change{out, val, value, weight});
   }
   void apply(index_t r, index_t a) {
     const Eigen::VectorXd yr = row(r);

@@ -131,7 +131,8 @@ class host_task {
 ///         best one's rows come back, once. The same code runs on every backend: on
 ///         `thrust_backend` over OpenMP the selection is the CPU backend's
 ///         (tests/test_thrust_credit_continuous.cpp). The polish ranks and chooses its
-///         candidates on the executor too (`polish_ranking`); its swaps' exact gains and its
+///         candidates on the executor too (`polish_ranking`, with the exact keys of a state
+///         that computes them there, `executor_ranked_swap_state`); its swaps' exact gains and its
 ///         stochastic-greedy start run on the host, the start on a thread of its own beside the
 ///         ascent where the backend leaves the host free (`backend_frees_host`: under CUDA).
 template <backend Backend = default_backend>
@@ -293,7 +294,7 @@ class basic_continuous_learner {
     // CUDA): the relaxation's gradient at its selection is the same passes over the block as an
     // ascent step, and per round only the chosen rows come to the host.
     polish_ranking ranking(b, ctx.dev.ds, exec, relaxation, blk.rows(), Backend::data(ctx.dev.kept),
-                           blk.kept_count());
+                           blk.kept_count(), quality);
     res.steps_run = st.iterations_run;
     res.stopped_early = st.stopped_early;
     res.history.reserve(st.relaxed.size());

@@ -184,25 +184,49 @@ struct signed_copy {
   DATAMASK_HOST_DEVICE void operator()(index_t i) const { to[i] = sign * from[i]; }
 };
 
+/// val[t] = coef quality[rows[t]], or 0 without a quality (`polish_ranking::refresh`).
+struct quality_keys {
+  const double* quality;
+  double coef;
+  const index_t* rows;
+  double* val;
+  DATAMASK_HOST_DEVICE void operator()(index_t t) const { val[t] = quality != nullptr ? coef * quality[rows[t]] : 0.0; }
+};
+
+/// key[rows[t]] = val[t].
+struct set_keys {
+  const index_t* rows;
+  const double* val;
+  double* key;
+  DATAMASK_HOST_DEVICE void operator()(index_t t) const { key[rows[t]] = val[t]; }
+};
+
 }  // namespace detail::continuous
 
 /// @brief The polish's ranking of its candidates, kept in the memory of a backend's executor:
 /// the selection's indicator, each row's key (the relaxation's gradient at the selection, or
-/// exact one-sided changes computed on the host and given), and the choice of the best-ranked
-/// rows on each side, so that per round only the chosen rows' ids reach the host (n values
-/// cross only where the host computes the keys).
+/// exact one-sided changes, computed on the executor or on the host and given), and the choice
+/// of the best-ranked rows on each side, so that per round only the chosen rows' ids reach the
+/// host (n values cross only where the host computes the keys).
 /// @tparam Relaxed `double(Exec& exec, const double* p, double* grad)`, as the ascent's (the
 ///         relaxation of f, `relaxation_of`)
 template <backend Backend, class Dataset, class Exec, class Relaxed>
 class polish_ranking {
  public:
+  using executor_type = Exec;
+
   /// @param ds the block on the backend (its ids break ties); it and `exec` must outlive the
   ///        ranking (the backend and the relaxation are copied)
   /// @param candidates the `m` rows that may be selected, in the executor's memory
+  /// @param quality the block's n quality values in the executor's memory (null: f has no
+  ///        quality term), for the exact keys computed there
   polish_ranking(Backend b, const Dataset& ds, Exec& exec, Relaxed relaxed, index_t n, const index_t* candidates,
-                 index_t m)
+                 index_t m, const double* quality)
       : b_(std::move(b)), ds_(ds), exec_(exec), relaxed_(std::move(relaxed)), n_(n), candidates_(candidates),
-        m_(m) {}
+        m_(m), quality_(quality) {}
+
+  /// @brief Whether the ranking holds the block's quality (`refresh` with changes).
+  [[nodiscard]] bool has_quality() const { return quality_ != nullptr; }
 
   /// @brief The number of candidates.
   [[nodiscard]] index_t candidate_count() const { return m_; }
@@ -241,6 +265,27 @@ class polish_ranking {
     exec_.for_each(n_, detail::continuous::signed_copy{scope.upload(keys), key_, 1.0});
     exec_.for_each(n_, detail::continuous::signed_copy{key_, negated_, -1.0});
   }
+  /// @brief Exact keys computed on the executor: a candidate's is quality_coef times its quality
+  /// plus what `changes(exec, x, rows, count, inside, out)` adds to out[t] for row rows[t], called
+  /// once for the candidates outside the selection (`inside` false) and once for the selection
+  /// (x the block as the relaxation reads it; rows and out in the executor's memory).
+  template <class Changes>
+  void refresh(double quality_coef, Changes&& changes) {
+    auto scope = exec_.scope();
+    const auto x = b_.relaxation_view(ds_).embeddings;
+    index_t* outside = scope.template scratch<index_t>(m_);
+    const index_t count = scope.keep_if(m_, detail::continuous::outside_at{candidates_, p_}, outside);
+    scope.for_each(count, detail::continuous::positions_to_rows{candidates_, outside});
+    for (const bool inside : {false, true}) {
+      const index_t* rows = inside ? rows_ : outside;
+      const index_t size = inside ? selected_ : count;
+      double* val = scope.template scratch<double>(std::max<index_t>(size, 1));
+      scope.for_each(size, detail::continuous::quality_keys{quality_, quality_coef, rows, val});
+      changes(scope, x, rows, size, inside, val);
+      scope.for_each(size, detail::continuous::set_keys{rows, val, key_});
+    }
+    exec_.for_each(n_, detail::continuous::signed_copy{key_, negated_, -1.0});
+  }
   /// @brief The c candidates outside the selection with the largest keys (all of them when
   /// fewer), by key descending, ties to the smaller id.
   [[nodiscard]] std::vector<index_t> best_outside(index_t c) {
@@ -270,6 +315,7 @@ class polish_ranking {
   index_t n_;
   const index_t* candidates_;
   index_t m_;
+  const double* quality_;
   double* p_ = nullptr;
   double* key_ = nullptr;
   double* negated_ = nullptr;
@@ -308,6 +354,7 @@ struct polisher {
   index_t last_refresh = -1;
   bool force_refresh = false;
   bool exact_ranking = true;  ///< every term of f's state gives one-sided changes (`exact_keys`)
+  bool on_executor = true;    ///< and each on the ranking's executor (`executor_ranked_swap_state`)
 
   polisher(const objective_t& f_, std::vector<index_t>& rows_, std::span<const index_t> candidates_,
            const polish_settings& cfg_, int threads_, Ranking& rank_)
@@ -317,14 +364,17 @@ struct polisher {
         qdiv(f_.aggregate() == quality_aggregate::mean ? static_cast<double>(k) : 1.0) {
     std::iota(all.begin(), all.end(), index_t{0});
     const subset_view<T> base{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(), index_view{},
-                              index_view(std::span<const index_t>(all))};
+                              index_view(std::span<const index_t>(all)), threads};
     f.mix().size_entries(states);
     f.mix().for_each([&](auto i, const auto& objective, double /*v*/) {
       if (f.term_slots()[i] < 0) return;
       auto& state = term_entry(states, i);
       state.emplace(swap_state_for(objective, base, rows));
-      exact_ranking = exact_ranking && ranked_swap_state<typename std::remove_reference_t<decltype(state)>::value_type>;
+      using state_t = typename std::remove_reference_t<decltype(state)>::value_type;
+      exact_ranking = exact_ranking && ranked_swap_state<state_t>;
+      on_executor = on_executor && executor_ranked_swap_state<state_t, typename Ranking::executor_type, T>;
     });
+    on_executor = on_executor && (rank.has_quality() || !f.has_quality_term());
     for (index_t r : rows) in[r] = 1;
     rank.start(rows);
   }
@@ -380,39 +430,45 @@ struct polisher {
   /// The exact ranking, where every term's state gives one-sided changes: a selected row's key
   /// is what f loses without it, another row's what f gains with it (quality included as in
   /// `pair_gain`), so the best swaps pair the smallest keys inside with the largest outside.
-  /// Each term's changes come a side at a time, from `one_sided_many` where the state has it.
+  /// Computed on the ranking's executor where every state can (`on_executor`), else on the host
+  /// a row at a time and given to the ranking.
   void exact_keys() {
     const auto& terms = f.terms();
-    keys.resize(static_cast<std::size_t>(n), 0.0);
-    std::vector<index_t> sides[2];  // the candidates outside (joining) and inside (leaving), in order
-    for (index_t i : candidates) {
-      sides[in[i] != 0 ? 1 : 0].push_back(i);
-      keys[i] = f.has_quality_term() ? terms[0].weight / terms[0].scale * f.quality()[i] / qdiv : 0.0;
-    }
-    const double per_row = static_cast<double>(f.embeddings().cols) * static_cast<double>(f.embeddings().cols);
-    std::vector<double> change;
-    f.mix().for_each([&](auto t, const auto& /*o*/, double /*v*/) {
-      const int slot = f.term_slots()[t];
-      if (slot < 0) return;
-      const auto& state = *term_entry(std::as_const(states), t);
-      using state_t = std::remove_cvref_t<decltype(state)>;
-      if constexpr (ranked_swap_state<state_t>) {
+    const double quality_coef = f.has_quality_term() ? terms[0].weight / terms[0].scale / qdiv : 0.0;
+    // Each term's weight / scale, with the state: fn(state, coef).
+    auto for_each_ranked = [&](auto&& fn) {
+      f.mix().for_each([&](auto t, const auto& /*o*/, double /*v*/) {
+        const int slot = f.term_slots()[t];
+        if (slot < 0) return;
         const auto& term = terms[static_cast<std::size_t>(slot)];
-        const double coef = term.weight / term.scale;
-        for (const bool inside : {false, true}) {
-          const std::vector<index_t>& side = sides[inside ? 1 : 0];
-          change.resize(side.size());
-          if constexpr (batched_ranked_swap_state<state_t>) {
-            state.one_sided_many(side, inside, change, threads);
-          } else {
-            detail::parallel_for(static_cast<index_t>(side.size()), threads, [&](index_t r) {
-              change[static_cast<std::size_t>(r)] = state.one_sided(side[static_cast<std::size_t>(r)], inside);
-            }, per_row);
+        fn(*term_entry(std::as_const(states), t), term.weight / term.scale);
+      });
+    };
+    if (on_executor) {
+      rank.refresh(quality_coef, [&](auto& exec, matrix_view<const T> x, const index_t* side, index_t count,
+                                     bool inside, double* out) {
+        for_each_ranked([&](const auto& state, double coef) {
+          using exec_t = std::remove_cvref_t<decltype(exec)>;
+          if constexpr (executor_ranked_swap_state<std::remove_cvref_t<decltype(state)>, exec_t, T>) {
+            state.add_one_sided(exec, x, side, count, inside, inside ? -coef : coef, out);
           }
-          for (std::size_t r = 0; r < side.size(); ++r) keys[side[r]] += coef * (inside ? -change[r] : change[r]);
-        }
+        });
+      });
+      return;
+    }
+    keys.assign(static_cast<std::size_t>(n), 0.0);
+    for (index_t i : candidates) keys[i] = quality_coef * f.quality()[i];
+    const double per_row = static_cast<double>(f.embeddings().cols) * static_cast<double>(f.embeddings().cols);
+    for_each_ranked([&](const auto& state, double coef) {
+      if constexpr (ranked_swap_state<std::remove_cvref_t<decltype(state)>>) {
+        detail::parallel_for(static_cast<index_t>(candidates.size()), threads, [&](index_t c) {
+          const index_t i = candidates[static_cast<std::size_t>(c)];
+          const bool inside = in[i] != 0;
+          keys[i] += (inside ? -coef : coef) * state.one_sided(i, inside);
+        }, per_row);
       }
     });
+    rank.refresh(std::span<const double>(keys));
   }
 
   /// The ranking at the selection, when due (or forced): exact (`exact_keys`) where every term
@@ -422,7 +478,6 @@ struct polisher {
     if (fresh) {
       if (exact_ranking) {
         exact_keys();
-        rank.refresh(std::span<const double>(keys));
       } else {
         rank.refresh();
       }
@@ -617,8 +672,9 @@ polish_report polish_swaps(const objective_function<T, Diversity>& f, const Rela
     return relaxed(std::span<const double>(p, n), std::span<double>(grad, n));
   };
   host_executor exec(threads);
+  const double* quality = f.has_quality_term() ? exec.upload(std::span<const double>(f.quality())) : nullptr;
   polish_ranking rank(b, ds, exec, on_host, f.size(), exec.upload(candidates),
-                      static_cast<index_t>(candidates.size()));
+                      static_cast<index_t>(candidates.size()), quality);
   return polish_swaps(f, rank, rows, candidates, cfg, threads);
 }
 
