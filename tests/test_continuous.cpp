@@ -559,12 +559,12 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
       with.push_back(in);
       CHECK(std::abs(state.one_sided(in, false) - (value(with) - now)) <= tol);
       // Every row at once (add_one_sided on the host's executor, two matrix products per row
-      // for 63 rows or more): each side's changes against F; the rows outside eight times over
-      // (enough blocks of rows for two threads to share them), the same bits on one and two
-      // threads.
+      // for 63 rows or more): each side's changes against F; the rows outside 32 times over
+      // (about 4,500 rows: enough 512-row blocks of products, and enough work in the passes
+      // between them, for two threads to share them), the same bits on one and two threads.
       static_assert(datamask::executor_ranked_swap_state<decltype(state), datamask::host_executor, double>);
       std::vector<index_t> outside;
-      for (int copy = 0; copy < 8; ++copy) {
+      for (int copy = 0; copy < 32; ++copy) {
         for (index_t i = 0; i < b.n; ++i) {
           if (std::find(sel.begin(), sel.end(), i) == sel.end()) outside.push_back(i);
         }
@@ -585,7 +585,7 @@ TEST_CASE("DiSF's swap state: every swap and one-sided change equals the change 
         less.erase(less.begin() + static_cast<std::ptrdiff_t>(t));
         CHECK(std::abs(leaving[t] - (value(less) - now)) <= tol);
       }
-      for (std::size_t c = 0; c < outside.size() / 8; ++c) {
+      for (std::size_t c = 0; c < outside.size() / 32; ++c) {
         auto more = sel;
         more.push_back(outside[c]);
         CHECK(std::abs(joining[c] - (value(more) - now)) <= tol);
@@ -642,10 +642,12 @@ TEST_CASE("the polish ranks on the host a swap state that ranks a row at a time,
   }
   datamask::polish_settings cfg;
   cfg.refresh_every = 2;
-  for (const index_t s : {index_t{80}, index_t{30}}) {
-    CAPTURE(s);
-    const datamask::objective_function<double, datamask::disf> f(blk.p, datamask::disf{}, 0.5);
-    const datamask::objective_function<double, disf_ranked_on_host> g(blk.p, disf_ranked_on_host{}, 0.5);
+  for (const auto& [s, lambda] : {std::pair{index_t{80}, 0.0}, std::pair{index_t{80}, 0.5}, std::pair{index_t{30}, 0.0}}) {
+    CAPTURE(s, lambda);
+    // lambda = 0: DiSF alone ranks (with quality, its weight and scale against DiSF's 10^-4
+    // keep the keys mostly quality's).
+    const datamask::objective_function<double, datamask::disf> f(blk.p, datamask::disf{}, lambda);
+    const datamask::objective_function<double, disf_ranked_on_host> g(blk.p, disf_ranked_on_host{}, lambda);
     const auto no_gradient = [](std::span<const double>, std::span<double>) -> double {
       FAIL("an exact ranking does not ask for the relaxation");
       return 0.0;

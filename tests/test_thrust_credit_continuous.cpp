@@ -579,7 +579,7 @@ TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's 
 TEMPLATE_TEST_CASE("DiSF's exact keys computed on the backend: each row's change of F, and the ranking's choices by them",
                    "[continuous][thrust][polish]", datamask::eigen_backend, datamask::thrust_backend) {
   // The reference: the swap state's one_sided on the host, a row at a time (its formula is
-  // checked against F in double in test_continuous.cpp). A selection of 113 rows takes the
+  // checked against F in double in test_continuous.cpp). A selection of 120 rows takes the
   // executor's products, one of 20 the host's formula; candidates skip every fifth row.
   const dm_test::instance inst(900, 8, 5);
   const auto p = inst.problem();
@@ -625,24 +625,27 @@ TEMPLATE_TEST_CASE("DiSF's exact keys computed on the backend: each row's change
         CHECK(got[t] == Approx(want).epsilon(1e-10).margin(1e-12));
       }
     }
-    // The ranking's exact keys: 0.7 times the quality, 1.3 times the change (a row's loss
-    // inside); its choices are the host's order of the reference keys.
+    // The ranking's exact keys: qc times the quality, 1.3 times the change (a row's loss
+    // inside); its choices are the host's order of the reference keys. With qc = 0 the changes
+    // alone order the rows (with quality, its scale dwarfs DiSF's 10^-4).
     datamask::polish_ranking rank(b, ds, exec, relaxation, inst.n, TestType::data(cand),
                                   static_cast<index_t>(candidates.size()), quality);
     rank.start(selection);
-    rank.refresh(0.7, [&](auto& e, datamask::matrix_view<const float> xs, const index_t* rows, index_t count,
-                          bool inside, double* out) {
-      state.add_one_sided(e, xs, rows, count, inside, inside ? -1.3 : 1.3, out);
-    });
-    std::vector<double> keys(static_cast<std::size_t>(inst.n), 0.0);
-    for (index_t i : candidates) {
-      const bool inside = std::find(selection.begin(), selection.end(), i) != selection.end();
-      keys[i] = 0.7 * f.quality()[i] + (inside ? -1.3 : 1.3) * state.one_sided(i, inside);
-    }
-    namespace dc = datamask::detail::continuous;
-    for (const index_t c : {index_t{1}, index_t{16}, static_cast<index_t>(selection.size())}) {
-      CHECK(rank.best_outside(c) == dc::top_by(keys, f.ids(), outside, c, true));
-      CHECK(rank.worst_inside(c) == dc::top_by(keys, f.ids(), selection, c, false));
+    for (const double qc : {0.0, 0.7}) {
+      rank.refresh(qc, [&](auto& e, datamask::matrix_view<const float> xs, const index_t* rows, index_t count,
+                           bool inside, double* out) {
+        state.add_one_sided(e, xs, rows, count, inside, inside ? -1.3 : 1.3, out);
+      });
+      std::vector<double> keys(static_cast<std::size_t>(inst.n), 0.0);
+      for (index_t i : candidates) {
+        const bool inside = std::find(selection.begin(), selection.end(), i) != selection.end();
+        keys[i] = qc * f.quality()[i] + (inside ? -1.3 : 1.3) * state.one_sided(i, inside);
+      }
+      namespace dc = datamask::detail::continuous;
+      for (const index_t c : {index_t{1}, index_t{16}, static_cast<index_t>(selection.size())}) {
+        CHECK(rank.best_outside(c) == dc::top_by(keys, f.ids(), outside, c, true));
+        CHECK(rank.worst_inside(c) == dc::top_by(keys, f.ids(), selection, c, false));
+      }
     }
   }
 }

@@ -286,7 +286,7 @@ concept ranked_swap_state = swap_state<S> && requires(const S& cst, index_t i, b
 /// in the executor's memory (the same values to rounding, the same bits on any thread count).
 ///
 /// Why: the polish ranks every candidate at each refresh; with this, the ranking's keys are
-/// computed where the block is kept (on a device, under CUDA) and nothing of size n crosses to
+/// computed where the block is kept (on a device, under CUDA), so that they need not cross to
 /// the host, and a state whose per-row formula is faster as matrix products (DiSF's) batches it.
 template <class S, class E, class T>
 concept executor_ranked_swap_state =

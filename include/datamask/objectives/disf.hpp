@@ -157,7 +157,8 @@ struct changed_value {
 };
 
 /// The term after `change` (`rank_one`) of each of `count` rows of x: rows, mu (d), M's diagonal
-/// (d), M and M o M (d x d, symmetric) and val (count) in the executor's memory. Per block of
+/// (d), M and M o M (d x d, symmetric to rounding, read by rows) and val (count) in the
+/// executor's memory. Per block of
 /// rows: the weights, two of the executor's quadratic forms (its fastest d x d products: Eigen's
 /// on the host) and the values. Blocks of a fixed number of rows, about 2^21 doubles (16 MiB) a
 /// matrix: blocks of 2^22 made a DiSF run at 10^5 x 128 1.5% slower on the host, where each
@@ -464,7 +465,7 @@ struct swaps {
     c = Eigen::VectorXd::Zero(d);
     for (index_t i : sel) c += row_as<double>(v.embeddings, i);
     c /= std::max(1.0, k);
-    check_d_memory(d, 5, "the polish");  // the scatter, Sigma and a product in score; two in one_sided_many
+    check_d_memory(d, 5, "the polish");  // the scatter, Sigma and a product in score; two in add_one_sided
     mm = Eigen::MatrixXd::Zero(d, d);
     m = Eigen::VectorXd::Zero(d);
     // Blocks of rows, one symmetric rank update each (one rank-one update per row ran at vector
@@ -501,7 +502,8 @@ struct swaps {
   /// matrices per row on the executor (a device's, under CUDA: then only M, M o M and two
   /// d-vectors cross), instead of a d^2 / 2 loop per row on the host; the polish ranks every
   /// candidate, and that loop was half of a DiSF run's time at 10^5 x 128. Smaller selections,
-  /// where that formula's terms cancel to fewer digits: `one_sided` on the host. The same values
+  /// where that formula's terms cancel to fewer digits: `one_sided` on the host (on a device,
+  /// the side's ids come down and its values go up: n values, for tiny selections only). The same values
   /// to rounding (both subtract the state's value, which for a large selection is thousands of
   /// times the change; the ranking reads these, each swap's gain is `delta`'s), the same bits on
   /// any thread count.

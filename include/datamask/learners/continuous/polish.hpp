@@ -457,7 +457,9 @@ struct polisher {
       return;
     }
     keys.assign(static_cast<std::size_t>(n), 0.0);
-    for (index_t i : candidates) keys[i] = quality_coef * f.quality()[i];
+    if (f.has_quality_term()) {
+      for (index_t i : candidates) keys[i] = quality_coef * f.quality()[i];
+    }
     const double per_row = static_cast<double>(f.embeddings().cols) * static_cast<double>(f.embeddings().cols);
     for_each_ranked([&](const auto& state, double coef) {
       if constexpr (ranked_swap_state<std::remove_cvref_t<decltype(state)>>) {
