@@ -106,6 +106,8 @@ struct rank_one {
     const auto kk = static_cast<double>(k);
     return {-kk / (kk - 1.0), kk - 2.0};
   }
+  /// var'_a from M_aa and the row's y_a.
+  DATAMASK_HOST_DEVICE double variance(double m_aa, double y_a) const { return (m_aa + beta * y_a * y_a) / divisor; }
 };
 
 /// `changed_values`' first pass, one (row, column) a call (index t d + a): w[t d + a] = w_a and
@@ -123,7 +125,7 @@ struct change_weights {
     const index_t d = x.cols;
     const index_t a = i % d;
     const double y = static_cast<double>(x(rows[i / d], a)) - mu[a];
-    const double wa = 1.0 / ((diag[a] + change.beta * y * y) / change.divisor + epsilon);
+    const double wa = 1.0 / (change.variance(diag[a], y) + epsilon);
     w[i] = wa;
     v[i] = wa * y;
   }
@@ -146,7 +148,7 @@ struct changed_value {
     double spread = 0.0;  // sum_a (var'_a w_a)^2
     for (index_t a = 0; a < x.cols; ++a) {
       const double y = static_cast<double>(x(rows[t], a)) - mu[a];
-      const double var = (diag[a] + change.beta * y * y) / change.divisor;
+      const double var = change.variance(diag[a], y);
       const double wa = 1.0 / (var + epsilon);
       t3 += wa * y * y;
       spread += (var * wa) * (var * wa);
@@ -158,12 +160,11 @@ struct changed_value {
 
 /// The term after `change` (`rank_one`) of each of `count` rows of x: rows, mu (d), M's diagonal
 /// (d), M and M o M (d x d, symmetric to rounding, read by rows) and val (count) in the
-/// executor's memory. Per block of
-/// rows: the weights, two of the executor's quadratic forms (its fastest d x d products: Eigen's
-/// on the host) and the values. Blocks of a fixed number of rows, about 2^21 doubles (16 MiB) a
-/// matrix: blocks of 2^22 made a DiSF run at 10^5 x 128 1.5% slower on the host, where each
-/// call's scratch is new memory; a device wants many rows at once. Each row's value is its own:
-/// the same bits on any thread count.
+/// executor's memory. Per block of rows: the weights, two of the executor's quadratic forms (its
+/// fastest d x d products: Eigen's on the host) and the values. Blocks of a fixed number of rows,
+/// about 2^21 doubles (16 MiB) a matrix: blocks of 2^22 made a DiSF run at 10^5 x 128 1.5% slower
+/// on the host, where each call's scratch is new memory; a device wants many rows at once. Each
+/// row's value is its own: the same bits on any thread count.
 template <class Exec, class T>
 void changed_values(Exec& exec, matrix_view<const T> x, const index_t* rows, index_t count, const double* mu,
                     const double* diag, const double* m, const double* q, rank_one change, double* val) {
@@ -503,10 +504,10 @@ struct swaps {
   /// d-vectors cross), instead of a d^2 / 2 loop per row on the host; the polish ranks every
   /// candidate, and that loop was half of a DiSF run's time at 10^5 x 128. Smaller selections,
   /// where that formula's terms cancel to fewer digits: `one_sided` on the host (on a device,
-  /// the side's ids come down and its values go up: n values, for tiny selections only). The same values
-  /// to rounding (both subtract the state's value, which for a large selection is thousands of
-  /// times the change; the ranking reads these, each swap's gain is `delta`'s), the same bits on
-  /// any thread count.
+  /// the side's ids come down and its values go up: n values, for tiny selections only). The
+  /// same values to rounding (both subtract the state's value, which for a large selection is
+  /// thousands of times the change; the ranking reads these, each swap's gain is `delta`'s), the
+  /// same bits on any thread count.
   template <class Exec>
   void add_one_sided(Exec& exec, matrix_view<const T> x, const index_t* rows, index_t count, bool inside,
                      double weight, double* out) const {
