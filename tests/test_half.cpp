@@ -188,6 +188,18 @@ void check_passes_match_float(index_t n, index_t d, index_t stride) {
   exec.row_dots(xl, s.data(), lo.data());
   exec.row_dots(xw, s.data(), hi.data());
   CHECK(same(lo, hi));
+  // Rows of a list, in any order and repeated (the greedy's gains): each row's value of the pass
+  // over the whole block, for either element; a count that is not a multiple of the kernel's 4.
+  std::vector<index_t> list(static_cast<std::size_t>(n / 2 + 3));
+  for (auto& i : list) i = r.below(n);
+  std::vector<double> lo_list(list.size());
+  std::vector<double> hi_list(list.size());
+  datamask::row_dots_of(xl, list.data(), static_cast<index_t>(list.size()), s.data(), lo_list.data());
+  datamask::row_dots_of(xw, list.data(), static_cast<index_t>(list.size()), s.data(), hi_list.data());
+  for (std::size_t t = 0; t < list.size(); ++t) {
+    CHECK(same_bits(lo_list[t], hi[static_cast<std::size_t>(list[t])]));
+    CHECK(same_bits(hi_list[t], hi[static_cast<std::size_t>(list[t])]));
+  }
   exec.quadratic_forms(xl, mu.data(), g.data(), lo.data());
   exec.quadratic_forms(xw, mu.data(), g.data(), hi.data());
   CHECK(same(lo, hi));

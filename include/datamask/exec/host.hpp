@@ -22,6 +22,7 @@
 #include <Eigen/Core>
 
 #include "datamask/core/detail/parallel.hpp"
+#include "datamask/core/detail/row_map.hpp"
 #include "datamask/core/half.hpp"
 #include "datamask/exec/dense.hpp"
 #include "datamask/exec/detail/half_rows.hpp"
@@ -37,6 +38,30 @@ namespace datamask {
 /// entry) is far above the step of a central finite difference, so small blocks (gradient checks,
 /// tiny selections) stay in double. The choice depends on n only: deterministic.
 inline constexpr index_t float_product_rows = 4096;
+
+/// @brief out[t] = x_{rows[t]} . s (`dense::lane_dot`, the host executor's `row_dots`) for the
+/// `count` rows listed, on the calling thread, each requested from memory some rows before it is
+/// read. Why: the greedy's gains read rows scattered over the block (a stochastic round's
+/// sample), which the hardware cannot predict; waiting on each row in turn made half of a
+/// stochastic-greedy run (benchmarks/RESULTS.md, "Rows read in the order of a list"). A 16-bit
+/// row is read with the executor's AVX2 kernel where the CPU has it.
+template <class T>
+void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* s, double* out) {
+  if constexpr (half_precision<T>) {
+    if (detail::half_rows::available()) {
+      // The kernel requests each group of rows `ahead` rows before it reads them: the first here.
+      for (index_t t = 0; t < std::min(count, detail::half_rows::ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
+      detail::half_rows::dots(x, rows, count, s, out);
+      return;
+    }
+  }
+  constexpr index_t ahead = 4;
+  for (index_t t = 0; t < std::min(count, ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
+  for (index_t t = 0; t < count; ++t) {
+    if (t + ahead < count) detail::prefetch(x.row(rows[t + ahead]), x.cols);
+    out[t] = dense::lane_dot(x.row(rows[t]), s, x.cols);
+  }
+}
 
 /// @brief Runs an executor's passes on the host: `for_each` on up to `threads` OpenMP threads (0:
 /// all; a pass too small to repay a parallel region runs on the calling thread), scratch and

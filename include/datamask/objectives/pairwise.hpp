@@ -108,8 +108,11 @@ struct state {
   explicit state(const greedy_block<T>& b)
       : x(b.embeddings), inv(b.inv_norms), s(Eigen::VectorXd::Zero(b.embeddings.cols)), threads(b.threads) {}
 
+  /// u_i . s.
   [[nodiscard]] double dot(index_t i) const {
-    return detail::row_as<double>(x, i).dot(s) * inv[i];
+    double v = 0.0;
+    row_dots_of(x, &i, 1, s.data(), &v);
+    return v * inv[i];
   }
   [[nodiscard]] double value() const {
     return k < 2 ? 0.0 : -pairs / (static_cast<double>(k) * static_cast<double>(k - 1));
@@ -121,9 +124,11 @@ struct state {
     // A dot product (2 d operations) per candidate: below parallel_min_work the round opens no
     // region (a region per round costs more than it saves then, and far more on a loaded machine).
     detail::parallel_for((nc + 255) / 256, threads, [&](index_t b) {
-      for (index_t c = b * 256; c < std::min(nc, (b + 1) * 256); ++c) {
-        out[c] += w * (-2.0 * dot(cands[c]) / div);
-      }
+      const index_t first = b * 256;
+      const index_t count = std::min<index_t>(nc - first, 256);
+      double dots[256];
+      row_dots_of(x, cands.data() + first, count, s.data(), dots);
+      for (index_t c = 0; c < count; ++c) out[first + c] += w * (-2.0 * (dots[c] * inv[cands[first + c]]) / div);
     }, 256.0 * 2.0 * static_cast<double>(x.cols));
   }
   [[nodiscard]] double common() const {

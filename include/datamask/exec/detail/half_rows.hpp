@@ -24,6 +24,10 @@
 
 namespace datamask::detail::half_rows {
 
+/// Rows requested ahead of the ones in use (the hardware's prefetch alone left a thread's pass
+/// at half the rate of its arithmetic).
+inline constexpr index_t ahead = 16;
+
 #if DATAMASK_X86_F16C
 
 /// Whether this CPU runs the kernels below, asked once.
@@ -37,10 +41,6 @@ __attribute__((target("avx2,f16c"))) inline __m256 load8(const bfloat16* x) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-
-/// Rows requested ahead of the ones in use (the hardware's prefetch alone left a thread's pass
-/// at half the rate of its arithmetic).
-inline constexpr index_t ahead = 16;
 
 /// acc[j] += double(x_ij) * w_i for the `count` rows i in `rows`, in their order: 32 columns of acc
 /// held in registers over the rows (each element's additions in row order, as one row at a time
@@ -104,32 +104,31 @@ __attribute__((target("avx2,f16c"))) void accumulate(matrix_view<const T> x, ind
   add_rows(x, rows, count, w, acc);
 }
 
-/// out[r] = `dense::lane_dot`(x_r, s) for the K rows r = first .. first + K - 1, side by side, so
-/// the rows' independent sums hide the latency of each one's additions: lanes l = 0..3 over the
+/// out[k] = `dense::lane_dot`(r[k], s) for K rows of d elements, side by side, so the rows'
+/// independent sums hide the latency of each one's additions: lanes l = 0..3 over the
 /// eight-wide steps (columns j..j+3, then j+4..j+7), the rest of the four-wide steps, the
-/// remainder into lane 0, the lanes added in the fixed order. `prefetch`: request the K rows
-/// `ahead` rows on.
+/// remainder into lane 0, the lanes added in the fixed order. `next` (or null): K rows to request
+/// meanwhile, a line per 32 columns.
 template <int K, class T>
-__attribute__((target("avx2,f16c"))) void dot_rows(matrix_view<const T> x, index_t first, const double* s,
-                                                   double* out, bool prefetch) {
-  const index_t d = x.cols;
+__attribute__((target("avx2,f16c"))) void dot_rows(const T* const* r, const T* const* next, index_t d,
+                                                   const double* s, double* out) {
   const index_t wide = d / 8 * 8;
   __m256d part[K];
   for (int k = 0; k < K; ++k) part[k] = _mm256_setzero_pd();
   for (index_t j = 0; j < wide; j += 8) {
-    if (prefetch && j % 32 == 0) {
-      for (int k = 0; k < K; ++k) _mm_prefetch(reinterpret_cast<const char*>(x.row(first + ahead + k) + j), _MM_HINT_T0);
+    if (next != nullptr && j % 32 == 0) {
+      for (int k = 0; k < K; ++k) _mm_prefetch(reinterpret_cast<const char*>(next[k] + j), _MM_HINT_T0);
     }
     const __m256d s0 = _mm256_loadu_pd(s + j);
     const __m256d s1 = _mm256_loadu_pd(s + j + 4);
     for (int k = 0; k < K; ++k) {
-      const __m256 f = load8(x.row(first + k) + j);
+      const __m256 f = load8(r[k] + j);
       part[k] = _mm256_add_pd(part[k], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), s0));
       part[k] = _mm256_add_pd(part[k], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), s1));
     }
   }
   for (int k = 0; k < K; ++k) {
-    const T* row = x.row(first + k);
+    const T* row = r[k];
     alignas(32) double lanes[4];
     _mm256_store_pd(lanes, part[k]);
     index_t j = wide;
@@ -137,17 +136,42 @@ __attribute__((target("avx2,f16c"))) void dot_rows(matrix_view<const T> x, index
       for (index_t l = 0; l < 4; ++l) lanes[l] += static_cast<double>(static_cast<float>(row[j + l])) * s[j + l];
     }
     for (; j < d; ++j) lanes[0] += static_cast<double>(static_cast<float>(row[j])) * s[j];
-    out[first + k] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    out[k] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   }
 }
 
-/// out[i] = `dense::lane_dot`(x_i, s) for i in [first, end), four rows at a time.
+/// out[t] = `dense::lane_dot`(x_{row(t)}, s) for t in [0, count), four rows at a time, each
+/// group requesting the group `ahead` rows on.
+template <class T, class Row>
+__attribute__((target("avx2,f16c"))) void dots_by(matrix_view<const T> x, index_t count, Row row, const double* s,
+                                                  double* out) {
+  const T* r[4];
+  const T* next[4];
+  index_t t = 0;
+  for (; t + 4 <= count; t += 4) {
+    const bool ahead_exists = t + ahead + 4 <= count;
+    for (int k = 0; k < 4; ++k) {
+      r[k] = x.row(row(t + k));
+      if (ahead_exists) next[k] = x.row(row(t + ahead + k));
+    }
+    dot_rows<4, T>(r, ahead_exists ? next : nullptr, x.cols, s, out + t);
+  }
+  for (; t < count; ++t) {
+    r[0] = x.row(row(t));
+    dot_rows<1, T>(r, nullptr, x.cols, s, out + t);
+  }
+}
+
+/// out[i] = `dense::lane_dot`(x_i, s) for i in [first, end).
 template <class T>
-__attribute__((target("avx2,f16c"))) void dots(matrix_view<const T> x, index_t first, index_t end, const double* s,
-                                               double* out) {
-  index_t i = first;
-  for (; i + 4 <= end; i += 4) dot_rows<4>(x, i, s, out, i + ahead + 4 <= end);
-  for (; i < end; ++i) dot_rows<1>(x, i, s, out, false);
+void dots(matrix_view<const T> x, index_t first, index_t end, const double* s, double* out) {
+  dots_by(x, end - first, [first](index_t t) { return first + t; }, s, out + first);
+}
+
+/// out[t] = `dense::lane_dot`(x_{rows[t]}, s) for t in [0, count): rows listed in any order.
+template <class T>
+void dots(matrix_view<const T> x, const index_t* rows, index_t count, const double* s, double* out) {
+  dots_by(x, count, [rows](index_t t) { return rows[t]; }, s, out);
 }
 
 #else
@@ -157,6 +181,8 @@ template <class T>
 void accumulate(matrix_view<const T>, index_t, index_t, const double*, double*) {}
 template <class T>
 void dots(matrix_view<const T>, index_t, index_t, const double*, double*) {}
+template <class T>
+void dots(matrix_view<const T>, const index_t*, index_t, const double*, double*) {}
 
 #endif
 
