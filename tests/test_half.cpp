@@ -219,11 +219,23 @@ void check_passes_match_float(index_t n, index_t d, index_t stride) {
   datamask::dense::row_dots(exec, xl, s.data(), lo.data());
   datamask::dense::row_dots(exec, xw, s.data(), hi.data());
   CHECK(same(lo, hi));
+  // The executor's passes over the float32 block (AVX2 kernels where the CPU has them): the
+  // generic passes' bits.
+  std::vector<double> generic(static_cast<std::size_t>(d));
+  hi.assign(static_cast<std::size_t>(d), 0.0);
+  exec.column_sums(xw, w.data(), hi.data());
+  datamask::dense::column_sums(exec, xw, w.data(), generic.data());
+  CHECK(same(hi, generic));
+  generic.assign(static_cast<std::size_t>(n), 0.0);
+  hi.assign(static_cast<std::size_t>(n), 0.0);
+  exec.row_dots(xw, s.data(), hi.data());
+  datamask::dense::row_dots(exec, xw, s.data(), generic.data());
+  CHECK(same(hi, generic));
 }
 
 }  // namespace
 
-TEST_CASE("the host executor's passes over a 16-bit block give the float32 block's bits", "[half][exec]") {
+TEST_CASE("the host executor's passes give the generic passes' bits, and over a 16-bit block the float32 block's", "[half][exec]") {
   // Below and above `float_product_rows` (double and float d x d products); d with and without
   // a tail after the 8-wide conversions and the four-lane dots.
   for (index_t n : {index_t{1}, index_t{777}, index_t{5000}}) {

@@ -25,7 +25,7 @@
 #include "datamask/core/detail/row_map.hpp"
 #include "datamask/core/half.hpp"
 #include "datamask/exec/dense.hpp"
-#include "datamask/exec/detail/half_rows.hpp"
+#include "datamask/exec/detail/avx2_rows.hpp"
 #include "datamask/exec/reduce.hpp"
 #include "datamask/core/types.hpp"
 
@@ -43,15 +43,15 @@ inline constexpr index_t float_product_rows = 4096;
 /// `count` rows listed, on the calling thread, each requested from memory some rows before it is
 /// read. Why: the greedy's gains read rows scattered over the block (a stochastic round's
 /// sample), which the hardware cannot predict; waiting on each row in turn made half of a
-/// stochastic-greedy run (benchmarks/RESULTS.md, "Rows read in the order of a list"). A 16-bit
-/// row is read with the executor's AVX2 kernel where the CPU has it.
+/// stochastic-greedy run (benchmarks/RESULTS.md, "Rows read in the order of a list"). A float32
+/// or 16-bit row is read with the executor's AVX2 kernel where the CPU has it.
 template <class T>
 void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* s, double* out) {
-  if constexpr (half_precision<T>) {
-    if (detail::half_rows::available()) {
+  if constexpr (detail::avx2_rows::reads<T>) {
+    if (detail::avx2_rows::available()) {
       // The kernel requests each group of rows `ahead` rows before it reads them: the first here.
-      for (index_t t = 0; t < std::min(count, detail::half_rows::ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
-      detail::half_rows::dots(x, rows, count, s, out);
+      for (index_t t = 0; t < std::min(count, detail::avx2_rows::ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
+      detail::avx2_rows::dots(x, rows, count, s, out);
       return;
     }
   }
@@ -141,7 +141,8 @@ class host_executor {
     return count;
   }
 
-  /// @brief `dense::column_sums` with Eigen's vectorised row updates, in the same chunks.
+  /// @brief `dense::column_sums` in the same chunks: the AVX2 kernel where the CPU has it (float32
+  /// and 16-bit blocks), else Eigen's vectorised row updates.
   template <class T>
   void column_sums(matrix_view<const T> x, const double* w, double* out) {
     const index_t n = x.rows;
@@ -150,9 +151,9 @@ class host_executor {
     const index_t chunks = (n + rows - 1) / rows;
     Eigen::MatrixXd part = Eigen::MatrixXd::Zero(d, chunks);
     for_each(chunks, [&](index_t c) {
-      if constexpr (half_precision<T>) {
-        if (detail::half_rows::available()) {
-          detail::half_rows::accumulate(x, c * rows, std::min(n, (c + 1) * rows), w, part.col(c).data());
+      if constexpr (detail::avx2_rows::reads<T>) {
+        if (detail::avx2_rows::available()) {
+          detail::avx2_rows::accumulate(x, c * rows, std::min(n, (c + 1) * rows), w, part.col(c).data());
           return;
         }
       }
@@ -166,17 +167,18 @@ class host_executor {
     for (index_t c = 0; c < chunks; ++c) total += part.col(c);
   }
 
-  /// @brief `dense::row_dots` (the same four-lane dot), rows in chunks over the threads.
+  /// @brief `dense::row_dots` (the same four-lane dot), rows in chunks over the threads (the AVX2
+  /// kernel where the CPU has it, for float32 and 16-bit blocks).
   template <class T>
   void row_dots(matrix_view<const T> x, const double* s, double* out) {
-    if constexpr (half_precision<T>) {
+    if constexpr (detail::avx2_rows::reads<T>) {
       const index_t d = x.cols;
       const index_t blocks = (x.rows + block_rows - 1) / block_rows;
       for_each(blocks, [&](index_t bi) {
         const index_t first = bi * block_rows;
         const index_t end = std::min(x.rows, first + block_rows);
-        if (detail::half_rows::available()) {
-          detail::half_rows::dots(x, first, end, s, out);
+        if (detail::avx2_rows::available()) {
+          detail::avx2_rows::dots(x, first, end, s, out);
           return;
         }
         row_buffer<T> buf(d);

@@ -2,16 +2,19 @@
 #pragma once
 
 /// @file
-/// @brief The host executor's two streaming passes over a 16-bit block (X^T w and X s) with AVX2
-/// and F16C, chosen at run time (the library is compiled for baseline x86-64). Why: widening a
-/// row to float before the float32 block's code leaves the pass bound by its arithmetic, slower
-/// than the float32 block it should halve (benchmarks/RESULTS.md, "Half-precision blocks"). Each
-/// adds the same terms in the same order with the same roundings as the float32 block's pass (a
-/// product, then a sum: no fused multiply-add), so the bits are those of the float32 block
-/// holding the same values.
+/// @brief The host executor's two streaming passes (X^T w and X s) over a float32 or 16-bit block
+/// with AVX2 (and F16C for float16), chosen at run time (the library is compiled for baseline
+/// x86-64, whose SSE2 holds two doubles an instruction). Why: widening a 16-bit row to float
+/// before the float32 block's code left the pass bound by its arithmetic, slower than the float32
+/// block it should halve (benchmarks/RESULTS.md, "Half-precision blocks"); the float32 block's
+/// passes, in Eigen's SSE2 code, were most of a default run. Each adds the same terms in the same
+/// order with the same roundings as the generic passes (`dense::column_sums`' row order and
+/// `dense::lane_dot`; a product, then a sum: no fused multiply-add), so a block gives the bits of
+/// the float32 block holding the same values, with or without these kernels.
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "datamask/core/half.hpp"
 #include "datamask/core/types.hpp"
@@ -22,7 +25,11 @@
 #define DATAMASK_UNROLL(n) DATAMASK_PRAGMA(GCC unroll n)
 #endif
 
-namespace datamask::detail::half_rows {
+namespace datamask::detail::avx2_rows {
+
+/// Whether these kernels read blocks of T (where the CPU has them).
+template <class T>
+inline constexpr bool reads = half_precision<T> || std::is_same_v<T, float>;
 
 /// Rows requested ahead of the ones in use (the hardware's prefetch alone left a thread's pass
 /// at half the rate of its arithmetic).
@@ -33,10 +40,11 @@ inline constexpr index_t ahead = 16;
 /// Whether this CPU runs the kernels below, asked once.
 inline bool available() { return cpu_features().f16c && cpu_features().avx2; }
 
-/// Eight elements at `x` as eight floats.
+/// Eight elements at `x` as eight floats (exact).
 __attribute__((target("avx2,f16c"))) inline __m256 load8(const float16* x) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
 }
+__attribute__((target("avx2,f16c"))) inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
 __attribute__((target("avx2,f16c"))) inline __m256 load8(const bfloat16* x) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
@@ -186,4 +194,4 @@ void dots(matrix_view<const T>, const index_t*, index_t, const double*, double*)
 
 #endif
 
-}  // namespace datamask::detail::half_rows
+}  // namespace datamask::detail::avx2_rows
