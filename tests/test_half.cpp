@@ -200,6 +200,18 @@ void check_passes_match_float(index_t n, index_t d, index_t stride) {
     CHECK(same_bits(lo_list[t], hi[static_cast<std::size_t>(list[t])]));
     CHECK(same_bits(hi_list[t], hi[static_cast<std::size_t>(list[t])]));
   }
+  // The weighted sums of the listed rows (a selection's evaluation): each element's terms in
+  // list order, as a plain loop adds them.
+  std::vector<double> sums_ref(static_cast<std::size_t>(d), 0.5);
+  for (index_t i : list) {
+    for (index_t j = 0; j < d; ++j) sums_ref[static_cast<std::size_t>(j)] += static_cast<double>(xw(i, j)) * w[static_cast<std::size_t>(i)];
+  }
+  std::vector<double> sums_lo(static_cast<std::size_t>(d), 0.5);
+  std::vector<double> sums_hi(static_cast<std::size_t>(d), 0.5);
+  datamask::row_sums_of(xl, list.data(), static_cast<index_t>(list.size()), w.data(), sums_lo.data());
+  datamask::row_sums_of(xw, list.data(), static_cast<index_t>(list.size()), w.data(), sums_hi.data());
+  CHECK(same(sums_lo, sums_ref));
+  CHECK(same(sums_hi, sums_ref));
   exec.quadratic_forms(xl, mu.data(), g.data(), lo.data());
   exec.quadratic_forms(xw, mu.data(), g.data(), hi.data());
   CHECK(same(lo, hi));

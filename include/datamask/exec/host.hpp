@@ -63,6 +63,32 @@ void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, con
   }
 }
 
+/// @brief acc[j] += x_{rows[t], j} w[rows[t]] for the `count` rows listed, in list order (each
+/// element's terms added in that order, a product then a sum, as `dense::column_sums` adds its
+/// rows), on the calling thread, each row requested from memory some rows before it is read
+/// (`row_dots_of`'s reasons: the rows of a selection lie anywhere in the block). For the host's
+/// evaluation of a selection (pairwise similarity's sum of unit rows).
+template <class T>
+void row_sums_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* w, double* acc) {
+  constexpr index_t ahead = 8;
+  for (index_t t = 0; t < std::min(count, ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
+  if constexpr (detail::avx2_rows::reads<T>) {
+    if (detail::avx2_rows::available()) {
+      for (index_t t = 0; t < count; t += ahead) {  // a group summed while the next is requested
+        for (index_t u = t + ahead; u < std::min(count, t + 2 * ahead); ++u) detail::prefetch(x.row(rows[u]), x.cols);
+        detail::avx2_rows::sums(x, rows + t, std::min(ahead, count - t), w, acc);
+      }
+      return;
+    }
+  }
+  for (index_t t = 0; t < count; ++t) {
+    if (t + ahead < count) detail::prefetch(x.row(rows[t + ahead]), x.cols);
+    const T* r = x.row(rows[t]);
+    const double wt = w[rows[t]];
+    for (index_t j = 0; j < x.cols; ++j) acc[j] += static_cast<double>(r[j]) * wt;
+  }
+}
+
 /// @brief Runs an executor's passes on the host: `for_each` on up to `threads` OpenMP threads (0:
 /// all; a pass too small to repay a parallel region runs on the calling thread), scratch and
 /// uploads in host memory owned by the executor, `resident` and `download` as the host arrays

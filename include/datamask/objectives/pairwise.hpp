@@ -250,13 +250,8 @@ struct pairwise_similarity {
       const index_t j0 = c * slice;
       const index_t len = std::min(slice, d - j0);
       if (len <= 0) return;
-      auto part = acc.segment(j0, len);
-      constexpr index_t ahead = 8;  // rows requested ahead of the one summed
-      for (index_t r = 0; r < k; ++r) {
-        if (r + ahead < k) detail::prefetch(s.embeddings.row(s.subset[r + ahead]) + j0, len);
-        const index_t i = s.subset[r];
-        part += detail::values_as<double>(s.embeddings.row(i) + j0, len) * s.inv_norms[i];
-      }
+      const matrix_view<const T> columns(s.embeddings.data + j0, s.embeddings.rows, len, s.embeddings.stride);
+      row_sums_of(columns, s.subset.data, k, s.inv_norms, acc.data() + j0);
     }, static_cast<double>(k) * static_cast<double>(slice));
     double self = 0.0;
     for (index_t i : s.subset) {

@@ -50,27 +50,33 @@ __attribute__((target("avx2,f16c"))) inline __m256 load8(const bfloat16* x) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
-/// acc[j] += double(x_ij) * w_i for the `count` rows i in `rows`, in their order: 32 columns of acc
-/// held in registers over the rows (each element's additions in row order, as one row at a time
-/// would make them), so acc is read and written once per `count` rows.
+/// Elements of T in a 64-byte line: a row is requested a line at a time.
 template <class T>
-__attribute__((target("avx2,f16c"))) void add_rows(matrix_view<const T> x, const index_t* rows, int count,
-                                                   const double* w, double* acc) {
-  const index_t d = x.cols;
+inline constexpr index_t line = 64 / static_cast<index_t>(sizeof(T));
+
+/// acc[j] += double(r[k][j]) * wk[k] for k = 0 .. count - 1 in that order, j in [0, d): 32 columns
+/// of acc held in registers over the rows (each element's additions in row order, as one row at a
+/// time would make them), so acc is read and written once per `count` rows. `next` (or null):
+/// rows to request meanwhile (null entries skipped).
+template <class T>
+__attribute__((target("avx2,f16c"))) void add_rows(const T* const* r, const T* const* next, const double* wk,
+                                                   int count, index_t d, double* acc) {
   index_t j = 0;
   for (; j + 32 <= d; j += 32) {
     __m256d a[8];
 DATAMASK_UNROLL(8)
     for (int q = 0; q < 8; ++q) a[q] = _mm256_loadu_pd(acc + j + 4 * q);
     for (int k = 0; k < count; ++k) {
-      const T* r = x.row(rows[k]) + j;
-      if (rows[k] + ahead < x.rows) _mm_prefetch(reinterpret_cast<const char*>(r + ahead * x.stride), _MM_HINT_T0);
-      const __m256d wk = _mm256_set1_pd(w[rows[k]]);
+      const T* row = r[k] + j;
+      if (next != nullptr && next[k] != nullptr) {
+        for (index_t l = 0; l < 32; l += line<T>) _mm_prefetch(reinterpret_cast<const char*>(next[k] + j + l), _MM_HINT_T0);
+      }
+      const __m256d w = _mm256_set1_pd(wk[k]);
 DATAMASK_UNROLL(4)
       for (int h = 0; h < 4; ++h) {
-        const __m256 f = load8(r + 8 * h);
-        a[2 * h] = _mm256_add_pd(a[2 * h], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), wk));
-        a[2 * h + 1] = _mm256_add_pd(a[2 * h + 1], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), wk));
+        const __m256 f = load8(row + 8 * h);
+        a[2 * h] = _mm256_add_pd(a[2 * h], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), w));
+        a[2 * h + 1] = _mm256_add_pd(a[2 * h + 1], _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), w));
       }
     }
 DATAMASK_UNROLL(8)
@@ -80,43 +86,65 @@ DATAMASK_UNROLL(8)
     __m256d lo = _mm256_loadu_pd(acc + j);
     __m256d hi = _mm256_loadu_pd(acc + j + 4);
     for (int k = 0; k < count; ++k) {
-      const __m256 f = load8(x.row(rows[k]) + j);
-      const __m256d wk = _mm256_set1_pd(w[rows[k]]);
-      lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), wk));
-      hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), wk));
+      const __m256 f = load8(r[k] + j);
+      const __m256d w = _mm256_set1_pd(wk[k]);
+      lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f)), w));
+      hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)), w));
     }
     _mm256_storeu_pd(acc + j, lo);
     _mm256_storeu_pd(acc + j + 4, hi);
   }
   for (; j < d; ++j) {
-    for (int k = 0; k < count; ++k) acc[j] += static_cast<double>(static_cast<float>(x.row(rows[k])[j])) * w[rows[k]];
+    for (int k = 0; k < count; ++k) acc[j] += static_cast<double>(static_cast<float>(r[k][j])) * wk[k];
   }
 }
 
 /// acc[j] += double(x_ij) * w_i for the rows i in [first, end) with w_i != 0, in row order
-/// (`dense::column_sums`' chunk), eight such rows at a time.
+/// (`dense::column_sums`' chunk), eight such rows at a time, each requesting the row `ahead` on.
 template <class T>
 __attribute__((target("avx2,f16c"))) void accumulate(matrix_view<const T> x, index_t first, index_t end,
                                                      const double* w, double* acc) {
   constexpr int group = 8;
-  index_t rows[group];
+  const T* r[group];
+  const T* next[group];
+  double wk[group];
   int count = 0;
   for (index_t i = first; i < end; ++i) {
     if (w[i] == 0.0) continue;
-    rows[count++] = i;
+    r[count] = x.row(i);
+    next[count] = i + ahead < x.rows ? x.row(i + ahead) : nullptr;
+    wk[count++] = w[i];
     if (count == group) {
-      add_rows(x, rows, count, w, acc);
+      add_rows(r, next, wk, count, x.cols, acc);
       count = 0;
     }
   }
-  add_rows(x, rows, count, w, acc);
+  add_rows(r, next, wk, count, x.cols, acc);
+}
+
+/// acc[j] += double(x_{rows[t], j}) * w[rows[t]] for t in [0, count), in list order, eight rows
+/// at a time (the caller requests the rows).
+template <class T>
+__attribute__((target("avx2,f16c"))) void sums(matrix_view<const T> x, const index_t* rows, index_t count,
+                                               const double* w, double* acc) {
+  constexpr int group = 8;
+  const T* r[group];
+  double wk[group];
+  for (index_t t = 0; t < count; t += group) {
+    const int g = static_cast<int>(std::min<index_t>(group, count - t));
+    for (int k = 0; k < g; ++k) {
+      r[k] = x.row(rows[t + k]);
+      wk[k] = w[rows[t + k]];
+    }
+    add_rows<T>(r, nullptr, wk, g, x.cols, acc);
+  }
 }
 
 /// out[k] = `dense::lane_dot`(r[k], s) for K rows of d elements, side by side, so the rows'
 /// independent sums hide the latency of each one's additions: lanes l = 0..3 over the
 /// eight-wide steps (columns j..j+3, then j+4..j+7), the rest of the four-wide steps, the
 /// remainder into lane 0, the lanes added in the fixed order. `next` (or null): K rows to request
-/// meanwhile, a line per 32 columns.
+/// meanwhile.
 template <int K, class T>
 __attribute__((target("avx2,f16c"))) void dot_rows(const T* const* r, const T* const* next, index_t d,
                                                    const double* s, double* out) {
@@ -124,7 +152,7 @@ __attribute__((target("avx2,f16c"))) void dot_rows(const T* const* r, const T* c
   __m256d part[K];
   for (int k = 0; k < K; ++k) part[k] = _mm256_setzero_pd();
   for (index_t j = 0; j < wide; j += 8) {
-    if (next != nullptr && j % 32 == 0) {
+    if (next != nullptr && j % line<T> == 0) {
       for (int k = 0; k < K; ++k) _mm_prefetch(reinterpret_cast<const char*>(next[k] + j), _MM_HINT_T0);
     }
     const __m256d s0 = _mm256_loadu_pd(s + j);
@@ -187,6 +215,8 @@ void dots(matrix_view<const T> x, const index_t* rows, index_t count, const doub
 inline bool available() { return false; }
 template <class T>
 void accumulate(matrix_view<const T>, index_t, index_t, const double*, double*) {}
+template <class T>
+void sums(matrix_view<const T>, const index_t*, index_t, const double*, double*) {}
 template <class T>
 void dots(matrix_view<const T>, index_t, index_t, const double*, double*) {}
 template <class T>
