@@ -64,6 +64,15 @@ auto thrust_and_cpu(Run&& run) {
   return std::make_pair(one, cpu);
 }
 
+/// The rows of [0, n) but every fifth (pruned): the candidates of the tests below.
+std::vector<index_t> every_fifth_pruned(index_t n) {
+  std::vector<index_t> rows;
+  for (index_t i = 0; i < n; ++i) {
+    if (i % 5 != 0) rows.push_back(i);
+  }
+  return rows;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("per-item credit: Thrust-on-OMP gives the CPU backend's selection and logits", "[credit][thrust]",
@@ -242,9 +251,7 @@ TEST_CASE("the projections: the same bits on the host executor and the Thrust ex
   std::normal_distribution<double> z(0.0, 1.5);
   std::vector<double> y(static_cast<std::size_t>(n));
   for (auto& v : y) v = z(gen);
-  std::vector<index_t> cand;
-  for (index_t i = 0; i < n; ++i)
-    if (i % 5 != 0) cand.push_back(i);
+  const std::vector<index_t> cand = every_fifth_pruned(n);
   const double s = 400.0;
   auto project = [&](auto& exec) {
     const auto m = static_cast<index_t>(cand.size());
@@ -524,10 +531,7 @@ TEMPLATE_TEST_CASE("the polish's ranking chooses on the backend what the host's 
   const dm_test::instance inst(900, 8, 3);
   const auto p = inst.problem();
   const datamask::objective_function<float, datamask::pairwise_similarity> f(p, datamask::pairwise_similarity{}, 0.5);
-  std::vector<index_t> candidates;
-  for (index_t i = 0; i < inst.n; ++i) {
-    if (i % 5 != 0) candidates.push_back(i);
-  }
+  const std::vector<index_t> candidates = every_fifth_pruned(inst.n);
   std::vector<index_t> selection;
   for (std::size_t c = 0; c < candidates.size(); c += 8) selection.push_back(candidates[c]);
   const auto s = static_cast<index_t>(selection.size());
@@ -584,10 +588,7 @@ TEMPLATE_TEST_CASE("DiSF's exact keys computed on the backend: each row's change
   const dm_test::instance inst(900, 8, 5);
   const auto p = inst.problem();
   const datamask::objective_function<float, datamask::disf> f(p, datamask::disf{}, 0.5);
-  std::vector<index_t> candidates;
-  for (index_t i = 0; i < inst.n; ++i) {
-    if (i % 5 != 0) candidates.push_back(i);
-  }
+  const std::vector<index_t> candidates = every_fifth_pruned(inst.n);
   std::vector<index_t> all(static_cast<std::size_t>(inst.n));
   std::iota(all.begin(), all.end(), index_t{0});
   const datamask::subset_view<float> base{f.embeddings(), f.inv_norms().data(), f.sq_norms().data(),
