@@ -39,6 +39,20 @@ namespace datamask {
 /// tiny selections) stay in double. The choice depends on n only: deterministic.
 inline constexpr index_t float_product_rows = 4096;
 
+namespace detail {
+/// One scheme for every pass over listed rows: the first `avx2_rows::ahead` rows are requested
+/// before the pass (`request_first_rows`), then row t + ahead as row t is read
+/// (`request_row_ahead`; the AVX2 kernels do so themselves, spread over the row's lines).
+template <class T>
+void request_first_rows(matrix_view<const T> x, const index_t* rows, index_t count) {
+  for (index_t t = 0; t < std::min(count, avx2_rows::ahead); ++t) prefetch(x.row(rows[t]), x.cols);
+}
+template <class T>
+void request_row_ahead(matrix_view<const T> x, const index_t* rows, index_t count, index_t t) {
+  if (t + avx2_rows::ahead < count) prefetch(x.row(rows[t + avx2_rows::ahead]), x.cols);
+}
+}  // namespace detail
+
 /// @brief out[t] = x_{rows[t]} . s (`dense::lane_dot`, the host executor's `row_dots`) for the
 /// `count` rows listed, on the calling thread, each requested from memory some rows before it is
 /// read. Why: the greedy's gains read rows scattered over the block (a stochastic round's
@@ -47,18 +61,15 @@ inline constexpr index_t float_product_rows = 4096;
 /// or 16-bit row is read with the executor's AVX2 kernel where the CPU has it.
 template <class T>
 void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* s, double* out) {
+  detail::request_first_rows(x, rows, count);
   if constexpr (detail::avx2_rows::reads<T>) {
     if (detail::avx2_rows::available()) {
-      // The kernel requests each group of rows `ahead` rows before it reads them: the first here.
-      for (index_t t = 0; t < std::min(count, detail::avx2_rows::ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
       detail::avx2_rows::dots(x, rows, count, s, out);
       return;
     }
   }
-  constexpr index_t ahead = 4;
-  for (index_t t = 0; t < std::min(count, ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
   for (index_t t = 0; t < count; ++t) {
-    if (t + ahead < count) detail::prefetch(x.row(rows[t + ahead]), x.cols);
+    detail::request_row_ahead(x, rows, count, t);
     out[t] = dense::lane_dot(x.row(rows[t]), s, x.cols);
   }
 }
@@ -70,19 +81,15 @@ void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, con
 /// evaluation of a selection (pairwise similarity's sum of unit rows).
 template <class T>
 void row_sums_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* w, double* acc) {
-  constexpr index_t ahead = 8;
-  for (index_t t = 0; t < std::min(count, ahead); ++t) detail::prefetch(x.row(rows[t]), x.cols);
+  detail::request_first_rows(x, rows, count);
   if constexpr (detail::avx2_rows::reads<T>) {
     if (detail::avx2_rows::available()) {
-      for (index_t t = 0; t < count; t += ahead) {  // a group summed while the next is requested
-        for (index_t u = t + ahead; u < std::min(count, t + 2 * ahead); ++u) detail::prefetch(x.row(rows[u]), x.cols);
-        detail::avx2_rows::sums(x, rows + t, std::min(ahead, count - t), w, acc);
-      }
+      detail::avx2_rows::sums(x, rows, count, w, acc);
       return;
     }
   }
   for (index_t t = 0; t < count; ++t) {
-    if (t + ahead < count) detail::prefetch(x.row(rows[t + ahead]), x.cols);
+    detail::request_row_ahead(x, rows, count, t);
     const T* r = x.row(rows[t]);
     const double wt = w[rows[t]];
     for (index_t j = 0; j < x.cols; ++j) acc[j] += static_cast<double>(r[j]) * wt;

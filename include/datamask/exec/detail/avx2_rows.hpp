@@ -123,20 +123,23 @@ __attribute__((target("avx2,f16c"))) void accumulate(matrix_view<const T> x, ind
 }
 
 /// acc[j] += double(x_{rows[t], j}) * w[rows[t]] for t in [0, count), in list order, eight rows
-/// at a time (the caller requests the rows).
+/// at a time, each requesting the row `ahead` on in the list (the caller requests the first
+/// `ahead`).
 template <class T>
 __attribute__((target("avx2,f16c"))) void sums(matrix_view<const T> x, const index_t* rows, index_t count,
                                                const double* w, double* acc) {
   constexpr int group = 8;
   const T* r[group];
+  const T* next[group];
   double wk[group];
   for (index_t t = 0; t < count; t += group) {
     const int g = static_cast<int>(std::min<index_t>(group, count - t));
     for (int k = 0; k < g; ++k) {
       r[k] = x.row(rows[t + k]);
+      next[k] = t + k + ahead < count ? x.row(rows[t + k + ahead]) : nullptr;
       wk[k] = w[rows[t + k]];
     }
-    add_rows<T>(r, nullptr, wk, g, x.cols, acc);
+    add_rows<T>(r, next, wk, g, x.cols, acc);
   }
 }
 
@@ -177,7 +180,7 @@ __attribute__((target("avx2,f16c"))) void dot_rows(const T* const* r, const T* c
 }
 
 /// out[t] = `dense::lane_dot`(x_{row(t)}, s) for t in [0, count), four rows at a time, each
-/// group requesting the group `ahead` rows on.
+/// group requesting the group `ahead` rows on (the caller requests the first `ahead`).
 template <class T, class Row>
 __attribute__((target("avx2,f16c"))) void dots_by(matrix_view<const T> x, index_t count, Row row, const double* s,
                                                   double* out) {
