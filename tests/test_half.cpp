@@ -212,6 +212,16 @@ void check_passes_match_float(index_t n, index_t d, index_t stride) {
   datamask::row_sums_of(xw, list.data(), static_cast<index_t>(list.size()), w.data(), sums_hi.data());
   CHECK(same(sums_lo, sums_ref));
   CHECK(same(sums_hi, sums_ref));
+  // A double block of the same values takes the listed rows' plain loops (the kernels read float
+  // and 16-bit elements only): the same bits.
+  const std::vector<double> wide64(b.wide.begin(), b.wide.end());
+  const datamask::matrix_view<const double> xd(wide64.data(), n, d, stride);
+  std::vector<double> d_list(list.size());
+  datamask::row_dots_of(xd, list.data(), static_cast<index_t>(list.size()), s.data(), d_list.data());
+  for (std::size_t t = 0; t < list.size(); ++t) CHECK(same_bits(d_list[t], hi[static_cast<std::size_t>(list[t])]));
+  std::vector<double> sums_d(static_cast<std::size_t>(d), 0.5);
+  datamask::row_sums_of(xd, list.data(), static_cast<index_t>(list.size()), w.data(), sums_d.data());
+  CHECK(same(sums_d, sums_ref));
   exec.quadratic_forms(xl, mu.data(), g.data(), lo.data());
   exec.quadratic_forms(xw, mu.data(), g.data(), hi.data());
   CHECK(same(lo, hi));

@@ -40,16 +40,26 @@ namespace datamask {
 inline constexpr index_t float_product_rows = 4096;
 
 namespace detail {
-/// One scheme for every pass over listed rows: the first `avx2_rows::ahead` rows are requested
-/// before the pass (`request_first_rows`), then row t + ahead as row t is read
-/// (`request_row_ahead`; the AVX2 kernels do so themselves, spread over the row's lines).
-template <class T>
-void request_first_rows(matrix_view<const T> x, const index_t* rows, index_t count) {
-  for (index_t t = 0; t < std::min(count, avx2_rows::ahead); ++t) prefetch(x.row(rows[t]), x.cols);
-}
-template <class T>
-void request_row_ahead(matrix_view<const T> x, const index_t* rows, index_t count, index_t t) {
-  if (t + avx2_rows::ahead < count) prefetch(x.row(rows[t + avx2_rows::ahead]), x.cols);
+/// The one scheme of every pass over listed rows (rows anywhere in the block, which the hardware
+/// cannot predict): the first `avx2_rows::ahead` rows are requested before the pass, then row
+/// t + ahead as row t is read. `kernel(x)` runs the pass through the AVX2 kernels (which request
+/// their rows themselves, spread over each row's lines) where they read T and the CPU has them
+/// (a generic lambda: its body is compiled only for such T); else `row(t, x_{rows[t]})` for t in
+/// list order.
+template <class T, class Kernel, class Row>
+void over_listed_rows(matrix_view<const T> x, const index_t* rows, index_t count, Kernel&& kernel, Row&& row) {
+  constexpr index_t ahead = avx2_rows::ahead;
+  for (index_t t = 0; t < std::min(count, ahead); ++t) prefetch(x.row(rows[t]), x.cols);
+  if constexpr (avx2_rows::reads<T>) {
+    if (avx2_rows::available()) {
+      kernel(x);
+      return;
+    }
+  }
+  for (index_t t = 0; t < count; ++t) {
+    if (t + ahead < count) prefetch(x.row(rows[t + ahead]), x.cols);
+    row(t, x.row(rows[t]));
+  }
 }
 }  // namespace detail
 
@@ -61,17 +71,9 @@ void request_row_ahead(matrix_view<const T> x, const index_t* rows, index_t coun
 /// or 16-bit row is read with the executor's AVX2 kernel where the CPU has it.
 template <class T>
 void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* s, double* out) {
-  detail::request_first_rows(x, rows, count);
-  if constexpr (detail::avx2_rows::reads<T>) {
-    if (detail::avx2_rows::available()) {
-      detail::avx2_rows::dots(x, rows, count, s, out);
-      return;
-    }
-  }
-  for (index_t t = 0; t < count; ++t) {
-    detail::request_row_ahead(x, rows, count, t);
-    out[t] = dense::lane_dot(x.row(rows[t]), s, x.cols);
-  }
+  detail::over_listed_rows(
+      x, rows, count, [&](auto xs) { detail::avx2_rows::dots(xs, rows, count, s, out); },
+      [&](index_t t, const T* r) { out[t] = dense::lane_dot(r, s, x.cols); });
 }
 
 /// @brief acc[j] += x_{rows[t], j} w[rows[t]] for the `count` rows listed, in list order (each
@@ -81,19 +83,12 @@ void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, con
 /// evaluation of a selection (pairwise similarity's sum of unit rows).
 template <class T>
 void row_sums_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* w, double* acc) {
-  detail::request_first_rows(x, rows, count);
-  if constexpr (detail::avx2_rows::reads<T>) {
-    if (detail::avx2_rows::available()) {
-      detail::avx2_rows::sums(x, rows, count, w, acc);
-      return;
-    }
-  }
-  for (index_t t = 0; t < count; ++t) {
-    detail::request_row_ahead(x, rows, count, t);
-    const T* r = x.row(rows[t]);
-    const double wt = w[rows[t]];
-    for (index_t j = 0; j < x.cols; ++j) acc[j] += static_cast<double>(r[j]) * wt;
-  }
+  detail::over_listed_rows(
+      x, rows, count, [&](auto xs) { detail::avx2_rows::sums(xs, rows, count, w, acc); },
+      [&](index_t t, const T* r) {
+        const double wt = w[rows[t]];
+        for (index_t j = 0; j < x.cols; ++j) acc[j] += static_cast<double>(r[j]) * wt;
+      });
 }
 
 /// @brief Runs an executor's passes on the host: `for_each` on up to `threads` OpenMP threads (0:
