@@ -13,8 +13,9 @@
 // rate (a pass summing the float32 block's bytes as 64-bit words on every thread). DiSF's
 // relaxation costs about 3 n d^2 flops (the scatter's symmetric rank updates and the quadratic
 // forms), printed against Eigen's float GEMM in this binary. The float16 pairwise relaxation over
-// a block that stays in the caches gives the rate of its arithmetic alone. Each figure is the median of
-// `rounds` rounds; each round times every element type once, in turn.
+// a block that stays in the caches gives the rate of its arithmetic alone; the two passes timed
+// alone (through a host executor) give what the rest of an iteration costs. Each figure is the
+// median of `rounds` rounds; each round times every element type once, in turn.
 //
 // `default` runs the continuous learner with its defaults (pairwise similarity + quality, S = n / 10)
 // on the synthetic corpus of datamask-select's --demo at n x d, its block held in ELEMENT only
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -89,6 +91,21 @@ double time_relax(const Objective& objective, const block<T>& b, std::span<const
   return sec;
 }
 
+/// Seconds of the relaxation's two passes alone over a block: X^T w (`column_sums`), then X s
+/// (`row_dots`), each through a host executor.
+template <class T>
+std::pair<double, double> time_passes(const block<T>& b, std::span<const double> w, std::vector<double>& out) {
+  dm::host_executor exec;
+  const auto x = dm::make_matrix_view(b.x.data(), b.n, b.d);
+  std::vector<double> s(static_cast<std::size_t>(b.d), 1.0 / static_cast<double>(b.d));
+  const auto t0 = clk::now();
+  exec.column_sums(x, w.data(), out.data());
+  const double sums = since(t0);
+  const auto t1 = clk::now();
+  exec.row_dots(x, s.data(), out.data());
+  return {sums, since(t1)};
+}
+
 /// Seconds of one pass reading the float32 block's bytes on every thread (64-bit words, four sums).
 double time_read(const std::vector<float>& data) {
   const auto* words = reinterpret_cast<const std::uint64_t*>(data.data());
@@ -140,6 +157,8 @@ struct row {
   std::string type;
   std::size_t element;
   double ms;
+  double sums_ms = 0.0;  ///< X^T w alone (`passes` runs only)
+  double dots_ms = 0.0;  ///< X s alone
 };
 
 /// The three blocks' medians, and of the read pass over the float32 block in the same rounds.
@@ -148,8 +167,11 @@ struct timings {
   double read_ms;
 };
 
+/// Each block's relaxation of `objective` (and with `passes`, its two passes alone), in turn
+/// within each round; medians.
 template <class Objective>
-timings run(const Objective& objective, const std::vector<float>& values, index_t n, index_t d, int rounds) {
+timings run(const Objective& objective, const std::vector<float>& values, index_t n, index_t d, int rounds,
+            bool passes) {
   const block<float> f32(values, n, d);
   const block<dm::float16> f16(values, n, d);
   const block<dm::bfloat16> bf16(values, n, d);
@@ -166,19 +188,39 @@ timings run(const Objective& objective, const std::vector<float>& values, index_
   std::vector<double> t16;
   std::vector<double> tb16;
   std::vector<double> reads;
+  std::vector<double> pass[3][2];  // [block][X^T w, X s]
+  auto time_both = [&](int k, const auto& b) {
+    if (!passes) return;
+    const auto [sums, dots] = time_passes(b, p, grad);
+    pass[k][0].push_back(sums);
+    pass[k][1].push_back(dots);
+  };
   for (int r = 0; r <= rounds; ++r) {  // round 0 warms the pages and the caches, untimed
     const double a = time_relax(objective, f32, p, total, grad);
     const double b = time_relax(objective, f16, p, total, grad);
     const double c = time_relax(objective, bf16, p, total, grad);
     const double e = time_read(values);
-    if (r == 0) continue;
+    time_both(0, f32);
+    time_both(1, f16);
+    time_both(2, bf16);
+    if (r == 0) {
+      for (auto& k : pass) k[0].clear(), k[1].clear();
+      continue;
+    }
     t32.push_back(a);
     t16.push_back(b);
     tb16.push_back(c);
     reads.push_back(e);
   }
-  return {{{"float32", 4, 1e3 * median(t32)}, {"float16", 2, 1e3 * median(t16)}, {"bfloat16", 2, 1e3 * median(tb16)}},
-          1e3 * median(reads)};
+  timings out{{{"float32", 4, 1e3 * median(t32)}, {"float16", 2, 1e3 * median(t16)}, {"bfloat16", 2, 1e3 * median(tb16)}},
+              1e3 * median(reads)};
+  if (passes) {
+    for (int k = 0; k < 3; ++k) {
+      out.rows[static_cast<std::size_t>(k)].sums_ms = 1e3 * median(pass[k][0]);
+      out.rows[static_cast<std::size_t>(k)].dots_ms = 1e3 * median(pass[k][1]);
+    }
+  }
+  return out;
 }
 
 /// Milliseconds per 10^6 rows of the pairwise relaxation over a float16 block that stays in
@@ -279,7 +321,7 @@ int main(int argc, char** argv) {
     // Values a float16 holds exactly, so the float32 and float16 blocks hold the same values.
     std::vector<float> values(static_cast<std::size_t>(n * d));
     for (auto& v : values) v = dm::float16::from(normal(gen));
-    const timings pws = run(dm::pairwise_similarity{}, values, n, d, rounds);
+    const timings pws = run(dm::pairwise_similarity{}, values, n, d, rounds, true);
     const double read_rate = static_cast<double>(values.size() * sizeof(float)) / (pws.read_ms / 1e3) / 1e9;
     std::printf("machine: %d threads; read rate %.2f GB/s (a pass summing the float32 block's %.2f GB, in the same rounds)\n",
                 dm::detail::resolve_threads(0), read_rate, static_cast<double>(values.size() * 4) / 1e9);
@@ -293,12 +335,19 @@ int main(int argc, char** argv) {
     }
     std::printf("float16 over a block in the caches (2048 rows): %.2f ms per 10^6 rows\n",
                 in_cache_ms(values, d, rounds));
+    std::printf("\nthe two passes alone (X^T w by column_sums, X s by row_dots), the same rounds\n");
+    std::printf("| element | X^T w ms | X s ms | GB/s read (both) | rest of the relaxation ms |\n|---|---:|---:|---:|---:|\n");
+    for (const row& r : pws.rows) {
+      const double both = r.sums_ms + r.dots_ms;
+      const double gbs = 2.0 * static_cast<double>(n * d) * static_cast<double>(r.element) / (both / 1e3) / 1e9;
+      std::printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", r.type.c_str(), r.sums_ms, r.dots_ms, gbs, r.ms - both);
+    }
     values.resize(static_cast<std::size_t>(disf_n * d));
     const double gemm = gemm_rate(65536, d, rounds);
     std::printf("\nDiSF relaxation, n = %lld, d = %lld (3 n d^2 flops); Eigen float GEMM %.1f GFLOP/s\n",
                 static_cast<long long>(disf_n), static_cast<long long>(d), gemm);
     std::printf("| element | ms | x float32 | GFLOP/s | share of GEMM rate |\n|---|---:|---:|---:|---:|\n");
-    const timings disf = run(dm::disf{}, values, disf_n, d, rounds);
+    const timings disf = run(dm::disf{}, values, disf_n, d, rounds, false);
     for (const row& r : disf.rows) {
       const double gf = 3.0 * static_cast<double>(disf_n) * static_cast<double>(d * d) / (r.ms / 1e3) / 1e9;
       std::printf("| %s | %.2f | %.3f | %.1f | %.1f%% |\n", r.type.c_str(), r.ms, r.ms / disf.rows[0].ms, gf, 100.0 * gf / gemm);

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <datamask/io/npy.hpp>
@@ -268,6 +269,90 @@ TEST_CASE("the host executor's passes give the generic passes' bits, and over a 
       check_passes_match_float<float16>(n, d, d + 3);
     }
   }
+}
+
+namespace {
+
+/// The host's SIMD kernels at level `at` over an n x d block of T (rows `stride` apart) against
+/// plain loops in double: X^T w over a range of rows in row order (rows with w_i = 0 skipped, as
+/// `dense::column_sums` skips them), X s by `dense::lane_dot`, and both over rows listed out of
+/// order. Every level must give these bits.
+template <class T>
+void check_simd_level(datamask::detail::simd_rows::level at, index_t n, index_t d, index_t stride) {
+  namespace simd = datamask::detail::simd_rows;
+  dmtest::rng r(static_cast<std::uint64_t>(n * 7919 + d));
+  std::vector<T> x;
+  std::vector<float> f;  // the same values as floats
+  for (index_t k = 0; k < n * stride; ++k) {
+    const auto v = static_cast<float>(r.normal());
+    if constexpr (std::is_same_v<T, float>) {
+      x.push_back(v);
+    } else {
+      x.push_back(T::from(v));
+    }
+    f.push_back(static_cast<float>(x.back()));
+  }
+  const datamask::matrix_view<const T> xv(x.data(), n, d, stride);
+  std::vector<double> w(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = i % 5 == 3 ? 0.0 : r.normal();
+  std::vector<double> s(static_cast<std::size_t>(d));
+  for (auto& v : s) v = r.normal();
+  auto at_ = [&](index_t i, index_t j) { return static_cast<double>(f[static_cast<std::size_t>(i * stride + j)]); };
+  // X^T w over rows [first, n), added to a nonzero start.
+  const index_t first = n / 3;
+  std::vector<double> ref(static_cast<std::size_t>(d), 0.25);
+  for (index_t i = first; i < n; ++i) {
+    if (w[static_cast<std::size_t>(i)] == 0.0) continue;
+    for (index_t j = 0; j < d; ++j) ref[static_cast<std::size_t>(j)] += at_(i, j) * w[static_cast<std::size_t>(i)];
+  }
+  std::vector<double> acc(static_cast<std::size_t>(d), 0.25);
+  simd::accumulate(xv, first, n, w.data(), acc.data(), at);
+  for (index_t j = 0; j < d; ++j) CHECK(same_bits(acc[static_cast<std::size_t>(j)], ref[static_cast<std::size_t>(j)]));
+  // X s over rows [first, n).
+  std::vector<double> out(static_cast<std::size_t>(n), -1.0);
+  simd::dots(xv, first, n, s.data(), out.data(), at);
+  for (index_t i = first; i < n; ++i) {
+    const double want = datamask::dense::lane_dot(f.data() + i * stride, s.data(), d);
+    CHECK(same_bits(out[static_cast<std::size_t>(i)], want));
+  }
+  // Both over rows listed out of order (a stochastic round's sample; a selection's rows).
+  const std::vector<index_t> list = r.distinct(n, n / 2 + 1);
+  std::vector<double> listed(list.size());
+  simd::dots(xv, list.data(), static_cast<index_t>(list.size()), s.data(), listed.data(), at);
+  for (std::size_t t = 0; t < list.size(); ++t) {
+    CHECK(same_bits(listed[t], datamask::dense::lane_dot(f.data() + list[t] * stride, s.data(), d)));
+  }
+  std::vector<double> sums_ref(static_cast<std::size_t>(d), 0.5);
+  for (index_t i : list) {
+    for (index_t j = 0; j < d; ++j) sums_ref[static_cast<std::size_t>(j)] += at_(i, j) * w[static_cast<std::size_t>(i)];
+  }
+  std::vector<double> sums(static_cast<std::size_t>(d), 0.5);
+  simd::sums(xv, list.data(), static_cast<index_t>(list.size()), w.data(), sums.data(), at);
+  for (index_t j = 0; j < d; ++j) CHECK(same_bits(sums[static_cast<std::size_t>(j)], sums_ref[static_cast<std::size_t>(j)]));
+}
+
+}  // namespace
+
+TEST_CASE("every SIMD level of the host's passes this CPU runs gives the plain loops' bits", "[half][exec]") {
+  namespace simd = datamask::detail::simd_rows;
+  // AVX2, then AVX-512 where the CPU has it; d below, at and between the 32-column stripes, the
+  // eight-wide steps and the four-wide tails; row counts with and without a partial group.
+  int levels = 0;
+  for (auto at : {simd::level::avx2, simd::level::avx512}) {
+    if (simd::best() < at) continue;
+    ++levels;
+    for (index_t n : {index_t{1}, index_t{7}, index_t{61}, index_t{300}}) {
+      for (index_t d : {index_t{1}, index_t{7}, index_t{12}, index_t{32}, index_t{45}, index_t{72}, index_t{256}}) {
+        CAPTURE(static_cast<int>(at), n, d);
+        check_simd_level<float>(at, n, d, d);
+        check_simd_level<float16>(at, n, d, d);
+        check_simd_level<bfloat16>(at, n, d, d);
+        check_simd_level<float16>(at, n, d, d + 5);
+      }
+    }
+  }
+  INFO("SIMD levels this CPU runs: " << levels << " (AVX2: 1; AVX-512 as well: 2)");
+  CHECK(levels == static_cast<int>(simd::best()));
 }
 
 namespace {

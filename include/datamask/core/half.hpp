@@ -165,6 +165,7 @@ __attribute__((target("avx,f16c"))) inline void widen_f16c(const float16* in, in
 struct x86_features {
   bool f16c = false;  ///< F16C, with AVX and the YMM state saved by the OS
   bool avx2 = false;
+  bool avx512 = false;  ///< AVX-512 F and VL, with the ZMM state saved by the OS
 };
 inline x86_features cpu_features() {
   static const x86_features found = [] {
@@ -181,6 +182,8 @@ inline x86_features cpu_features() {
     if (__get_cpuid_max(0, nullptr) >= 7) {
       __cpuid_count(7, 0, a, b, c, d);
       f.avx2 = (b & (1u << 5)) != 0;
+      const bool zmm_saved = (xcr0 & 0xe0u) == 0xe0u;  // the opmask and both halves of the ZMM state
+      f.avx512 = zmm_saved && (b & (1u << 16)) != 0 && (b & (1u << 31)) != 0;
     }
     return f;
   }();

@@ -25,7 +25,7 @@
 #include "datamask/core/detail/row_map.hpp"
 #include "datamask/core/half.hpp"
 #include "datamask/exec/dense.hpp"
-#include "datamask/exec/detail/avx2_rows.hpp"
+#include "datamask/exec/detail/simd_rows.hpp"
 #include "datamask/exec/reduce.hpp"
 #include "datamask/core/types.hpp"
 
@@ -41,17 +41,17 @@ inline constexpr index_t float_product_rows = 4096;
 
 namespace detail {
 /// The one scheme of every pass over listed rows (rows anywhere in the block, which the hardware
-/// cannot predict): the first `avx2_rows::ahead` rows are requested before the pass, then row
-/// t + ahead as row t is read. `kernel(x)` runs the pass through the AVX2 kernels (which request
+/// cannot predict): the first `simd_rows::ahead` rows are requested before the pass, then row
+/// t + ahead as row t is read. `kernel(x)` runs the pass through the SIMD kernels (which request
 /// their rows themselves, spread over each row's lines) where they read T and the CPU has them
 /// (a generic lambda: its body is compiled only for such T); else `row(t, x_{rows[t]})` for t in
 /// list order.
 template <class T, class Kernel, class Row>
 void over_listed_rows(matrix_view<const T> x, const index_t* rows, index_t count, Kernel&& kernel, Row&& row) {
-  constexpr index_t ahead = avx2_rows::ahead;
+  constexpr index_t ahead = simd_rows::ahead;
   for (index_t t = 0; t < std::min(count, ahead); ++t) prefetch(x.row(rows[t]), x.cols);
-  if constexpr (avx2_rows::reads<T>) {
-    if (avx2_rows::available()) {
+  if constexpr (simd_rows::reads<T>) {
+    if (simd_rows::available()) {
       kernel(x);
       return;
     }
@@ -68,11 +68,11 @@ void over_listed_rows(matrix_view<const T> x, const index_t* rows, index_t count
 /// read. Why: the greedy's gains read rows scattered over the block (a stochastic round's
 /// sample), which the hardware cannot predict; waiting on each row in turn made half of a
 /// stochastic-greedy run (benchmarks/RESULTS.md, "Rows read in the order of a list"). A float32
-/// or 16-bit row is read with the executor's AVX2 kernel where the CPU has it.
+/// or 16-bit row is read with the executor's SIMD kernel where the CPU has it.
 template <class T>
 void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* s, double* out) {
   detail::over_listed_rows(
-      x, rows, count, [&](auto xs) { detail::avx2_rows::dots(xs, rows, count, s, out); },
+      x, rows, count, [&](auto xs) { detail::simd_rows::dots(xs, rows, count, s, out); },
       [&](index_t t, const T* r) { out[t] = dense::lane_dot(r, s, x.cols); });
 }
 
@@ -84,7 +84,7 @@ void row_dots_of(matrix_view<const T> x, const index_t* rows, index_t count, con
 template <class T>
 void row_sums_of(matrix_view<const T> x, const index_t* rows, index_t count, const double* w, double* acc) {
   detail::over_listed_rows(
-      x, rows, count, [&](auto xs) { detail::avx2_rows::sums(xs, rows, count, w, acc); },
+      x, rows, count, [&](auto xs) { detail::simd_rows::sums(xs, rows, count, w, acc); },
       [&](index_t t, const T* r) {
         const double wt = w[rows[t]];
         for (index_t j = 0; j < x.cols; ++j) acc[j] += static_cast<double>(r[j]) * wt;
@@ -169,7 +169,7 @@ class host_executor {
     return count;
   }
 
-  /// @brief `dense::column_sums` in the same chunks: the AVX2 kernel where the CPU has it (float32
+  /// @brief `dense::column_sums` in the same chunks: the SIMD kernel where the CPU has it (float32
   /// and 16-bit blocks), else Eigen's vectorised row updates.
   template <class T>
   void column_sums(matrix_view<const T> x, const double* w, double* out) {
@@ -179,9 +179,9 @@ class host_executor {
     const index_t chunks = (n + rows - 1) / rows;
     Eigen::MatrixXd part = Eigen::MatrixXd::Zero(d, chunks);
     for_each(chunks, [&](index_t c) {
-      if constexpr (detail::avx2_rows::reads<T>) {
-        if (detail::avx2_rows::available()) {
-          detail::avx2_rows::accumulate(x, c * rows, std::min(n, (c + 1) * rows), w, part.col(c).data());
+      if constexpr (detail::simd_rows::reads<T>) {
+        if (detail::simd_rows::available()) {
+          detail::simd_rows::accumulate(x, c * rows, std::min(n, (c + 1) * rows), w, part.col(c).data());
           return;
         }
       }
@@ -195,18 +195,18 @@ class host_executor {
     for (index_t c = 0; c < chunks; ++c) total += part.col(c);
   }
 
-  /// @brief `dense::row_dots` (the same four-lane dot), rows in chunks over the threads (the AVX2
+  /// @brief `dense::row_dots` (the same four-lane dot), rows in chunks over the threads (the SIMD
   /// kernel where the CPU has it, for float32 and 16-bit blocks).
   template <class T>
   void row_dots(matrix_view<const T> x, const double* s, double* out) {
-    if constexpr (detail::avx2_rows::reads<T>) {
+    if constexpr (detail::simd_rows::reads<T>) {
       const index_t d = x.cols;
       const index_t blocks = (x.rows + block_rows - 1) / block_rows;
       for_each(blocks, [&](index_t bi) {
         const index_t first = bi * block_rows;
         const index_t end = std::min(x.rows, first + block_rows);
-        if (detail::avx2_rows::available()) {
-          detail::avx2_rows::dots(x, first, end, s, out);
+        if (detail::simd_rows::available()) {
+          detail::simd_rows::dots(x, first, end, s, out);
           return;
         }
         row_buffer<T> buf(d);
