@@ -200,13 +200,10 @@ timings run(const Objective& objective, const std::vector<float>& values, index_
     const double b = time_relax(objective, f16, p, total, grad);
     const double c = time_relax(objective, bf16, p, total, grad);
     const double e = time_read(values);
+    if (r == 0) continue;
     time_both(0, f32);
     time_both(1, f16);
     time_both(2, bf16);
-    if (r == 0) {
-      for (auto& k : pass) k[0].clear(), k[1].clear();
-      continue;
-    }
     t32.push_back(a);
     t16.push_back(b);
     tb16.push_back(c);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "datamask/core/detail/row_map.hpp"
 #include "datamask/core/half.hpp"
 #include "datamask/core/types.hpp"
 
@@ -104,16 +105,12 @@ DATAMASK_AVX512 inline __m512d twice4(const double* s) { return _mm512_maskz_bro
 template <class T>
 inline constexpr index_t line = 64 / static_cast<index_t>(sizeof(T));
 
-/// Requests the 64-byte line holding `p` into the caches. An asm statement: GCC 12 deletes some
-/// prefetch builtins under a branch (two in a row after an early return, or a loop of them).
-inline void request(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
-
 /// Requests columns [j, j + 32) of row next[k]: one line of a 16-bit row, two of a float32 row
 /// (none where `next` or the entry is null).
 template <class T>
 inline void request32(const T* const* next, int k, index_t j) {
   if (next == nullptr || next[k] == nullptr) return;
-  for (index_t l = 0; l < 32; l += line<T>) request(next[k] + j + l);
+  for (index_t l = 0; l < 32; l += line<T>) detail::request_line(next[k] + j + l);
 }
 
 /// `add_rows`' 32-column stripes with AVX-512 (eight columns a register): the columns done.
@@ -230,9 +227,9 @@ void sums(matrix_view<const T> x, const index_t* rows, index_t count, const doub
 /// Requests row next[k]'s line at column j for each of K rows, where j starts a line (none where
 /// `next` is null).
 template <int K, class T>
-inline void request_line(const T* const* next, index_t j) {
+inline void request_group(const T* const* next, index_t j) {
   if (next == nullptr || j % line<T> != 0) return;
-  for (int k = 0; k < K; ++k) request(next[k] + j);
+  for (int k = 0; k < K; ++k) detail::request_line(next[k] + j);
 }
 
 /// lanes[4k + l] = the sum over the eight-wide steps j < `wide` of row r[k]'s products at columns
@@ -245,7 +242,7 @@ __attribute__((target("avx2,f16c"))) void lane_sums(const T* const* r, const T* 
 DATAMASK_UNROLL(4)
   for (int k = 0; k < K; ++k) part[k] = _mm256_setzero_pd();
   for (index_t j = 0; j < wide; j += 8) {
-    request_line<K>(next, j);
+    request_group<K>(next, j);
     const __m256d s0 = _mm256_loadu_pd(s + j);
     const __m256d s1 = _mm256_loadu_pd(s + j + 4);
 DATAMASK_UNROLL(4)
@@ -270,7 +267,7 @@ DATAMASK_AVX512 void lane_sums_512(const T* const* r, const T* const* next, inde
 DATAMASK_UNROLL(2)
   for (int p = 0; p < K / 2; ++p) part[p] = _mm512_setzero_pd();
   for (index_t j = 0; j < wide; j += 8) {
-    request_line<K>(next, j);
+    request_group<K>(next, j);
     const __m512d s0 = twice4(s + j);
     const __m512d s1 = twice4(s + j + 4);
 DATAMASK_UNROLL(2)
